@@ -1,0 +1,102 @@
+"""Privacy budget accounting: reserve before the data is touched, commit after noise.
+
+The :class:`Accountant` protocol is what the engine uses; :class:`MemoryAccountant` keeps budgets
+in this process (embedded mode, tests, one CLI invocation). A durable ledger implements the same
+protocol later. Composition is basic: ε's and δ's add. Invariant, for every analyst:
+``spent + reserved ≤ total``. A reservation is committed unless the failure provably happened
+before the database saw the query (then it may be rolled back); a crash never refunds.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from dpproxy.errors import BudgetExhausted, InternalError
+from dpproxy.values import Cost
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    analyst: str
+    cost: Cost
+    token: str
+
+
+class Accountant(Protocol):
+    def reserve(self, analyst: str, cost: Cost) -> Reservation: ...
+    def commit(self, r: Reservation) -> None: ...
+    def rollback(self, r: Reservation) -> None: ...
+    def remaining(self, analyst: str) -> Cost: ...
+    def spent(self, analyst: str) -> Cost: ...
+
+
+@dataclass
+class _Account:
+    total: Cost
+    spent: Cost
+    reserved: Cost
+
+
+class MemoryAccountant:
+    """In-process accountant with basic composition; thread-safe."""
+
+    def __init__(self, default_budget: Cost, budgets: dict[str, Cost] | None = None) -> None:
+        self._default = default_budget
+        self._budgets = dict(budgets or {})
+        self._accounts: dict[str, _Account] = {}
+        self._open: dict[str, Reservation] = {}
+        self._lock = threading.Lock()
+
+    def _account(self, analyst: str) -> _Account:
+        acct = self._accounts.get(analyst)
+        if acct is None:
+            total = self._budgets.get(analyst, self._default)
+            acct = self._accounts[analyst] = _Account(total, Cost.zero(), Cost.zero())
+        return acct
+
+    def reserve(self, analyst: str, cost: Cost) -> Reservation:
+        with self._lock:
+            acct = self._account(analyst)
+            used = acct.spent + acct.reserved
+            after = used + cost
+            if not acct.total.covers(after):
+                left = acct.total - used
+                raise BudgetExhausted(
+                    f"privacy budget exhausted for analyst {analyst!r}: the query costs {cost}, "
+                    f"{left} remains",
+                    hint="ask for a smaller epsilon (and delta), or ask the data steward for "
+                    "more budget",
+                )
+            acct.reserved = acct.reserved + cost
+            r = Reservation(analyst, cost, secrets.token_hex(8))
+            self._open[r.token] = r
+            return r
+
+    def _close(self, r: Reservation) -> _Account:
+        if self._open.pop(r.token, None) is None:
+            raise InternalError("unknown or already closed budget reservation")
+        acct = self._account(r.analyst)
+        acct.reserved = acct.reserved - r.cost
+        return acct
+
+    def commit(self, r: Reservation) -> None:
+        with self._lock:
+            acct = self._close(r)
+            acct.spent = acct.spent + r.cost
+
+    def rollback(self, r: Reservation) -> None:
+        """Only for failures that provably happened before the database saw the query."""
+        with self._lock:
+            self._close(r)
+
+    def remaining(self, analyst: str) -> Cost:
+        with self._lock:
+            acct = self._account(analyst)
+            return acct.total - (acct.spent + acct.reserved)
+
+    def spent(self, analyst: str) -> Cost:
+        with self._lock:
+            return self._account(analyst).spent

@@ -1,0 +1,168 @@
+"""Interval arithmetic over row-level numeric expressions, rounding outward.
+
+Every numeric column is clamped to its schema bounds in the rewritten SQL (and every measure
+to the interval computed here), so the interval is a sound bound on each row's value whatever
+the data holds. A NULL contributes nothing to SUM or COUNT, so NULL branches are skipped.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from sqlglot import exp
+
+from dpproxy.catalog.model import Table
+from dpproxy.values import Interval
+
+_UNBOUNDED = Interval.unbounded()
+
+
+def _hull(parts: list[Interval | None]) -> Interval | None:
+    out: Interval | None = None
+    for p in parts:
+        if p is not None:
+            out = p if out is None else out.hull(p)
+    return out
+
+
+def square(i: Interval) -> Interval:
+    """x² for x in i (tighter than i * i when i straddles zero)."""
+    if not i.bounded:
+        return Interval(Fraction(0), None)
+    assert i.lo is not None and i.hi is not None
+    hi = max(i.lo * i.lo, i.hi * i.hi)
+    lo = Fraction(0) if i.contains_zero() else min(i.lo * i.lo, i.hi * i.hi)
+    return Interval(lo, hi)
+
+
+def bounds_of(node: exp.Expression, table: Table) -> Interval | None:  # noqa: PLR0911, PLR0912
+    """The interval of a numeric expression (``None``: the expression is always NULL).
+
+    >>> from dpproxy.catalog.model import Column, ColumnType, Table
+    >>> t = Table("t", True, (Column("age", ColumnType.INTEGER, Fraction(0), Fraction(100)),))
+    >>> str(bounds_of(exp.maybe_parse("age / 10 - 1"), t))
+    '[-1, 9]'
+    """
+    b = lambda n: bounds_of(n, table)  # noqa: E731
+    if isinstance(node, exp.Paren):
+        return b(node.this)
+    if isinstance(node, exp.Column):
+        col = table.column(node.name)
+        if col is None or not col.bounded:
+            return _UNBOUNDED
+        return col.bounds
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return _UNBOUNDED
+        return Interval.point(Fraction(node.name))
+    if isinstance(node, exp.Boolean):
+        return Interval.point(int(node.this))
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Neg):
+        v = b(node.this)
+        return None if v is None else -v
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod):
+        lhs, rhs = b(node.this), b(node.expression)
+        if lhs is None or rhs is None:
+            return None
+        if isinstance(node, exp.Add):
+            return lhs + rhs
+        if isinstance(node, exp.Sub):
+            return lhs - rhs
+        if isinstance(node, exp.Mul):
+            return lhs * rhs
+        if isinstance(node, exp.Mod):
+            if not rhs.bounded or not lhs.bounded:
+                return _UNBOUNDED
+            m = rhs.max_abs()
+            return Interval(-m if lhs.lo is not None and lhs.lo < 0 else Fraction(0), m)
+        # Division: the rewrite guards the divisor with NULLIF(d, 0), so 0 is excluded;
+        # for integer-valued divisors that keeps |d| >= 1, otherwise the bound is open.
+        q = lhs * _reciprocal_nonzero(rhs, _integral(node.expression, table))
+        if isinstance(node, exp.IntDiv) and q.bounded:
+            assert q.lo is not None and q.hi is not None
+            return Interval(q.lo - 1, q.hi + 1)
+        return q
+    if isinstance(node, exp.Case):
+        parts = [b(w.args["true"]) for w in node.args.get("ifs") or []]
+        parts.append(b(node.args["default"]) if node.args.get("default") is not None else None)
+        return _hull(parts)
+    if isinstance(node, exp.If):
+        false = node.args.get("false")
+        return _hull([b(node.args["true"]), b(false) if false is not None else None])
+    if isinstance(node, exp.Coalesce):
+        return _hull([b(node.this), *(b(e) for e in node.expressions)])
+    if isinstance(node, exp.Nullif):
+        return b(node.this)
+    if isinstance(node, exp.Greatest | exp.Least):
+        parts = [p for p in [b(node.this), *(b(e) for e in node.expressions)] if p is not None]
+        if not parts:
+            return None
+        los = [p.lo for p in parts]
+        his = [p.hi for p in parts]
+        known_lo = [v for v in los if v is not None]
+        known_hi = [v for v in his if v is not None]
+        if isinstance(node, exp.Greatest):
+            lo = max(known_lo) if known_lo else None
+            hi = None if len(known_hi) < len(his) else max(known_hi)
+        else:
+            lo = None if len(known_lo) < len(los) else min(known_lo)
+            hi = min(known_hi) if known_hi else None
+        return Interval(lo, hi)
+    if isinstance(node, exp.Abs):
+        v = b(node.this)
+        if v is None:
+            return None
+        if not v.bounded:
+            return Interval(Fraction(0), None)
+        return Interval(Fraction(0) if v.contains_zero() else min(abs(v.lo), abs(v.hi)),  # type: ignore[arg-type]
+                        v.max_abs())
+    if isinstance(node, exp.Round | exp.Floor | exp.Ceil):
+        v = b(node.this)
+        if v is None or not v.bounded:
+            return v
+        assert v.lo is not None and v.hi is not None
+        return Interval(v.lo - 1, v.hi + 1)
+    if isinstance(node, exp.Cast | exp.TryCast):
+        if node.to.this is exp.DataType.Type.BOOLEAN:
+            return Interval(Fraction(0), Fraction(1))
+        if isinstance(node.this, exp.Predicate | exp.Not | exp.And | exp.Or):
+            return Interval(Fraction(0), Fraction(1))
+        v = b(node.this)
+        if v is None or not v.bounded:
+            return v
+        assert v.lo is not None and v.hi is not None
+        return Interval(v.lo - 1, v.hi + 1)  # a cast to an integer type may round
+    if isinstance(node, exp.Length):
+        return Interval(Fraction(0), None)
+    return _UNBOUNDED
+
+
+def _integral(node: exp.Expression, table: Table) -> bool:
+    from dpproxy.catalog.model import ColumnType
+
+    if isinstance(node, exp.Paren):
+        return _integral(node.this, table)
+    if isinstance(node, exp.Literal):
+        return not node.is_string and node.name.lstrip("-").isdigit()
+    if isinstance(node, exp.Column):
+        col = table.column(node.name)
+        return col is not None and col.type is ColumnType.INTEGER
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        return _integral(node.this, table) and _integral(node.expression, table)
+    if isinstance(node, exp.Neg):
+        return _integral(node.this, table)
+    return False
+
+
+def _reciprocal_nonzero(d: Interval, integral: bool) -> Interval:
+    if not d.contains_zero():
+        return d.reciprocal()
+    if integral and d.bounded:
+        assert d.lo is not None and d.hi is not None
+        m = Fraction(1)
+        lo = -1 if d.lo <= -1 else 0
+        hi = 1 if d.hi >= 1 else 0
+        return Interval(Fraction(lo) * m, Fraction(hi) * m)
+    return _UNBOUNDED

@@ -1,0 +1,90 @@
+"""Embedded DuckDB backend: a read-only connection that runs planner-produced SQL only."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+
+from dpproxy.catalog.model import Catalog
+from dpproxy.errors import BackendUnavailable, InternalError, UndefinedTable
+from dpproxy.release.noise import ExactResult
+
+
+class DuckDBBackend:
+    """One read-only DuckDB connection, serialised by a lock (DuckDB connections are not shared
+    safely across threads for concurrent execution)."""
+
+    dialect = "duckdb"
+
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        if not p.exists():
+            raise BackendUnavailable(
+                f"database file {p} does not exist",
+                hint="pass --database with a DuckDB file, or omit it to use the bundled demo",
+            )
+        try:
+            self._con = duckdb.connect(str(p), read_only=True)
+        except duckdb.Error as e:
+            raise BackendUnavailable(f"cannot open DuckDB database {p}",
+                                     log_detail=str(e)) from e
+        self._lock = threading.Lock()
+        self.path = p
+
+    def execute(self, sql: str) -> ExactResult:
+        with self._lock:
+            try:
+                cur = self._con.execute(sql)
+                rows = cur.fetchall()
+                cols = tuple(d[0] for d in cur.description or ())
+            except duckdb.Error as e:
+                # Never show the database's message: it could quote a value.
+                raise InternalError("the database failed to run the query",
+                                    log_detail=f"{type(e).__name__}: {e}") from e
+        return ExactResult(cols, tuple(rows))
+
+    def attach_catalog(self, catalog: Catalog) -> Catalog:
+        """Check every schema table and column exists; mark unit columns that are provably unique.
+
+        Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column:
+        metadata, not data, so reading it reveals nothing about any person.
+        """
+        tables = []
+        with self._lock:
+            present = {
+                (r[0].lower(), r[1].lower())
+                for r in self._con.execute(
+                    "SELECT table_name, column_name FROM duckdb_columns()"
+                ).fetchall()
+            }
+            unique = {
+                (r[0].lower(), r[1][0].lower())
+                for r in self._con.execute(
+                    "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+                    "WHERE constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+                ).fetchall()
+                if len(r[1]) == 1
+            }
+        for t in catalog.tables:
+            missing = [c.name for c in t.columns if (t.name.lower(), c.name.lower()) not in present]
+            if len(missing) == len(t.columns):
+                raise UndefinedTable(
+                    f'table "{t.name}" of the schema is not in the database {self.path}',
+                    hint="check that --schema and --database belong together",
+                )
+            if missing:
+                raise UndefinedTable(
+                    f'columns {", ".join(missing)} of table "{t.name}" are not in the database',
+                    hint="check that --schema and --database belong together",
+                )
+            is_unique = t.privacy_unit is not None and (
+                t.name.lower(), t.privacy_unit.lower()) in unique
+            tables.append(replace(t, unit_is_unique=is_unique))
+        return replace(catalog, tables=tuple(tables))
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()

@@ -1,0 +1,317 @@
+"""Load and validate a privacy schema (YAML) into a frozen :class:`Catalog`.
+
+Every problem is collected with its file and key path (``adult.yaml: tables.adult.columns.age.upper:
+must be >= lower``) and reported together; a schema with any problem never loads.
+The format is documented in ``schemas/README.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dpproxy.catalog.model import (
+    Catalog,
+    Column,
+    ColumnType,
+    ContributionBound,
+    MechanismKind,
+    Neighbouring,
+    PrivacyPolicy,
+    Table,
+)
+from dpproxy.errors import SchemaError
+from dpproxy.values import Cost
+
+_TOP_KEYS = {"version", "dataset", "privacy", "tables"}
+_PRIVACY_KEYS = {"neighbouring", "epsilon", "delta", "mechanism", "budget", "selection_share"}
+_TABLE_KEYS = {
+    "private",
+    "privacy_unit",
+    "max_rows_per_unit",
+    "max_groups_per_unit",
+    "max_rows_per_group_per_unit",
+    "columns",
+    "description",
+}
+_COLUMN_KEYS = {"type", "lower", "upper", "nullable", "domain", "description"}
+
+
+class _Problems:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: list[str] = []
+
+    def add(self, path: str, text: str) -> None:
+        self.items.append(f"{self.source}: {path}: {text}")
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read and validate a schema file; raise :class:`SchemaError` listing every problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SchemaError(
+            f"cannot read schema file {p}: {e.strerror}",
+            (f"{p}: {e.strerror}",),
+            hint="pass --schema with the path of a privacy schema (see schemas/README.md)",
+        ) from e
+    return parse_catalog(text, source=str(p))
+
+
+def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
+    """Validate schema text; see :func:`load_catalog`."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "document"
+        raise SchemaError(
+            "the schema is not valid YAML", (f"{source}: {where}: {getattr(e, 'problem', e)}",)
+        ) from e
+    probs = _Problems(source)
+    catalog = _catalog(doc, probs)
+    if probs.items or catalog is None:
+        n = len(probs.items)
+        raise SchemaError(
+            f"the privacy schema {source} has {n} problem{'s' if n != 1 else ''}",
+            tuple(probs.items),
+            hint="; ".join(probs.items[:3]),
+        )
+    return catalog
+
+
+def _catalog(doc: Any, probs: _Problems) -> Catalog | None:
+    if not isinstance(doc, Mapping):
+        probs.add("<root>", "must be a mapping with keys dataset, privacy, tables")
+        return None
+    _unknown(doc, _TOP_KEYS, "", probs)
+    version = doc.get("version", 1)
+    if version != 1:
+        probs.add("version", f"unsupported schema version {version!r} (this dpproxy reads 1)")
+    dataset = doc.get("dataset")
+    if not isinstance(dataset, str) or not dataset:
+        probs.add("dataset", "required: a non-empty name for the dataset")
+        dataset = "?"
+    policy = _policy(doc.get("privacy", {}), probs)
+    tables_doc = doc.get("tables")
+    tables: list[Table] = []
+    if not isinstance(tables_doc, Mapping) or not tables_doc:
+        probs.add("tables", "required: a mapping of table name to table definition")
+    else:
+        seen: set[str] = set()
+        for name, tdoc in tables_doc.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                probs.add(f"tables.{name}", "table names must be plain identifiers")
+                continue
+            if name.lower() in seen:
+                probs.add(f"tables.{name}", "duplicate table name (names are case-insensitive)")
+            seen.add(name.lower())
+            t = _table(name, tdoc, probs)
+            if t is not None:
+                tables.append(t)
+    if probs.items:
+        return None
+    return Catalog(dataset=dataset, tables=tuple(tables), policy=policy, source=probs.source)
+
+
+def _unknown(doc: Mapping[str, Any], allowed: set[str], path: str, probs: _Problems) -> None:
+    for key in doc:
+        if key not in allowed:
+            known = ", ".join(sorted(allowed))
+            probs.add(f"{path}{key}", f"unknown key (known keys: {known})")
+
+
+def _number(value: Any, path: str, probs: _Problems) -> Fraction | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        probs.add(path, f"must be a number, got {value!r}")
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        probs.add(path, "must be finite")
+        return None
+    try:
+        return Fraction(value)
+    except (ValueError, ZeroDivisionError):
+        probs.add(path, f"must be a number, got {value!r}")
+        return None
+
+
+def _positive_int(value: Any, path: str, probs: _Problems) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        probs.add(path, f"must be a positive integer, got {value!r}")
+        return None
+    return value
+
+
+def _policy(doc: Any, probs: _Problems) -> PrivacyPolicy:
+    if not isinstance(doc, Mapping):
+        probs.add("privacy", "must be a mapping")
+        return PrivacyPolicy()
+    _unknown(doc, _PRIVACY_KEYS, "privacy.", probs)
+    default = PrivacyPolicy()
+    rel = doc.get("neighbouring", "add_remove")
+    try:
+        neighbouring = Neighbouring(rel)
+    except ValueError:
+        probs.add("privacy.neighbouring", f"must be add_remove or substitute, got {rel!r}")
+        neighbouring = default.neighbouring
+    mech = doc.get("mechanism", "laplace")
+    try:
+        mechanism = MechanismKind(mech)
+    except ValueError:
+        probs.add("privacy.mechanism", f"must be laplace or gaussian, got {mech!r}")
+        mechanism = default.mechanism
+    eps = _number(doc.get("epsilon", 1), "privacy.epsilon", probs)
+    if eps is not None and eps <= 0:
+        probs.add("privacy.epsilon", "must be positive")
+    delta = _number(doc.get("delta", 0), "privacy.delta", probs)
+    if delta is not None and not 0 <= delta < 1:
+        probs.add("privacy.delta", "must be in [0, 1)")
+    share = _number(doc.get("selection_share", "1/2"), "privacy.selection_share", probs)
+    if share is not None and not 0 < share < 1:
+        probs.add("privacy.selection_share", "must be strictly between 0 and 1")
+    budget = default.budget
+    bdoc = doc.get("budget", {})
+    if not isinstance(bdoc, Mapping):
+        probs.add("privacy.budget", "must be a mapping with epsilon and delta")
+    else:
+        _unknown(bdoc, {"epsilon", "delta"}, "privacy.budget.", probs)
+        beps = _number(bdoc.get("epsilon", 10), "privacy.budget.epsilon", probs)
+        bdelta = _number(bdoc.get("delta", "1/100000"), "privacy.budget.delta", probs)
+        if beps is not None and beps <= 0:
+            probs.add("privacy.budget.epsilon", "must be positive")
+        elif bdelta is not None and not 0 <= bdelta < 1:
+            probs.add("privacy.budget.delta", "must be in [0, 1)")
+        elif beps is not None and bdelta is not None:
+            budget = Cost(beps, bdelta)
+    if mechanism is MechanismKind.GAUSSIAN and delta == 0:
+        probs.add("privacy.delta", "the gaussian mechanism needs a positive default delta")
+    if probs.items:
+        return default
+    assert eps is not None and delta is not None and share is not None
+    return PrivacyPolicy(neighbouring, eps, delta, mechanism, budget, share)
+
+
+def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
+    path = f"tables.{name}"
+    if not isinstance(doc, Mapping):
+        probs.add(path, "must be a mapping")
+        return None
+    _unknown(doc, _TABLE_KEYS, f"{path}.", probs)
+    private = doc.get("private", True)
+    if not isinstance(private, bool):
+        probs.add(f"{path}.private", "must be true or false")
+        private = True
+    cols_doc = doc.get("columns")
+    columns: list[Column] = []
+    if not isinstance(cols_doc, Mapping) or not cols_doc:
+        probs.add(f"{path}.columns", "required: a mapping of column name to column definition")
+    else:
+        seen: set[str] = set()
+        for cname, cdoc in cols_doc.items():
+            if not isinstance(cname, str) or not cname.isidentifier():
+                probs.add(f"{path}.columns.{cname}", "column names must be plain identifiers")
+                continue
+            if cname.lower() in seen:
+                probs.add(f"{path}.columns.{cname}", "duplicate column name")
+            seen.add(cname.lower())
+            c = _column(cname, cdoc, f"{path}.columns.{cname}", probs)
+            if c is not None:
+                columns.append(c)
+    unit = doc.get("privacy_unit")
+    max_rows = _positive_int(doc.get("max_rows_per_unit"), f"{path}.max_rows_per_unit", probs)
+    max_groups = _positive_int(doc.get("max_groups_per_unit"), f"{path}.max_groups_per_unit", probs)
+    per_group = _positive_int(
+        doc.get("max_rows_per_group_per_unit"), f"{path}.max_rows_per_group_per_unit", probs
+    )
+    if private:
+        if not isinstance(unit, str) or not unit:
+            probs.add(f"{path}.privacy_unit", "required for a private table: the column "
+                      "identifying the protected individual")
+        elif isinstance(cols_doc, Mapping) and unit not in cols_doc:
+            probs.add(f"{path}.privacy_unit", f"{unit!r} is not a column of the table")
+        if max_rows is None and per_group is None:
+            probs.add(f"{path}.max_rows_per_unit", "a private table needs max_rows_per_unit, or "
+                      "max_groups_per_unit with max_rows_per_group_per_unit")
+        if (max_groups is None) != (per_group is None):
+            probs.add(f"{path}.max_groups_per_unit", "max_groups_per_unit and "
+                      "max_rows_per_group_per_unit go together")
+    elif unit is not None or max_rows is not None or max_groups is not None:
+        probs.add(path, "a public table has no privacy_unit or contribution bounds")
+    if probs.items:
+        return None
+    return Table(
+        name=name,
+        private=private,
+        columns=tuple(columns),
+        privacy_unit=unit if private else None,
+        bound=ContributionBound(max_rows, max_groups, per_group),
+    )
+
+
+def _column(name: str, doc: Any, path: str, probs: _Problems) -> Column | None:
+    if isinstance(doc, str):
+        doc = {"type": doc}
+    if not isinstance(doc, Mapping):
+        probs.add(path, "must be a mapping (or a type name)")
+        return None
+    _unknown(doc, _COLUMN_KEYS, f"{path}.", probs)
+    tname = doc.get("type")
+    try:
+        ctype = ColumnType(tname)
+    except ValueError:
+        kinds = ", ".join(t.value for t in ColumnType)
+        probs.add(f"{path}.type", f"required: one of {kinds}; got {tname!r}")
+        return None
+    lower = upper = None
+    if "lower" in doc or "upper" in doc:
+        if not ctype.numeric:
+            probs.add(path, f"bounds apply only to numeric columns, not {ctype.value}")
+        else:
+            lower = _number(doc.get("lower"), f"{path}.lower", probs) if "lower" in doc else None
+            upper = _number(doc.get("upper"), f"{path}.upper", probs) if "upper" in doc else None
+            if (lower is None) != (upper is None) and not probs.items:
+                probs.add(path, "give both lower and upper, or neither")
+            if lower is not None and upper is not None and lower > upper:
+                probs.add(f"{path}.upper", f"must be >= lower ({lower})")
+            if ctype is ColumnType.INTEGER:
+                for key, v in (("lower", lower), ("upper", upper)):
+                    if v is not None and v.denominator != 1:
+                        probs.add(f"{path}.{key}", "an integer column needs integer bounds")
+    nullable = doc.get("nullable", False)
+    if not isinstance(nullable, bool):
+        probs.add(f"{path}.nullable", "must be true or false")
+        nullable = False
+    domain = None
+    if "domain" in doc:
+        d = doc["domain"]
+        if not isinstance(d, list) or not d:
+            probs.add(f"{path}.domain", "must be a non-empty list of values")
+        else:
+            domain = tuple(d)
+            for i, v in enumerate(domain):
+                if not _domain_value_ok(v, ctype):
+                    probs.add(f"{path}.domain[{i}]", f"{v!r} is not a {ctype.value} value")
+            if len(set(map(repr, domain))) != len(domain):
+                probs.add(f"{path}.domain", "values must be distinct")
+    return Column(name, ctype, lower, upper, nullable, domain)
+
+
+def _domain_value_ok(v: object, ctype: ColumnType) -> bool:
+    if ctype is ColumnType.TEXT:
+        return isinstance(v, str)
+    if ctype is ColumnType.INTEGER:
+        return isinstance(v, int) and not isinstance(v, bool)
+    if ctype is ColumnType.FLOAT:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+    if ctype is ColumnType.BOOLEAN:
+        return isinstance(v, bool)
+    return isinstance(v, str)  # dates as ISO strings

@@ -1,0 +1,145 @@
+"""The error tree of dpproxy: every error carries a SQLSTATE.
+
+Postgres codes are used where the meaning matches. Conditions that exist only because
+of differential privacy use the private class ``ZD`` (the first character is in the
+implementation-defined range ``I``-``Z`` that the SQL standard leaves to products):
+
+======  ===========================  ==================================================
+code    class                        meaning
+======  ===========================  ==================================================
+ZD001   BudgetExhausted              the analyst's privacy budget cannot pay for the query
+ZD002   UnboundedColumn              an aggregate needs bounds the schema does not give
+ZD003   PrivacyParameterError        ε/δ requested are invalid or need δ > 0
+ZD004   SchemaError                  the privacy schema is invalid (never loads half-way)
+======  ===========================  ==================================================
+
+Messages are safe to show a client; ``log_detail`` goes only to logs.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class DPProxyError(Exception):
+    """Base class: a message safe for clients, a SQLSTATE, optional hint and position."""
+
+    sqlstate: ClassVar[str] = "XX000"
+    severity: ClassVar[str] = "ERROR"
+    _by_code: ClassVar[dict[str, type[DPProxyError]]] = {}
+
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        code = cls.__dict__.get("sqlstate")
+        if code is not None:
+            if code in DPProxyError._by_code:
+                other = DPProxyError._by_code[code].__name__
+                raise TypeError(f"SQLSTATE {code} already used by {other}")
+            DPProxyError._by_code[code] = cls
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        position: int | None = None,
+        log_detail: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.position = position
+        self.log_detail = log_detail
+
+    def __str__(self) -> str:
+        text = f"{self.sqlstate}: {self.message}"
+        if self.hint:
+            text += f"\nHINT: {self.hint}"
+        return text
+
+    @classmethod
+    def for_code(cls, sqlstate: str) -> type[DPProxyError]:
+        """The registered class for a SQLSTATE (``DPProxyError`` if none)."""
+        return cls._by_code.get(sqlstate, DPProxyError)
+
+
+class SQLSyntaxError(DPProxyError):
+    sqlstate = "42601"
+
+
+class UnsupportedQuery(DPProxyError):
+    """A construct dpproxy cannot (yet) make differentially private."""
+
+    sqlstate = "0A000"
+
+
+class UndefinedTable(DPProxyError):
+    sqlstate = "42P01"
+
+
+class UndefinedColumn(DPProxyError):
+    sqlstate = "42703"
+
+
+class UndefinedFunction(DPProxyError):
+    sqlstate = "42883"
+
+
+class DatatypeMismatch(DPProxyError):
+    sqlstate = "42804"
+
+
+class GroupingError(DPProxyError):
+    sqlstate = "42803"
+
+
+class AmbiguousColumn(DPProxyError):
+    sqlstate = "42702"
+
+
+class Forbidden(DPProxyError):
+    """Row-level reads, DML, DDL and system functions."""
+
+    sqlstate = "42501"
+
+
+class InvalidParameter(DPProxyError):
+    sqlstate = "22023"
+
+
+class QueryCanceled(DPProxyError):
+    sqlstate = "57014"
+
+
+class BudgetExhausted(DPProxyError):
+    sqlstate = "ZD001"
+
+
+class UnboundedColumn(DPProxyError):
+    sqlstate = "ZD002"
+
+
+class PrivacyParameterError(DPProxyError):
+    sqlstate = "ZD003"
+
+
+class SchemaError(DPProxyError):
+    """A privacy schema failed validation; ``problems`` lists every ``file: key.path: issue``."""
+
+    sqlstate = "ZD004"
+
+    def __init__(self, message: str, problems: tuple[str, ...] = (), **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.problems = problems
+
+
+class BackendUnavailable(DPProxyError):
+    """The database could not be reached or opened; the query never ran."""
+
+    sqlstate = "08006"
+
+
+class InternalError(DPProxyError):
+    """A broken invariant inside dpproxy; clients see only a generic message."""
+
+    sqlstate = "XX000"

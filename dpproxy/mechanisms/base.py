@@ -1,0 +1,139 @@
+"""Mechanisms: Laplace (pure ε-DP, L1) and Gaussian (ρ-zCDP, L2), with exact cost arithmetic.
+
+Privacy arguments (``../shared/reading/001_*``):
+
+* **Laplace.** If every pair of neighbouring datasets moves the released vector by at most Δ₁ in
+  L1 norm, adding independent Laplace(b) noise to each coordinate is (Δ₁/b)-DP (Dwork, McSherry,
+  Nissim, Smith 2006, Thm 1). The discrete Laplace on integers has the same guarantee
+  (Ghosh–Roughgarden–Sundararajan 2012; Canonne–Kamath–Steinke 2020).
+* **Gaussian.** If the L2 movement is at most Δ₂, independent N(0, σ²) noise is ρ-zCDP with
+  ρ = Δ₂²/(2σ²) (Bun–Steinke 2016, Prop. 1.6; the discrete Gaussian likewise, CKS 2020 Thm 4),
+  and ρ-zCDP implies (ρ + 2√(ρ ln(1/δ)), δ)-DP for every δ > 0 (Bun–Steinke Prop. 1.3).
+
+Which pairs are neighbours (add/remove one privacy unit, or substitute one) is fixed by the
+schema and enters through the sensitivities computed in :mod:`dpproxy.analysis.sensitivity`.
+All costs are exact fractions; irrational steps round toward more privacy loss or more noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from statistics import NormalDist
+
+from dpproxy.errors import InternalError, PrivacyParameterError
+from dpproxy.values import ln_down, ln_up, sqrt_down, sqrt_up
+
+
+@dataclass(frozen=True, slots=True)
+class Sensitivity:
+    """How far one neighbour can move the released vector, in three norms."""
+
+    l1: Fraction
+    l2: Fraction  # a rational upper bound
+    linf: Fraction
+
+    def __post_init__(self) -> None:
+        if self.l1 < 0 or self.l2 < 0 or self.linf < 0:
+            raise InternalError("negative sensitivity")
+
+    def scaled(self, k: Fraction) -> Sensitivity:
+        return Sensitivity(self.l1 * k, self.l2 * k, self.linf * k)
+
+
+@dataclass(frozen=True, slots=True)
+class Laplace:
+    """Additive Laplace noise of scale ``scale`` (discrete on integer-valued releases)."""
+
+    scale: Fraction
+
+    def __post_init__(self) -> None:
+        if self.scale < 0:
+            raise InternalError("negative Laplace scale")
+
+    def epsilon(self, sens: Sensitivity) -> Fraction:
+        """ε = Δ₁ / b, exactly; 0 when nothing can change, infinite (error) without noise."""
+        if sens.l1 == 0:
+            return Fraction(0)
+        if self.scale == 0:
+            raise InternalError("a zero-scale Laplace cannot release a sensitive value")
+        return sens.l1 / self.scale
+
+    @classmethod
+    def calibrate(cls, sens: Sensitivity, epsilon: Fraction) -> Laplace:
+        """The smallest scale b with Δ₁/b ≤ ε (exact inverse of :meth:`epsilon`)."""
+        if epsilon <= 0:
+            raise PrivacyParameterError("ε must be positive")
+        return cls(sens.l1 / epsilon)
+
+    def half_width(self, alpha: float) -> float:
+        """P(|noise| > w) = α for w = b·ln(1/α) (continuous Laplace; the discrete is tighter)."""
+        return float(self.scale) * math.log(1 / alpha)
+
+    @property
+    def std(self) -> float:
+        return float(self.scale) * math.sqrt(2)
+
+
+@dataclass(frozen=True, slots=True)
+class Gaussian:
+    """Additive Gaussian noise N(0, σ²) (discrete on integer-valued releases)."""
+
+    sigma: Fraction
+
+    def __post_init__(self) -> None:
+        if self.sigma < 0:
+            raise InternalError("negative Gaussian sigma")
+
+    def rho(self, sens: Sensitivity) -> Fraction:
+        """ρ = Δ₂² / (2σ²), exactly."""
+        if sens.l2 == 0:
+            return Fraction(0)
+        if self.sigma == 0:
+            raise InternalError("a zero-sigma Gaussian cannot release a sensitive value")
+        return sens.l2 * sens.l2 / (2 * self.sigma * self.sigma)
+
+    @classmethod
+    def calibrate(cls, sens: Sensitivity, rho: Fraction) -> Gaussian:
+        """σ = Δ₂ / √(2ρ), rounded up so that :meth:`rho` ≤ the given ρ."""
+        if rho <= 0:
+            raise PrivacyParameterError("ρ must be positive")
+        sigma = sens.l2 / sqrt_down(2 * rho) if sens.l2 else Fraction(0)
+        return cls(sigma)
+
+    def half_width(self, alpha: float) -> float:
+        return float(self.sigma) * NormalDist().inv_cdf(1 - alpha / 2)
+
+    @property
+    def std(self) -> float:
+        return float(self.sigma)
+
+
+Mechanism = Laplace | Gaussian
+
+
+def zcdp_to_approx(rho: Fraction, delta: Fraction) -> Fraction:
+    """An upper bound on ε such that ρ-zCDP implies (ε, δ)-DP: ρ + 2√(ρ ln(1/δ))."""
+    if rho == 0:
+        return Fraction(0)
+    if not 0 < delta < 1:
+        raise PrivacyParameterError("converting zCDP to (ε, δ) needs 0 < δ < 1")
+    return rho + 2 * sqrt_up(rho * ln_up(1 / delta))
+
+
+def approx_to_zcdp(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """The largest ρ (rounded down) whose (ε, δ) conversion stays within ``epsilon``.
+
+    Solves ρ + 2√(ρL) = ε with L = ln(1/δ): √ρ = √(ε + L) − √L; checked with the conservative
+    forward conversion and shrunk until it passes.
+    """
+    if epsilon <= 0 or not 0 < delta < 1:
+        raise PrivacyParameterError("the Gaussian mechanism needs ε > 0 and 0 < δ < 1")
+    big_l = ln_down(1 / delta)
+    root = sqrt_down(epsilon + big_l) - sqrt_up(big_l)
+    rho = root * root if root > 0 else epsilon * epsilon / (8 * ln_up(1 / delta) + 8)
+    rho = Fraction(rho).limit_denominator(10**15)
+    while zcdp_to_approx(rho, delta) > epsilon:
+        rho = rho * Fraction(999_999, 1_000_000)
+    return rho

@@ -1,0 +1,97 @@
+"""Exact per-group primitives + plan + noise source → noisy groups (and partition selection).
+
+This is the only place that sees exact aggregates; it hands on noisy values only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpproxy.errors import InternalError
+from dpproxy.mechanisms.base import Gaussian, Laplace
+from dpproxy.mechanisms.noise import NoiseSource
+from dpproxy.planning.plan import QueryPlan, Release
+from dpproxy.values import float_up
+
+
+@dataclass(frozen=True, slots=True)
+class ExactResult:
+    """Rows of the rewritten query. Its repr never shows the values."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...] = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"ExactResult(columns={self.columns!r}, rows=<{len(self.rows)} redacted>)"
+
+
+@dataclass(frozen=True, slots=True)
+class NoisyGroup:
+    key: tuple[Any, ...]
+    values: dict[str, float]  # primitive name → noisy value
+
+
+def _norm(v: Any) -> Any:
+    """Make DB values and YAML domain values compare equal (1 == 1.0 == Decimal('1'))."""
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return v
+
+
+def _add_noise(r: Release, exact: list[float], noise: NoiseSource) -> list[float]:
+    m = r.mechanism
+    if isinstance(m, Laplace):
+        return noise.laplace(exact, m.scale, integer=r.integer)
+    if isinstance(m, Gaussian):
+        return noise.gaussian(exact, m.sigma, integer=r.integer)
+    raise InternalError("unknown mechanism")
+
+
+def apply_noise(plan: QueryPlan, exact: ExactResult, noise: NoiseSource) -> list[NoisyGroup]:
+    """Noise every released primitive of every group; drop groups that fail selection."""
+    q = plan.query
+    nk = len(q.keys)
+    expected = nk + len(plan.primitives)
+    if len(exact.columns) != expected:
+        raise InternalError("the backend returned an unexpected shape")
+    by_key: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for row in exact.rows:
+        by_key[tuple(_norm(v) for v in row[:nk])] = row
+    names = [p.name for p in plan.primitives]
+    keys: list[tuple[Any, ...]]
+    if not q.keys:
+        keys = [()]
+    elif q.public_keys:
+        domains = [k.domain for k in q.keys]
+        keys = [tuple(combo) for combo in itertools.product(*domains)]  # type: ignore[arg-type]
+    else:
+        keys = [tuple(row[:nk]) for row in exact.rows]
+
+    def exact_value(key: tuple[Any, ...], name: str) -> float:
+        row = by_key.get(tuple(_norm(v) for v in key))
+        if row is None:
+            return 0.0  # a public group absent from the data: zero-filled
+        v = row[nk + names.index(name)]
+        return 0.0 if v is None else float(v)
+
+    noisy: dict[str, list[float]] = {}
+    for r in plan.releases:
+        values = [exact_value(k, r.primitive.name) for k in keys]
+        noisy[r.primitive.name] = _add_noise(r, values, noise)
+    keep = [True] * len(keys)
+    if plan.selection is not None:
+        sel = plan.selection
+        units = [exact_value(k, sel.release.primitive.name) for k in keys]
+        noisy_units = _add_noise(sel.release, units, noise)
+        threshold = float_up(sel.threshold)  # never release below the planned threshold
+        keep = [u > threshold for u in noisy_units]
+    return [
+        NoisyGroup(k, {name: vals[i] for name, vals in noisy.items()})
+        for i, k in enumerate(keys)
+        if keep[i]
+    ]

@@ -1,0 +1,351 @@
+"""Noisy primitives → released rows: aggregates, select-list arithmetic, HAVING, ORDER, LIMIT.
+
+Everything here is post-processing of differentially private values, so it costs no budget.
+Conventions (also in the README):
+
+* COUNT values are rounded to integers and made non-negative.
+* SUM of a measure whose interval is non-negative (non-positive) is clipped at 0.
+* AVG = noisy centred sum / max(noisy count, 1) + centre, clipped to the measure's interval.
+* VAR_POP = S₂/n − (S₁/n)² from centred sums, clipped to [0, (width/2)²]; VAR_SAMP multiplies by
+  n/(n−1); STDDEV is the square root. With a noisy n ≤ 1 the sample versions are NULL.
+* Each cell carries a 95% error bound: the half-width of an interval that holds the noiseless
+  value with probability ≥ 95% (a union bound over the noisy primitives it is made of).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from dpproxy.errors import InternalError
+from dpproxy.planning.plan import AggregatePlan, QueryPlan
+from dpproxy.release.noise import NoisyGroup
+from dpproxy.sql.types import SqlType
+from dpproxy.sql.validate import AggKind
+
+CONFIDENCE = 0.95
+_COUNTS = (AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputColumn:
+    name: str
+    type: str  # "integer" | "double" | "text" | "boolean" | "date"
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    columns: tuple[OutputColumn, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    errors: tuple[tuple[float | None, ...], ...]  # 95% half-width per cell (0: exact key)
+
+
+Span = tuple[float, float]
+
+
+def _clip(v: float, lo: float, hi: float) -> float:
+    return min(max(v, lo), hi)
+
+
+def _div_span(a: Span, b: Span) -> Span:
+    lo_b, hi_b = max(b[0], 1.0), max(b[1], 1.0)
+    cands = [a[0] / lo_b, a[0] / hi_b, a[1] / lo_b, a[1] / hi_b]
+    return min(cands), max(cands)
+
+
+def _sq_span(a: Span) -> Span:
+    hi = max(a[0] ** 2, a[1] ** 2)
+    lo = 0.0 if a[0] <= 0 <= a[1] else min(a[0] ** 2, a[1] ** 2)
+    return lo, hi
+
+
+def aggregate_value(agg: AggregatePlan, v: dict[str, float]) -> float | int | None:
+    """One aggregate from noisy primitive values (see the module docstring)."""
+    k = agg.kind
+    if k in _COUNTS:
+        return max(0, round(v[agg.parts[0]]))
+    if k is AggKind.SUM:
+        s = v[agg.parts[0]]
+        assert agg.bounds is not None and agg.bounds.lo is not None and agg.bounds.hi is not None
+        if agg.bounds.lo >= 0:
+            s = max(0.0, s)
+        if agg.bounds.hi <= 0:
+            s = min(0.0, s)
+        return s
+    assert agg.bounds is not None and agg.bounds.lo is not None and agg.bounds.hi is not None
+    lo, hi, c = float(agg.bounds.lo), float(agg.bounds.hi), float(agg.center)
+    n = max(v[agg.parts[0]], 1.0)
+    mean_c = v[agg.parts[1]] / n
+    if k is AggKind.AVG:
+        return _clip(mean_c + c, lo, hi)
+    half = (hi - lo) / 2
+    var = _clip(v[agg.parts[2]] / n - mean_c**2, 0.0, half * half)
+    if k in (AggKind.VAR_SAMP, AggKind.STDDEV_SAMP):
+        raw_n = v[agg.parts[0]]
+        if raw_n <= 1:
+            return None
+        var = var * raw_n / (raw_n - 1)
+    return math.sqrt(var) if k in (AggKind.STDDEV_POP, AggKind.STDDEV_SAMP) else var
+
+
+def aggregate_span(agg: AggregatePlan, v: dict[str, float], half: dict[str, float]) -> Span | None:
+    """An interval that holds the noiseless aggregate with probability ≥ 95% (union bound)."""
+    spans = {p: (v[p] - half[p], v[p] + half[p]) for p in agg.parts}
+    k = agg.kind
+    if k in _COUNTS or k is AggKind.SUM:
+        return spans[agg.parts[0]]
+    assert agg.bounds is not None and agg.bounds.lo is not None and agg.bounds.hi is not None
+    lo, hi, c = float(agg.bounds.lo), float(agg.bounds.hi), float(agg.center)
+    mean = _div_span(spans[agg.parts[1]], spans[agg.parts[0]])
+    if k is AggKind.AVG:
+        return _clip(mean[0] + c, lo, hi), _clip(mean[1] + c, lo, hi)
+    second = _div_span(spans[agg.parts[2]], spans[agg.parts[0]])
+    sq = _sq_span(mean)
+    cap = ((hi - lo) / 2) ** 2
+    var = (_clip(second[0] - sq[1], 0.0, cap), _clip(second[1] - sq[0], 0.0, cap))
+    if k in (AggKind.VAR_SAMP, AggKind.STDDEV_SAMP):
+        n_lo = spans[agg.parts[0]][0]
+        if n_lo <= 1:
+            return None
+        var = (var[0], var[1] * n_lo / (n_lo - 1))
+    if k in (AggKind.STDDEV_POP, AggKind.STDDEV_SAMP):
+        return math.sqrt(var[0]), math.sqrt(var[1])
+    return var
+
+
+def output_columns(plan: QueryPlan) -> tuple[OutputColumn, ...]:
+    """Names and types of the released columns (known before execution, e.g. for Describe)."""
+    out = []
+    for item in plan.query.outputs:
+        e = item.expr
+        if isinstance(e, exp.Column) and e.name.startswith("__agg_"):
+            kind = plan.aggregates[int(e.name[6:])].kind
+            out.append(OutputColumn(item.name, "integer" if kind in _COUNTS else "double"))
+        elif item.type is SqlType.NUMERIC:
+            key_type = "double"
+            if isinstance(e, exp.Column) and e.name.startswith("__key_"):
+                key_type = "integer" if _integral_key(plan, int(e.name[6:])) else "double"
+            out.append(OutputColumn(item.name, key_type))
+        else:
+            mapping = {SqlType.TEXT: "text", SqlType.BOOLEAN: "boolean", SqlType.DATE: "date"}
+            out.append(OutputColumn(item.name, mapping.get(item.type, "text")))
+    return tuple(out)
+
+
+def _integral_key(plan: QueryPlan, i: int) -> bool:
+    key = plan.query.keys[i]
+    if key.domain is not None:
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in key.domain if v is not None)
+    if isinstance(key.expr, exp.Column):
+        col = plan.query.table.column(key.expr.name)
+        return col is not None and col.type.value == "integer"
+    return False
+
+
+def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
+    """Assemble released rows from noisy groups (pure)."""
+    q = plan.query
+    alpha = 1 - CONFIDENCE
+    halves: dict[str, float] = {}
+    for agg in plan.aggregates:
+        for p in agg.parts:
+            r = plan.release_for(p)
+            share = alpha / len(agg.parts)
+            halves[p] = min(halves.get(p, math.inf), r.mechanism.half_width(share))
+    rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
+    for g in groups:
+        env: dict[str, Any] = {f"__key_{i}": v for i, v in enumerate(g.key)}
+        spans: dict[str, Span | None] = {f"__key_{i}": (0.0, 0.0) for i in range(len(g.key))}
+        for i, agg in enumerate(plan.aggregates):
+            env[f"__agg_{i}"] = aggregate_value(agg, g.values)
+            part_halves = {p: plan.release_for(p).mechanism.half_width(alpha / len(agg.parts))
+                           for p in agg.parts}
+            spans[f"__agg_{i}"] = aggregate_span(agg, g.values, part_halves)
+        if q.having is not None and evaluate(q.having, env) is not True:
+            continue
+        values = [evaluate(o.expr, env) for o in q.outputs]
+        errors = [_half_width(evaluate_span(o.expr, spans), v) for o, v in zip(q.outputs, values,
+                                                                             strict=True)]
+        rows.append((values, errors, env))
+    for item in reversed(q.order):
+        rows.sort(key=lambda r, it=item: _sort_key(evaluate(it.expr, r[2]), it.nulls_first,
+                                                   it.desc), reverse=item.desc)
+    start = q.offset
+    stop = None if q.limit is None else start + q.limit
+    kept = rows[start:stop]
+    return Released(
+        output_columns(plan),
+        tuple(tuple(r[0]) for r in kept),
+        tuple(tuple(r[1]) for r in kept),
+    )
+
+
+def _sort_key(v: Any, nulls_first: bool, desc: bool) -> tuple[int, Any]:
+    # With reverse=True the tuple order flips, so NULL placement is pre-flipped for desc.
+    null_rank = 0 if nulls_first != desc else 1
+    if v is None:
+        return (null_rank, 0)
+    return (1 - null_rank, v)
+
+
+def _half_width(span: Span | None, value: Any) -> float | None:
+    if span is None or not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return max(value - span[0], span[1] - value, 0.0)
+
+
+_BINARY = {
+    exp.Add: lambda a, b: a + b,
+    exp.Sub: lambda a, b: a - b,
+    exp.Mul: lambda a, b: a * b,
+    exp.Mod: lambda a, b: math.fmod(a, b) if b else None,
+    exp.EQ: lambda a, b: a == b,
+    exp.NEQ: lambda a, b: a != b,
+    exp.GT: lambda a, b: a > b,
+    exp.GTE: lambda a, b: a >= b,
+    exp.LT: lambda a, b: a < b,
+    exp.LTE: lambda a, b: a <= b,
+}
+
+
+def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:  # noqa: PLR0911, PLR0912
+    """Evaluate a post-processing expression with SQL NULL semantics.
+
+    >>> evaluate(exp.maybe_parse("ROUND(__agg_0 / 2, 1) > 1"), {"__agg_0": 3})
+    True
+    """
+    ev = lambda n: evaluate(n, env)  # noqa: E731
+    if isinstance(node, exp.Column):
+        if node.name not in env:
+            raise InternalError(f"unbound post-processing name {node.name}")
+        return env[node.name]
+    if isinstance(node, exp.Paren):
+        return ev(node.this)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.name
+        text = node.name
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Neg):
+        v = ev(node.this)
+        return None if v is None else -v
+    if isinstance(node, exp.Div):
+        a, b = ev(node.this), ev(node.expression)
+        if a is None or b is None or b == 0:
+            return None
+        return a / b
+    if type(node) in _BINARY:
+        a, b = ev(node.this), ev(node.expression)
+        if a is None or b is None:
+            return None
+        return _BINARY[type(node)](a, b)
+    if isinstance(node, exp.And):
+        a, b = ev(node.this), ev(node.expression)
+        if a is False or b is False:
+            return False
+        return None if a is None or b is None else True
+    if isinstance(node, exp.Or):
+        a, b = ev(node.this), ev(node.expression)
+        if a is True or b is True:
+            return True
+        return None if a is None or b is None else False
+    if isinstance(node, exp.Not):
+        v = ev(node.this)
+        return None if v is None else not v
+    if isinstance(node, exp.Is):
+        return ev(node.this) is None
+    if isinstance(node, exp.Between):
+        v, lo, hi = ev(node.this), ev(node.args["low"]), ev(node.args["high"])
+        return None if None in (v, lo, hi) else lo <= v <= hi
+    if isinstance(node, exp.In):
+        v = ev(node.this)
+        return None if v is None else v in [ev(e) for e in node.expressions]
+    if isinstance(node, exp.Case):
+        for when in node.args.get("ifs") or []:
+            if ev(when.this) is True:
+                return ev(when.args["true"])
+        default = node.args.get("default")
+        return ev(default) if default is not None else None
+    if isinstance(node, exp.If):
+        if ev(node.this) is True:
+            return ev(node.args["true"])
+        false = node.args.get("false")
+        return ev(false) if false is not None else None
+    if isinstance(node, exp.Coalesce):
+        for e in [node.this, *node.expressions]:
+            v = ev(e)
+            if v is not None:
+                return v
+        return None
+    if isinstance(node, exp.Nullif):
+        a, b = ev(node.this), ev(node.expression)
+        return None if a == b else a
+    if isinstance(node, exp.Greatest | exp.Least):
+        vals = [v for v in (ev(e) for e in [node.this, *node.expressions]) if v is not None]
+        if not vals:
+            return None
+        return max(vals) if isinstance(node, exp.Greatest) else min(vals)
+    if isinstance(node, exp.Abs | exp.Floor | exp.Ceil | exp.Round):
+        v = ev(node.this)
+        if v is None:
+            return None
+        if isinstance(node, exp.Abs):
+            return abs(v)
+        if isinstance(node, exp.Floor):
+            return math.floor(v)
+        if isinstance(node, exp.Ceil):
+            return math.ceil(v)
+        d = node.args.get("decimals")
+        digits = int(ev(d)) if d is not None else 0
+        return float(round(v, digits)) if d is not None else float(round(v))
+    if isinstance(node, exp.Cast):
+        v = ev(node.this)
+        if v is None:
+            return None
+        t = node.to.this
+        if t in (exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT):
+            return round(v)
+        if t in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
+            return float(v)
+        if t in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT):
+            return str(v)
+        return v
+    raise InternalError(f"cannot post-process {node.key}")
+
+
+def evaluate_span(node: exp.Expression, spans: dict[str, Span | None]) -> Span | None:
+    """Interval evaluation of arithmetic over aggregates (None where not supported)."""
+    if isinstance(node, exp.Column):
+        return spans.get(node.name)
+    if isinstance(node, exp.Paren):
+        return evaluate_span(node.this, spans)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        v = float(node.name)
+        return v, v
+    if isinstance(node, exp.Neg):
+        s = evaluate_span(node.this, spans)
+        return None if s is None else (-s[1], -s[0])
+    if isinstance(node, exp.Round | exp.Cast):
+        return evaluate_span(node.this, spans)
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
+        a, b = evaluate_span(node.this, spans), evaluate_span(node.expression, spans)
+        if a is None or b is None:
+            return None
+        if isinstance(node, exp.Add):
+            return a[0] + b[0], a[1] + b[1]
+        if isinstance(node, exp.Sub):
+            return a[0] - b[1], a[1] - b[0]
+        if isinstance(node, exp.Div):
+            if b[0] <= 0 <= b[1]:
+                return None
+            b = (1 / b[1], 1 / b[0])
+        c = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+        return min(c), max(c)
+    return None

@@ -1,0 +1,69 @@
+"""Contribution bounding in SQL: each privacy unit keeps at most its bound of rows and groups.
+
+Which rows a unit keeps is decided by a keyed hash of the unit and the row's own values, with a
+fresh secret per query, so (a) the choice for one unit depends only on that unit's rows — the
+bounding is a stable transformation, and the sensitivities of ``analysis/sensitivity.py`` hold
+for the bounded relation whatever the data — and (b) an analyst cannot predict or steer the
+choice. The database's ``random()`` is never used (DuckDB 2 also rejects it in window orders).
+Ties between identical rows are harmless; the row values break any other hash tie.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+if TYPE_CHECKING:
+    from dpproxy.rewrite.pipeline import RewriteContext
+
+
+def keyed_hash(secret: int, parts: list[exp.Expression], dialect: str) -> exp.Expression:
+    """A deterministic hash of ``parts`` keyed by ``secret`` (DuckDB's 64-bit ``hash``)."""
+    return exp.Anonymous(this="hash", expressions=[exp.Literal.number(secret), *parts])
+
+
+def _window(func: exp.Expression, partition: list[exp.Expression],
+            order: list[exp.Expression]) -> exp.Window:
+    return exp.Window(
+        this=func,
+        partition_by=partition,
+        order=exp.Order(expressions=[exp.Ordered(this=o, nulls_first=False) for o in order]),
+    )
+
+
+def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
+    """``SELECT * FROM (__rows + ranks) WHERE ranks within the bound``.
+
+    >>> # see tests/fixtures/rewrite/*.sql for the full SQL of each case
+    """
+    from dpproxy.rewrite.pipeline import UNIT, key_alias
+
+    plan = ctx.plan
+    bound = plan.query.table.bound
+    keys = [exp.column(key_alias(i)) for i in range(len(plan.query.keys))]
+    values = [*keys, *(exp.column(m) for m in measures)]
+    unit = exp.column(UNIT)
+    row_order = [keyed_hash(ctx.secret, [unit, *values], ctx.dialect), *values]
+    ranks: list[tuple[str, exp.Expression, int]] = []
+    if not keys:
+        ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order),
+                      plan.stability.rows))
+    else:
+        if bound.max_rows is not None:
+            ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order), bound.max_rows))
+        if bound.max_groups is not None and bound.max_rows_per_group is not None:
+            group_order = [keyed_hash(ctx.secret ^ 0x5A5A5A5A, [unit, *keys], ctx.dialect), *keys]
+            ranks.append(("__rn_group", _window(exp.RowNumber(), [unit, *keys], row_order),
+                          bound.max_rows_per_group))
+            ranks.append(("__group_rank",
+                          _window(exp.Anonymous(this="DENSE_RANK"), [unit], group_order),
+                          bound.max_groups))
+    inner = exp.select(exp.Star()).from_("__rows")
+    for name, window, _ in ranks:
+        inner = inner.select(exp.alias_(window, name), copy=False)
+    outer = exp.select(exp.Star()).from_(inner.subquery("__ranked"))
+    for name, _, limit in ranks:
+        outer = outer.where(exp.LTE(this=exp.column(name), expression=exp.Literal.number(limit)),
+                            copy=False)
+    return outer

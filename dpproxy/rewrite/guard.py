@@ -1,0 +1,138 @@
+"""Rules that make row-level expressions total: they can never raise a data-dependent error.
+
+An error raised by the database for one row's value (a division by zero, a failed cast, an
+integer overflow) would be an output that no noise covers. So, in every expression the
+rewritten SQL evaluates per row:
+
+* ``guard_division``: ``a / b`` → ``a / NULLIF(b, 0)`` (also ``//`` and ``%``);
+* ``guard_casts``: ``CAST`` → ``TRY_CAST`` (NULL instead of an error);
+* ``widen_arithmetic``: an integer column under arithmetic is computed as DOUBLE, which
+  overflows to ±inf instead of raising;
+* ``clamp_values``: a numeric column in a *value position* of a measure (not inside a
+  condition) is clamped to its schema bounds, which makes :mod:`dpproxy.analysis.bounds` sound.
+
+Each rule is a pure function ``(expression, table) -> expression`` that copies its input.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from sqlglot import exp
+
+from dpproxy.catalog.model import Table
+from dpproxy.values import float_down, float_up
+
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.Abs,
+          exp.Round, exp.Floor, exp.Ceil)
+_CONDITION = (exp.Predicate, exp.Not, exp.And, exp.Or, exp.Like, exp.ILike)
+
+
+def number(v: Fraction) -> exp.Expression:
+    """An exact SQL literal for a rational: integers as integers, others as a float literal."""
+    if v.denominator == 1:
+        lit: exp.Expression = exp.Literal.number(abs(v.numerator))
+        return exp.Neg(this=lit) if v < 0 else lit
+    f = float(v)
+    lit = exp.Literal.number(repr(abs(f)))
+    return exp.Neg(this=lit) if f < 0 else lit
+
+
+def guard_division(node: exp.Expression, table: Table) -> exp.Expression:
+    """``a / b`` → ``a / NULLIF(b, 0)``.
+
+    >>> guard_division(exp.maybe_parse("a / (b - 1)"), None).sql()
+    'a / NULLIF((b - 1), 0)'
+    """
+    def rule(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
+            rhs = n.expression
+            if isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0:
+                return n
+            n.set("expression", exp.Nullif(this=rhs, expression=exp.Literal.number(0)))
+        return n
+
+    return node.copy().transform(rule, copy=False)
+
+
+def guard_casts(node: exp.Expression, table: Table) -> exp.Expression:
+    """``CAST(x AS t)`` → ``TRY_CAST(x AS t)``."""
+    def rule(n: exp.Expression) -> exp.Expression:
+        if type(n) is exp.Cast:
+            return exp.TryCast(this=n.this, to=n.to)
+        return n
+
+    return node.copy().transform(rule, copy=False)
+
+
+def _as_double(col: exp.Expression) -> exp.Expression:
+    return exp.Cast(this=col, to=exp.DataType.build("DOUBLE"))
+
+
+def widen_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
+    """Integer columns under arithmetic → DOUBLE, so overflow cannot raise."""
+    out = node.copy()
+    for col in list(out.find_all(exp.Column)):
+        if isinstance(col.parent, _ARITH):
+            c = table.column(col.name)
+            if c is not None and c.type.numeric:
+                col.replace(_as_double(col.copy()))
+    return out
+
+
+def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
+    n = col.parent
+    child: exp.Expression = col
+    while n is not None and child is not root:
+        if isinstance(n, _CONDITION):
+            return False
+        if isinstance(n, exp.If) and child is n.this:
+            return False
+        if isinstance(n, exp.Nullif) and child is n.expression:
+            return False
+        child, n = n, n.parent
+    return True
+
+
+def clamp(value: exp.Expression, lo: Fraction, hi: Fraction) -> exp.Expression:
+    """``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``, bounds rounded outward.
+
+    Written as CASE rather than LEAST/GREATEST because those skip NULLs in DuckDB and
+    PostgreSQL (a NULL would become ``lo``); here NULL stays NULL, and NaN, which both engines
+    order above every number, becomes ``hi``.
+    """
+    lo_lit = number(lo) if lo.denominator == 1 else number(Fraction(float_down(lo)))
+    hi_lit = number(hi) if hi.denominator == 1 else number(Fraction(float_up(hi)))
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=value.copy(), expression=lo_lit), true=lo_lit.copy()),
+            exp.If(this=exp.GT(this=value.copy(), expression=hi_lit), true=hi_lit.copy()),
+        ],
+        default=value,
+    )
+
+
+def clamp_values(node: exp.Expression, table: Table) -> exp.Expression:
+    """Numeric columns in value positions → clamped to their bounds, as DOUBLE.
+
+    >>> from dpproxy.catalog.model import Column, ColumnType
+    >>> t = Table("t", True, (Column("age", ColumnType.INTEGER, Fraction(0), Fraction(9)),))
+    >>> clamp_values(exp.maybe_parse("CASE WHEN age > 3 THEN age END"), t).sql()
+    'CASE WHEN age > 3 THEN CASE WHEN CAST(age AS DOUBLE) < 0 THEN 0 WHEN CAST(age AS DOUBLE) > 9 THEN 9 ELSE CAST(age AS DOUBLE) END END'
+    """
+    out = node.copy()
+    wrapper = exp.Paren(this=out)  # so that a bare column has a parent to be replaced in
+    for col in list(out.find_all(exp.Column)):
+        c = table.column(col.name)
+        if c is None or not c.type.numeric or not c.bounded:
+            continue
+        if not _in_value_position(col, wrapper):
+            continue
+        assert c.lower is not None and c.upper is not None
+        col.replace(clamp(_as_double(col.copy()), c.lower, c.upper))
+    return wrapper.this
+
+
+def guard_row_expression(node: exp.Expression, table: Table) -> exp.Expression:
+    """Division, cast and overflow guards for WHERE clauses and group keys."""
+    return widen_arithmetic(guard_casts(guard_division(node, table), table), table)

@@ -1,0 +1,146 @@
+"""ValidQuery + QueryPlan → the only SQL that reaches the backend.
+
+The rewritten query has three layers, built as sqlglot trees (never by pasting user text):
+
+1. ``__rows``: one row per input row that passes the WHERE clauses and, for public group
+   keys, lies in the public domain; it carries the privacy unit, the group keys and every
+   primitive's measure, guarded (``rewrite/guard.py``) and clamped to the planned interval.
+2. ``__bounded``: contribution bounding (``rewrite/bound.py``), or ``__rows`` itself when the
+   backend proved the unit column unique.
+3. the exact per-group primitives: ``COUNT``/``SUM``/``COUNT(DISTINCT unit)``.
+
+The result is exact; noise is added in the proxy (``release/noise.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from dpproxy.analysis.sensitivity import PrimitiveKind
+from dpproxy.planning.plan import Primitive, QueryPlan
+from dpproxy.rewrite.bound import bound_contributions
+from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, number
+
+UNIT = "__unit"
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteContext:
+    plan: QueryPlan
+    secret: int  # per-query key of the hash that picks which rows a unit keeps
+    dialect: str = "duckdb"
+
+
+def key_alias(i: int) -> str:
+    return f"__key_{i}"
+
+
+def measure_alias(p: Primitive) -> str:
+    return f"{p.name}_m"
+
+
+def _literal(v: Any) -> exp.Expression:
+    if isinstance(v, bool):
+        return exp.Boolean(this=v)
+    if isinstance(v, int | float):
+        return exp.Literal.number(repr(v)) if isinstance(v, float) else exp.Literal.number(v)
+    return exp.Literal.string(str(v))
+
+
+def _domain_filter(key: exp.Expression, domain: tuple[Any, ...]) -> exp.Expression:
+    values = [v for v in domain if v is not None]
+    cond: exp.Expression | None = None
+    if values:
+        cond = exp.In(this=key.copy(), expressions=[_literal(v) for v in values])
+    if None in domain:
+        is_null = exp.Is(this=key.copy(), expression=exp.Null())
+        cond = is_null if cond is None else exp.Or(this=cond, expression=is_null)
+    assert cond is not None
+    return exp.Paren(this=cond)
+
+
+def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
+    """The row-level value a primitive aggregates: guarded, with its columns clamped."""
+    table = ctx.plan.query.table
+    if p.measure is None:
+        return None
+    return guard_row_expression(clamp_values(p.measure, table), table)
+
+
+def _summand(p: Primitive, column: exp.Expression) -> exp.Expression:
+    """What SUM adds up: the measure column, centred, squared and clamped as planned."""
+    assert p.values is not None and p.values.lo is not None and p.values.hi is not None
+    value = column
+    if p.center:
+        value = exp.Sub(this=value, expression=number(p.center))
+        if p.squared:
+            value = exp.Mul(this=exp.Paren(this=value), expression=exp.Paren(this=value.copy()))
+    if isinstance(p.measure, exp.Column) and not p.center:
+        return value  # a clamped column needs no second clamp
+    return clamp(value, p.values.lo, p.values.hi)
+
+
+def rewrite(plan: QueryPlan, secret: int, dialect: str = "duckdb") -> str:
+    """The backend SQL for a plan; pure and deterministic for a given secret."""
+    return build(RewriteContext(plan, secret, dialect)).sql(dialect=dialect)
+
+
+def build(ctx: RewriteContext) -> exp.Select:
+    q = ctx.plan.query
+    table = q.table
+    rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT))
+    for i, k in enumerate(q.keys):
+        rows = rows.select(exp.alias_(guard_row_expression(k.expr, table), key_alias(i)),
+                           copy=False)
+    measures: dict[str, str] = {}  # measure SQL → its column alias (shared when identical)
+    alias_of: dict[str, str] = {}  # primitive name → measure column alias
+    for p in ctx.plan.primitives:
+        m = _raw_measure(p, ctx)
+        if m is None:
+            continue
+        sql = m.sql(ctx.dialect)
+        if sql not in measures:
+            measures[sql] = measure_alias(p)
+            rows = rows.select(exp.alias_(m, measure_alias(p)), copy=False)
+        alias_of[p.name] = measures[sql]
+    rows = rows.from_(exp.to_table(table.name), copy=False)
+    conditions = [guard_row_expression(f, table) for f in q.filters]
+    if q.keys and q.public_keys:
+        for k in q.keys:
+            assert k.domain is not None
+            conditions.append(_domain_filter(guard_row_expression(k.expr, table), k.domain))
+    for c in conditions:
+        rows = rows.where(exp.Paren(this=c), copy=False)
+    measure_names = list(measures.values())
+    source = "__rows"
+    query = exp.select()
+    ctes: list[tuple[str, exp.Expression]] = [("__rows", rows)]
+    if ctx.plan.needs_bounding:
+        ctes.append(("__bounded", bound_contributions(ctx, measure_names)))
+        source = "__bounded"
+    for i in range(len(q.keys)):
+        query = query.select(exp.column(key_alias(i)), copy=False)
+    for p in ctx.plan.primitives:
+        query = query.select(exp.alias_(_aggregate(p, alias_of), p.name), copy=False)
+    query = query.from_(source, copy=False)
+    if q.keys:
+        query = query.group_by(*[exp.column(key_alias(i)) for i in range(len(q.keys))],
+                               copy=False)
+    for name, cte in ctes:
+        query = query.with_(name, as_=cte, copy=False)
+    return query
+
+
+def _aggregate(p: Primitive, alias_of: dict[str, str]) -> exp.Expression:
+    if p.kind is PrimitiveKind.UNITS:
+        return exp.Count(this=exp.Distinct(expressions=[exp.column(UNIT)]))
+    if p.measure is None:
+        return exp.Count(this=exp.Star())
+    column = exp.column(alias_of[p.name])
+    if p.kind is PrimitiveKind.COUNT:
+        return exp.Count(this=column)
+    summed = exp.Sum(this=_summand(p, column))
+    return exp.Coalesce(this=summed, expressions=[exp.Literal.number(0)])

@@ -1,0 +1,241 @@
+"""Exact value objects: intervals, privacy costs, and conservative rounding helpers.
+
+Privacy arithmetic is done in :class:`fractions.Fraction`. Where an irrational function
+is unavoidable (square roots, logarithms) the helpers here return a rational that is
+provably on the safe side: ``*_up`` never under-estimates, ``*_down`` never over-estimates.
+Floats appear only when a value is handed to the sampler or shown to a user.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpproxy.errors import InternalError, PrivacyParameterError
+
+Number = int | Fraction
+
+
+def to_fraction(value: object) -> Fraction:
+    """Exact conversion of an int, float, decimal string or Fraction (floats are exact binary)."""
+    if isinstance(value, bool):
+        raise TypeError("booleans are not numbers here")
+    if isinstance(value, int | Fraction):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value!r}")
+        return Fraction(value)
+    if isinstance(value, str):
+        return Fraction(value.strip())
+    raise TypeError(f"not a number: {value!r}")
+
+
+def float_up(x: Fraction) -> float:
+    """The smallest float that is >= x."""
+    f = float(x)
+    if Fraction(f) < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def float_down(x: Fraction) -> float:
+    """The largest float that is <= x."""
+    f = float(x)
+    if Fraction(f) > x:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def sqrt_up(x: Fraction) -> Fraction:
+    """A rational upper bound on sqrt(x), exact when x is a perfect square of a rational."""
+    if x < 0:
+        raise InternalError("square root of a negative number")
+    if x == 0:
+        return Fraction(0)
+    n, d = x.numerator, x.denominator
+    rn, rd = math.isqrt(n), math.isqrt(d)
+    if rn * rn == n and rd * rd == d:
+        return Fraction(rn, rd)
+    # sqrt(n/d) = sqrt(n*d)/d; isqrt rounds down, so add one to the numerator.
+    scale = 10**12
+    return Fraction(math.isqrt(n * d * scale * scale) + 1, d * scale)
+
+
+def sqrt_down(x: Fraction) -> Fraction:
+    """A rational lower bound on sqrt(x)."""
+    if x <= 0:
+        return Fraction(0)
+    n, d = x.numerator, x.denominator
+    scale = 10**12
+    return Fraction(math.isqrt(n * d * scale * scale), d * scale)
+
+
+def ln_up(x: Fraction) -> Fraction:
+    """A rational upper bound on ln(x) for x > 0 (float log plus a relative margin)."""
+    if x <= 0:
+        raise InternalError("logarithm of a non-positive number")
+    v = math.log(x.numerator) - math.log(x.denominator)
+    return Fraction(v) + Fraction(abs(v)) / 10**9 + Fraction(1, 10**12)
+
+
+def ln_down(x: Fraction) -> Fraction:
+    """A rational lower bound on ln(x) for x > 0."""
+    if x <= 0:
+        raise InternalError("logarithm of a non-positive number")
+    v = math.log(x.numerator) - math.log(x.denominator)
+    return Fraction(v) - Fraction(abs(v)) / 10**9 - Fraction(1, 10**12)
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A closed interval of reals with exact endpoints; ``None`` means unbounded on that side.
+
+    >>> Interval(Fraction(-2), Fraction(3)) * Interval(Fraction(1), Fraction(2))
+    Interval(lo=Fraction(-4, 1), hi=Fraction(6, 1))
+    """
+
+    lo: Fraction | None
+    hi: Fraction | None
+
+    def __post_init__(self) -> None:
+        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+            raise InternalError(f"empty interval [{self.lo}, {self.hi}]")
+
+    @classmethod
+    def point(cls, v: Number) -> Interval:
+        return cls(Fraction(v), Fraction(v))
+
+    @classmethod
+    def unbounded(cls) -> Interval:
+        return cls(None, None)
+
+    @property
+    def bounded(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+    def max_abs(self) -> Fraction:
+        if self.lo is None or self.hi is None:
+            raise InternalError("max_abs of an unbounded interval")
+        return max(abs(self.lo), abs(self.hi))
+
+    def width(self) -> Fraction:
+        if self.lo is None or self.hi is None:
+            raise InternalError("width of an unbounded interval")
+        return self.hi - self.lo
+
+    def hull(self, other: Interval) -> Interval:
+        lo = None if self.lo is None or other.lo is None else min(self.lo, other.lo)
+        hi = None if self.hi is None or other.hi is None else max(self.hi, other.hi)
+        return Interval(lo, hi)
+
+    def contains_zero(self) -> bool:
+        return (self.lo is None or self.lo <= 0) and (self.hi is None or self.hi >= 0)
+
+    def __add__(self, o: Interval) -> Interval:
+        lo = None if self.lo is None or o.lo is None else self.lo + o.lo
+        hi = None if self.hi is None or o.hi is None else self.hi + o.hi
+        return Interval(lo, hi)
+
+    def __neg__(self) -> Interval:
+        return Interval(None if self.hi is None else -self.hi, None if self.lo is None else -self.lo)
+
+    def __sub__(self, o: Interval) -> Interval:
+        return self + (-o)
+
+    def __mul__(self, o: Interval) -> Interval:
+        if not (self.bounded and o.bounded):
+            if self == Interval.point(0) or o == Interval.point(0):
+                return Interval.point(0)
+            return Interval.unbounded()
+        assert self.lo is not None and self.hi is not None and o.lo is not None and o.hi is not None
+        products = [self.lo * o.lo, self.lo * o.hi, self.hi * o.lo, self.hi * o.hi]
+        return Interval(min(products), max(products))
+
+    def reciprocal(self) -> Interval:
+        """1/x over the interval; unbounded when it contains zero."""
+        if self.contains_zero() or not self.bounded:
+            if self.lo is not None and self.lo > 0:
+                return Interval(Fraction(0), 1 / self.lo)
+            if self.hi is not None and self.hi < 0:
+                return Interval(1 / self.hi, Fraction(0))
+            return Interval.unbounded()
+        assert self.lo is not None and self.hi is not None
+        return Interval(min(1 / self.lo, 1 / self.hi), max(1 / self.lo, 1 / self.hi))
+
+    def clamp(self, lo: Fraction | None, hi: Fraction | None) -> Interval:
+        """The interval of GREATEST(LEAST(x, hi), lo) for x in self."""
+        new_lo = self.lo
+        new_hi = self.hi
+        if lo is not None:
+            new_lo = lo if new_lo is None else max(new_lo, lo)
+            new_hi = None if new_hi is None else max(new_hi, lo)
+        if hi is not None:
+            new_hi = hi if new_hi is None else min(new_hi, hi)
+            new_lo = None if new_lo is None else min(new_lo, hi)
+        return Interval(new_lo, new_hi)
+
+    def __str__(self) -> str:
+        def show(v: Fraction | None, inf: str) -> str:
+            if v is None:
+                return inf
+            return str(v.numerator) if v.denominator == 1 else f"{float(v):g}"
+
+        return f"[{show(self.lo, '-inf')}, {show(self.hi, 'inf')}]"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Cost:
+    """An (ε, δ) privacy cost under basic composition; δ = 0 is pure ε-DP.
+
+    ``rho`` records the zero-concentrated cost for Gaussian releases (0 when none),
+    used only for display; composition here is basic (ε and δ add).
+    """
+
+    epsilon: Fraction
+    delta: Fraction = Fraction(0)
+    rho: Fraction = Fraction(0)
+
+    def __post_init__(self) -> None:
+        if self.epsilon < 0 or self.delta < 0 or self.delta >= 1 or self.rho < 0:
+            raise PrivacyParameterError(
+                f"invalid privacy cost ε={float(self.epsilon):g}, δ={float(self.delta):g}"
+            )
+
+    @classmethod
+    def zero(cls) -> Cost:
+        return cls(Fraction(0))
+
+    def __add__(self, o: Cost) -> Cost:
+        return Cost(self.epsilon + o.epsilon, self.delta + o.delta, self.rho + o.rho)
+
+    def __sub__(self, o: Cost) -> Cost:
+        return Cost(
+            max(Fraction(0), self.epsilon - o.epsilon),
+            max(Fraction(0), self.delta - o.delta),
+            max(Fraction(0), self.rho - o.rho),
+        )
+
+    def covers(self, o: Cost) -> bool:
+        """True when a budget of ``self`` can pay for ``o``."""
+        return o.epsilon <= self.epsilon and o.delta <= self.delta
+
+    def __str__(self) -> str:
+        text = f"ε={float(self.epsilon):.6g}"
+        if self.delta:
+            text += f", δ={float(self.delta):.3g}"
+        return text
+
+
+def parse_privacy_number(value: object, name: str, *, allow_zero: bool = False) -> Fraction:
+    """Parse a user-given ε or δ; raise ZD003 with a clear message if it is invalid."""
+    try:
+        f = to_fraction(value)
+    except (TypeError, ValueError, ZeroDivisionError) as e:
+        raise PrivacyParameterError(f"{name} must be a finite number, got {value!r}") from e
+    if f < 0 or (f == 0 and not allow_zero):
+        raise PrivacyParameterError(
+            f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}"
+        )
+    return f
