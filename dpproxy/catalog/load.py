@@ -7,6 +7,7 @@ The format is documented in ``schemas/README.md``.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -42,6 +43,27 @@ _TABLE_KEYS = {
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "domain", "description"}
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
+)
+
+
 class _Problems:
     def __init__(self, source: str) -> None:
         self.source = source
@@ -62,13 +84,17 @@ def load_catalog(path: str | Path) -> Catalog:
             (f"{p}: {e.strerror}",),
             hint="pass --schema with the path of a privacy schema (see schemas/README.md)",
         ) from e
+    except UnicodeDecodeError as e:
+        raise SchemaError(
+            f"schema file {p} is not UTF-8 text", (f"{p}: byte {e.start}: not UTF-8",)
+        ) from e
     return parse_catalog(text, source=str(p))
 
 
 def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
     """Validate schema text; see :func:`load_catalog`."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "document"
@@ -186,11 +212,15 @@ def _policy(doc: Any, probs: _Problems) -> PrivacyPolicy:
         _unknown(bdoc, {"epsilon", "delta"}, "privacy.budget.", probs)
         beps = _number(bdoc.get("epsilon", 10), "privacy.budget.epsilon", probs)
         bdelta = _number(bdoc.get("delta", "1/100000"), "privacy.budget.delta", probs)
+        ok = beps is not None and bdelta is not None
         if beps is not None and beps <= 0:
             probs.add("privacy.budget.epsilon", "must be positive")
-        elif bdelta is not None and not 0 <= bdelta < 1:
+            ok = False
+        if bdelta is not None and not 0 <= bdelta < 1:
             probs.add("privacy.budget.delta", "must be in [0, 1)")
-        elif beps is not None and bdelta is not None:
+            ok = False
+        if ok:
+            assert beps is not None and bdelta is not None
             budget = Cost(beps, bdelta)
     if mechanism is MechanismKind.GAUSSIAN and delta == 0:
         probs.add("privacy.delta", "the gaussian mechanism needs a positive default delta")
@@ -244,7 +274,7 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
         if (max_groups is None) != (per_group is None):
             probs.add(f"{path}.max_groups_per_unit", "max_groups_per_unit and "
                       "max_rows_per_group_per_unit go together")
-    elif unit is not None or max_rows is not None or max_groups is not None:
+    elif unit is not None or max_rows is not None or max_groups is not None or per_group:
         probs.add(path, "a public table has no privacy_unit or contribution bounds")
     if probs.items:
         return None
@@ -278,7 +308,7 @@ def _column(name: str, doc: Any, path: str, probs: _Problems) -> Column | None:
         else:
             lower = _number(doc.get("lower"), f"{path}.lower", probs) if "lower" in doc else None
             upper = _number(doc.get("upper"), f"{path}.upper", probs) if "upper" in doc else None
-            if (lower is None) != (upper is None) and not probs.items:
+            if ("lower" in doc) != ("upper" in doc):
                 probs.add(path, "give both lower and upper, or neither")
             if lower is not None and upper is not None and lower > upper:
                 probs.add(f"{path}.upper", f"must be >= lower ({lower})")
@@ -300,7 +330,7 @@ def _column(name: str, doc: Any, path: str, probs: _Problems) -> Column | None:
             for i, v in enumerate(domain):
                 if not _domain_value_ok(v, ctype):
                     probs.add(f"{path}.domain[{i}]", f"{v!r} is not a {ctype.value} value")
-            if len(set(map(repr, domain))) != len(domain):
+            if len({_domain_key(v) for v in domain}) != len(domain):
                 probs.add(f"{path}.domain", "values must be distinct")
     return Column(name, ctype, lower, upper, nullable, domain)
 
@@ -314,4 +344,18 @@ def _domain_value_ok(v: object, ctype: ColumnType) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool)
     if ctype is ColumnType.BOOLEAN:
         return isinstance(v, bool)
-    return isinstance(v, str)  # dates as ISO strings
+    if isinstance(v, datetime.date):
+        return True
+    if isinstance(v, str):
+        try:
+            datetime.date.fromisoformat(v)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _domain_key(v: object) -> object:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return (type(v).__name__, v)
+    return ("number", Fraction(v))

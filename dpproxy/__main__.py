@@ -1,0 +1,3 @@
+from dpproxy.cli import main
+
+main()

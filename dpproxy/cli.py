@@ -1,0 +1,225 @@
+"""The ``dpproxy`` command: a thin layer over the engine (``query``, ``explain``, ``schema check``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+from typing import Any
+
+import click
+
+from dpproxy import __version__
+from dpproxy.errors import DPProxyError, SchemaError
+
+_COMMON = [
+    click.option("--database", "-d", metavar="FILE",
+                 help="DuckDB database file (default: the bundled Adult demo)."),
+    click.option("--schema", "-s", metavar="FILE",
+                 help="Privacy schema YAML (default: the demo's schemas/adult.yaml)."),
+    click.option("--epsilon", "-e", metavar="EPS",
+                 help="ε for this query (default: the schema's privacy.epsilon)."),
+    click.option("--delta", metavar="DELTA",
+                 help="δ for this query (default: the schema's privacy.delta)."),
+    click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]),
+                 help="Noise for sums and counts (default: the schema's)."),
+]
+
+
+def _common(f: Any) -> Any:
+    for option in reversed(_COMMON):
+        f = option(f)
+    return f
+
+
+def _fail(err: DPProxyError) -> None:
+    click.echo(f"ERROR:  {err.message}  (SQLSTATE {err.sqlstate})", err=True)
+    problems = getattr(err, "problems", ())
+    for p in problems:
+        click.echo(f"  {p}", err=True)
+    if err.hint and not problems:
+        click.echo(f"HINT:  {err.hint}", err=True)
+    if err.position is not None:
+        click.echo(f"POSITION:  {err.position}", err=True)
+    sys.exit(1)
+
+
+def _read_sql(sql: str) -> str:
+    return sys.stdin.read() if sql == "-" else sql
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        if math.isfinite(v) and v == int(v) and abs(v) < 1e15:
+            return f"{v:.1f}"
+        return f"{v:.6g}" if abs(v) >= 1e6 or abs(v) < 1e-3 else f"{v:.4f}"
+    return str(v)
+
+
+def _table(names: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+    out = [" | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)),
+           "-+-".join("-" * w for w in widths)]
+    for r in rows:
+        out.append(" | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
+                              for c, w in zip(r, widths, strict=True)))
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text.split(" ")[0])
+        return True
+    except ValueError:
+        return False
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dpproxy")
+def main() -> None:
+    """dpproxy: ordinary SQL in, differentially private answers out.
+
+    With no --database/--schema, commands use the bundled UCI Adult demo
+    (table `adult`), built into a DuckDB file in your cache directory on first use.
+    """
+
+
+@main.command()
+@click.argument("sql")
+@_common
+@click.option("--analyst", "-a", default="analyst", show_default=True,
+              help="Whose privacy budget pays.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="Output format.")
+@click.option("--errors/--no-errors", default=False,
+              help="Show each noisy cell's 95% error bound.")
+def query(sql: str, database: str | None, schema: str | None, epsilon: str | None,
+          delta: str | None, mechanism: str | None, analyst: str, fmt: str,
+          errors: bool) -> None:
+    """Answer one aggregate SQL query with differential privacy (spends budget).
+
+    SQL is one SELECT statement ("-" reads it from standard input). Example:
+
+        dpproxy query "SELECT sex, AVG(age) FROM adult GROUP BY sex"
+    """
+    from dpproxy.dbapi import connect
+
+    try:
+        with connect(database, schema=schema, analyst=analyst, epsilon=epsilon, delta=delta,
+                     mechanism=mechanism) as con:
+            cur = con.cursor().execute(_read_sql(sql))
+            names = [d[0] for d in cur.description or ()]
+            rows = cur.fetchall()
+            _print_rows(names, rows, cur.error_bounds, fmt, errors)
+            click.echo(f"privacy cost: {cur.privacy_cost}; budget left for {analyst!r}: "
+                       f"{cur.remaining_budget}", err=True)
+    except DPProxyError as err:
+        _fail(err)
+
+
+def _print_rows(names: list[str], rows: list[tuple[Any, ...]],
+                bounds: tuple[tuple[float | None, ...], ...], fmt: str, errors: bool) -> None:
+    if fmt == "json":
+        records = []
+        for row, errs in zip(rows, bounds, strict=True):
+            rec: dict[str, Any] = dict(zip(names, row, strict=True))
+            if errors:
+                rec["_error95"] = dict(zip(names, errs, strict=True))
+            records.append(rec)
+        click.echo(json.dumps(records, indent=2, ensure_ascii=False))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        header = list(names)
+        if errors:
+            header += [f"{n}_error95" for n in names]
+        w.writerow(header)
+        for row, errs in zip(rows, bounds, strict=True):
+            w.writerow(list(row) + (list(errs) if errors else []))
+        click.echo(buf.getvalue(), nl=False)
+    else:
+        text_rows = []
+        for row, errs in zip(rows, bounds, strict=True):
+            cells = []
+            for v, e in zip(row, errs, strict=True):
+                cell = _fmt(v)
+                if errors and e:
+                    cell += f" ± {e:.3g}"
+                cells.append(cell)
+            text_rows.append(cells)
+        click.echo(_table(names, text_rows))
+
+
+@main.command()
+@click.argument("sql")
+@_common
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
+def explain(sql: str, database: str | None, schema: str | None, epsilon: str | None,
+            delta: str | None, mechanism: str | None, fmt: str) -> None:
+    """Show the plan of a query without running it: rewritten SQL, sensitivities,
+    mechanisms, noise scales, 95% errors and the ε/δ cost. Spends nothing."""
+    from dpproxy.dbapi import connect
+    from dpproxy.explain import explain_json, explain_text
+
+    try:
+        with connect(database, schema=schema, epsilon=epsilon, delta=delta,
+                     mechanism=mechanism) as con:
+            c = con
+            prepared = c.engine.prepare(_read_sql(sql), epsilon=c.epsilon, delta=c.delta,
+                                        mechanism=c.mechanism)
+            render = explain_json if fmt == "json" else explain_text
+            click.echo(render(prepared.plan, prepared.sql))
+    except DPProxyError as err:
+        _fail(err)
+
+
+@main.group()
+def schema() -> None:
+    """Work with privacy schemas (see schemas/README.md)."""
+
+
+@schema.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def schema_check(files: tuple[str, ...]) -> None:
+    """Validate privacy schema FILES and report every problem with its file and key path."""
+    from dpproxy.catalog.load import load_catalog
+
+    failed = 0
+    for f in files:
+        try:
+            cat = load_catalog(f)
+        except SchemaError as err:
+            failed += 1
+            click.echo(f"{f}: {len(err.problems)} problem(s)", err=True)
+            for p in err.problems:
+                click.echo(f"  {p}", err=True)
+            continue
+        n_cols = sum(len(t.columns) for t in cat.tables)
+        click.echo(f"{f}: ok (dataset {cat.dataset}: {len(cat.tables)} table(s), "
+                   f"{n_cols} column(s))")
+    if failed:
+        sys.exit(1)
+
+
+@main.group()
+def demo() -> None:
+    """The bundled Adult demo database."""
+
+
+@demo.command("path")
+def demo_path() -> None:
+    """Build the demo DuckDB file if needed and print its path and schema path."""
+    from dpproxy.demo import demo_database_path, demo_schema_path
+
+    click.echo(f"database: {demo_database_path(progress=True)}")
+    click.echo(f"schema:   {demo_schema_path()}")
+
+
+if __name__ == "__main__":
+    main()

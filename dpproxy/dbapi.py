@@ -1,0 +1,236 @@
+"""A PEP 249 (DB-API 2.0) interface to the embedded engine, so pandas and friends just work.
+
+>>> import dpproxy
+>>> con = dpproxy.connect()                       # doctest: +SKIP
+>>> cur = con.cursor()                            # doctest: +SKIP
+>>> cur.execute("SELECT sex, AVG(age) FROM adult GROUP BY sex")   # doctest: +SKIP
+>>> cur.fetchall(), cur.privacy_cost, cur.remaining_budget, cur.error_bounds   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from dpproxy import errors
+from dpproxy.catalog.model import MechanismKind
+from dpproxy.engine import Engine, open_engine
+from dpproxy.explain import explain_text
+from dpproxy.mechanisms.noise import NoiseSource
+from dpproxy.values import Cost, parse_privacy_number
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "pyformat"
+
+# PEP 249 exception hierarchy, mapped onto the SQLSTATE-carrying errors.
+Error = errors.DPProxyError
+Warning = type("Warning", (Exception,), {})  # noqa: A001 (PEP 249 name)
+InterfaceError = Error
+DatabaseError = Error
+DataError = errors.DatatypeMismatch
+OperationalError = errors.BudgetExhausted
+IntegrityError = Error
+InternalError = errors.InternalError
+ProgrammingError = errors.SQLSyntaxError
+NotSupportedError = errors.UnsupportedQuery
+
+STRING, NUMBER, DATETIME, BOOLEAN = "text", "numeric", "date", "boolean"
+
+
+def _quote(v: Any) -> str:
+    """A SQL literal for a parameter (the query is parsed and validated afterwards anyway)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int | float | Fraction):
+        return repr(float(v)) if isinstance(v, Fraction) else repr(v)
+    if isinstance(v, datetime.date):
+        return f"DATE '{v.isoformat()}'"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    raise errors.InvalidParameter(f"cannot pass a parameter of type {type(v).__name__}")
+
+
+def _bind(sql: str, params: Sequence[Any] | Mapping[str, Any] | None) -> str:
+    if params is None:
+        return sql
+    if isinstance(params, Mapping):
+        return sql % {k: _quote(v) for k, v in params.items()}
+    return sql % tuple(_quote(v) for v in params)
+
+
+class Cursor:
+    """A DB-API cursor; besides rows it reports the privacy cost and 95% error bounds."""
+
+    arraysize = 1
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.description: tuple[tuple[Any, ...], ...] | None = None
+        self.rowcount = -1
+        self.privacy_cost: Cost | None = None
+        self.error_bounds: tuple[tuple[float | None, ...], ...] = ()
+        self._rows: list[tuple[Any, ...]] = []
+        self._pos = 0
+        self._closed = False
+
+    @property
+    def remaining_budget(self) -> Cost:
+        """The analyst's budget left after everything this connection has spent."""
+        return self.connection.remaining_budget
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Cursor:
+        """Answer one aggregate query with differential privacy (spends budget)."""
+        self._check()
+        c = self.connection
+        answer = c.engine.run(_bind(sql, params), analyst=c.analyst, epsilon=c.epsilon,
+                              delta=c.delta, mechanism=c.mechanism)
+        rel = answer.released
+        self.description = tuple(
+            (col.name, col.type, None, None, None, None, True) for col in rel.columns
+        )
+        self._rows = list(rel.rows)
+        self.error_bounds = rel.errors
+        self.rowcount = len(self._rows)
+        self.privacy_cost = answer.cost
+        self._pos = 0
+        return self
+
+    def executemany(self, sql: str, seq: Sequence[Sequence[Any] | Mapping[str, Any]]) -> None:
+        for params in seq:
+            self.execute(sql, params)
+
+    def explain(self, sql: str) -> str:
+        """The plan, noise scales and cost of a query, spending nothing."""
+        c = self.connection
+        prepared = c.engine.prepare(sql, epsilon=c.epsilon, delta=c.delta, mechanism=c.mechanism)
+        return explain_text(prepared.plan, prepared.sql)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        self._check()
+        if self._pos >= len(self._rows):
+            return None
+        row = self._rows[self._pos]
+        self._pos += 1
+        return row
+
+    def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
+        self._check()
+        n = self.arraysize if size is None else size
+        rows = self._rows[self._pos : self._pos + n]
+        self._pos += len(rows)
+        return rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        self._check()
+        rows = self._rows[self._pos :]
+        self._pos = len(self._rows)
+        return rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        while (row := self.fetchone()) is not None:
+            yield row
+
+    def setinputsizes(self, sizes: object) -> None:
+        pass
+
+    def setoutputsize(self, size: object, column: object = None) -> None:
+        pass
+
+    def close(self) -> None:
+        self._closed = True
+
+    def _check(self) -> None:
+        if self._closed or self.connection.closed:
+            raise errors.InvalidParameter("the cursor is closed")
+
+    def __enter__(self) -> Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Connection:
+    """A DB-API connection for one analyst over one engine."""
+
+    def __init__(self, engine: Engine, analyst: str, epsilon: Fraction | None,
+                 delta: Fraction | None, mechanism: MechanismKind | None) -> None:
+        self.engine = engine
+        self.analyst = analyst
+        self.epsilon = epsilon
+        self.delta = delta
+        self.mechanism = mechanism
+        self.closed = False
+
+    @property
+    def remaining_budget(self) -> Cost:
+        return self.engine.remaining(self.analyst)
+
+    def cursor(self) -> Cursor:
+        if self.closed:
+            raise errors.InvalidParameter("the connection is closed")
+        return Cursor(self)
+
+    def commit(self) -> None:
+        """Nothing to commit: dpproxy is read-only."""
+
+    def rollback(self) -> None:
+        """Nothing to roll back; spent privacy budget is never refunded."""
+
+    def close(self) -> None:
+        if not self.closed:
+            self.engine.close()
+            self.closed = True
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(
+    database: str | None = None,
+    *,
+    schema: str | None = None,
+    analyst: str = "analyst",
+    epsilon: float | str | Fraction | None = None,
+    delta: float | str | Fraction | None = None,
+    mechanism: str | None = None,
+    budget_epsilon: float | str | None = None,
+    budget_delta: float | str | None = None,
+    noise: NoiseSource | None = None,
+) -> Connection:
+    """Open a DB-API connection; with no database and schema, the bundled Adult demo.
+
+    ``epsilon``/``delta`` are the per-query privacy parameters (default: the schema's);
+    ``budget_epsilon``/``budget_delta`` the analyst's total (default: the schema's budget).
+    Floats are taken at their exact binary value; pass strings such as ``"1e-6"`` for
+    exact decimals.
+    """
+    eps = parse_privacy_number(epsilon, "epsilon") if epsilon is not None else None
+    dlt = (parse_privacy_number(delta, "delta", allow_zero=True) if delta is not None else None)
+    if dlt is not None and dlt >= 1:
+        raise errors.PrivacyParameterError("delta must be below 1")
+    mech = None
+    if mechanism is not None:
+        try:
+            mech = MechanismKind(mechanism)
+        except ValueError as e:
+            raise errors.PrivacyParameterError(
+                f"unknown mechanism {mechanism!r}", hint="use laplace or gaussian") from e
+    budget = None
+    if budget_epsilon is not None or budget_delta is not None:
+        budget = Cost(
+            parse_privacy_number(budget_epsilon if budget_epsilon is not None else 10,
+                                 "budget epsilon"),
+            parse_privacy_number(budget_delta if budget_delta is not None else 0, "budget delta",
+                                 allow_zero=True),
+        )
+    engine = open_engine(database, schema, noise=noise, budget=budget)
+    return Connection(engine, analyst, eps, dlt, mech)
