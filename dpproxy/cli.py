@@ -1,4 +1,4 @@
-"""The ``dpproxy`` command: a thin layer over the engine (``query``, ``explain``, ``schema check``)."""
+"""The ``dpproxy`` command: a thin layer over the engine (query, explain, schema check)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,32 @@ from dpproxy import __version__
 from dpproxy.errors import DPProxyError, SchemaError
 
 _COMMON = [
-    click.option("--database", "-d", metavar="FILE",
-                 help="DuckDB database file (default: the bundled Adult demo)."),
-    click.option("--schema", "-s", metavar="FILE",
-                 help="Privacy schema YAML (default: the demo's schemas/adult.yaml)."),
-    click.option("--epsilon", "-e", metavar="EPS",
-                 help="ε for this query (default: the schema's privacy.epsilon)."),
-    click.option("--delta", metavar="DELTA",
-                 help="δ for this query (default: the schema's privacy.delta)."),
-    click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]),
-                 help="Noise for sums and counts (default: the schema's)."),
+    click.option(
+        "--database",
+        "-d",
+        metavar="FILE",
+        help="DuckDB database file (default: the bundled Adult demo).",
+    ),
+    click.option(
+        "--schema",
+        "-s",
+        metavar="FILE",
+        help="Privacy schema YAML (default: the demo's schemas/adult.yaml).",
+    ),
+    click.option(
+        "--epsilon",
+        "-e",
+        metavar="EPS",
+        help="ε for this query (default: the schema's privacy.epsilon).",
+    ),
+    click.option(
+        "--delta", metavar="DELTA", help="δ for this query (default: the schema's privacy.delta)."
+    ),
+    click.option(
+        "--mechanism",
+        type=click.Choice(["laplace", "gaussian"]),
+        help="Noise for sums and counts (default: the schema's).",
+    ),
 ]
 
 
@@ -62,11 +78,16 @@ def _fmt(v: Any) -> str:
 
 def _table(names: list[str], rows: list[list[str]]) -> str:
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    out = [" | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)),
-           "-+-".join("-" * w for w in widths)]
+    out = [
+        " | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)),
+        "-+-".join("-" * w for w in widths),
+    ]
     for r in rows:
-        out.append(" | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
-                              for c, w in zip(r, widths, strict=True)))
+        out.append(
+            " | ".join(
+                c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths, strict=True)
+            )
+        )
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(out)
 
@@ -92,15 +113,29 @@ def main() -> None:
 @main.command()
 @click.argument("sql")
 @_common
-@click.option("--analyst", "-a", default="analyst", show_default=True,
-              help="Whose privacy budget pays.")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              show_default=True, help="Output format.")
-@click.option("--errors/--no-errors", default=False,
-              help="Show each noisy cell's 95% error bound.")
-def query(sql: str, database: str | None, schema: str | None, epsilon: str | None,
-          delta: str | None, mechanism: str | None, analyst: str, fmt: str,
-          errors: bool) -> None:
+@click.option(
+    "--analyst", "-a", default="analyst", show_default=True, help="Whose privacy budget pays."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--errors/--no-errors", default=False, help="Show each noisy cell's 95% error bound.")
+def query(
+    sql: str,
+    database: str | None,
+    schema: str | None,
+    epsilon: str | None,
+    delta: str | None,
+    mechanism: str | None,
+    analyst: str,
+    fmt: str,
+    errors: bool,
+) -> None:
     """Answer one aggregate SQL query with differential privacy (spends budget).
 
     SQL is one SELECT statement ("-" reads it from standard input). Example:
@@ -110,20 +145,34 @@ def query(sql: str, database: str | None, schema: str | None, epsilon: str | Non
     from dpproxy.dbapi import connect
 
     try:
-        with connect(database, schema=schema, analyst=analyst, epsilon=epsilon, delta=delta,
-                     mechanism=mechanism) as con:
+        with connect(
+            database,
+            schema=schema,
+            analyst=analyst,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+        ) as con:
             cur = con.cursor().execute(_read_sql(sql))
             names = [d[0] for d in cur.description or ()]
             rows = cur.fetchall()
             _print_rows(names, rows, cur.error_bounds, fmt, errors)
-            click.echo(f"privacy cost: {cur.privacy_cost}; budget left for {analyst!r}: "
-                       f"{cur.remaining_budget}", err=True)
+            click.echo(
+                f"privacy cost: {cur.privacy_cost}; budget left for {analyst!r}: "
+                f"{cur.remaining_budget}",
+                err=True,
+            )
     except DPProxyError as err:
         _fail(err)
 
 
-def _print_rows(names: list[str], rows: list[tuple[Any, ...]],
-                bounds: tuple[tuple[float | None, ...], ...], fmt: str, errors: bool) -> None:
+def _print_rows(
+    names: list[str],
+    rows: list[tuple[Any, ...]],
+    bounds: tuple[tuple[float | None, ...], ...],
+    fmt: str,
+    errors: bool,
+) -> None:
     if fmt == "json":
         records = []
         for row, errs in zip(rows, bounds, strict=True):
@@ -158,21 +207,36 @@ def _print_rows(names: list[str], rows: list[tuple[Any, ...]],
 @main.command()
 @click.argument("sql")
 @_common
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Output format.")
-def explain(sql: str, database: str | None, schema: str | None, epsilon: str | None,
-            delta: str | None, mechanism: str | None, fmt: str) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+def explain(
+    sql: str,
+    database: str | None,
+    schema: str | None,
+    epsilon: str | None,
+    delta: str | None,
+    mechanism: str | None,
+    fmt: str,
+) -> None:
     """Show the plan of a query without running it: rewritten SQL, sensitivities,
     mechanisms, noise scales, 95% errors and the ε/δ cost. Spends nothing."""
     from dpproxy.dbapi import connect
     from dpproxy.explain import explain_json, explain_text
 
     try:
-        with connect(database, schema=schema, epsilon=epsilon, delta=delta,
-                     mechanism=mechanism) as con:
+        with connect(
+            database, schema=schema, epsilon=epsilon, delta=delta, mechanism=mechanism
+        ) as con:
             c = con
-            prepared = c.engine.prepare(_read_sql(sql), epsilon=c.epsilon, delta=c.delta,
-                                        mechanism=c.mechanism)
+            prepared = c.engine.prepare(
+                _read_sql(sql), epsilon=c.epsilon, delta=c.delta, mechanism=c.mechanism
+            )
             render = explain_json if fmt == "json" else explain_text
             click.echo(render(prepared.plan, prepared.sql))
     except DPProxyError as err:
@@ -201,8 +265,9 @@ def schema_check(files: tuple[str, ...]) -> None:
                 click.echo(f"  {p}", err=True)
             continue
         n_cols = sum(len(t.columns) for t in cat.tables)
-        click.echo(f"{f}: ok (dataset {cat.dataset}: {len(cat.tables)} table(s), "
-                   f"{n_cols} column(s))")
+        click.echo(
+            f"{f}: ok (dataset {cat.dataset}: {len(cat.tables)} table(s), {n_cols} column(s))"
+        )
     if failed:
         sys.exit(1)
 

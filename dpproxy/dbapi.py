@@ -27,7 +27,7 @@ paramstyle = "pyformat"
 
 # PEP 249 exception hierarchy, mapped onto the SQLSTATE-carrying errors.
 Error = errors.DPProxyError
-Warning = type("Warning", (Exception,), {})  # noqa: A001 (PEP 249 name)
+Warning = type("Warning", (Exception,), {})
 InterfaceError = Error
 DatabaseError = Error
 DataError = errors.DatatypeMismatch
@@ -87,8 +87,13 @@ class Cursor:
         """Answer one aggregate query with differential privacy (spends budget)."""
         self._check()
         c = self.connection
-        answer = c.engine.run(_bind(sql, params), analyst=c.analyst, epsilon=c.epsilon,
-                              delta=c.delta, mechanism=c.mechanism)
+        answer = c.engine.run(
+            _bind(sql, params),
+            analyst=c.analyst,
+            epsilon=c.epsilon,
+            delta=c.delta,
+            mechanism=c.mechanism,
+        )
         rel = answer.released
         self.description = tuple(
             (col.name, col.type, None, None, None, None, True) for col in rel.columns
@@ -158,8 +163,14 @@ class Cursor:
 class Connection:
     """A DB-API connection for one analyst over one engine."""
 
-    def __init__(self, engine: Engine, analyst: str, epsilon: Fraction | None,
-                 delta: Fraction | None, mechanism: MechanismKind | None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        analyst: str,
+        epsilon: Fraction | None,
+        delta: Fraction | None,
+        mechanism: MechanismKind | None,
+    ) -> None:
         self.engine = engine
         self.analyst = analyst
         self.epsilon = epsilon
@@ -214,7 +225,7 @@ def connect(
     exact decimals.
     """
     eps = parse_privacy_number(epsilon, "epsilon") if epsilon is not None else None
-    dlt = (parse_privacy_number(delta, "delta", allow_zero=True) if delta is not None else None)
+    dlt = parse_privacy_number(delta, "delta", allow_zero=True) if delta is not None else None
     if dlt is not None and dlt >= 1:
         raise errors.PrivacyParameterError("delta must be below 1")
     mech = None
@@ -223,14 +234,17 @@ def connect(
             mech = MechanismKind(mechanism)
         except ValueError as e:
             raise errors.PrivacyParameterError(
-                f"unknown mechanism {mechanism!r}", hint="use laplace or gaussian") from e
+                f"unknown mechanism {mechanism!r}", hint="use laplace or gaussian"
+            ) from e
     budget = None
     if budget_epsilon is not None or budget_delta is not None:
         budget = Cost(
-            parse_privacy_number(budget_epsilon if budget_epsilon is not None else 10,
-                                 "budget epsilon"),
-            parse_privacy_number(budget_delta if budget_delta is not None else 0, "budget delta",
-                                 allow_zero=True),
+            parse_privacy_number(
+                budget_epsilon if budget_epsilon is not None else 10, "budget epsilon"
+            ),
+            parse_privacy_number(
+                budget_delta if budget_delta is not None else 0, "budget delta", allow_zero=True
+            ),
         )
     engine = open_engine(database, schema, noise=noise, budget=budget)
     return Connection(engine, analyst, eps, dlt, mech)

@@ -4,6 +4,7 @@ commit → post-process. The only owner of a backend, an accountant and a noise 
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from dataclasses import dataclass
@@ -68,13 +69,36 @@ class Engine:
         mechanism: MechanismKind | None = None,
         secret: int | None = None,
     ) -> Prepared:
-        """Steps parse … rewrite; pure, touches neither the data nor the budget."""
-        query = validate(parse(sql), self.catalog)
-        plan = plan_query(query, self.catalog.policy, epsilon=epsilon, delta=delta,
-                          mechanism=mechanism)
-        check_plan(plan)
+        """Steps parse … rewrite; pure, touches neither the data nor the budget.
+
+        Plans are cached per (SQL text, ε, δ, mechanism): planning is a pure function of those
+        and the catalog. The rewrite is redone for every call that needs a fresh secret.
+        """
+        plan = self._plan(sql, epsilon, delta, mechanism)
+        if not plan.needs_bounding:
+            return Prepared(plan, self._rewrite_unkeyed(plan))
         key = secrets.randbits(62) if secret is None else secret
         return Prepared(plan, rewrite(plan, key, self.backend.dialect))
+
+    @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
+    def _plan(
+        self,
+        sql: str,
+        epsilon: Fraction | None,
+        delta: Fraction | None,
+        mechanism: MechanismKind | None,
+    ) -> QueryPlan:
+        query = validate(parse(sql), self.catalog, sql)
+        plan = plan_query(
+            query, self.catalog.policy, epsilon=epsilon, delta=delta, mechanism=mechanism
+        )
+        check_plan(plan)
+        return plan
+
+    @functools.lru_cache(maxsize=512)  # noqa: B019
+    def _rewrite_unkeyed(self, plan: QueryPlan) -> str:
+        """The rewrite of a plan that bounds nothing, so uses no secret: cacheable."""
+        return rewrite(plan, 0, self.backend.dialect)
 
     def run(
         self,

@@ -32,12 +32,18 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
             out.append(ColumnError(item.name, "exact (group key)", 0.0))
             continue
         if not (isinstance(e, exp.Column) and e.name.startswith("__agg_")):
-            out.append(ColumnError(item.name, "derived from the aggregates (see the cursor's "
-                                   "error bounds after the query)", None))
+            out.append(
+                ColumnError(
+                    item.name,
+                    "derived from the aggregates (see the cursor's error bounds after the query)",
+                    None,
+                )
+            )
             continue
         agg = plan.aggregates[int(e.name[6:])]
-        halves = [plan.release_for(p).mechanism.half_width(alpha / len(agg.parts))
-                  for p in agg.parts]
+        halves = [
+            plan.release_for(p).mechanism.half_width(alpha / len(agg.parts)) for p in agg.parts
+        ]
         if agg.kind in _COUNTS or agg.kind is AggKind.SUM:
             out.append(ColumnError(item.name, f"±{halves[0]:.4g}", halves[0]))
             continue
@@ -49,8 +55,11 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
             out.append(ColumnError(item.name, f"≈ ±{k:.4g}/n (n = rows in the group)", None))
         else:
             k = halves[2] + half_range**2 * halves[0] + 2 * half_range * halves[1]
-            out.append(ColumnError(item.name, f"≈ ±{k:.4g}/n for the variance (n = rows in "
-                                   "the group)", None))
+            out.append(
+                ColumnError(
+                    item.name, f"≈ ±{k:.4g}/n for the variance (n = rows in the group)", None
+                )
+            )
     return tuple(out)
 
 
@@ -68,8 +77,10 @@ def explain_data(plan: QueryPlan, sql: str) -> dict[str, Any]:
         grouping = f"public domain: {n} groups, every one released (zero-filled)"
     else:
         assert plan.selection is not None
-        grouping = (f"private keys: a group is released when its noisy count of units exceeds "
-                    f"{float(plan.selection.threshold):.4g}")
+        grouping = (
+            f"private keys: a group is released when its noisy count of units exceeds "
+            f"{float(plan.selection.threshold):.4g}"
+        )
     s = plan.stability
     return {
         "query": q.sql,
@@ -85,8 +96,9 @@ def explain_data(plan: QueryPlan, sql: str) -> dict[str, Any]:
             {
                 "name": r.primitive.name,
                 "kind": r.primitive.kind.value,
-                "measure": (r.primitive.measure.sql("postgres")
-                            if r.primitive.measure is not None else "*"),
+                "measure": (
+                    r.primitive.measure.sql("postgres") if r.primitive.measure is not None else "*"
+                ),
                 "values": str(r.primitive.values) if r.primitive.values is not None else None,
                 "sensitivity_l1": float(r.sensitivity.l1),
                 "sensitivity_l2": float(r.sensitivity.l2),
@@ -116,16 +128,21 @@ def explain_text(plan: QueryPlan, sql: str) -> str:
         "bound:        {rows_per_unit} row(s) per unit, {groups_per_unit} group(s) per unit, "
         "{rows_per_group_per_unit} row(s) per group{e}".format(
             **d["contribution_bound"],
-            e="" if d["contribution_bound"]["enforced_in_sql"] else
-            " (unit column is unique: no bounding needed)"),
+            e=""
+            if d["contribution_bound"]["enforced_in_sql"]
+            else " (unit column is unique: no bounding needed)",
+        ),
         f"grouping:     {d['grouping']}",
         f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g}",
         "",
         "noisy primitives:",
     ]
     for p in d["primitives"]:
-        cost = f"ε={p['epsilon']:.4g}" if p["epsilon"] else (
-            f"ρ={p['rho']:.4g}" if p["rho"] else "ε=0")
+        cost = (
+            f"ε={p['epsilon']:.4g}"
+            if p["epsilon"]
+            else (f"ρ={p['rho']:.4g}" if p["rho"] else "ε=0")
+        )
         values = f" over {p['values']}" if p["values"] else ""
         lines.append(
             f"  {p['name']:7} {p['kind']:5} {p['measure']}{values}: Δ1={p['sensitivity_l1']:.4g} "

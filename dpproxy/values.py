@@ -139,7 +139,9 @@ class Interval:
         return Interval(lo, hi)
 
     def __neg__(self) -> Interval:
-        return Interval(None if self.hi is None else -self.hi, None if self.lo is None else -self.lo)
+        return Interval(
+            None if self.hi is None else -self.hi, None if self.lo is None else -self.lo
+        )
 
     def __sub__(self, o: Interval) -> Interval:
         return self + (-o)
@@ -183,6 +185,22 @@ class Interval:
             return str(v.numerator) if v.denominator == 1 else f"{float(v):g}"
 
         return f"[{show(self.lo, '-inf')}, {show(self.hi, 'inf')}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Sensitivity:
+    """How far one neighbour can move the released vector, in three norms."""
+
+    l1: Fraction
+    l2: Fraction  # a rational upper bound
+    linf: Fraction
+
+    def __post_init__(self) -> None:
+        if self.l1 < 0 or self.l2 < 0 or self.linf < 0:
+            raise InternalError("negative sensitivity")
+
+    def scaled(self, k: Fraction) -> Sensitivity:
+        return Sensitivity(self.l1 * k, self.l2 * k, self.linf * k)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -35,7 +35,7 @@ def square(i: Interval) -> Interval:
     return Interval(lo, hi)
 
 
-def bounds_of(node: exp.Expression, table: Table) -> Interval | None:  # noqa: PLR0911, PLR0912
+def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     """The interval of a numeric expression (``None``: the expression is always NULL).
 
     >>> from dpproxy.catalog.model import Column, ColumnType, Table
@@ -116,8 +116,10 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:  # noqa: P
             return None
         if not v.bounded:
             return Interval(Fraction(0), None)
-        return Interval(Fraction(0) if v.contains_zero() else min(abs(v.lo), abs(v.hi)),  # type: ignore[arg-type]
-                        v.max_abs())
+        return Interval(
+            Fraction(0) if v.contains_zero() else min(abs(v.lo), abs(v.hi)),  # type: ignore[arg-type]
+            v.max_abs(),
+        )
     if isinstance(node, exp.Round | exp.Floor | exp.Ceil):
         v = b(node.this)
         if v is None or not v.bounded:

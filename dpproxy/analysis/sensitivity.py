@@ -25,8 +25,7 @@ from fractions import Fraction
 
 from dpproxy.catalog.model import ContributionBound, Neighbouring
 from dpproxy.errors import InternalError
-from dpproxy.mechanisms.base import Sensitivity
-from dpproxy.values import Interval, sqrt_up
+from dpproxy.values import Interval, Sensitivity, sqrt_up
 
 
 class PrimitiveKind(Enum):
@@ -89,10 +88,10 @@ def sensitivity(
 ) -> Sensitivity:
     """Sensitivity of one primitive released for every group (or once, if not grouped).
 
-    >>> s = Stability(1, 1, 1)
-    >>> sensitivity(PrimitiveKind.SUM, s, Neighbouring.ADD_REMOVE, Interval(Fraction(17), Fraction(90)), grouped=False).l1
+    >>> s, ages = Stability(1, 1, 1), Interval(Fraction(17), Fraction(90))
+    >>> sensitivity(PrimitiveKind.SUM, s, Neighbouring.ADD_REMOVE, ages, grouped=False).l1
     Fraction(90, 1)
-    >>> sensitivity(PrimitiveKind.SUM, s, Neighbouring.SUBSTITUTE, Interval(Fraction(17), Fraction(90)), grouped=False).l1
+    >>> sensitivity(PrimitiveKind.SUM, s, Neighbouring.SUBSTITUTE, ages, grouped=False).l1
     Fraction(90, 1)
     """
     if kind is PrimitiveKind.UNITS:
@@ -107,8 +106,9 @@ def sensitivity(
             raise InternalError("a SUM primitive needs a bounded value interval")
         per_row = values
     m = per_row.max_abs()
-    ar = Sensitivity(stab.rows * m, _packed_l2(stab.rows, stab.rows_per_group) * m,
-                     stab.rows_per_group * m)
+    ar = Sensitivity(
+        stab.rows * m, _packed_l2(stab.rows, stab.rows_per_group) * m, stab.rows_per_group * m
+    )
     if neighbouring is Neighbouring.ADD_REMOVE:
         return ar
     if grouped:

@@ -29,8 +29,7 @@ class DuckDBBackend:
         try:
             self._con = duckdb.connect(str(p), read_only=True)
         except duckdb.Error as e:
-            raise BackendUnavailable(f"cannot open DuckDB database {p}",
-                                     log_detail=str(e)) from e
+            raise BackendUnavailable(f"cannot open DuckDB database {p}", log_detail=str(e)) from e
         self._lock = threading.Lock()
         self.path = p
 
@@ -42,8 +41,9 @@ class DuckDBBackend:
                 cols = tuple(d[0] for d in cur.description or ())
             except duckdb.Error as e:
                 # Never show the database's message: it could quote a value.
-                raise InternalError("the database failed to run the query",
-                                    log_detail=f"{type(e).__name__}: {e}") from e
+                raise InternalError(
+                    "the database failed to run the query", log_detail=f"{type(e).__name__}: {e}"
+                ) from e
         return ExactResult(cols, tuple(rows))
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
@@ -80,8 +80,9 @@ class DuckDBBackend:
                     f'columns {", ".join(missing)} of table "{t.name}" are not in the database',
                     hint="check that --schema and --database belong together",
                 )
-            is_unique = t.privacy_unit is not None and (
-                t.name.lower(), t.privacy_unit.lower()) in unique
+            is_unique = (
+                t.privacy_unit is not None and (t.name.lower(), t.privacy_unit.lower()) in unique
+            )
             tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 

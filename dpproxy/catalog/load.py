@@ -60,7 +60,8 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
 
 
 _StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
 )
 
 
@@ -94,7 +95,7 @@ def load_catalog(path: str | Path) -> Catalog:
 def parse_catalog(text: str, *, source: str = "<string>") -> Catalog:
     """Validate schema text; see :func:`load_catalog`."""
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        doc = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "document"
@@ -264,16 +265,23 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
     )
     if private:
         if not isinstance(unit, str) or not unit:
-            probs.add(f"{path}.privacy_unit", "required for a private table: the column "
-                      "identifying the protected individual")
+            probs.add(
+                f"{path}.privacy_unit",
+                "required for a private table: the column identifying the protected individual",
+            )
         elif isinstance(cols_doc, Mapping) and unit not in cols_doc:
             probs.add(f"{path}.privacy_unit", f"{unit!r} is not a column of the table")
         if max_rows is None and per_group is None:
-            probs.add(f"{path}.max_rows_per_unit", "a private table needs max_rows_per_unit, or "
-                      "max_groups_per_unit with max_rows_per_group_per_unit")
+            probs.add(
+                f"{path}.max_rows_per_unit",
+                "a private table needs max_rows_per_unit, or "
+                "max_groups_per_unit with max_rows_per_group_per_unit",
+            )
         if (max_groups is None) != (per_group is None):
-            probs.add(f"{path}.max_groups_per_unit", "max_groups_per_unit and "
-                      "max_rows_per_group_per_unit go together")
+            probs.add(
+                f"{path}.max_groups_per_unit",
+                "max_groups_per_unit and max_rows_per_group_per_unit go together",
+            )
     elif unit is not None or max_rows is not None or max_groups is not None or per_group:
         probs.add(path, "a public table has no privacy_unit or contribution bounds")
     if probs.items:

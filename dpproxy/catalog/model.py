@@ -92,7 +92,7 @@ class PrivacyPolicy:
     epsilon: Fraction = Fraction(1)
     delta: Fraction = Fraction(0)
     mechanism: MechanismKind = MechanismKind.LAPLACE
-    budget: Cost = Cost(Fraction(10), Fraction(1, 10**5))
+    budget: Cost = Cost(Fraction(10), Fraction(1, 10**5))  # noqa: RUF009 (frozen, immutable)
     selection_share: Fraction = Fraction(1, 2)  # ε share spent on partition selection
 
 

@@ -23,23 +23,9 @@ from fractions import Fraction
 from statistics import NormalDist
 
 from dpproxy.errors import InternalError, PrivacyParameterError
-from dpproxy.values import ln_down, ln_up, sqrt_down, sqrt_up
+from dpproxy.values import Sensitivity, ln_down, ln_up, sqrt_down, sqrt_up
 
-
-@dataclass(frozen=True, slots=True)
-class Sensitivity:
-    """How far one neighbour can move the released vector, in three norms."""
-
-    l1: Fraction
-    l2: Fraction  # a rational upper bound
-    linf: Fraction
-
-    def __post_init__(self) -> None:
-        if self.l1 < 0 or self.l2 < 0 or self.linf < 0:
-            raise InternalError("negative sensitivity")
-
-    def scaled(self, k: Fraction) -> Sensitivity:
-        return Sensitivity(self.l1 * k, self.l2 * k, self.linf * k)
+__all__ = ["Gaussian", "Laplace", "Mechanism", "Sensitivity", "approx_to_zcdp", "zcdp_to_approx"]
 
 
 @dataclass(frozen=True, slots=True)

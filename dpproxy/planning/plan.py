@@ -32,9 +32,9 @@ class Primitive:
     squared: bool = False
 
     @property
-    def key(self) -> tuple[str, str, Fraction, bool]:
-        m = self.measure.sql("duckdb") if self.measure is not None else "*"
-        return (self.kind.value, m, self.center, self.squared)
+    def key(self) -> tuple[object, ...]:
+        """Identity for sharing: equal keys compute equal values (sqlglot compares trees)."""
+        return (self.kind, self.measure, self.center, self.squared)
 
 
 @dataclass(frozen=True, slots=True)

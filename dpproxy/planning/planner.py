@@ -88,7 +88,8 @@ def plan_query(
         share_eps = eps_agg / len(prims)
         rho_each = (
             approx_to_zcdp(eps_agg, delta_agg) / len(prims)
-            if mech is MechanismKind.GAUSSIAN else Fraction(0)
+            if mech is MechanismKind.GAUSSIAN
+            else Fraction(0)
         )
         for p in prims:
             sens = sensitivity(p.kind, stab, rel, p.values, grouped=grouped)
@@ -126,8 +127,9 @@ def plan_query(
     )
 
 
-def total_cost(releases: tuple[Release, ...], selection: Selection | None,
-               delta_gauss: Fraction) -> Cost:
+def total_cost(
+    releases: tuple[Release, ...], selection: Selection | None, delta_gauss: Fraction
+) -> Cost:
     """Basic composition: Laplace ε's add; Gaussian ρ's add and convert once at ``delta_gauss``."""
     eps = sum((r.cost.epsilon for r in releases), Fraction(0))
     rho = sum((r.cost.rho for r in releases), Fraction(0))
@@ -173,8 +175,9 @@ class _PrimitiveBuilder:
             return AggregatePlan(k, (self._add(Primitive("", PrimitiveKind.UNITS, None)),), None)
         assert agg.measure is not None
         if k is AggKind.COUNT:
-            return AggregatePlan(k, (self._add(Primitive("", PrimitiveKind.COUNT, agg.measure)),),
-                                 None)
+            return AggregatePlan(
+                k, (self._add(Primitive("", PrimitiveKind.COUNT, agg.measure)),), None
+            )
         iv = self._bounds(agg.measure, "SUM" if k is AggKind.SUM else k.value.upper())
         if k is AggKind.SUM:
             p = Primitive("", PrimitiveKind.SUM, agg.measure, iv)

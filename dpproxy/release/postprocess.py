@@ -138,7 +138,9 @@ def output_columns(plan: QueryPlan) -> tuple[OutputColumn, ...]:
 def _integral_key(plan: QueryPlan, i: int) -> bool:
     key = plan.query.keys[i]
     if key.domain is not None:
-        return all(isinstance(v, int) and not isinstance(v, bool) for v in key.domain if v is not None)
+        return all(
+            isinstance(v, int) and not isinstance(v, bool) for v in key.domain if v is not None
+        )
     if isinstance(key.expr, exp.Column):
         col = plan.query.table.column(key.expr.name)
         return col is not None and col.type.value == "integer"
@@ -161,18 +163,24 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
         spans: dict[str, Span | None] = {f"__key_{i}": (0.0, 0.0) for i in range(len(g.key))}
         for i, agg in enumerate(plan.aggregates):
             env[f"__agg_{i}"] = aggregate_value(agg, g.values)
-            part_halves = {p: plan.release_for(p).mechanism.half_width(alpha / len(agg.parts))
-                           for p in agg.parts}
+            part_halves = {
+                p: plan.release_for(p).mechanism.half_width(alpha / len(agg.parts))
+                for p in agg.parts
+            }
             spans[f"__agg_{i}"] = aggregate_span(agg, g.values, part_halves)
         if q.having is not None and evaluate(q.having, env) is not True:
             continue
         values = [evaluate(o.expr, env) for o in q.outputs]
-        errors = [_half_width(evaluate_span(o.expr, spans), v) for o, v in zip(q.outputs, values,
-                                                                             strict=True)]
+        errors = [
+            _half_width(evaluate_span(o.expr, spans), v)
+            for o, v in zip(q.outputs, values, strict=True)
+        ]
         rows.append((values, errors, env))
     for item in reversed(q.order):
-        rows.sort(key=lambda r, it=item: _sort_key(evaluate(it.expr, r[2]), it.nulls_first,
-                                                   it.desc), reverse=item.desc)
+        rows.sort(
+            key=lambda r, it=item: _sort_key(evaluate(it.expr, r[2]), it.nulls_first, it.desc),
+            reverse=item.desc,
+        )
     start = q.offset
     stop = None if q.limit is None else start + q.limit
     kept = rows[start:stop]
@@ -211,7 +219,7 @@ _BINARY = {
 }
 
 
-def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:  # noqa: PLR0911, PLR0912
+def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
     """Evaluate a post-processing expression with SQL NULL semantics.
 
     >>> evaluate(exp.maybe_parse("ROUND(__agg_0 / 2, 1) > 1"), {"__agg_0": 3})

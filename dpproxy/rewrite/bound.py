@@ -23,8 +23,9 @@ def keyed_hash(secret: int, parts: list[exp.Expression], dialect: str) -> exp.Ex
     return exp.Anonymous(this="hash", expressions=[exp.Literal.number(secret), *parts])
 
 
-def _window(func: exp.Expression, partition: list[exp.Expression],
-            order: list[exp.Expression]) -> exp.Window:
+def _window(
+    func: exp.Expression, partition: list[exp.Expression], order: list[exp.Expression]
+) -> exp.Window:
     return exp.Window(
         this=func,
         partition_by=partition,
@@ -47,23 +48,32 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
     row_order = [keyed_hash(ctx.secret, [unit, *values], ctx.dialect), *values]
     ranks: list[tuple[str, exp.Expression, int]] = []
     if not keys:
-        ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order),
-                      plan.stability.rows))
+        ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order), plan.stability.rows))
     else:
         if bound.max_rows is not None:
             ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order), bound.max_rows))
         if bound.max_groups is not None and bound.max_rows_per_group is not None:
             group_order = [keyed_hash(ctx.secret ^ 0x5A5A5A5A, [unit, *keys], ctx.dialect), *keys]
-            ranks.append(("__rn_group", _window(exp.RowNumber(), [unit, *keys], row_order),
-                          bound.max_rows_per_group))
-            ranks.append(("__group_rank",
-                          _window(exp.Anonymous(this="DENSE_RANK"), [unit], group_order),
-                          bound.max_groups))
+            ranks.append(
+                (
+                    "__rn_group",
+                    _window(exp.RowNumber(), [unit, *keys], row_order),
+                    bound.max_rows_per_group,
+                )
+            )
+            ranks.append(
+                (
+                    "__group_rank",
+                    _window(exp.Anonymous(this="DENSE_RANK"), [unit], group_order),
+                    bound.max_groups,
+                )
+            )
     inner = exp.select(exp.Star()).from_("__rows")
     for name, window, _ in ranks:
-        inner = inner.select(exp.alias_(window, name), copy=False)
+        inner = inner.select(exp.alias_(window, name, copy=False), copy=False)
     outer = exp.select(exp.Star()).from_(inner.subquery("__ranked"))
     for name, _, limit in ranks:
-        outer = outer.where(exp.LTE(this=exp.column(name), expression=exp.Literal.number(limit)),
-                            copy=False)
+        outer = outer.where(
+            exp.LTE(this=exp.column(name), expression=exp.Literal.number(limit)), copy=False
+        )
     return outer

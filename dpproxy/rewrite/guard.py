@@ -16,6 +16,7 @@ Each rule is a pure function ``(expression, table) -> expression`` that copies i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 from sqlglot import exp
@@ -23,8 +24,19 @@ from sqlglot import exp
 from dpproxy.catalog.model import Table
 from dpproxy.values import float_down, float_up
 
-_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.Abs,
-          exp.Round, exp.Floor, exp.Ceil)
+_ARITH = (
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.Neg,
+    exp.Abs,
+    exp.Round,
+    exp.Floor,
+    exp.Ceil,
+)
 _CONDITION = (exp.Predicate, exp.Not, exp.And, exp.Or, exp.Like, exp.ILike)
 
 
@@ -44,6 +56,7 @@ def guard_division(node: exp.Expression, table: Table) -> exp.Expression:
     >>> guard_division(exp.maybe_parse("a / (b - 1)"), None).sql()
     'a / NULLIF((b - 1), 0)'
     """
+
     def rule(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
             rhs = n.expression
@@ -57,6 +70,7 @@ def guard_division(node: exp.Expression, table: Table) -> exp.Expression:
 
 def guard_casts(node: exp.Expression, table: Table) -> exp.Expression:
     """``CAST(x AS t)`` → ``TRY_CAST(x AS t)``."""
+
     def rule(n: exp.Expression) -> exp.Expression:
         if type(n) is exp.Cast:
             return exp.TryCast(this=n.this, to=n.to)
@@ -66,7 +80,7 @@ def guard_casts(node: exp.Expression, table: Table) -> exp.Expression:
 
 
 def _as_double(col: exp.Expression) -> exp.Expression:
-    return exp.Cast(this=col, to=exp.DataType.build("DOUBLE"))
+    return exp.Cast(this=col, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
 
 
 def widen_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
@@ -94,33 +108,35 @@ def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
     return True
 
 
-def clamp(value: exp.Expression, lo: Fraction, hi: Fraction) -> exp.Expression:
+def clamp(make: Callable[[], exp.Expression], lo: Fraction, hi: Fraction) -> exp.Expression:
     """``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``, bounds rounded outward.
 
+    ``make`` builds a fresh ``v`` for each of its three uses (cheaper than deep copies).
     Written as CASE rather than LEAST/GREATEST because those skip NULLs in DuckDB and
     PostgreSQL (a NULL would become ``lo``); here NULL stays NULL, and NaN, which both engines
     order above every number, becomes ``hi``.
     """
-    lo_lit = number(lo) if lo.denominator == 1 else number(Fraction(float_down(lo)))
-    hi_lit = number(hi) if hi.denominator == 1 else number(Fraction(float_up(hi)))
+    lo_num = lo if lo.denominator == 1 else Fraction(float_down(lo))
+    hi_num = hi if hi.denominator == 1 else Fraction(float_up(hi))
     return exp.Case(
         ifs=[
-            exp.If(this=exp.LT(this=value.copy(), expression=lo_lit), true=lo_lit.copy()),
-            exp.If(this=exp.GT(this=value.copy(), expression=hi_lit), true=hi_lit.copy()),
+            exp.If(this=exp.LT(this=make(), expression=number(lo_num)), true=number(lo_num)),
+            exp.If(this=exp.GT(this=make(), expression=number(hi_num)), true=number(hi_num)),
         ],
-        default=value,
+        default=make(),
     )
 
 
-def clamp_values(node: exp.Expression, table: Table) -> exp.Expression:
+def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> exp.Expression:
     """Numeric columns in value positions → clamped to their bounds, as DOUBLE.
 
     >>> from dpproxy.catalog.model import Column, ColumnType
     >>> t = Table("t", True, (Column("age", ColumnType.INTEGER, Fraction(0), Fraction(9)),))
-    >>> clamp_values(exp.maybe_parse("CASE WHEN age > 3 THEN age END"), t).sql()
-    'CASE WHEN age > 3 THEN CASE WHEN CAST(age AS DOUBLE) < 0 THEN 0 WHEN CAST(age AS DOUBLE) > 9 THEN 9 ELSE CAST(age AS DOUBLE) END END'
+    >>> sql = clamp_values(exp.maybe_parse("CASE WHEN age > 3 THEN age END"), t).sql()
+    >>> sql.replace("CAST(age AS DOUBLE)", "x")
+    'CASE WHEN age > 3 THEN CASE WHEN x < 0 THEN 0 WHEN x > 9 THEN 9 ELSE x END END'
     """
-    out = node.copy()
+    out = node.copy() if copy else node
     wrapper = exp.Paren(this=out)  # so that a bare column has a parent to be replaced in
     for col in list(out.find_all(exp.Column)):
         c = table.column(col.name)
@@ -129,10 +145,31 @@ def clamp_values(node: exp.Expression, table: Table) -> exp.Expression:
         if not _in_value_position(col, wrapper):
             continue
         assert c.lower is not None and c.upper is not None
-        col.replace(clamp(_as_double(col.copy()), c.lower, c.upper))
+        name = col.name
+        col.replace(clamp(lambda name=name: _as_double(exp.column(name)), c.lower, c.upper))
     return wrapper.this
 
 
-def guard_row_expression(node: exp.Expression, table: Table) -> exp.Expression:
-    """Division, cast and overflow guards for WHERE clauses and group keys."""
-    return widen_arithmetic(guard_casts(guard_division(node, table), table), table)
+def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
+    """The three guards of this module applied to one node (for a single-pass transform)."""
+    if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
+        rhs = n.expression
+        if not (isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0):
+            n.set("expression", exp.Nullif(this=rhs, expression=exp.Literal.number(0)))
+    elif type(n) is exp.Cast:
+        return exp.TryCast(this=n.this, to=n.to)
+    elif isinstance(n, exp.Column) and isinstance(n.parent, _ARITH):
+        c = table.column(n.name)
+        if c is not None and c.type.numeric:
+            return _as_double(n)
+    return n
+
+
+def guard_row_expression(
+    node: exp.Expression, table: Table, *, copy: bool = True
+) -> exp.Expression:
+    """Division, cast and overflow guards for WHERE clauses, group keys and measures.
+
+    Equivalent to ``widen_arithmetic(guard_casts(guard_division(node)))`` in one pass.
+    """
+    return node.transform(lambda n: _guard_node(n, table), copy=copy)

@@ -67,45 +67,51 @@ def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
     table = ctx.plan.query.table
     if p.measure is None:
         return None
-    return guard_row_expression(clamp_values(p.measure, table), table)
+    return guard_row_expression(clamp_values(p.measure, table), table, copy=False)
 
 
-def _summand(p: Primitive, column: exp.Expression) -> exp.Expression:
+def _summand(p: Primitive, column: str) -> exp.Expression:
     """What SUM adds up: the measure column, centred, squared and clamped as planned."""
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
-    value = column
-    if p.center:
-        value = exp.Sub(this=value, expression=number(p.center))
+
+    def centred() -> exp.Expression:
+        return exp.Sub(this=exp.column(column), expression=number(p.center))
+
+    def value() -> exp.Expression:
+        if not p.center:
+            return exp.column(column)
         if p.squared:
-            value = exp.Mul(this=exp.Paren(this=value), expression=exp.Paren(this=value.copy()))
+            return exp.Mul(this=exp.Paren(this=centred()), expression=exp.Paren(this=centred()))
+        return centred()
+
     if isinstance(p.measure, exp.Column) and not p.center:
-        return value  # a clamped column needs no second clamp
+        return value()  # a clamped column needs no second clamp
     return clamp(value, p.values.lo, p.values.hi)
 
 
 def rewrite(plan: QueryPlan, secret: int, dialect: str = "duckdb") -> str:
     """The backend SQL for a plan; pure and deterministic for a given secret."""
-    return build(RewriteContext(plan, secret, dialect)).sql(dialect=dialect)
+    return build(RewriteContext(plan, secret, dialect)).sql(dialect=dialect, copy=False)
 
 
 def build(ctx: RewriteContext) -> exp.Select:
     q = ctx.plan.query
     table = q.table
-    rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT))
+    rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False))
     for i, k in enumerate(q.keys):
-        rows = rows.select(exp.alias_(guard_row_expression(k.expr, table), key_alias(i)),
-                           copy=False)
-    measures: dict[str, str] = {}  # measure SQL → its column alias (shared when identical)
+        key = guard_row_expression(k.expr, table)
+        rows = rows.select(exp.alias_(key, key_alias(i), copy=False), copy=False)
+    measures: dict[exp.Expression, str] = {}  # measure → its column alias (shared when equal)
     alias_of: dict[str, str] = {}  # primitive name → measure column alias
     for p in ctx.plan.primitives:
-        m = _raw_measure(p, ctx)
-        if m is None:
+        if p.measure is None:
             continue
-        sql = m.sql(ctx.dialect)
-        if sql not in measures:
-            measures[sql] = measure_alias(p)
-            rows = rows.select(exp.alias_(m, measure_alias(p)), copy=False)
-        alias_of[p.name] = measures[sql]
+        if p.measure not in measures:
+            m = _raw_measure(p, ctx)
+            assert m is not None
+            measures[p.measure] = measure_alias(p)
+            rows = rows.select(exp.alias_(m, measure_alias(p), copy=False), copy=False)
+        alias_of[p.name] = measures[p.measure]
     rows = rows.from_(exp.to_table(table.name), copy=False)
     conditions = [guard_row_expression(f, table) for f in q.filters]
     if q.keys and q.public_keys:
@@ -124,11 +130,11 @@ def build(ctx: RewriteContext) -> exp.Select:
     for i in range(len(q.keys)):
         query = query.select(exp.column(key_alias(i)), copy=False)
     for p in ctx.plan.primitives:
-        query = query.select(exp.alias_(_aggregate(p, alias_of), p.name), copy=False)
+        aggregate = exp.alias_(_aggregate(p, alias_of), p.name, copy=False)
+        query = query.select(aggregate, copy=False)
     query = query.from_(source, copy=False)
     if q.keys:
-        query = query.group_by(*[exp.column(key_alias(i)) for i in range(len(q.keys))],
-                               copy=False)
+        query = query.group_by(*[exp.column(key_alias(i)) for i in range(len(q.keys))], copy=False)
     for name, cte in ctes:
         query = query.with_(name, as_=cte, copy=False)
     return query
@@ -139,8 +145,8 @@ def _aggregate(p: Primitive, alias_of: dict[str, str]) -> exp.Expression:
         return exp.Count(this=exp.Distinct(expressions=[exp.column(UNIT)]))
     if p.measure is None:
         return exp.Count(this=exp.Star())
-    column = exp.column(alias_of[p.name])
+    column = alias_of[p.name]
     if p.kind is PrimitiveKind.COUNT:
-        return exp.Count(this=column)
+        return exp.Count(this=exp.column(column))
     summed = exp.Sum(this=_summand(p, column))
     return exp.Coalesce(this=summed, expressions=[exp.Literal.number(0)])

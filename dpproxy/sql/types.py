@@ -33,8 +33,12 @@ COLUMN_TYPES = {
 }
 
 _NUMERIC_CASTS = {
-    exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT,
-    exp.DataType.Type.TINYINT, exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT,
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+    exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.TINYINT,
+    exp.DataType.Type.DOUBLE,
+    exp.DataType.Type.FLOAT,
     exp.DataType.Type.DECIMAL,
 }
 _TEXT_CASTS = {exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR}
@@ -79,16 +83,18 @@ def _expect(t: SqlType, want: SqlType, node: exp.Expression) -> None:
         raise DatatypeMismatch(
             f"{node.sql('postgres')} needs {want.value} operands, got {t.value}",
             hint="use CASE WHEN ... THEN 1 ELSE 0 END to turn a condition into a number"
-            if t is SqlType.BOOLEAN and want is SqlType.NUMERIC else None,
+            if t is SqlType.BOOLEAN and want is SqlType.NUMERIC
+            else None,
         )
 
 
-def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:  # noqa: PLR0911, PLR0912
+def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
     """The type of a row-level expression over base columns; refuses anything not listed.
 
     >>> type_of(exp.maybe_parse("age + 1 > 40"), {"age": SqlType.NUMERIC}).value
     'boolean'
     """
+
     def t(n: exp.Expression) -> SqlType:
         return type_of(n, column_type)
 

@@ -18,7 +18,6 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Catalog, ColumnType, Table
 from dpproxy.errors import (
-    AmbiguousColumn,
     DatatypeMismatch,
     Forbidden,
     GroupingError,
@@ -53,12 +52,26 @@ _AGG_CLASSES: dict[type[exp.Expression], AggKind] = {
     exp.Stddev: AggKind.STDDEV_SAMP,
 }
 _LATER = {
-    "min": "MIN", "max": "MAX", "median": "MEDIAN", "percentilecont": "PERCENTILE_CONT",
-    "percentiledisc": "PERCENTILE_DISC", "quantile": "QUANTILE", "mode": "MODE",
+    "min": "MIN",
+    "max": "MAX",
+    "median": "MEDIAN",
+    "percentilecont": "PERCENTILE_CONT",
+    "percentiledisc": "PERCENTILE_DISC",
+    "quantile": "QUANTILE",
+    "mode": "MODE",
 }
 _FORBIDDEN_STATEMENTS = (
-    exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge,
-    exp.TruncateTable, exp.Copy, exp.Grant, exp.Command,
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.Merge,
+    exp.TruncateTable,
+    exp.Copy,
+    exp.Grant,
+    exp.Command,
 )
 
 
@@ -68,13 +81,11 @@ class Aggregate:
 
     kind: AggKind
     measure: exp.Expression | None
-    sql: str
 
 
 @dataclass(frozen=True, slots=True)
 class GroupKey:
     expr: exp.Expression
-    sql: str
     type: SqlType
     domain: tuple[Any, ...] | None  # public values (None: private keys)
 
@@ -124,6 +135,7 @@ class _Scope:
 
     def resolve(self, node: exp.Expression) -> exp.Expression:
         """Substitute visible names by base expressions; refuse unknown names and constructs."""
+
         def sub(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column):
                 if n.table and n.table.lower() not in self.qualifiers:
@@ -147,8 +159,8 @@ class _Scope:
         return out
 
 
-def validate(tree: exp.Expression, catalog: Catalog) -> ValidQuery:
-    """Validate one parsed statement; see the module docstring."""
+def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuery:
+    """Validate one parsed statement; see the module docstring. ``sql`` is the original text."""
     if isinstance(tree, _FORBIDDEN_STATEMENTS):
         raise Forbidden(
             f"{tree.key.upper()} statements are not allowed: dpproxy answers aggregate SELECTs only"
@@ -166,7 +178,7 @@ def validate(tree: exp.Expression, catalog: Catalog) -> ValidQuery:
         cond = scope.resolve(where.this)
         _expect_bool(cond, scope, "WHERE")
         scope.filters.append(cond)
-    return _aggregate_query(tree, scope)
+    return _aggregate_query(tree, scope, sql)
 
 
 def _collect_ctes(tree: exp.Select) -> dict[str, exp.Expression]:
@@ -232,7 +244,9 @@ def _from_scope(
                 f'table "{table.name}" is public; queries over public tables alone are not '
                 "answered by dpproxy yet"
             )
-        names: dict[str, exp.Expression] = {c.name.lower(): exp.column(c.name) for c in table.columns}
+        names: dict[str, exp.Expression] = {
+            c.name.lower(): exp.column(c.name) for c in table.columns
+        }
         types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
         return _Scope(table, names, {alias, name}, [], types)
     if isinstance(source, exp.Subquery):
@@ -281,7 +295,7 @@ def _subquery_scope(
     return scope
 
 
-def _aggregate_query(select: exp.Select, scope: _Scope) -> ValidQuery:
+def _aggregate_query(select: exp.Select, scope: _Scope, sql: str) -> ValidQuery:
     if select.args.get("distinct"):
         has_agg = any(isinstance(n, exp.AggFunc) for p in select.expressions for n in p.walk())
         if not has_agg:
@@ -290,6 +304,11 @@ def _aggregate_query(select: exp.Select, scope: _Scope) -> ValidQuery:
     for key in ("qualify", "windows"):
         if select.args.get(key):
             raise UnsupportedQuery("window functions are not supported")
+    for proj in select.expressions:
+        if isinstance(proj, exp.Star) or (
+            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
+        ):
+            raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
     aliases = {p.alias.lower(): p.unalias() for p in select.expressions if p.alias}
     keys = _group_keys(select, scope, aliases)
     aggregates: list[Aggregate] = []
@@ -302,10 +321,6 @@ def _aggregate_query(select: exp.Select, scope: _Scope) -> ValidQuery:
     post = _PostBuilder(scope, keys, aggregates)
     outputs: list[OutputItem] = []
     for i, proj in enumerate(select.expressions):
-        if isinstance(proj, exp.Star) or (
-            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
-        ):
-            raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
         node = proj.unalias()
         expr = post.build(node)
         name = proj.alias or _default_name(node, i)
@@ -327,12 +342,13 @@ def _aggregate_query(select: exp.Select, scope: _Scope) -> ValidQuery:
                 expr = post.build(target, outputs)
             desc = bool(item.args.get("desc"))
             nulls_first = item.args.get("nulls_first")
-            order.append(OrderItem(expr, desc, bool(nulls_first) if nulls_first is not None
-                                   else desc))
+            order.append(
+                OrderItem(expr, desc, bool(nulls_first) if nulls_first is not None else desc)
+            )
     limit = _int_clause(select.args.get("limit"), "LIMIT")
     offset = _int_clause(select.args.get("offset"), "OFFSET") or 0
     return ValidQuery(
-        sql=select.sql("postgres"),
+        sql=sql.strip().rstrip(";").strip() or select.sql("postgres"),
         table=scope.table,
         filters=tuple(scope.filters),
         keys=tuple(keys),
@@ -359,7 +375,14 @@ def _default_name(node: exp.Expression, i: int) -> str:
         return node.name
     if isinstance(node, exp.AggFunc | exp.Filter):
         inner = node.this if isinstance(node, exp.Filter) else node
-        return {exp.Stddev: "stddev", exp.Variance: "variance"}.get(type(inner), inner.key)
+        names = {
+            exp.Stddev: "stddev",
+            exp.Variance: "variance",
+            exp.VariancePop: "var_pop",
+            exp.StddevPop: "stddev_pop",
+            exp.StddevSamp: "stddev_samp",
+        }
+        return names.get(type(inner), inner.key)
     return f"?column?{i}" if i else "?column?"
 
 
@@ -388,16 +411,18 @@ def _group_keys(
             node = aliases[item.name.lower()]
         _no_aggregates(node, "GROUP BY")
         resolved = scope.resolve(node)
-        sql = resolved.sql("duckdb")
-        if any(k.sql == sql for k in keys):
+        if any(k.expr == resolved for k in keys):
             continue
-        if scope.table.privacy_unit and resolved.find(exp.Column) and all(
-            c.name == scope.table.privacy_unit for c in resolved.find_all(exp.Column)
+        if (
+            scope.table.privacy_unit
+            and resolved.find(exp.Column)
+            and all(c.name == scope.table.privacy_unit for c in resolved.find_all(exp.Column))
         ):
             raise Forbidden("grouping by the privacy unit would release one group per person")
         keys.append(
-            GroupKey(resolved, sql, type_of(resolved, scope.column_types),
-                     _domain(resolved, scope.table))
+            GroupKey(
+                resolved, type_of(resolved, scope.column_types), _domain(resolved, scope.table)
+            )
         )
     if all(k.domain is not None for k in keys):
         size = 1
@@ -426,15 +451,17 @@ def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
         return True, int(text) if text.lstrip("-").isdigit() else float(text)
     if isinstance(node, exp.Neg):
         ok, v = _literal_value(node.this)
-        return (ok and isinstance(v, int | float)), (-v if ok and isinstance(v, int | float)
-                                                    else None)
+        return (ok and isinstance(v, int | float)), (
+            -v if ok and isinstance(v, int | float) else None
+        )
     return False, None
 
 
 def _domain(expr: exp.Expression, table: Table) -> tuple[Any, ...] | None:
     """The public set of values a group key can take, if the schema or the SQL fixes it."""
     nullable = any(
-        (c := table.column(col.name)) is not None and c.nullable for col in expr.find_all(exp.Column)
+        (c := table.column(col.name)) is not None and c.nullable
+        for col in expr.find_all(exp.Column)
     )
     if isinstance(expr, exp.Column):
         col = table.column(expr.name)
@@ -468,9 +495,11 @@ class _PostBuilder:
         self.scope = scope
         self.keys = keys
         self.aggregates = aggregates
-        self.key_sql = {k.sql: i for i, k in enumerate(keys)}
+        self.key_index = {k.expr: i for i, k in enumerate(keys)}
 
-    def build(self, node: exp.Expression, outputs: list[OutputItem] | None = None) -> exp.Expression:
+    def build(
+        self, node: exp.Expression, outputs: list[OutputItem] | None = None
+    ) -> exp.Expression:
         if outputs and isinstance(node, exp.Column) and not node.table:
             name = node.name.lower()
             for out in outputs:
@@ -492,9 +521,9 @@ class _PostBuilder:
             return node.copy()
         if not any(isinstance(n, exp.AggFunc) for n in node.walk()):
             resolved = self.scope.resolve(node)
-            sql = resolved.sql("duckdb")
-            if sql in self.key_sql:
-                return exp.column(f"__key_{self.key_sql[sql]}")
+            index = self.key_index.get(resolved)
+            if index is not None:
+                return exp.column(f"__key_{index}")
             if isinstance(node, exp.Column):
                 if not self.keys and not self.aggregates_in_query:
                     raise Forbidden("row-level reads are not allowed")
@@ -505,14 +534,15 @@ class _PostBuilder:
                 )
         if not isinstance(node, _POST_NODES):
             raise_unsupported(node)
-        copy = node.copy()
-        for key, value in list(copy.args.items()):
+        args: dict[str, Any] = {}
+        for key, value in node.args.items():
             if isinstance(value, exp.Expression):
-                copy.set(key, self._walk(value))
+                args[key] = self._walk(value)
             elif isinstance(value, list):
-                copy.set(key, [self._walk(v) if isinstance(v, exp.Expression) else v
-                               for v in value])
-        return copy
+                args[key] = [self._walk(v) if isinstance(v, exp.Expression) else v for v in value]
+            else:
+                args[key] = value
+        return type(node)(**args)
 
     aggregates_in_query = True
 
@@ -544,11 +574,10 @@ class _PostBuilder:
             measure = exp.Case(ifs=[exp.If(this=cond, true=value)])
             if kind is AggKind.COUNT_STAR:
                 kind = AggKind.COUNT
-        sql = f"{kind.value}:{measure.sql('duckdb') if measure is not None else ''}"
         for i, a in enumerate(self.aggregates):
-            if a.sql == sql:
+            if a.kind is kind and a.measure == measure:
                 return i
-        self.aggregates.append(Aggregate(kind, measure, sql))
+        self.aggregates.append(Aggregate(kind, measure))
         return len(self.aggregates) - 1
 
     def _classify(self, node: exp.Expression) -> tuple[AggKind, exp.Expression | None]:
@@ -563,11 +592,7 @@ class _PostBuilder:
                 unit = self.scope.table.privacy_unit
                 items = arg.expressions
                 resolved = self.scope.resolve(items[0]) if len(items) == 1 else None
-                if (
-                    unit is not None
-                    and isinstance(resolved, exp.Column)
-                    and resolved.name == unit
-                ):
+                if unit is not None and isinstance(resolved, exp.Column) and resolved.name == unit:
                     return AggKind.COUNT_UNITS, None
                 raise UnsupportedQuery(
                     "COUNT(DISTINCT ...) is supported on the privacy unit column only",
@@ -596,10 +621,41 @@ class _PostBuilder:
 
 
 _POST_NODES = (
-    exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Mod, exp.EQ, exp.NEQ, exp.GT,
-    exp.GTE, exp.LT, exp.LTE, exp.And, exp.Or, exp.Not, exp.Is, exp.Case, exp.If, exp.Coalesce,
-    exp.Greatest, exp.Least, exp.Abs, exp.Round, exp.Floor, exp.Ceil, exp.Cast, exp.Between,
-    exp.Nullif, exp.In, exp.Literal, exp.Null, exp.Boolean, exp.DataType, exp.Column,
+    exp.Paren,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Neg,
+    exp.Mod,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Is,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    exp.Greatest,
+    exp.Least,
+    exp.Abs,
+    exp.Round,
+    exp.Floor,
+    exp.Ceil,
+    exp.Cast,
+    exp.Between,
+    exp.Nullif,
+    exp.In,
+    exp.Literal,
+    exp.Null,
+    exp.Boolean,
+    exp.DataType,
+    exp.Column,
 )
 
 
