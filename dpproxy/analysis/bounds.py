@@ -43,7 +43,10 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     >>> str(bounds_of(exp.maybe_parse("age / 10 - 1"), t))
     '[-1, 9]'
     """
-    b = lambda n: bounds_of(n, table)  # noqa: E731
+
+    def b(n: exp.Expression) -> Interval | None:
+        return bounds_of(n, table)
+
     if isinstance(node, exp.Paren):
         return b(node.this)
     if isinstance(node, exp.Column):
@@ -96,11 +99,12 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     if isinstance(node, exp.Nullif):
         return b(node.this)
     if isinstance(node, exp.Greatest | exp.Least):
-        parts = [p for p in [b(node.this), *(b(e) for e in node.expressions)] if p is not None]
-        if not parts:
+        found = [b(node.this), *(b(e) for e in node.expressions)]
+        present: list[Interval] = [p for p in found if p is not None]
+        if not present:
             return None
-        los = [p.lo for p in parts]
-        his = [p.hi for p in parts]
+        los = [p.lo for p in present]
+        his = [p.hi for p in present]
         known_lo = [v for v in los if v is not None]
         known_hi = [v for v in his if v is not None]
         if isinstance(node, exp.Greatest):

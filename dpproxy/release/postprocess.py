@@ -15,6 +15,7 @@ Conventions (also in the README):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.noise import NoisyGroup
 from dpproxy.sql.types import SqlType
-from dpproxy.sql.validate import AggKind
+from dpproxy.sql.validate import AggKind, OrderItem
 
 CONFIDENCE = 0.95
 _COUNTS = (AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS)
@@ -177,10 +178,7 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
         ]
         rows.append((values, errors, env))
     for item in reversed(q.order):
-        rows.sort(
-            key=lambda r, it=item: _sort_key(evaluate(it.expr, r[2]), it.nulls_first, it.desc),
-            reverse=item.desc,
-        )
+        rows.sort(key=_order_key(item), reverse=item.desc)
     start = q.offset
     stop = None if q.limit is None else start + q.limit
     kept = rows[start:stop]
@@ -189,6 +187,13 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
         tuple(tuple(r[0]) for r in kept),
         tuple(tuple(r[1]) for r in kept),
     )
+
+
+def _order_key(item: OrderItem) -> Callable[[tuple[Any, Any, dict[str, Any]]], tuple[int, Any]]:
+    def key(row: tuple[Any, Any, dict[str, Any]]) -> tuple[int, Any]:
+        return _sort_key(evaluate(item.expr, row[2]), item.nulls_first, item.desc)
+
+    return key
 
 
 def _sort_key(v: Any, nulls_first: bool, desc: bool) -> tuple[int, Any]:
@@ -205,7 +210,7 @@ def _half_width(span: Span | None, value: Any) -> float | None:
     return max(value - span[0], span[1] - value, 0.0)
 
 
-_BINARY = {
+_BINARY: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
     exp.Add: lambda a, b: a + b,
     exp.Sub: lambda a, b: a - b,
     exp.Mul: lambda a, b: a * b,
@@ -225,7 +230,10 @@ def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
     >>> evaluate(exp.maybe_parse("ROUND(__agg_0 / 2, 1) > 1"), {"__agg_0": 3})
     True
     """
-    ev = lambda n: evaluate(n, env)  # noqa: E731
+
+    def ev(n: exp.Expression) -> Any:
+        return evaluate(n, env)
+
     if isinstance(node, exp.Column):
         if node.name not in env:
             raise InternalError(f"unbound post-processing name {node.name}")

@@ -104,7 +104,7 @@ def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
             return False
         if isinstance(n, exp.Nullif) and child is n.expression:
             return False
-        child, n = n, n.parent
+        child, n = n, n.parent  # type: ignore[assignment]
     return True
 
 
@@ -127,6 +127,10 @@ def clamp(make: Callable[[], exp.Expression], lo: Fraction, hi: Fraction) -> exp
     )
 
 
+def _double_column(name: str) -> Callable[[], exp.Expression]:
+    return lambda: _as_double(exp.column(name))
+
+
 def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> exp.Expression:
     """Numeric columns in value positions → clamped to their bounds, as DOUBLE.
 
@@ -145,9 +149,9 @@ def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> ex
         if not _in_value_position(col, wrapper):
             continue
         assert c.lower is not None and c.upper is not None
-        name = col.name
-        col.replace(clamp(lambda name=name: _as_double(exp.column(name)), c.lower, c.upper))
-    return wrapper.this
+        col.replace(clamp(_double_column(col.name), c.lower, c.upper))
+    result: exp.Expression = wrapper.this
+    return result
 
 
 def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
@@ -172,4 +176,9 @@ def guard_row_expression(
 
     Equivalent to ``widen_arithmetic(guard_casts(guard_division(node)))`` in one pass.
     """
-    return node.transform(lambda n: _guard_node(n, table), copy=copy)
+
+    def rule(n: exp.Expression) -> exp.Expression:
+        return _guard_node(n, table)
+
+    out: exp.Expression = node.transform(rule, copy=copy)
+    return out

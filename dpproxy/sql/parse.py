@@ -45,4 +45,7 @@ def parse(sql: str) -> exp.Expression:
             f"one statement per query, got {len(statements)}",
             hint="send the statements one at a time; each is planned and charged on its own",
         )
-    return statements[0]
+    statement = statements[0]
+    if not isinstance(statement, exp.Expression):
+        raise UnsupportedQuery("this kind of statement is not supported")
+    return statement

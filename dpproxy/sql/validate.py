@@ -382,7 +382,7 @@ def _default_name(node: exp.Expression, i: int) -> str:
             exp.StddevPop: "stddev_pop",
             exp.StddevSamp: "stddev_samp",
         }
-        return names.get(type(inner), inner.key)
+        return str(names.get(type(inner), inner.key))
     return f"?column?{i}" if i else "?column?"
 
 
@@ -553,7 +553,7 @@ class _PostBuilder:
             node = node.this
             _no_aggregates(condition, "FILTER")
         kind, arg = self._classify(node)
-        measure = None
+        measure: exp.Expression | None = None
         if kind is AggKind.COUNT_UNITS:
             measure = exp.column(self.scope.table.privacy_unit or "")
         elif arg is not None:
@@ -662,4 +662,4 @@ _POST_NODES = (
 def _check_post_constant(node: exp.Expression) -> None:
     for n in node.walk():
         if not isinstance(n, _POST_NODES):
-            raise_unsupported(n)
+            raise_unsupported(n)  # type: ignore[arg-type]
