@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from dpproxy.rewrite.guard import lit, table
+
 if TYPE_CHECKING:
     from dpproxy.rewrite.pipeline import RewriteContext
 
 
 def keyed_hash(secret: int, parts: list[exp.Expression], dialect: str) -> exp.Expression:
     """A deterministic hash of ``parts`` keyed by ``secret`` (DuckDB's 64-bit ``hash``)."""
-    return exp.Anonymous(this="hash", expressions=[exp.Literal.number(secret), *parts])
+    return exp.Anonymous(this="hash", expressions=[lit(secret), *parts])
 
 
 def _window(
@@ -68,12 +70,13 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
                     bound.max_groups,
                 )
             )
-    inner = exp.select(exp.Star()).from_("__rows")
+    inner = exp.select(exp.Star()).from_(table("__rows"), copy=False)
     for name, window, _ in ranks:
         inner = inner.select(exp.alias_(window, name, copy=False), copy=False)
-    outer = exp.select(exp.Star()).from_(inner.subquery("__ranked"))
+    ranked = exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__ranked")))
+    outer = exp.select(exp.Star()).from_(ranked, copy=False)
     for name, _, limit in ranks:
         outer = outer.where(
-            exp.LTE(this=exp.column(name), expression=exp.Literal.number(limit)), copy=False
+            exp.LTE(this=exp.column(name), expression=lit(limit)), copy=False
         )
     return outer

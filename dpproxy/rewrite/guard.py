@@ -40,14 +40,24 @@ _ARITH = (
 _CONDITION = (exp.Predicate, exp.Not, exp.And, exp.Or, exp.Like, exp.ILike)
 
 
+def lit(v: object) -> exp.Literal:
+    """A numeric literal built directly (``exp.Literal.number`` re-validates its text)."""
+    return exp.Literal(this=str(v), is_string=False)
+
+
+def table(name: str) -> exp.Table:
+    """A table reference built without parsing."""
+    return exp.Table(this=exp.Identifier(this=name, quoted=False))
+
+
 def number(v: Fraction) -> exp.Expression:
     """An exact SQL literal for a rational: integers as integers, others as a float literal."""
     if v.denominator == 1:
-        lit: exp.Expression = exp.Literal.number(abs(v.numerator))
-        return exp.Neg(this=lit) if v < 0 else lit
-    f = float(v)
-    lit = exp.Literal.number(repr(abs(f)))
-    return exp.Neg(this=lit) if f < 0 else lit
+        text = str(abs(v.numerator))
+    else:
+        text = repr(abs(float(v)))
+    literal = lit(text)
+    return exp.Neg(this=literal) if v < 0 else literal
 
 
 def guard_division(node: exp.Expression, table: Table) -> exp.Expression:
@@ -62,7 +72,7 @@ def guard_division(node: exp.Expression, table: Table) -> exp.Expression:
             rhs = n.expression
             if isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0:
                 return n
-            n.set("expression", exp.Nullif(this=rhs, expression=exp.Literal.number(0)))
+            n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
         return n
 
     return node.copy().transform(rule, copy=False)
@@ -159,7 +169,7 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
         rhs = n.expression
         if not (isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0):
-            n.set("expression", exp.Nullif(this=rhs, expression=exp.Literal.number(0)))
+            n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
     elif type(n) is exp.Cast:
         return exp.TryCast(this=n.this, to=n.to)
     elif isinstance(n, exp.Column) and isinstance(n.parent, _ARITH):

@@ -22,7 +22,8 @@ from sqlglot import exp
 from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.planning.plan import Primitive, QueryPlan
 from dpproxy.rewrite.bound import bound_contributions
-from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, number
+from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, lit, number
+from dpproxy.rewrite.guard import table as table_ref
 
 UNIT = "__unit"
 
@@ -46,7 +47,7 @@ def _literal(v: Any) -> exp.Expression:
     if isinstance(v, bool):
         return exp.Boolean(this=v)
     if isinstance(v, int | float):
-        return exp.Literal.number(repr(v)) if isinstance(v, float) else exp.Literal.number(v)
+        return lit(repr(v)) if isinstance(v, float) else lit(v)
     return exp.Literal.string(str(v))
 
 
@@ -112,7 +113,7 @@ def build(ctx: RewriteContext) -> exp.Select:
             measures[p.measure] = measure_alias(p)
             rows = rows.select(exp.alias_(m, measure_alias(p), copy=False), copy=False)
         alias_of[p.name] = measures[p.measure]
-    rows = rows.from_(exp.to_table(table.name), copy=False)
+    rows = rows.from_(table_ref(table.name), copy=False)
     conditions = [guard_row_expression(f, table) for f in q.filters]
     if q.keys and q.public_keys:
         for k in q.keys:
@@ -132,11 +133,18 @@ def build(ctx: RewriteContext) -> exp.Select:
     for p in ctx.plan.primitives:
         aggregate = exp.alias_(_aggregate(p, alias_of), p.name, copy=False)
         query = query.select(aggregate, copy=False)
-    query = query.from_(source, copy=False)
+    query = query.from_(table_ref(source), copy=False)
     if q.keys:
         query = query.group_by(*[exp.column(key_alias(i)) for i in range(len(q.keys))], copy=False)
-    for name, cte in ctes:
-        query = query.with_(name, as_=cte, copy=False)
+    query.set(
+        "with_",
+        exp.With(
+            expressions=[
+                exp.CTE(this=cte, alias=exp.TableAlias(this=exp.to_identifier(name)))
+                for name, cte in ctes
+            ]
+        ),
+    )
     return query
 
 
@@ -149,4 +157,4 @@ def _aggregate(p: Primitive, alias_of: dict[str, str]) -> exp.Expression:
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
     summed = exp.Sum(this=_summand(p, column))
-    return exp.Coalesce(this=summed, expressions=[exp.Literal.number(0)])
+    return exp.Coalesce(this=summed, expressions=[lit(0)])
