@@ -58,9 +58,16 @@ def _quote(v: Any) -> str:
 def _bind(sql: str, params: Sequence[Any] | Mapping[str, Any] | None) -> str:
     if params is None:
         return sql
-    if isinstance(params, Mapping):
-        return sql % {k: _quote(v) for k, v in params.items()}
-    return sql % tuple(_quote(v) for v in params)
+    try:
+        if isinstance(params, Mapping):
+            return sql % {k: _quote(v) for k, v in params.items()}
+        return sql % tuple(_quote(v) for v in params)
+    except (TypeError, ValueError, KeyError) as e:
+        raise errors.InvalidParameter(
+            f"the parameters do not match the placeholders: {e}",
+            hint="use %s for positional and %(name)s for named parameters; write %% for a "
+            "literal percent sign",
+        ) from e
 
 
 class Cursor:

@@ -103,6 +103,12 @@ class Forbidden(DPProxyError):
     sqlstate = "42501"
 
 
+class InvalidTextRepresentation(DPProxyError):
+    """A string literal that cannot be read as the type it is compared with."""
+
+    sqlstate = "22P02"
+
+
 class InvalidParameter(DPProxyError):
     sqlstate = "22023"
 

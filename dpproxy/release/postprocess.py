@@ -173,7 +173,7 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
             continue
         values = [evaluate(o.expr, env) for o in q.outputs]
         errors = [
-            _half_width(evaluate_span(o.expr, spans), v)
+            0.0 if o.is_key else _half_width(evaluate_span(o.expr, spans), v)
             for o, v in zip(q.outputs, values, strict=True)
         ]
         rows.append((values, errors, env))

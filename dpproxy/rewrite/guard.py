@@ -170,13 +170,27 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
         rhs = n.expression
         if not (isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0):
             n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
-    elif type(n) is exp.Cast:
-        return exp.TryCast(this=n.this, to=n.to)
-    elif isinstance(n, exp.Column) and isinstance(n.parent, _ARITH):
+        return n
+    out = exp.TryCast(this=n.this, to=n.to) if type(n) is exp.Cast else n
+    if isinstance(n.parent, _ARITH) and _integer_valued(out, table):
+        return _as_double(out)
+    return out
+
+
+_INTEGER_TYPES = {
+    exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.TINYINT,
+}
+
+
+def _integer_valued(n: exp.Expression, table: Table) -> bool:
+    """Could ``n`` be an integer-typed value whose arithmetic overflows with an error?"""
+    if isinstance(n, exp.Column):
         c = table.column(n.name)
-        if c is not None and c.type.numeric:
-            return _as_double(n)
-    return n
+        return c is not None and c.type.numeric
+    if isinstance(n, exp.Cast | exp.TryCast):
+        return n.to.this in _INTEGER_TYPES
+    return isinstance(n, exp.Length | exp.Extract)
 
 
 def guard_row_expression(

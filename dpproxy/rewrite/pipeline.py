@@ -52,12 +52,16 @@ def _literal(v: Any) -> exp.Expression:
 
 
 def _domain_filter(key: exp.Expression, domain: tuple[Any, ...]) -> exp.Expression:
+    """``(key IN (values) OR key IS NULL)``; the key is parenthesised because sqlglot's
+    generator does not add parentheses for precedence (``a > 0 IN (...)`` would misparse)."""
     values = [v for v in domain if v is not None]
+    atomic = isinstance(key, exp.Column | exp.Paren | exp.Case | exp.Func | exp.Literal)
+    operand = key if atomic else exp.Paren(this=key)
     cond: exp.Expression | None = None
     if values:
-        cond = exp.In(this=key.copy(), expressions=[_literal(v) for v in values])
+        cond = exp.In(this=operand.copy(), expressions=[_literal(v) for v in values])
     if None in domain:
-        is_null = exp.Is(this=key.copy(), expression=exp.Null())
+        is_null = exp.Is(this=operand.copy(), expression=exp.Null())
         cond = is_null if cond is None else exp.Or(this=cond, expression=is_null)
     assert cond is not None
     return exp.Paren(this=cond)

@@ -40,6 +40,8 @@ def parse(sql: str) -> exp.Expression:
         ) from e
     except TokenError as e:
         raise SQLSyntaxError("syntax error: unterminated string or identifier") from e
+    if not statements:
+        raise SQLSyntaxError("empty query", hint="send one SELECT statement")
     if len(statements) != 1:
         raise UnsupportedQuery(
             f"one statement per query, got {len(statements)}",

@@ -7,12 +7,18 @@ front; only expressions whose every operation is well-typed reach the rewrite.
 
 from __future__ import annotations
 
+import datetime
 from enum import Enum
 
 from sqlglot import exp
 
 from dpproxy.catalog.model import ColumnType
-from dpproxy.errors import DatatypeMismatch, UndefinedFunction, UnsupportedQuery
+from dpproxy.errors import (
+    DatatypeMismatch,
+    InvalidTextRepresentation,
+    UndefinedFunction,
+    UnsupportedQuery,
+)
 
 
 class SqlType(Enum):
@@ -60,6 +66,36 @@ def cast_type(to: exp.DataType) -> SqlType:
     if t is exp.DataType.Type.DATE:
         return SqlType.DATE
     raise UnsupportedQuery(f"casts to {to.sql('postgres')} are not supported")
+
+
+_BOOLEAN_WORDS = {"t", "f", "true", "false", "y", "n", "yes", "no", "on", "off", "1", "0"}
+
+
+def check_literal(node: exp.Expression, target: SqlType) -> None:
+    """A string literal compared with a typed value must read as that type (Postgres coerces
+    it at parse time; the database would otherwise fail on it, after the budget is charged)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not (isinstance(node, exp.Literal) and node.is_string):
+        return
+    text = node.name.strip()
+    ok = True
+    if target is SqlType.NUMERIC:
+        try:
+            float(text)
+        except ValueError:
+            ok = False
+    elif target is SqlType.DATE:
+        try:
+            datetime.date.fromisoformat(text)
+        except ValueError:
+            ok = False
+    elif target is SqlType.BOOLEAN:
+        ok = text.lower() in _BOOLEAN_WORDS
+    if not ok:
+        raise InvalidTextRepresentation(
+            f'invalid input syntax for type {target.value}: "{node.name}"'
+        )
 
 
 def _compatible(a: SqlType, b: SqlType) -> bool:
@@ -117,6 +153,8 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         return SqlType.NUMERIC
     if isinstance(node, COMPARISONS):
         a, b = t(node.this), t(node.expression)
+        check_literal(node.expression, a)
+        check_literal(node.this, b)
         if not _compatible(a, b):
             raise UndefinedFunction(
                 f"operator does not exist: {a.value} {node.key} {b.value}",
@@ -138,11 +176,14 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
             raise UnsupportedQuery("subqueries inside expressions are not supported")
         lhs = t(node.this)
         for item in node.expressions:
+            check_literal(item, lhs)
             if not _compatible(lhs, t(item)):
                 raise DatatypeMismatch(f"IN list of {node.sql('postgres')} has mismatched types")
         return SqlType.BOOLEAN
     if isinstance(node, exp.Between):
-        _unify([t(node.this), t(node.args["low"]), t(node.args["high"])], "BETWEEN")
+        target = _unify([t(node.this), t(node.args["low"]), t(node.args["high"])], "BETWEEN")
+        for part in (node.this, node.args["low"], node.args["high"]):
+            check_literal(part, target)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Like | exp.ILike):
         _expect(t(node.this), SqlType.TEXT, node)

@@ -149,7 +149,7 @@ class _Scope:
                         hint=f"columns of {self.table.name}: "
                         + ", ".join(sorted(self.names))[:300],
                     )
-                return self.names[name].copy()
+                return _parenthesised(self.names[name].copy())
             if isinstance(n, exp.Star):
                 raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
             return n
@@ -157,6 +157,18 @@ class _Scope:
         out = node.copy().transform(sub, copy=False)
         type_of(out, self.column_types)
         return out
+
+
+def _parenthesised(e: exp.Expression) -> exp.Expression:
+    """Wrap a substituted subquery column so it keeps its precedence where it lands.
+
+    sqlglot's generator prints trees as they are: ``Mul(Add(age, 1), 2)`` would print as
+    ``age + 1 * 2``. Atomic expressions need no parentheses.
+    """
+    if isinstance(e, exp.Column | exp.Paren | exp.Literal | exp.Func | exp.Case | exp.Null
+                  | exp.Boolean):
+        return e
+    return exp.Paren(this=e)
 
 
 def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuery:
