@@ -80,3 +80,31 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
             exp.LTE(this=exp.column(name), expression=lit(limit)), copy=False
         )
     return outer
+
+
+def count_per_unit() -> exp.Select:
+    """``SELECT __unit, COUNT(*) AS __n FROM __rows GROUP BY __unit``.
+
+    For a query with neither group keys nor measures, keeping K rows of each unit and counting
+    them is the same as Σ_u min(n_u, K): no row has to be chosen, so no hash and no sort. The
+    per-unit count depends only on the unit's own rows, like the ranking it replaces.
+    """
+    from dpproxy.rewrite.pipeline import UNIT
+
+    count = exp.alias_(exp.Count(this=exp.Star()), "__n", copy=False)
+    return (
+        exp.select(exp.column(UNIT), count)
+        .from_(table("__rows"), copy=False)
+        .group_by(exp.column(UNIT), copy=False)
+    )
+
+
+def counted_rows(units: bool, limit: int) -> exp.Expression:
+    """The bounded row count Σ min(__n, K), or the number of units, over ``count_per_unit``."""
+    from dpproxy.rewrite.pipeline import UNIT
+
+    if units:
+        return exp.Count(this=exp.column(UNIT))
+    # __n is never NULL, so the plain function (not sqlglot's NULL-propagating Least) is exact.
+    capped = exp.Anonymous(this="LEAST", expressions=[exp.column("__n"), lit(limit)])
+    return exp.Coalesce(this=exp.Sum(this=capped), expressions=[lit(0)])

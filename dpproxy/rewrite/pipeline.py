@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.planning.plan import Primitive, QueryPlan
-from dpproxy.rewrite.bound import bound_contributions
+from dpproxy.rewrite.bound import bound_contributions, count_per_unit, counted_rows
 from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, lit, number
 from dpproxy.rewrite.guard import table as table_ref
 
@@ -129,6 +129,15 @@ def build(ctx: RewriteContext) -> exp.Select:
     source = "__rows"
     query = exp.select()
     ctes: list[tuple[str, exp.Expression]] = [("__rows", rows)]
+    if ctx.plan.needs_bounding and not q.keys and not measures:
+        # Rows without keys or measures are indistinguishable to the query: the bounded count
+        # is Σ_u min(n_u, K), computed from per-unit counts with no ranking at all.
+        ctes.append(("__per_unit", count_per_unit()))
+        for p in ctx.plan.primitives:
+            bounded = counted_rows(p.kind is PrimitiveKind.UNITS, ctx.plan.stability.rows)
+            query = query.select(exp.alias_(bounded, p.name, copy=False), copy=False)
+        query = query.from_(table_ref("__per_unit"), copy=False)
+        return _with(query, ctes)
     if ctx.plan.needs_bounding:
         ctes.append(("__bounded", bound_contributions(ctx, measure_names)))
         source = "__bounded"
@@ -140,6 +149,10 @@ def build(ctx: RewriteContext) -> exp.Select:
     query = query.from_(table_ref(source), copy=False)
     if q.keys:
         query = query.group_by(*[exp.column(key_alias(i)) for i in range(len(q.keys))], copy=False)
+    return _with(query, ctes)
+
+
+def _with(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Select:
     query.set(
         "with_",
         exp.With(

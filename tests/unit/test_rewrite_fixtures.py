@@ -21,6 +21,7 @@ applied, whichever rows it keeps) or ``range`` (the released single value lies w
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterator
 from fractions import Fraction
@@ -122,6 +123,13 @@ def test_fixtures_include_the_demo_queries() -> None:
 def test_rewrite_matches_fixture(case: Case, engines: dict[str, Engine]) -> None:
     engine = engines[case.get("schema") or ""]
     got = engine.prepare(case.statements[0], secret=SECRET).sql
+    if got != case.statements[1] and os.environ.get("DPPROXY_UPDATE_FIXTURES"):
+        # A deliberate rewrite change: write the new expectation, then review the git diff.
+        path = FIXTURES / case.file
+        text = path.read_text(encoding="utf-8")
+        assert text.count(case.statements[1] + ";") == 1, "ambiguous expectation"
+        path.write_text(text.replace(case.statements[1] + ";", got + ";"), encoding="utf-8")
+        pytest.skip("fixture updated")
     assert got == case.statements[1]
 
 
@@ -137,7 +145,7 @@ def test_rewrite_is_deterministic_and_keyed_by_the_secret(
     first = engine.prepare(sql, secret=SECRET)
     assert engine.prepare(sql, secret=SECRET).sql == first.sql
     other = engine.prepare(sql, secret=777).sql
-    if first.plan.needs_bounding:
+    if first.plan.needs_bounding and "HASH(" in first.sql:
         assert other != first.sql  # the rows a unit keeps depend on the per-query secret
     # ... and nothing but the hash keys depends on it
     assert _HASH_KEY.sub("HASH(k", other) == _HASH_KEY.sub("HASH(k", first.sql)
