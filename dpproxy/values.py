@@ -48,44 +48,58 @@ def float_down(x: Fraction) -> float:
     return f
 
 
+def _isqrt_scaled(x: Fraction) -> tuple[int, int, bool]:
+    """(r, q, exact) with r/q ≤ √x < (r+1)/q, to about 100 significant bits."""
+    n, d = x.numerator, x.denominator
+    m = n * d  # √(n/d) = √(n·d)/d
+    shift = max(0, (200 - m.bit_length()) // 2 + 1)
+    scaled = m << (2 * shift)
+    r = math.isqrt(scaled)
+    return r, d << shift, r * r == scaled
+
+
 def sqrt_up(x: Fraction) -> Fraction:
-    """A rational upper bound on sqrt(x), exact when x is a perfect square of a rational."""
+    """A rational upper bound on sqrt(x) (relative error below 2^-90), exact for squares."""
     if x < 0:
         raise InternalError("square root of a negative number")
     if x == 0:
         return Fraction(0)
-    n, d = x.numerator, x.denominator
-    rn, rd = math.isqrt(n), math.isqrt(d)
-    if rn * rn == n and rd * rd == d:
-        return Fraction(rn, rd)
-    # sqrt(n/d) = sqrt(n*d)/d; isqrt rounds down, so add one to the numerator.
-    scale = 10**12
-    return Fraction(math.isqrt(n * d * scale * scale) + 1, d * scale)
+    r, q, exact = _isqrt_scaled(x)
+    return Fraction(r if exact else r + 1, q)
 
 
 def sqrt_down(x: Fraction) -> Fraction:
-    """A rational lower bound on sqrt(x)."""
+    """A rational lower bound on sqrt(x) (relative error below 2^-90)."""
     if x <= 0:
         return Fraction(0)
-    n, d = x.numerator, x.denominator
-    scale = 10**12
-    return Fraction(math.isqrt(n * d * scale * scale), d * scale)
+    r, q, _ = _isqrt_scaled(x)
+    return Fraction(r, q)
+
+
+def _ln(x: Fraction) -> float:
+    """ln(x) in floating point without cancellation near x = 1 or overflow for huge terms."""
+    if abs(x - 1) < Fraction(1, 2):
+        return math.log1p(float(x - 1))
+    f = float(x) if abs(x.numerator).bit_length() - x.denominator.bit_length() < 1000 else 0.0
+    if f > 0 and math.isfinite(f) and f > 1e-300:
+        return math.log(f)
+    return math.log(x.numerator) - math.log(x.denominator)
 
 
 def ln_up(x: Fraction) -> Fraction:
     """A rational upper bound on ln(x) for x > 0 (float log plus a relative margin)."""
     if x <= 0:
         raise InternalError("logarithm of a non-positive number")
-    v = math.log(x.numerator) - math.log(x.denominator)
-    return Fraction(v) + Fraction(abs(v)) / 10**9 + Fraction(1, 10**12)
+    v = _ln(x)
+    return Fraction(v) + Fraction(abs(v)) / 10**9 + Fraction(1, 10**300)
 
 
 def ln_down(x: Fraction) -> Fraction:
     """A rational lower bound on ln(x) for x > 0."""
     if x <= 0:
         raise InternalError("logarithm of a non-positive number")
-    v = math.log(x.numerator) - math.log(x.denominator)
-    return Fraction(v) - Fraction(abs(v)) / 10**9 - Fraction(1, 10**12)
+    v = _ln(x)
+    return Fraction(v) - Fraction(abs(v)) / 10**9 - Fraction(1, 10**300)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +230,8 @@ class Cost:
     rho: Fraction = Fraction(0)
 
     def __post_init__(self) -> None:
-        if self.epsilon < 0 or self.delta < 0 or self.delta >= 1 or self.rho < 0:
+        # δ may exceed 1 in a sum of costs (a request never does: the planner checks δ < 1).
+        if self.epsilon < 0 or self.delta < 0 or self.rho < 0:
             raise PrivacyParameterError(
                 f"invalid privacy cost ε={float(self.epsilon):g}, δ={float(self.delta):g}"
             )

@@ -119,7 +119,10 @@ def approx_to_zcdp(epsilon: Fraction, delta: Fraction) -> Fraction:
     big_l = ln_down(1 / delta)
     root = sqrt_down(epsilon + big_l) - sqrt_up(big_l)
     rho = root * root if root > 0 else epsilon * epsilon / (8 * ln_up(1 / delta) + 8)
-    rho = Fraction(rho).limit_denominator(10**15)
+    # Round down to about 60 significant bits to keep the fractions small.
+    bits = 60 - (rho.numerator.bit_length() - rho.denominator.bit_length())
+    if bits > 0:
+        rho = Fraction(math.floor(rho * 2**bits), 2**bits)
     while zcdp_to_approx(rho, delta) > epsilon:
         rho = rho * Fraction(999_999, 1_000_000)
     return rho
