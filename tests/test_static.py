@@ -1,4 +1,4 @@
-"""Strict tooling is part of the test suite: ruff on the code and tests, mypy --strict on dpproxy."""
+"""Strict tooling is part of the suite: ruff on code and tests, mypy --strict on dpproxy."""
 
 from __future__ import annotations
 
