@@ -129,23 +129,34 @@ def _catalog(doc: Any, probs: _Problems) -> Catalog | None:
     policy = _policy(doc.get("privacy", {}), probs)
     tables_doc = doc.get("tables")
     tables: list[Table] = []
-    if not isinstance(tables_doc, Mapping) or not tables_doc:
-        probs.add("tables", "required: a mapping of table name to table definition")
-    else:
-        seen: set[str] = set()
-        for name, tdoc in tables_doc.items():
-            if not isinstance(name, str) or not name.isidentifier():
-                probs.add(f"tables.{name}", "table names must be plain identifiers")
-                continue
-            if name.lower() in seen:
-                probs.add(f"tables.{name}", "duplicate table name (names are case-insensitive)")
-            seen.add(name.lower())
-            t = _table(name, tdoc, probs)
-            if t is not None:
-                tables.append(t)
+    for name, tdoc in _named_entries(tables_doc, "tables", "table", probs):
+        t = _table(name, tdoc, probs)
+        if t is not None:
+            tables.append(t)
     if probs.items:
         return None
     return Catalog(dataset=dataset, tables=tuple(tables), policy=policy, source=probs.source)
+
+
+def _named_entries(
+    doc: Any, path: str, kind: str, probs: _Problems
+) -> list[tuple[str, Any]]:
+    """The (name, definition) pairs of a non-empty mapping with identifier names, distinct
+    regardless of case; every violation is reported at ``path.name``."""
+    if not isinstance(doc, Mapping) or not doc:
+        probs.add(path, f"required: a mapping of {kind} name to {kind} definition")
+        return []
+    entries: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    for name, sub in doc.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            probs.add(f"{path}.{name}", f"{kind} names must be plain identifiers")
+            continue
+        if name.lower() in seen:
+            probs.add(f"{path}.{name}", f"duplicate {kind} name (names are case-insensitive)")
+        seen.add(name.lower())
+        entries.append((name, sub))
+    return entries
 
 
 def _unknown(doc: Mapping[str, Any], allowed: set[str], path: str, probs: _Problems) -> None:
@@ -243,20 +254,10 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
         private = True
     cols_doc = doc.get("columns")
     columns: list[Column] = []
-    if not isinstance(cols_doc, Mapping) or not cols_doc:
-        probs.add(f"{path}.columns", "required: a mapping of column name to column definition")
-    else:
-        seen: set[str] = set()
-        for cname, cdoc in cols_doc.items():
-            if not isinstance(cname, str) or not cname.isidentifier():
-                probs.add(f"{path}.columns.{cname}", "column names must be plain identifiers")
-                continue
-            if cname.lower() in seen:
-                probs.add(f"{path}.columns.{cname}", "duplicate column name")
-            seen.add(cname.lower())
-            c = _column(cname, cdoc, f"{path}.columns.{cname}", probs)
-            if c is not None:
-                columns.append(c)
+    for cname, cdoc in _named_entries(cols_doc, f"{path}.columns", "column", probs):
+        c = _column(cname, cdoc, f"{path}.columns.{cname}", probs)
+        if c is not None:
+            columns.append(c)
     unit = doc.get("privacy_unit")
     max_rows = _positive_int(doc.get("max_rows_per_unit"), f"{path}.max_rows_per_unit", probs)
     max_groups = _positive_int(doc.get("max_groups_per_unit"), f"{path}.max_groups_per_unit", probs)
