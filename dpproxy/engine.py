@@ -13,7 +13,7 @@ from fractions import Fraction
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.model import Catalog, MechanismKind
-from dpproxy.errors import BackendUnavailable, DPProxyError
+from dpproxy.errors import BackendUnavailable, InvalidParameter, UnsupportedQuery
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.plan import QueryPlan
@@ -149,14 +149,14 @@ def open_engine(
     from dpproxy.demo import demo_database_path, demo_schema_path
 
     if (database is None) != (schema is None):
-        raise DPProxyError.for_code("22023")(
+        raise InvalidParameter(
             "give both a database and a schema, or neither (for the bundled demo)",
             hint="--database FILE.duckdb --schema FILE.yaml",
         )
     catalog = load_catalog(schema or demo_schema_path())
     path = database or str(demo_database_path(progress=progress))
     if path.startswith(("postgres://", "postgresql://")):
-        raise DPProxyError.for_code("0A000")(
+        raise UnsupportedQuery(
             "the PostgreSQL backend is not available in this version",
             hint="use a DuckDB database file",
         )
