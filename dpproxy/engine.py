@@ -74,9 +74,9 @@ class Engine:
         Plans are cached per (SQL text, ε, δ, mechanism): planning is a pure function of those
         and the catalog. The rewrite is redone for every call that needs a fresh secret.
         """
-        plan = self._plan(sql, epsilon, delta, mechanism)
-        if not plan.needs_bounding:
-            return Prepared(plan, self._rewrite_unkeyed(plan))
+        plan, unkeyed_sql = self._plan(sql, epsilon, delta, mechanism)
+        if unkeyed_sql is not None:
+            return Prepared(plan, unkeyed_sql)
         key = secrets.randbits(62) if secret is None else secret
         return Prepared(plan, rewrite(plan, key, self.backend.dialect))
 
@@ -87,18 +87,15 @@ class Engine:
         epsilon: Fraction | None,
         delta: Fraction | None,
         mechanism: MechanismKind | None,
-    ) -> QueryPlan:
+    ) -> tuple[QueryPlan, str | None]:
+        """The checked plan, and its SQL when the rewrite needs no secret (nothing to bound)."""
         query = validate(parse(sql), self.catalog, sql)
         plan = plan_query(
             query, self.catalog.policy, epsilon=epsilon, delta=delta, mechanism=mechanism
         )
         check_plan(plan)
-        return plan
-
-    @functools.lru_cache(maxsize=512)  # noqa: B019
-    def _rewrite_unkeyed(self, plan: QueryPlan) -> str:
-        """The rewrite of a plan that bounds nothing, so uses no secret: cacheable."""
-        return rewrite(plan, 0, self.backend.dialect)
+        unkeyed = None if plan.needs_bounding else rewrite(plan, 0, self.backend.dialect)
+        return plan, unkeyed
 
     def run(
         self,

@@ -47,6 +47,10 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
     keys = [exp.column(key_alias(i)) for i in range(len(plan.query.keys))]
     values = [*keys, *(exp.column(m) for m in measures)]
     unit = exp.column(UNIT)
+    # The values after the hash break ties between distinct rows. They also keep DuckDB off
+    # its top-N window rewrite, which a single ORDER BY key triggers and which the benchmark
+    # measured 4-12x slower here (benchmarks/RESULTS.md). When there are no values at all the
+    # query is a plain count and takes the per-unit path (count_per_unit) instead.
     row_order = [keyed_hash(ctx.secret, [unit, *values], ctx.dialect), *values]
     ranks: list[tuple[str, exp.Expression, int]] = []
     if not keys:
