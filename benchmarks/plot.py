@@ -1,0 +1,162 @@
+"""Figures of ``out/plan.json`` and ``out/embedded.json`` (PNG, in ``out/`` and ``figures/``).
+
+    python benchmarks/plot.py        (needs matplotlib: pip install matplotlib)
+
+* ``plan_stages.png``: cold planning latency per stage and query class (p50, stacked), with the
+  warm ``prepare`` p50 and the 0.5 ms target.
+* ``latency_vs_size.png``: end-to-end latency against table size, dpproxy and raw DuckDB, log-log.
+* ``bounding_alternatives.png``: the SQL formulations of contribution bounding on the large table.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import FIGURES, OUT, read_json
+
+STAGE_LABELS = (
+    ("parse", "parse"),
+    ("validate", "validate"),
+    ("plan_check", "plan + check"),
+    ("rewrite", "rewrite"),
+)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plan_stages(plan: dict[str, Any], path: Path) -> Path:
+    plt = _plt()
+    classes = list(plan["classes"])
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(classes) + 2.4))
+    left = [0.0] * len(classes)
+    for key, label in STAGE_LABELS:
+        vals = [plan["classes"][c][key]["p50"] * 1e3 for c in classes]
+        ax.barh(classes, vals, left=left, label=f"cold {label}")
+        left = [a + b for a, b in zip(left, vals, strict=True)]
+    warm = [plan["classes"][c]["warm_prepare"]["p50"] * 1e3 for c in classes]
+    warm_b = [plan["classes"][c]["warm_prepare_bounded"]["p50"] * 1e3 for c in classes]
+    ax.scatter(warm, classes, marker="D", color="black", zorder=3, label="warm prepare")
+    ax.scatter(
+        warm_b,
+        classes,
+        marker="o",
+        facecolors="none",
+        edgecolors="black",
+        zorder=3,
+        label="warm prepare, bounding (fresh secret)",
+    )
+    ax.axvline(0.5, color="red", linestyle="--", linewidth=1, label="target p50 0.5 ms")
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds (p50)")
+    ax.set_title(
+        f"dpproxy planning latency per stage (Adult catalog, {plan['iterations']} iterations)"
+    )
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def latency_vs_size(emb: dict[str, Any], path: Path) -> Path:
+    plt = _plt()
+    sweep = emb["sweep"]
+    sizes = sorted(int(n) for n in sweep)
+    classes = list(next(iter(sweep.values()))["classes"])
+    fig, axes = plt.subplots(1, len(classes), figsize=(5.2 * len(classes), 4.2), squeeze=False)
+    series = (
+        ("raw", "raw DuckDB", "o-"),
+        ("dpproxy", f"dpproxy, events (bounding k={emb['bound']})", "s-"),
+        ("rewritten", "rewritten SQL alone, events", "x:"),
+        ("dpproxy_pk", "dpproxy, people (unit is PK: no bounding)", "^-"),
+    )
+    for ax, c in zip(axes[0], classes, strict=True):
+        for key, label, style in series:
+            ys = [sweep[str(n)]["classes"][c][key]["p50"] * 1e3 for n in sizes]
+            ax.plot(sizes, ys, style, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("rows")
+        ax.set_ylabel("latency, ms (p50)")
+        ax.set_title(c)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("End-to-end embedded latency vs table size")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def bounding_alternatives(emb: dict[str, Any], path: Path) -> Path | None:
+    alts = emb.get("alternatives")
+    if not alts:
+        return None
+    plt = _plt()
+    names, vals, colors = [], [], []
+    for name, v in alts["variants"].items():
+        for c, r in v["classes"].items():
+            if r is None:
+                continue
+            names.append(f"{name} [{c}{', k=20' if v['k'] != emb['bound'] else ''}]")
+            vals.append(r["min"])
+            ok = v["privacy"].startswith("holds")
+            colors.append(
+                "tab:green"
+                if ok
+                else (
+                    "tab:grey"
+                    if "reference" in v["privacy"] or "no bound" in v["privacy"]
+                    else "tab:red"
+                )
+            )
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(names) + 1.5))
+    ax.barh(names, vals, color=colors)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (best run)")
+    ax.set_title(
+        f"Contribution bounding formulations, {alts['rows']:,} rows "
+        "\n(green: privacy argument holds, red: broken, grey: reference)",
+        fontsize=9,
+    )
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def make_figures() -> list[Path]:
+    """Draw every figure whose data exists; copy each to ``figures/``. Returns the copies."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    made: list[Path | None] = []
+    plan = read_json("plan.json")
+    emb = read_json("embedded.json")
+    if plan:
+        made.append(plan_stages(plan, OUT / "plan_stages.png"))
+    if emb:
+        made.append(latency_vs_size(emb, OUT / "latency_vs_size.png"))
+        made.append(bounding_alternatives(emb, OUT / "bounding_alternatives.png"))
+    copies = []
+    for p in made:
+        if p is not None:
+            copies.append(Path(shutil.copy2(p, FIGURES / p.name)))
+    return copies
+
+
+if __name__ == "__main__":
+    for p in make_figures():
+        print(p)
