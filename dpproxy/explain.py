@@ -42,7 +42,7 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
             continue
         agg = plan.aggregates[int(e.name[6:])]
         halves = [
-            plan.release_for(p).mechanism.half_width(alpha / len(agg.parts)) for p in agg.parts
+            plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts
         ]
         if agg.kind in _COUNTS or agg.kind is AggKind.SUM:
             out.append(ColumnError(item.name, f"±{halves[0]:.4g}", halves[0]))
@@ -104,7 +104,7 @@ def explain_data(plan: QueryPlan, sql: str) -> dict[str, Any]:
                 "sensitivity_l2": float(r.sensitivity.l2),
                 "mechanism": describe_mechanism(r.mechanism),
                 "noise_std": r.mechanism.std,
-                "error95": r.mechanism.half_width(0.05),
+                "error95": r.half_width(0.05),
                 "epsilon": float(r.cost.epsilon) if r.cost.epsilon else None,
                 "rho": float(r.cost.rho) if r.cost.rho else None,
             }

@@ -53,9 +53,21 @@ class Laplace:
             raise PrivacyParameterError("ε must be positive")
         return cls(sens.l1 / epsilon)
 
-    def half_width(self, alpha: float) -> float:
-        """P(|noise| > w) = α for w = b·ln(1/α) (continuous Laplace; the discrete is tighter)."""
-        return float(self.scale) * math.log(1 / alpha)
+    def half_width(self, alpha: float, *, integer: bool = False) -> float:
+        """The smallest w with P(|noise| > w) ≤ α.
+
+        Continuous Laplace: w = b·ln(1/α). Discrete Laplace (integer releases), with
+        p = e^{-1/b}: P(|X| ≥ m) = 2p^m/(1 + p), so w = m − 1 for the smallest such m ≤ α;
+        at small b this is wider than the continuous formula (b = 1, α = 0.05: 3, not 2.996).
+        """
+        b = float(self.scale)
+        if b == 0:
+            return 0.0
+        if not integer:
+            return b * math.log(1 / alpha)
+        p = math.exp(-1 / b)
+        m = math.ceil(math.log(alpha * (1 + p) / 2) / math.log(p))
+        return float(max(m - 1, 0))
 
     @property
     def std(self) -> float:
@@ -88,8 +100,13 @@ class Gaussian:
         sigma = sens.l2 / sqrt_down(2 * rho) if sens.l2 else Fraction(0)
         return cls(sigma)
 
-    def half_width(self, alpha: float) -> float:
-        return float(self.sigma) * NormalDist().inv_cdf(1 - alpha / 2)
+    def half_width(self, alpha: float, *, integer: bool = False) -> float:
+        """The two-sided (1 − α) quantile of |noise|: z·σ for the continuous Gaussian; for the
+        discrete Gaussian the sub-Gaussian tail P(|X| ≥ t) ≤ 2e^{-t²/2σ²} (CKS 2020, Cor. 9)."""
+        s = float(self.sigma)
+        if integer:
+            return math.ceil(s * math.sqrt(2 * math.log(2 / alpha)))
+        return s * NormalDist().inv_cdf(1 - alpha / 2)
 
     @property
     def std(self) -> float:

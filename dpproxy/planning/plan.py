@@ -50,6 +50,10 @@ class Release:
     def integer(self) -> bool:
         return self.primitive.kind is not PrimitiveKind.SUM
 
+    def half_width(self, alpha: float) -> float:
+        """The noise's (1 − α) two-sided bound, for the distribution this release samples."""
+        return self.mechanism.half_width(alpha, integer=self.integer)
+
 
 @dataclass(frozen=True, slots=True)
 class Selection:

@@ -152,23 +152,19 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     """Assemble released rows from noisy groups (pure)."""
     q = plan.query
     alpha = 1 - CONFIDENCE
-    halves: dict[str, float] = {}
-    for agg in plan.aggregates:
-        for p in agg.parts:
-            r = plan.release_for(p)
-            share = alpha / len(agg.parts)
-            halves[p] = min(halves.get(p, math.inf), r.mechanism.half_width(share))
+    # Each aggregate's parts share its α (a union bound), so the same primitive can carry a
+    # different half-width in different aggregates.
+    part_halves = [
+        {p: plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts}
+        for agg in plan.aggregates
+    ]
     rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
     for g in groups:
         env: dict[str, Any] = {f"__key_{i}": v for i, v in enumerate(g.key)}
         spans: dict[str, Span | None] = {f"__key_{i}": (0.0, 0.0) for i in range(len(g.key))}
         for i, agg in enumerate(plan.aggregates):
             env[f"__agg_{i}"] = aggregate_value(agg, g.values)
-            part_halves = {
-                p: plan.release_for(p).mechanism.half_width(alpha / len(agg.parts))
-                for p in agg.parts
-            }
-            spans[f"__agg_{i}"] = aggregate_span(agg, g.values, part_halves)
+            spans[f"__agg_{i}"] = aggregate_span(agg, g.values, part_halves[i])
         if q.having is not None and evaluate(q.having, env) is not True:
             continue
         values = [evaluate(o.expr, env) for o in q.outputs]

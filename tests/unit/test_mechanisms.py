@@ -130,8 +130,9 @@ def test_calibrating_to_a_non_positive_budget_is_refused(bad: Fraction) -> None:
 def test_gaussian_rho_boundary() -> None:
     """N(0, 1) on Δ₂ = 1 is exactly ½-zCDP; σ = 2 on Δ₂ = 3 is 9/8-zCDP; L1 is ignored."""
     assert Gaussian(Fraction(1)).rho(sens(1)) == Fraction(1, 2)
-    assert Gaussian(Fraction(2)).rho(Sensitivity(Fraction(100), Fraction(3), Fraction(1))) == \
-        Fraction(9, 8)
+    assert Gaussian(Fraction(2)).rho(
+        Sensitivity(Fraction(100), Fraction(3), Fraction(1))
+    ) == Fraction(9, 8)
 
 
 @EXACT
@@ -147,8 +148,9 @@ def test_gaussian_calibrate_never_exceeds_rho(delta: Fraction, rho: Fraction) ->
 @EXACT
 @given(
     eps=st.fractions(min_value=Fraction(1, 10**6), max_value=100, max_denominator=10**9),
-    delta=st.fractions(min_value=Fraction(1, 10**30), max_value=Fraction(1, 2),
-                       max_denominator=10**30),
+    delta=st.fractions(
+        min_value=Fraction(1, 10**30), max_value=Fraction(1, 2), max_denominator=10**30
+    ),
 )
 def test_approx_to_zcdp_round_trip_never_exceeds_epsilon(eps: Fraction, delta: Fraction) -> None:
     """ρ = approx_to_zcdp(ε, δ) converts back to at most ε, and loses at most 0.1 % of it."""
@@ -173,8 +175,9 @@ def test_approx_to_zcdp_is_positive_for_small_epsilon(eps: Fraction) -> None:
 @EXACT
 @given(
     rho=st.fractions(min_value=Fraction(1, 10**12), max_value=100, max_denominator=10**12),
-    delta=st.fractions(min_value=Fraction(1, 10**30), max_value=Fraction(99, 100),
-                       max_denominator=10**30),
+    delta=st.fractions(
+        min_value=Fraction(1, 10**30), max_value=Fraction(99, 100), max_denominator=10**30
+    ),
 )
 def test_zcdp_to_approx_is_conservative(rho: Fraction, delta: Fraction) -> None:
     """The returned ε is ≥ ρ + 2√(ρ ln(1/δ)) computed to 80 digits (Bun–Steinke Prop. 1.3)."""
@@ -315,11 +318,14 @@ def refused(plan: QueryPlan) -> None:
 
 
 @pytest.mark.parametrize("mechanism", [MechanismKind.LAPLACE, MechanismKind.GAUSSIAN])
-@pytest.mark.parametrize("sql", [
-    "SELECT COUNT(*), SUM(amount) FROM orders",
-    "SELECT region, AVG(amount) FROM orders GROUP BY region",
-    "SELECT city, COUNT(*) FROM orders GROUP BY city",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*), SUM(amount) FROM orders",
+        "SELECT region, AVG(amount) FROM orders GROUP BY region",
+        "SELECT city, COUNT(*) FROM orders GROUP BY city",
+    ],
+)
 def test_untampered_plans_pass_the_checker(sql: str, mechanism: MechanismKind) -> None:
     check_plan(make_plan(sql, mechanism))
 
@@ -340,8 +346,9 @@ def test_a_smaller_laplace_scale_is_refused(i: int) -> None:
 
 
 def test_a_smaller_gaussian_sigma_is_refused() -> None:
-    plan = make_plan("SELECT region, SUM(amount) FROM orders GROUP BY region",
-                     MechanismKind.GAUSSIAN)
+    plan = make_plan(
+        "SELECT region, SUM(amount) FROM orders GROUP BY region", MechanismKind.GAUSSIAN
+    )
     g = plan.releases[0].mechanism
     assert isinstance(g, Gaussian)
     refused(_replace_release(plan, 0, mechanism=Gaussian(g.sigma * Fraction(9, 10))))
@@ -360,8 +367,7 @@ def test_a_smaller_sensitivity_with_a_matching_scale_is_refused() -> None:
 def test_an_understated_release_cost_is_refused() -> None:
     plan = make_plan("SELECT COUNT(*), SUM(amount) FROM orders")
     r = plan.releases[0]
-    refused(_replace_release(plan, 0, cost=dataclasses.replace(r.cost,
-                                                               epsilon=r.cost.epsilon / 2)))
+    refused(_replace_release(plan, 0, cost=dataclasses.replace(r.cost, epsilon=r.cost.epsilon / 2)))
 
 
 def test_a_lower_selection_threshold_is_refused() -> None:
@@ -371,3 +377,25 @@ def test_a_lower_selection_threshold_is_refused() -> None:
     check_plan(plan)
     lowered = dataclasses.replace(sel, threshold=sel.threshold - Fraction(1, 10))
     refused(dataclasses.replace(plan, selection=lowered))
+
+
+@pytest.mark.parametrize(
+    "b", [Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(3), Fraction(37, 10)]
+)
+@pytest.mark.parametrize("alpha", [0.05, 0.025, 0.01])
+def test_discrete_laplace_half_width_is_the_exact_tail_quantile(b: Fraction, alpha: float) -> None:
+    """P(|X| > w) ≤ α for the discrete Laplace, and w is the smallest such integer."""
+    p = math.exp(-1 / float(b))
+
+    def tail(w: float) -> float:  # P(|X| > w) = P(|X| ≥ w + 1) = 2 p^(w+1) / (1 + p)
+        return 2 * p ** (w + 1) / (1 + p)
+
+    w = Laplace(b).half_width(alpha, integer=True)
+    assert w == int(w) and tail(w) <= alpha
+    assert w == 0 or tail(w - 1) > alpha
+
+
+def test_integer_gaussian_half_width_is_conservative() -> None:
+    """The sub-Gaussian bound is at least the continuous quantile."""
+    g = Gaussian(Fraction(3))
+    assert g.half_width(0.05, integer=True) >= g.half_width(0.05)
