@@ -30,6 +30,11 @@ class DuckDBBackend:
             self._con = duckdb.connect(str(p), read_only=True)
         except duckdb.Error as e:
             raise BackendUnavailable(f"cannot open DuckDB database {p}", log_detail=str(e)) from e
+        # DuckDB rewrites "ROW_NUMBER() OVER (PARTITION BY u ORDER BY one key) <= k" into a
+        # top-N aggregate that is several times slower than its window sort for the
+        # contribution bounding of rewrite/bound.py (benchmarks/RESULTS.md). The setting is
+        # per database instance, i.e. it also holds for other connections of this process.
+        self._con.execute("SET disabled_optimizers = 'top_n_window_elimination'")
         self._lock = threading.Lock()
         self.path = p
 

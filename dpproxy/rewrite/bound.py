@@ -47,11 +47,14 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
     keys = [exp.column(key_alias(i)) for i in range(len(plan.query.keys))]
     values = [*keys, *(exp.column(m) for m in measures)]
     unit = exp.column(UNIT)
-    # The values after the hash break ties between distinct rows. They also keep DuckDB off
-    # its top-N window rewrite, which a single ORDER BY key triggers and which the benchmark
-    # measured 4-12x slower here (benchmarks/RESULTS.md). When there are no values at all the
-    # query is a plain count and takes the per-unit path (count_per_unit) instead.
-    row_order = [keyed_hash(ctx.secret, [unit, *values], ctx.dialect), *values]
+    # Rows are ranked by one 64-bit keyed hash, projected in a step of its own: a single sort
+    # key is what makes DuckDB's window sort fast (with the top-N window rewrite disabled by the
+    # DuckDB backend; benchmarks/RESULTS.md measured 0.75x the time of ordering by the hash
+    # and the values). Equal hashes within one unit are identical rows (interchangeable) or a
+    # 64-bit collision (probability below n_u²·2⁻⁶⁴); either way the unit keeps at most its
+    # bound of its own rows, which is all the sensitivity analysis assumes.
+    hashed = exp.alias_(keyed_hash(ctx.secret, [unit, *values], ctx.dialect), "__h", copy=False)
+    row_order: list[exp.Expression] = [exp.column("__h")]
     ranks: list[tuple[str, exp.Expression, int]] = []
     if not keys:
         ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order), plan.stability.rows))
@@ -59,6 +62,8 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
         if bound.max_rows is not None:
             ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order), bound.max_rows))
         if bound.max_groups is not None and bound.max_rows_per_group is not None:
+            # Groups must never tie (a tie would let a unit keep more than its bound of
+            # groups), so the keys themselves break hash ties here.
             group_order = [keyed_hash(ctx.secret ^ 0x5A5A5A5A, [unit, *keys], ctx.dialect), *keys]
             ranks.append(
                 (
@@ -74,15 +79,17 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
                     bound.max_groups,
                 )
             )
-    inner = exp.select(exp.Star()).from_(table("__rows"), copy=False)
+    with_hash = exp.select(exp.Star(), hashed).from_(table("__rows"), copy=False)
+    hashed_rows = exp.Subquery(
+        this=with_hash, alias=exp.TableAlias(this=exp.to_identifier("__hashed"))
+    )
+    inner = exp.select(exp.Star()).from_(hashed_rows, copy=False)
     for name, window, _ in ranks:
         inner = inner.select(exp.alias_(window, name, copy=False), copy=False)
     ranked = exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__ranked")))
     outer = exp.select(exp.Star()).from_(ranked, copy=False)
     for name, _, limit in ranks:
-        outer = outer.where(
-            exp.LTE(this=exp.column(name), expression=lit(limit)), copy=False
-        )
+        outer = outer.where(exp.LTE(this=exp.column(name), expression=lit(limit)), copy=False)
     return outer
 
 

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 
 import dpproxy
 from dpproxy.cli import main as cli_main
+from dpproxy.mechanisms.base import Laplace
 
 ADULT_ROWS = 32561
 REPO = Path(__file__).resolve().parents[2]
@@ -147,7 +149,8 @@ def test_query_json_with_errors_and_epsilon(run: Run) -> None:
                    "SELECT COUNT(*) FROM adult"))
     (record,) = json.loads(proc.stdout)
     assert abs(record["count"] - ADULT_ROWS) <= 100
-    assert record["_error95"]["count"] == pytest.approx(2 * 2.995732273553991, rel=1e-6)
+    # ε = 0.5 on a count of sensitivity 1: discrete Laplace of scale 2, exact 95% tail bound
+    assert record["_error95"]["count"] == Laplace(Fraction(2)).half_width(0.05, integer=True)
     assert "privacy cost: ε=0.5" in proc.stderr
 
 
