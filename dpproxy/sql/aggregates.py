@@ -1,0 +1,241 @@
+"""Select-list, HAVING and ORDER BY → post-processing expressions over aggregate placeholders.
+
+Every aggregate call becomes a placeholder column ``__agg_i`` (with an :class:`Aggregate`
+describing it over base columns) and every group-key occurrence ``__key_j``. The expressions are
+evaluated by ``release/postprocess.py`` on noisy values, never by the database.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from dpproxy.errors import (
+    DatatypeMismatch,
+    Forbidden,
+    GroupingError,
+    UnsupportedQuery,
+)
+from dpproxy.sql.scope import (
+    AggKind,
+    Aggregate,
+    GroupKey,
+    OutputItem,
+    Scope,
+    expect_bool,
+    no_aggregates,
+)
+from dpproxy.sql.types import SqlType, raise_unsupported, type_of
+
+_AGG_CLASSES: dict[type[exp.Expression], AggKind] = {
+    exp.Sum: AggKind.SUM,
+    exp.Avg: AggKind.AVG,
+    exp.VariancePop: AggKind.VAR_POP,
+    exp.Variance: AggKind.VAR_SAMP,
+    exp.StddevPop: AggKind.STDDEV_POP,
+    exp.StddevSamp: AggKind.STDDEV_SAMP,
+    exp.Stddev: AggKind.STDDEV_SAMP,
+}
+_LATER = {
+    "min": "MIN",
+    "max": "MAX",
+    "median": "MEDIAN",
+    "percentilecont": "PERCENTILE_CONT",
+    "percentiledisc": "PERCENTILE_DISC",
+    "quantile": "QUANTILE",
+    "mode": "MODE",
+}
+
+
+def default_name(node: exp.Expression, i: int) -> str:
+    if isinstance(node, exp.Column):
+        return node.name
+    if isinstance(node, exp.AggFunc | exp.Filter):
+        inner = node.this if isinstance(node, exp.Filter) else node
+        names = {
+            exp.Stddev: "stddev",
+            exp.Variance: "variance",
+            exp.VariancePop: "var_pop",
+            exp.StddevPop: "stddev_pop",
+            exp.StddevSamp: "stddev_samp",
+        }
+        return str(names.get(type(inner), inner.key))
+    return f"?column?{i}" if i else "?column?"
+
+
+class PostBuilder:
+    """Turns select-list, HAVING and ORDER BY expressions into post-processing expressions."""
+
+    def __init__(self, scope: Scope, keys: list[GroupKey], aggregates: list[Aggregate]) -> None:
+        self.scope = scope
+        self.keys = keys
+        self.aggregates = aggregates
+        self.key_index = {k.expr: i for i, k in enumerate(keys)}
+
+    def build(
+        self, node: exp.Expression, outputs: list[OutputItem] | None = None
+    ) -> exp.Expression:
+        if outputs and isinstance(node, exp.Column) and not node.table:
+            name = node.name.lower()
+            for out in outputs:
+                if out.name.lower() == name and name not in self.scope.names:
+                    return out.expr.copy()
+        return self._walk(node)
+
+    def _walk(self, node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Window):
+            raise UnsupportedQuery("window functions are not supported")
+        if isinstance(node, exp.Filter) or isinstance(node, exp.AggFunc):
+            return exp.column(f"__agg_{self._aggregate(node)}")
+        if not any(isinstance(n, exp.Column) for n in node.walk()) and not any(
+            isinstance(n, exp.AggFunc) for n in node.walk()
+        ):
+            if isinstance(node, exp.Star):
+                raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
+            check_post_constant(node)
+            return node.copy()
+        if not any(isinstance(n, exp.AggFunc) for n in node.walk()):
+            resolved = self.scope.resolve(node)
+            index = self.key_index.get(resolved)
+            if index is not None:
+                return exp.column(f"__key_{index}")
+            if isinstance(node, exp.Column):
+                if not self.keys and not self.aggregates_in_query:
+                    raise Forbidden("row-level reads are not allowed")
+                raise GroupingError(
+                    f'column "{node.name}" must appear in the GROUP BY clause or be used in an '
+                    "aggregate function",
+                    hint="row-level values are never released",
+                )
+        if not isinstance(node, _POST_NODES):
+            raise_unsupported(node)
+        args: dict[str, Any] = {}
+        for key, value in node.args.items():
+            if isinstance(value, exp.Expression):
+                args[key] = self._walk(value)
+            elif isinstance(value, list):
+                args[key] = [self._walk(v) if isinstance(v, exp.Expression) else v for v in value]
+            else:
+                args[key] = value
+        return type(node)(**args)
+
+    aggregates_in_query = True
+
+    def _aggregate(self, node: exp.Expression) -> int:
+        condition = None
+        if isinstance(node, exp.Filter):
+            condition = node.expression.this
+            node = node.this
+            no_aggregates(condition, "FILTER")
+        kind, arg = self._classify(node)
+        measure: exp.Expression | None = None
+        if kind is AggKind.COUNT_UNITS:
+            measure = exp.column(self.scope.table.privacy_unit or "")
+        elif arg is not None:
+            no_aggregates(arg, "an aggregate argument")
+            measure = self.scope.resolve(arg)
+            t = type_of(measure, self.scope.column_types)
+            if kind is not AggKind.COUNT and t not in (SqlType.NUMERIC, SqlType.NULL):
+                raise DatatypeMismatch(
+                    f"{kind.value.upper()} needs a numeric argument, not {t.value}",
+                    hint="use CASE WHEN ... THEN 1 ELSE 0 END to count conditions",
+                )
+        if condition is not None:
+            cond = self.scope.resolve(condition)
+            expect_bool(cond, self.scope, "FILTER")
+            if kind is AggKind.COUNT_UNITS:
+                raise UnsupportedQuery("COUNT(DISTINCT ...) FILTER is not supported")
+            value = measure if measure is not None else exp.Literal.number(1)
+            measure = exp.Case(ifs=[exp.If(this=cond, true=value)])
+            if kind is AggKind.COUNT_STAR:
+                kind = AggKind.COUNT
+        for i, a in enumerate(self.aggregates):
+            if a.kind is kind and a.measure == measure:
+                return i
+        self.aggregates.append(Aggregate(kind, measure))
+        return len(self.aggregates) - 1
+
+    def _classify(self, node: exp.Expression) -> tuple[AggKind, exp.Expression | None]:
+        for inner in node.walk():
+            if inner is not node and isinstance(inner, exp.AggFunc):
+                raise GroupingError("aggregate function calls cannot be nested")
+        if isinstance(node, exp.Count):
+            arg = node.this
+            if arg is None or isinstance(arg, exp.Star):
+                return AggKind.COUNT_STAR, None
+            if isinstance(arg, exp.Distinct):
+                unit = self.scope.table.privacy_unit
+                items = arg.expressions
+                resolved = self.scope.resolve(items[0]) if len(items) == 1 else None
+                if unit is not None and isinstance(resolved, exp.Column) and resolved.name == unit:
+                    return AggKind.COUNT_UNITS, None
+                raise UnsupportedQuery(
+                    "COUNT(DISTINCT ...) is supported on the privacy unit column only",
+                    hint=f"COUNT(DISTINCT {unit}) counts people",
+                )
+            return AggKind.COUNT, arg
+        kind = _AGG_CLASSES.get(type(node))
+        if kind is not None:
+            arg = node.this
+            if isinstance(arg, exp.Distinct):
+                raise UnsupportedQuery(f"{node.key.upper()}(DISTINCT ...) is not supported")
+            return kind, arg
+        name = node.key.lower()
+        if name in _LATER or isinstance(node, exp.WithinGroup):
+            fn = _LATER.get(name, "PERCENTILE")
+            raise UnsupportedQuery(
+                f"{fn} is not supported yet: it needs a local-sensitivity plan",
+                hint="AVG, SUM, COUNT, VAR and STDDEV are supported",
+            )
+        raise UnsupportedQuery(f"the aggregate {node.key.upper()} is not supported")
+
+    def type_of(self, expr: exp.Expression) -> SqlType:
+        types = {f"__agg_{i}": SqlType.NUMERIC for i in range(len(self.aggregates))}
+        types.update({f"__key_{i}": k.type for i, k in enumerate(self.keys)})
+        return type_of(expr, types)
+
+
+_POST_NODES = (
+    exp.Paren,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Neg,
+    exp.Mod,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Is,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    exp.Greatest,
+    exp.Least,
+    exp.Abs,
+    exp.Round,
+    exp.Floor,
+    exp.Ceil,
+    exp.Cast,
+    exp.Between,
+    exp.Nullif,
+    exp.In,
+    exp.Literal,
+    exp.Null,
+    exp.Boolean,
+    exp.DataType,
+    exp.Column,
+)
+
+
+def check_post_constant(node: exp.Expression) -> None:
+    for n in node.walk():
+        if not isinstance(n, _POST_NODES):
+            raise_unsupported(n)  # type: ignore[arg-type]

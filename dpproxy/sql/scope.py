@@ -1,0 +1,129 @@
+"""The name scope of a query over one private table, and the value types shared by validation.
+
+A :class:`Scope` maps every visible name to an expression over the base table's own columns
+(row-wise CTEs and subqueries are substituted into it) and collects their WHERE clauses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from sqlglot import exp
+
+from dpproxy.catalog.model import Table
+from dpproxy.errors import (
+    DatatypeMismatch,
+    Forbidden,
+    GroupingError,
+    UndefinedColumn,
+    UndefinedTable,
+    UnsupportedQuery,
+)
+from dpproxy.sql.types import SqlType, type_of
+
+
+class AggKind(Enum):
+    COUNT_STAR = "count(*)"
+    COUNT = "count"
+    COUNT_UNITS = "count(distinct unit)"
+    SUM = "sum"
+    AVG = "avg"
+    VAR_POP = "var_pop"
+    VAR_SAMP = "var_samp"
+    STDDEV_POP = "stddev_pop"
+    STDDEV_SAMP = "stddev_samp"
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """One aggregate call; ``measure`` is over base columns with any FILTER folded in."""
+
+    kind: AggKind
+    measure: exp.Expression | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    expr: exp.Expression
+    type: SqlType
+    domain: tuple[Any, ...] | None  # public values (None: private keys)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputItem:
+    name: str
+    expr: exp.Expression  # post-processing expression over __agg_i / __key_j
+    type: SqlType
+    is_key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OrderItem:
+    expr: exp.Expression
+    desc: bool
+    nulls_first: bool
+
+
+@dataclass
+class Scope:
+    """Visible names → expressions over the base table, plus collected row filters."""
+
+    table: Table
+    names: dict[str, exp.Expression]
+    qualifiers: set[str]
+    filters: list[exp.Expression]
+    column_types: dict[str, SqlType]
+
+    def resolve(self, node: exp.Expression) -> exp.Expression:
+        """Substitute visible names by base expressions; refuse unknown names and constructs."""
+
+        def sub(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column):
+                if n.table and n.table.lower() not in self.qualifiers:
+                    raise UndefinedTable(f'missing FROM-clause entry for table "{n.table}"')
+                name = n.name.lower()
+                if isinstance(n.this, exp.Star):
+                    raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
+                if name not in self.names:
+                    raise UndefinedColumn(
+                        f'column "{n.name}" does not exist',
+                        hint=f"columns of {self.table.name}: "
+                        + ", ".join(sorted(self.names))[:300],
+                    )
+                return parenthesised(self.names[name].copy())
+            if isinstance(n, exp.Star):
+                raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
+            return n
+
+        out = node.copy().transform(sub, copy=False)
+        type_of(out, self.column_types)
+        return out
+
+
+def parenthesised(e: exp.Expression) -> exp.Expression:
+    """Wrap a substituted subquery column so it keeps its precedence where it lands.
+
+    sqlglot's generator prints trees as they are: ``Mul(Add(age, 1), 2)`` would print as
+    ``age + 1 * 2``. Atomic expressions need no parentheses.
+    """
+    if isinstance(
+        e, exp.Column | exp.Paren | exp.Literal | exp.Func | exp.Case | exp.Null | exp.Boolean
+    ):
+        return e
+    return exp.Paren(this=e)
+
+
+def expect_bool(cond: exp.Expression, scope: Scope, where: str) -> None:
+    t = type_of(cond, scope.column_types)
+    if t not in (SqlType.BOOLEAN, SqlType.NULL):
+        raise DatatypeMismatch(f"argument of {where} must be type boolean, not {t.value}")
+
+
+def no_aggregates(node: exp.Expression, where: str) -> None:
+    for n in node.walk():
+        if isinstance(n, exp.AggFunc):
+            raise GroupingError(f"aggregate functions are not allowed in {where}")
+        if isinstance(n, exp.Window):
+            raise UnsupportedQuery("window functions are not supported")
