@@ -239,7 +239,7 @@ def alternatives_section(emb: dict[str, Any]) -> str:
             base = (
                 cur[c]["min"]
                 if v["k"] == emb["bound"]
-                else variants["current, k = 20"]["classes"][c]["min"]
+                else variants["ranking by hash and values, k = 20"]["classes"][c]["min"]
             )
             same = "same" if r["same_result"] else "differs"
             cells += [
