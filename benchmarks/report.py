@@ -97,32 +97,40 @@ def _ratio(a: dict, b: dict) -> str:
     return fmt_ratio(a["p50"] / b["p50"]) if b["p50"] > 0 else "–"
 
 
-def adult_table(adult: dict[str, Any]) -> str:
+_OVERHEAD_COLUMNS = [
+    "query class",
+    "raw DuckDB",
+    "dpproxy end to end",
+    "dpproxy / raw",
+    "rewritten SQL alone",
+    "rewritten / raw",
+    "proxy overhead",
+]
+
+
+def _overhead_table(classes: dict[str, Any], suffix: str, *, rewritten_spread: bool) -> str:
+    """raw vs dpproxy vs the rewritten SQL alone, for the keys ``raw{suffix}`` etc."""
     rows = []
-    for name, r in adult["classes"].items():
+    for name, r in classes.items():
+        if f"raw{suffix}" not in r:
+            continue
+        raw, dp, rw = r[f"raw{suffix}"], r[f"dpproxy{suffix}"], r[f"rewritten{suffix}"]
         rows.append(
             [
                 f"`{name}`",
-                _pp(r["raw"]),
-                _pp(r["dpproxy"]),
-                _ratio(r["dpproxy"], r["raw"]),
-                _pp(r["rewritten"]),
-                _ratio(r["rewritten"], r["raw"]),
-                fmt_ms(r["dpproxy"]["p50"] - r["rewritten"]["p50"]),
+                _pp(raw),
+                _pp(dp),
+                _ratio(dp, raw),
+                _pp(rw) if rewritten_spread else fmt_ms(rw["p50"]),
+                _ratio(rw, raw),
+                fmt_ms(dp["p50"] - rw["p50"]),
             ]
         )
-    return md_table(
-        [
-            "query class",
-            "raw DuckDB",
-            "dpproxy end to end",
-            "dpproxy / raw",
-            "rewritten SQL alone",
-            "rewritten / raw",
-            "proxy overhead",
-        ],
-        rows,
-    )
+    return md_table(_OVERHEAD_COLUMNS, rows)
+
+
+def adult_table(adult: dict[str, Any]) -> str:
+    return _overhead_table(adult["classes"], "", rewritten_spread=True)
 
 
 def synth_table(syn: dict[str, Any], rows_n: int) -> str:
@@ -162,33 +170,7 @@ def synth_table(syn: dict[str, Any], rows_n: int) -> str:
 
 
 def pk_table(syn: dict[str, Any]) -> str:
-    rows = []
-    for name, r in syn["classes"].items():
-        if "raw_pk" not in r:
-            continue
-        rows.append(
-            [
-                f"`{name}`",
-                _pp(r["raw_pk"]),
-                _pp(r["dpproxy_pk"]),
-                _ratio(r["dpproxy_pk"], r["raw_pk"]),
-                fmt_ms(r["rewritten_pk"]["p50"]),
-                _ratio(r["rewritten_pk"], r["raw_pk"]),
-                fmt_ms(r["dpproxy_pk"]["p50"] - r["rewritten_pk"]["p50"]),
-            ]
-        )
-    return md_table(
-        [
-            "query class",
-            "raw DuckDB",
-            "dpproxy end to end",
-            "dpproxy / raw",
-            "rewritten SQL alone",
-            "rewritten / raw",
-            "proxy overhead",
-        ],
-        rows,
-    )
+    return _overhead_table(syn["classes"], "_pk", rewritten_spread=False)
 
 
 def sweep_table(emb: dict[str, Any]) -> str:
