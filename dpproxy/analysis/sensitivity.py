@@ -19,6 +19,7 @@ Distinct-unit counts move by 1 in each of at most ``groups`` groups.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -78,6 +79,7 @@ def _packed_l2(rows: int, per_group: int) -> Fraction:
     return sqrt_up(Fraction(full * per_group * per_group + rest * rest))
 
 
+@functools.lru_cache(maxsize=4096)
 def sensitivity(
     kind: PrimitiveKind,
     stab: Stability,

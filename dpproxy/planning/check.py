@@ -1,8 +1,11 @@
 """The second computation of every privacy-relevant number in a plan.
 
 The planner calibrates mechanisms from sensitivities; this module recomputes each sensitivity
-from the schema, each mechanism's cost from its noise scale, and their composition, and refuses
-the plan (XX000) if any figure disagrees with what the planner wrote or exceeds the request.
+from the plan's own stability, relation and value intervals, each mechanism's cost from its
+noise scale, and their composition, and refuses the plan (XX000) if any figure disagrees with
+what the planner wrote or exceeds the request. (The sensitivity function is memoised, so this
+catches a planner that paired a release with the wrong inputs; the formulas themselves are
+checked against brute force in ``tests/property/``.)
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ Each rule is a pure function ``(expression, table) -> expression`` that copies i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -52,12 +53,16 @@ def table(name: str) -> exp.Table:
 
 def number(v: Fraction) -> exp.Expression:
     """An exact SQL literal for a rational: integers as integers, others as a float literal."""
-    if v.denominator == 1:
-        text = str(abs(v.numerator))
-    else:
-        text = repr(abs(float(v)))
+    text, negative = _number_text(v)
     literal = lit(text)
-    return exp.Neg(this=literal) if v < 0 else literal
+    return exp.Neg(this=literal) if negative else literal
+
+
+@functools.lru_cache(maxsize=4096)
+def _number_text(v: Fraction) -> tuple[str, bool]:
+    if v.denominator == 1:
+        return str(abs(v.numerator)), v < 0
+    return repr(abs(float(v))), v < 0
 
 
 def guard_division(node: exp.Expression, table: Table) -> exp.Expression:
