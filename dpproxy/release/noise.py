@@ -43,6 +43,11 @@ def _norm(v: Any) -> Any:
         return v
 
 
+def _key_order(key: tuple[Any, ...]) -> tuple[tuple[int, str, Any], ...]:
+    """A total order on group keys of mixed types with NULLs first."""
+    return tuple((0, "", 0) if v is None else (1, type(v).__name__, v) for v in key)
+
+
 def _add_noise(r: Release, exact: list[float], noise: NoiseSource) -> list[float]:
     m = r.mechanism
     if isinstance(m, Laplace):
@@ -70,7 +75,9 @@ def apply_noise(plan: QueryPlan, exact: ExactResult, noise: NoiseSource) -> list
         domains = [k.domain for k in q.keys]
         keys = [tuple(combo) for combo in itertools.product(*domains)]  # type: ignore[arg-type]
     else:
-        keys = [tuple(row[:nk]) for row in exact.rows]
+        # Sorted by value: the database's output order could depend on groups that partition
+        # selection then suppresses, so it must not reach the analyst.
+        keys = sorted((tuple(row[:nk]) for row in exact.rows), key=_key_order)
 
     def exact_value(key: tuple[Any, ...], name: str) -> float:
         row = by_key.get(tuple(_norm(v) for v in key))
