@@ -34,7 +34,6 @@ from _common import (
     fmt_ms,
     loadavg,
     machine,
-    md_table,
     progress,
     summary,
     write_json,
@@ -144,40 +143,6 @@ def bench_class(name: str, sql: str, engine, engine_b, iterations: int, warmup: 
     return out
 
 
-def markdown(results: dict) -> str:
-    header = [
-        "query class",
-        "parse",
-        "validate",
-        "plan+check",
-        "rewrite",
-        "**cold total**",
-        "rewrite w/ bounding",
-        "**warm prepare**",
-        "warm prepare w/ bounding",
-    ]
-    rows = []
-    for name, r in results["classes"].items():
-
-        def cell(key: str, r=r) -> str:
-            return f"{fmt_ms(r[key]['p50'])} / {fmt_ms(r[key]['p95'])}"
-
-        rows.append(
-            [
-                f"`{name}`",
-                cell("parse"),
-                cell("validate"),
-                cell("plan_check"),
-                cell("rewrite"),
-                f"**{cell('total')}**",
-                cell("rewrite_bounded"),
-                f"**{cell('warm_prepare')}**",
-                cell("warm_prepare_bounded"),
-            ]
-        )
-    return md_table(header, rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=1000, help="timed iterations per class")
@@ -211,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     engine.close()
     engine_b.close()
     path = write_json("plan.json", results)
-    print(markdown(results))
+    from report import plan_table
+
+    print(plan_table(results))
     progress(f"wrote {path}")
     if not args.no_report:
         import report

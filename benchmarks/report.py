@@ -22,10 +22,21 @@ def _pp(r: dict[str, float]) -> str:
     return f"{fmt_ms(r['p50'])} ({fmt_ms(r['p95'])})"
 
 
-def plan_section(plan: dict[str, Any]) -> str:
-    cls = plan["classes"]
+def plan_table(plan: dict[str, Any]) -> str:
+    """The per-stage planning latency table (also printed by ``bench_plan.py``)."""
+    header = [
+        "query class",
+        "parse",
+        "validate",
+        "plan+check",
+        "rewrite",
+        "**cold total** p50 / p95",
+        "rewrite with bounding",
+        "**warm prepare** p50 / p95",
+        "warm prepare, bounding",
+    ]
     rows = []
-    for name, r in cls.items():
+    for name, r in plan["classes"].items():
         rows.append(
             [
                 f"`{name}`",
@@ -40,6 +51,11 @@ def plan_section(plan: dict[str, Any]) -> str:
                 f"{fmt_ms(r['warm_prepare_bounded']['p95'])}",
             ]
         )
+    return md_table(header, rows)
+
+
+def plan_section(plan: dict[str, Any]) -> str:
+    cls = plan["classes"]
     meets = [n for n, r in cls.items() if r["total"]["p50"] * 1e3 <= TARGET_MS]
     slowest = max(cls, key=lambda n: cls[n]["total"]["p50"])
     share = {
@@ -48,17 +64,6 @@ def plan_section(plan: dict[str, Any]) -> str:
     }
     total = sum(share.values())
     parts = ", ".join(f"{k.replace('_', '+')} {v / total:.0%}" for k, v in share.items())
-    header = [
-        "query class",
-        "parse",
-        "validate",
-        "plan+check",
-        "rewrite",
-        "**cold total** p50 / p95",
-        "rewrite with bounding",
-        "**warm prepare** p50 / p95",
-        "warm prepare, bounding",
-    ]
     queries = "\n".join(f"- `{n}`: `{q}`" for n, q in plan["queries"].items())
 
     def span(key: str) -> str:
@@ -74,7 +79,7 @@ plan cache. On Adult the unit is a primary key, so no query needs bounding. The 
 *bounding* come from the same catalog over a copy of the table without the key. There a warm
 `prepare` must redo the rewrite with a fresh secret on every call.
 
-{md_table(header, rows)}
+{plan_table(plan)}
 
 - Cold total p50 ≤ {TARGET_MS} ms (the target) for {len(meets)} of {len(cls)} classes
   ({", ".join(f"`{n}`" for n in meets) or "none"}). The slowest is `{slowest}` at
