@@ -57,11 +57,6 @@ class DPProxyError(Exception):
             text += f"\nHINT: {self.hint}"
         return text
 
-    @classmethod
-    def for_code(cls, sqlstate: str) -> type[DPProxyError]:
-        """The registered class for a SQLSTATE (``DPProxyError`` if none)."""
-        return cls._by_code.get(sqlstate, DPProxyError)
-
 
 class SQLSyntaxError(DPProxyError):
     sqlstate = "42601"

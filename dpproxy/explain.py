@@ -41,9 +41,7 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
             )
             continue
         agg = plan.aggregates[int(e.name[6:])]
-        halves = [
-            plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts
-        ]
+        halves = [plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts]
         if agg.kind in _COUNTS or agg.kind is AggKind.SUM:
             out.append(ColumnError(item.name, f"±{halves[0]:.4g}", halves[0]))
             continue

@@ -138,9 +138,7 @@ def _catalog(doc: Any, probs: _Problems) -> Catalog | None:
     return Catalog(dataset=dataset, tables=tuple(tables), policy=policy, source=probs.source)
 
 
-def _named_entries(
-    doc: Any, path: str, kind: str, probs: _Problems
-) -> list[tuple[str, Any]]:
+def _named_entries(doc: Any, path: str, kind: str, probs: _Problems) -> list[tuple[str, Any]]:
     """The (name, definition) pairs of a non-empty mapping with identifier names, distinct
     regardless of case; every violation is reported at ``path.name``."""
     if not isinstance(doc, Mapping) or not doc:

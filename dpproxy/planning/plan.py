@@ -109,10 +109,6 @@ class QueryPlan:
             return self.selection.release
         raise InternalError(f"no release for primitive {name}")
 
-    @property
-    def mechanisms(self) -> tuple[Mechanism, ...]:
-        return tuple(r.mechanism for r in self.releases)
-
 
 def describe_mechanism(m: Mechanism) -> str:
     if isinstance(m, Laplace):

@@ -4,14 +4,13 @@ An error raised by the database for one row's value (a division by zero, a faile
 integer overflow) would be an output that no noise covers. So, in every expression the
 rewritten SQL evaluates per row:
 
-* ``guard_division``: ``a / b`` → ``a / NULLIF(b, 0)`` (also ``//`` and ``%``);
-* ``guard_casts``: ``CAST`` → ``TRY_CAST`` (NULL instead of an error);
-* ``widen_arithmetic``: an integer column under arithmetic is computed as DOUBLE, which
-  overflows to ±inf instead of raising;
+* ``guard_row_expression``, in one pass: ``a / b`` → ``a / NULLIF(b, 0)`` (also ``//`` and
+  ``%``); ``CAST`` → ``TRY_CAST`` (NULL instead of an error); an integer-valued operand of
+  arithmetic is computed as DOUBLE, which overflows to ±inf instead of raising;
 * ``clamp_values``: a numeric column in a *value position* of a measure (not inside a
   condition) is clamped to its schema bounds, which makes :mod:`dpproxy.analysis.bounds` sound.
 
-Each rule is a pure function ``(expression, table) -> expression`` that copies its input.
+Both are pure functions ``(expression, table) -> expression`` that copy their input by default.
 """
 
 from __future__ import annotations
@@ -65,48 +64,8 @@ def _number_text(v: Fraction) -> tuple[str, bool]:
     return repr(abs(float(v))), v < 0
 
 
-def guard_division(node: exp.Expression, table: Table) -> exp.Expression:
-    """``a / b`` → ``a / NULLIF(b, 0)``.
-
-    >>> guard_division(exp.maybe_parse("a / (b - 1)"), None).sql()
-    'a / NULLIF((b - 1), 0)'
-    """
-
-    def rule(n: exp.Expression) -> exp.Expression:
-        if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
-            rhs = n.expression
-            if isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0:
-                return n
-            n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
-        return n
-
-    return node.copy().transform(rule, copy=False)
-
-
-def guard_casts(node: exp.Expression, table: Table) -> exp.Expression:
-    """``CAST(x AS t)`` → ``TRY_CAST(x AS t)``."""
-
-    def rule(n: exp.Expression) -> exp.Expression:
-        if type(n) is exp.Cast:
-            return exp.TryCast(this=n.this, to=n.to)
-        return n
-
-    return node.copy().transform(rule, copy=False)
-
-
 def _as_double(col: exp.Expression) -> exp.Expression:
     return exp.Cast(this=col, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
-
-
-def widen_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
-    """Integer columns under arithmetic → DOUBLE, so overflow cannot raise."""
-    out = node.copy()
-    for col in list(out.find_all(exp.Column)):
-        if isinstance(col.parent, _ARITH):
-            c = table.column(col.name)
-            if c is not None and c.type.numeric:
-                col.replace(_as_double(col.copy()))
-    return out
 
 
 def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
@@ -183,7 +142,9 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
 
 
 _INTEGER_TYPES = {
-    exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+    exp.DataType.Type.SMALLINT,
     exp.DataType.Type.TINYINT,
 }
 
@@ -203,7 +164,10 @@ def guard_row_expression(
 ) -> exp.Expression:
     """Division, cast and overflow guards for WHERE clauses, group keys and measures.
 
-    Equivalent to ``widen_arithmetic(guard_casts(guard_division(node)))`` in one pass.
+    >>> from dpproxy.catalog.model import Column, ColumnType
+    >>> t = Table("t", True, (Column("n", ColumnType.INTEGER),))
+    >>> guard_row_expression(exp.maybe_parse("CAST(s AS INT) / (n - 1)"), t).sql()
+    'CAST(TRY_CAST(s AS INT) AS DOUBLE) / NULLIF((CAST(n AS DOUBLE) - 1), 0)'
     """
 
     def rule(n: exp.Expression) -> exp.Expression:
