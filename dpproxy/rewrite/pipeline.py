@@ -103,9 +103,9 @@ def build(ctx: RewriteContext) -> exp.Select:
     q = ctx.plan.query
     table = q.table
     rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False))
-    for i, k in enumerate(q.keys):
-        key = guard_row_expression(k.expr, table)
-        rows = rows.select(exp.alias_(key, key_alias(i), copy=False), copy=False)
+    guarded_keys = [guard_row_expression(k.expr, table) for k in q.keys]
+    for i, key in enumerate(guarded_keys):
+        rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
     measures: dict[exp.Expression, str] = {}  # measure → its column alias (shared when equal)
     alias_of: dict[str, str] = {}  # primitive name → measure column alias
     for p in ctx.plan.primitives:
@@ -120,9 +120,9 @@ def build(ctx: RewriteContext) -> exp.Select:
     rows = rows.from_(table_ref(table.name), copy=False)
     conditions = [guard_row_expression(f, table) for f in q.filters]
     if q.keys and q.public_keys:
-        for k in q.keys:
+        for k, key in zip(q.keys, guarded_keys, strict=True):
             assert k.domain is not None
-            conditions.append(_domain_filter(guard_row_expression(k.expr, table), k.domain))
+            conditions.append(_domain_filter(key, k.domain))
     for c in conditions:
         rows = rows.where(exp.Paren(this=c), copy=False)
     measure_names = list(measures.values())
