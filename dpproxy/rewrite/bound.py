@@ -14,15 +14,12 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from dpproxy.rewrite.dialect import row_hash
 from dpproxy.rewrite.guard import lit, table
+from dpproxy.sql.types import SqlType
 
 if TYPE_CHECKING:
     from dpproxy.rewrite.pipeline import RewriteContext
-
-
-def keyed_hash(secret: int, parts: list[exp.Expression], dialect: str) -> exp.Expression:
-    """A deterministic hash of ``parts`` keyed by ``secret`` (DuckDB's 64-bit ``hash``)."""
-    return exp.Anonymous(this="hash", expressions=[lit(secret), *parts])
 
 
 def _window(
@@ -35,7 +32,14 @@ def _window(
     )
 
 
-def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
+def _bytewise(e: exp.Expression, ctx: RewriteContext) -> exp.Expression:
+    """Order hex text bytewise: PostgreSQL would otherwise use the database's collation."""
+    if ctx.dialect == "postgres" and ctx.portable_hash:
+        return exp.Collate(this=e, expression=exp.Identifier(this="C", quoted=True))
+    return e
+
+
+def bound_contributions(ctx: RewriteContext, measures: list[tuple[str, SqlType]]) -> exp.Select:
     """``SELECT * FROM (__rows + ranks) WHERE ranks within the bound``.
 
     >>> # see tests/fixtures/rewrite/*.sql for the full SQL of each case
@@ -45,16 +49,25 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
     plan = ctx.plan
     bound = plan.query.table.bound
     keys = [exp.column(key_alias(i)) for i in range(len(plan.query.keys))]
-    values = [*keys, *(exp.column(m) for m in measures)]
+    key_parts: list[tuple[exp.Expression, SqlType | None]] = [
+        (k, g.type) for k, g in zip(keys, plan.query.keys, strict=True)
+    ]
+    measure_parts: list[tuple[exp.Expression, SqlType | None]] = [
+        (exp.column(m), t) for m, t in measures
+    ]
     unit = exp.column(UNIT)
+    unit_part: tuple[exp.Expression, SqlType | None] = (unit, ctx.unit_kind)
     # Rows are ranked by one 64-bit keyed hash, projected in a step of its own: a single sort
     # key is what makes DuckDB's window sort fast (with the top-N window rewrite disabled by the
     # DuckDB backend; benchmarks/RESULTS.md measured 0.75x the time of ordering by the hash
     # and the values). Equal hashes within one unit are identical rows (interchangeable) or a
     # 64-bit collision (probability below n_u²·2⁻⁶⁴); either way the unit keeps at most its
     # bound of its own rows, which is all the sensitivity analysis assumes.
-    hashed = exp.alias_(keyed_hash(ctx.secret, [unit, *values], ctx.dialect), "__h", copy=False)
-    row_order: list[exp.Expression] = [exp.column("__h")]
+    row_key = row_hash(
+        ctx.secret, [unit_part, *key_parts, *measure_parts], portable=ctx.portable_hash
+    )
+    hashed = exp.alias_(row_key, "__h", copy=False)
+    row_order: list[exp.Expression] = [_bytewise(exp.column("__h"), ctx)]
     ranks: list[tuple[str, exp.Expression, int]] = []
     if not keys:
         ranks.append(("__rn", _window(exp.RowNumber(), [unit], row_order), plan.stability.rows))
@@ -64,7 +77,10 @@ def bound_contributions(ctx: RewriteContext, measures: list[str]) -> exp.Select:
         if bound.max_groups is not None and bound.max_rows_per_group is not None:
             # Groups must never tie (a tie would let a unit keep more than its bound of
             # groups), so the keys themselves break hash ties here.
-            group_order = [keyed_hash(ctx.secret ^ 0x5A5A5A5A, [unit, *keys], ctx.dialect), *keys]
+            group_hash = row_hash(
+                ctx.secret ^ 0x5A5A5A5A, [unit_part, *key_parts], portable=ctx.portable_hash
+            )
+            group_order = [_bytewise(group_hash, ctx), *keys]
             ranks.append(
                 (
                     "__rn_group",

@@ -4,9 +4,12 @@ An error raised by the database for one row's value (a division by zero, a faile
 integer overflow) would be an output that no noise covers. So, in every expression the
 rewritten SQL evaluates per row:
 
-* ``guard_row_expression``, in one pass: ``a / b`` → ``a / NULLIF(b, 0)`` (also ``//`` and
-  ``%``); ``CAST`` → ``TRY_CAST`` (NULL instead of an error); an integer-valued operand of
-  arithmetic is computed as DOUBLE, which overflows to ±inf instead of raising;
+* ``guard_row_expression``, in one bottom-up pass: ``a / b`` → ``a / NULLIF(b, 0)`` (also
+  ``//`` and ``%``); ``CAST`` → ``TRY_CAST`` (NULL instead of an error), and from text only for
+  strings in dpproxy's grammar (``rewrite/dialect.py``), which every backend parses alike; an
+  integer-valued operand of arithmetic is computed as DOUBLE, which DuckDB overflows to ±inf
+  instead of raising; ``ROUND`` and ``%`` become one formula of IEEE operations that DuckDB
+  and PostgreSQL evaluate identically;
 * ``clamp_values``: a numeric column in a *value position* of a measure (not inside a
   condition) is clamped to its schema bounds, which makes :mod:`dpproxy.analysis.bounds` sound.
 
@@ -16,12 +19,15 @@ Both are pure functions ``(expression, table) -> expression`` that copy their in
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Callable
 from fractions import Fraction
 
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
+from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
+from dpproxy.sql.types import COLUMN_TYPES, SqlType
 from dpproxy.values import float_down, float_up
 
 _ARITH = (
@@ -129,16 +135,90 @@ def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> ex
 
 
 def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
-    """The three guards of this module applied to one node (for a single-pass transform)."""
+    """The guards of this module applied to one node whose children are already guarded."""
     if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
         rhs = n.expression
         if not (isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0):
             n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
-        return n
-    out = exp.TryCast(this=n.this, to=n.to) if type(n) is exp.Cast else n
-    if isinstance(n.parent, _ARITH) and _integer_valued(out, table):
+        if isinstance(n, exp.Mod):
+            return _portable_mod(n, table)
+    out: exp.Expression = n
+    integer = _integer_valued(n, table)
+    if type(n) is exp.Cast and not _widening(n, table):
+        out = _try_cast(n, table)
+    elif isinstance(n, exp.Round):
+        out = _portable_round(n, table)
+    if isinstance(n.parent, _ARITH) and integer:
         return _as_double(out)
     return out
+
+
+def _try_cast(n: exp.Cast, table: Table) -> exp.Expression:
+    """``TRY_CAST``, and from text only for the strings every backend parses alike."""
+    cast = exp.TryCast(this=n.this, to=n.to)
+    types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
+    if guarded_type(n.this, types) not in (SqlType.TEXT, SqlType.UNKNOWN):
+        return cast
+    condition = text_cast_condition(n.this, n.to.this)
+    if condition is None:
+        return cast
+    return exp.Case(ifs=[exp.If(this=condition, true=cast)])
+
+
+def _widening(n: exp.Cast, table: Table) -> bool:
+    """A numeric column cast to DOUBLE (as the clamps write it) cannot fail."""
+    if n.to.this is not exp.DataType.Type.DOUBLE or not isinstance(n.this, exp.Column):
+        return False
+    c = table.column(n.this.name)
+    return c is not None and c.type.numeric
+
+
+def _double(e: exp.Expression, table: Table) -> exp.Expression:
+    return _as_double(e) if _integer_valued(e, table) else e
+
+
+def _portable_mod(n: exp.Mod, table: Table) -> exp.Expression:
+    """``a % b`` as ``a - b * TRUNC(a / b)`` in DOUBLE: PostgreSQL has no ``%`` for floats, and
+    this one formula of IEEE operations gives identical results on both engines (exact for
+    integers below 2⁵³; the sign follows ``a``, as in both engines' ``%``)."""
+    a = _double(n.this, table)
+    b = _double(n.expression, table)
+    quotient = exp.Div(this=a.copy(), expression=b.copy())
+    product = exp.Mul(this=b, expression=exp.Trunc(this=quotient))
+    return exp.Paren(this=exp.Sub(this=a, expression=product))
+
+
+def _portable_round(n: exp.Round, table: Table) -> exp.Expression:
+    """``ROUND(x, d)`` half away from zero, as one formula both engines evaluate identically.
+
+    DuckDB rounds doubles half away from zero, PostgreSQL's ``round(float8)`` half to even
+    and it has no ``round(float8, int)``. ``SIGN(x) * FLOOR(ABS(x) * 10^d + 0.5) / 10^d``
+    uses IEEE operations only. Beyond 10³⁰⁰ / 10^d every double is already an integer at that
+    precision (and the scaling could overflow, which PostgreSQL reports as an error), so
+    those values, ±inf and NaN are returned unchanged.
+    """
+    digits_arg = n.args.get("decimals")
+    digits = int(float(digits_arg.name)) if digits_arg is not None else 0
+    x = _double(n.this, table)
+    scale = lit(f"1e{abs(digits)}")
+
+    def scaled() -> exp.Expression:
+        magnitude = exp.Abs(this=x.copy())
+        if digits == 0:
+            return magnitude
+        op = exp.Mul if digits > 0 else exp.Div
+        return op(this=magnitude, expression=scale.copy())
+
+    floored: exp.Expression = exp.Floor(this=exp.Add(this=scaled(), expression=lit("0.5")))
+    if digits:
+        op = exp.Div if digits > 0 else exp.Mul
+        floored = op(this=floored, expression=scale.copy())
+    rounded = exp.Mul(this=exp.Sign(this=x.copy()), expression=floored)
+    limit = lit(f"1e{300 - max(digits, 0)}")
+    return exp.Case(
+        ifs=[exp.If(this=exp.LT(this=exp.Abs(this=x.copy()), expression=limit), true=rounded)],
+        default=x,
+    )
 
 
 _INTEGER_TYPES = {
@@ -165,13 +245,20 @@ def guard_row_expression(
     """Division, cast and overflow guards for WHERE clauses, group keys and measures.
 
     >>> from dpproxy.catalog.model import Column, ColumnType
-    >>> t = Table("t", True, (Column("n", ColumnType.INTEGER),))
-    >>> guard_row_expression(exp.maybe_parse("CAST(s AS INT) / (n - 1)"), t).sql()
-    'CAST(TRY_CAST(s AS INT) AS DOUBLE) / NULLIF((CAST(n AS DOUBLE) - 1), 0)'
+    >>> t = Table("t", True, (Column("n", ColumnType.INTEGER), Column("x", ColumnType.FLOAT)))
+    >>> guard_row_expression(exp.maybe_parse("CAST(x AS INT) / (n - 1)"), t).sql()
+    'CAST(TRY_CAST(x AS INT) AS DOUBLE) / NULLIF((CAST(n AS DOUBLE) - 1), 0)'
     """
 
-    def rule(n: exp.Expression) -> exp.Expression:
-        return _guard_node(n, table)
-
-    out: exp.Expression = node.transform(rule, copy=copy)
-    return out
+    # Bottom-up, so that every node sees guarded children and nothing under a replaced node
+    # is skipped (sqlglot's ``transform`` does not descend into a replacement).
+    out = node.copy() if copy else node
+    wrapper = exp.Paren(this=out)
+    for visited in reversed(list(out.dfs())):
+        n = typing.cast(exp.Expression, visited)
+        parent, key, index = n.parent, n.arg_key, n.index
+        new = _guard_node(n, table)
+        if new is not n and parent is not None and key:
+            parent.set(key, new, index)
+    result: exp.Expression = wrapper.this
+    return result

@@ -20,12 +20,18 @@ from typing import Any
 from sqlglot import exp
 
 from dpproxy.analysis.sensitivity import PrimitiveKind
+from dpproxy.catalog.model import ColumnType
 from dpproxy.planning.plan import Primitive, QueryPlan
 from dpproxy.rewrite.bound import bound_contributions, count_per_unit, counted_rows
+from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, lit, number
 from dpproxy.rewrite.guard import table as table_ref
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 UNIT = "__unit"
+
+
+DIALECTS = ("duckdb", "postgres")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +39,19 @@ class RewriteContext:
     plan: QueryPlan
     secret: int  # per-query key of the hash that picks which rows a unit keeps
     dialect: str = "duckdb"
+    portable_hash: bool = False  # rewrite/dialect.py: the same rows on every engine
+
+    @property
+    def column_types(self) -> dict[str, SqlType]:
+        return {c.name: COLUMN_TYPES[c.type] for c in self.plan.query.table.columns}
+
+    @property
+    def unit_kind(self) -> SqlType | None:
+        """How the unit column enters the portable hash (``None``: its text as is)."""
+        column = self.plan.query.table.column(self.plan.query.table.privacy_unit or "")
+        if column is None or column.type in (ColumnType.INTEGER, ColumnType.DATE):
+            return None
+        return COLUMN_TYPES[column.type]
 
 
 def key_alias(i: int) -> str:
@@ -94,9 +113,22 @@ def _summand(p: Primitive, column: str) -> exp.Expression:
     return clamp(value, p.values.lo, p.values.hi)
 
 
-def rewrite(plan: QueryPlan, secret: int, dialect: str = "duckdb") -> str:
-    """The backend SQL for a plan; pure and deterministic for a given secret."""
-    return build(RewriteContext(plan, secret, dialect)).sql(dialect=dialect, copy=False)
+def rewrite(
+    plan: QueryPlan, secret: int, dialect: str = "duckdb", *, portable_hash: bool | None = None
+) -> str:
+    """The backend SQL for a plan; pure and deterministic for a given secret.
+
+    ``portable_hash`` (default: only for PostgreSQL, which has no fast native hash in common
+    with DuckDB) picks the md5-based row hash that every engine computes identically.
+    """
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}; expected one of {DIALECTS}")
+    portable = dialect != "duckdb" if portable_hash is None else portable_hash
+    ctx = RewriteContext(plan, secret, dialect, portable)
+    tree = build(ctx)
+    if dialect == "postgres":
+        tree = to_postgres(tree, ctx.column_types)
+    return tree.sql(dialect=dialect, copy=False)
 
 
 def build(ctx: RewriteContext) -> exp.Select:
@@ -125,7 +157,8 @@ def build(ctx: RewriteContext) -> exp.Select:
             conditions.append(_domain_filter(key, k.domain))
     for c in conditions:
         rows = rows.where(exp.Paren(this=c), copy=False)
-    measure_names = list(measures.values())
+    types = ctx.column_types
+    measure_columns = [(alias, type_of(m, types)) for m, alias in measures.items()]
     source = "__rows"
     query = exp.select()
     ctes: list[tuple[str, exp.Expression]] = [("__rows", rows)]
@@ -139,7 +172,7 @@ def build(ctx: RewriteContext) -> exp.Select:
         query = query.from_(table_ref("__per_unit"), copy=False)
         return _with(query, ctes)
     if ctx.plan.needs_bounding:
-        ctes.append(("__bounded", bound_contributions(ctx, measure_names)))
+        ctes.append(("__bounded", bound_contributions(ctx, measure_columns)))
         source = "__bounded"
     for i in range(len(q.keys)):
         query = query.select(exp.column(key_alias(i)), copy=False)
