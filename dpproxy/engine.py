@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
-from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.backends import Backend, open_backend
 from dpproxy.catalog.model import Catalog, MechanismKind
-from dpproxy.errors import BackendUnavailable, InvalidParameter, UnsupportedQuery
+from dpproxy.errors import BackendUnavailable, InvalidParameter
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.plan import QueryPlan
@@ -45,12 +45,13 @@ class Answer:
 
 
 class Engine:
-    """Embedded dpproxy: a catalog, a backend, an accountant and a noise source."""
+    """dpproxy in-process: a catalog, a backend (DuckDB or PostgreSQL), an accountant and a
+    noise source."""
 
     def __init__(
         self,
         catalog: Catalog,
-        backend: DuckDBBackend,
+        backend: Backend,
         *,
         accountant: Accountant | None = None,
         noise: NoiseSource | None = None,
@@ -78,7 +79,7 @@ class Engine:
         if unkeyed_sql is not None:
             return Prepared(plan, unkeyed_sql)
         key = secrets.randbits(62) if secret is None else secret
-        return Prepared(plan, rewrite(plan, key, self.backend.dialect))
+        return Prepared(plan, self._rewrite(plan, key))
 
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
     def _plan(
@@ -94,8 +95,12 @@ class Engine:
             query, self.catalog.policy, epsilon=epsilon, delta=delta, mechanism=mechanism
         )
         check_plan(plan)
-        unkeyed = None if plan.needs_bounding else rewrite(plan, 0, self.backend.dialect)
+        unkeyed = None if plan.needs_bounding else self._rewrite(plan, 0)
         return plan, unkeyed
+
+    def _rewrite(self, plan: QueryPlan, secret: int) -> str:
+        backend = self.backend
+        return rewrite(plan, secret, backend.dialect, portable_hash=backend.portable_hash)
 
     def run(
         self,
@@ -141,7 +146,10 @@ def open_engine(
     budget: Cost | None = None,
     progress: bool = False,
 ) -> Engine:
-    """An engine over a DuckDB file and a schema file; both default to the bundled demo."""
+    """An engine over a database and a schema file; both default to the bundled demo.
+
+    ``database`` is a DuckDB file or a ``postgresql://`` DSN (``backends.open_backend``).
+    """
     from dpproxy.catalog.load import load_catalog
     from dpproxy.demo import demo_database_path, demo_schema_path
 
@@ -152,10 +160,10 @@ def open_engine(
         )
     catalog = load_catalog(schema or demo_schema_path())
     path = database or str(demo_database_path(progress=progress))
-    if path.startswith(("postgres://", "postgresql://")):
-        raise UnsupportedQuery(
-            "the PostgreSQL backend is not available in this version",
-            hint="use a DuckDB database file",
-        )
     accountant = MemoryAccountant(budget or catalog.policy.budget)
-    return Engine(catalog, DuckDBBackend(path), accountant=accountant, noise=noise)
+    backend = open_backend(path)
+    try:
+        return Engine(catalog, backend, accountant=accountant, noise=noise)
+    except BaseException:
+        backend.close()
+        raise

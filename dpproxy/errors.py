@@ -135,7 +135,15 @@ class SchemaError(DPProxyError):
 
 
 class BackendUnavailable(DPProxyError):
-    """The database could not be reached or opened; the query never ran."""
+    """The database could not be reached or opened; the query provably never ran, so its
+    budget is refunded (sqlclient_unable_to_establish_sqlconnection)."""
+
+    sqlstate = "08001"
+
+
+class ConnectionLost(DPProxyError):
+    """The connection to the database broke while a query ran; the query may have read the
+    data, so its budget is charged (connection_failure)."""
 
     sqlstate = "08006"
 

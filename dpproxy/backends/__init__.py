@@ -1,0 +1,47 @@
+"""Backends run planner-produced SQL and nothing else; one interface, chosen by the database
+argument: a ``postgresql://`` (or ``postgres://``) DSN, or the path of a DuckDB file."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from dpproxy.catalog.model import Catalog
+from dpproxy.release.noise import ExactResult
+
+POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+
+
+class Backend(Protocol):
+    """What the engine needs from a database."""
+
+    dialect: str  # the sqlglot dialect the rewrite is printed in
+    portable_hash: bool  # rewrite/dialect.py: md5 row hash, identical on every engine
+
+    def execute(self, sql: str) -> ExactResult:
+        """Run one rewritten query and return its exact rows.
+
+        Raises ``BackendUnavailable`` only when the query provably never reached the database
+        (its budget is then refunded); every other failure is charged.
+        """
+        ...
+
+    def attach_catalog(self, catalog: Catalog) -> Catalog:
+        """Check the schema's tables exist; mark unit columns the database proves unique."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def is_postgres_dsn(database: str) -> bool:
+    return database.startswith(POSTGRES_PREFIXES)
+
+
+def open_backend(database: str, *, portable_hash: bool = False) -> Backend:
+    """The backend for a database argument (see the module docstring)."""
+    if is_postgres_dsn(database):
+        from dpproxy.backends.postgres import PostgresBackend
+
+        return PostgresBackend(database)
+    from dpproxy.backends.duckdb import DuckDBBackend
+
+    return DuckDBBackend(database, portable_hash=portable_hash)

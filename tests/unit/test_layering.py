@@ -17,7 +17,8 @@ ORDER = [
 SHELL_ONLY = {"backends", "accounting", "demo"}  # I/O: only engine, dbapi and cli use them
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",
         "explain"}
-IMPURE_MODULES = {"duckdb", "socket", "sqlite3", "subprocess", "threading", "os"}
+IMPURE_MODULES = {"duckdb", "psycopg", "psycopg_pool", "socket", "sqlite3", "subprocess",
+                  "threading", "os"}
 
 
 def layer_of(module: str) -> str | None:

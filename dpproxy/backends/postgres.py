@@ -1,0 +1,239 @@
+"""PostgreSQL backend: a psycopg 3 connection pool that runs planner-produced SQL only.
+
+Every query runs in a READ ONLY transaction with a statement timeout. The proxy's role needs
+nothing but SELECT on the exposed tables (README, "A read-only role for dpproxy").
+
+Failures are sorted by whether the query could have reached the data, because the engine
+refunds the budget only when it provably did not:
+
+* no connection could be had (server down, refusing, pool exhausted) → ``BackendUnavailable``
+  (08001), refunded. The pool checks each connection before handing it out and replaces
+  broken ones, so after a server restart the next query simply reconnects;
+* the connection broke while the query ran → ``ConnectionLost`` (08006), charged;
+* the statement timeout fired → ``QueryCanceled`` (57014), charged;
+* anything else the server reports → ``InternalError`` (XX000), charged, with the server's
+  message kept out of the client's sight (it could quote a value) and in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg import conninfo, errors, sql
+
+from dpproxy.catalog.model import Catalog
+from dpproxy.errors import (
+    BackendUnavailable,
+    ConnectionLost,
+    InternalError,
+    QueryCanceled,
+    UndefinedTable,
+)
+from dpproxy.release.noise import ExactResult
+
+log = logging.getLogger("dpproxy.postgres")
+
+DEFAULT_STATEMENT_TIMEOUT_S = 60.0
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    try:
+        params = conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    params.pop("password", None)
+    host = params.get("host", "localhost")
+    port = params.get("port", "5432")
+    user = f"{params['user']}@" if params.get("user") else ""
+    return f"postgresql://{user}{host}:{port}/{params.get('dbname', '')}"
+
+
+def _plain(v: Any) -> Any:
+    """numeric → int or float, as DuckDB returns them (EXTRACT and SUM can give numeric)."""
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() and v.is_finite() else float(v)
+    return v
+
+
+class PostgresBackend:
+    """A pool of read-only connections to one PostgreSQL database."""
+
+    dialect = "postgres"
+    portable_hash = True  # PostgreSQL has no fast hash in common with DuckDB
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT_S,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        max_connections: int = 4,
+    ) -> None:
+        self.dsn = dsn
+        self.name = redact_dsn(dsn)
+        self.statement_timeout = statement_timeout
+        self.connect_timeout = connect_timeout
+        try:
+            kwargs = conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as e:
+            raise BackendUnavailable(
+                "the PostgreSQL DSN cannot be parsed",
+                hint="use postgresql://user@host:port/database",
+                log_detail=str(e),
+            ) from e
+        kwargs.setdefault("connect_timeout", max(1, round(connect_timeout)))
+        kwargs.setdefault("application_name", "dpproxy")
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
+            psycopg_pool.ConnectionPool(
+                "",
+                kwargs=kwargs,
+                min_size=1,
+                max_size=max_connections,
+                open=False,
+                configure=self._configure,
+                check=psycopg_pool.ConnectionPool.check_connection,
+                timeout=connect_timeout,
+                reconnect_timeout=connect_timeout,
+                name="dpproxy",
+            )
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except psycopg_pool.PoolTimeout as e:
+            self._pool.close()
+            raise BackendUnavailable(
+                f"cannot connect to PostgreSQL at {self.name}",
+                hint="check that the server runs and that the DSN's host, port, user and "
+                "database are right",
+            ) from e
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Session settings of every pooled connection."""
+        conn.read_only = True
+        ms = max(1, round(self.statement_timeout * 1000))
+        conn.execute(f"SET statement_timeout = {ms}")
+        conn.execute("SET DateStyle = ISO")  # dates as text, as DuckDB writes them
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.commit()
+
+    def execute(self, sql_text: str) -> ExactResult:
+        try:
+            conn_cm = self._pool.connection(timeout=self.connect_timeout)
+            conn = conn_cm.__enter__()
+        except psycopg_pool.PoolTimeout as e:
+            raise BackendUnavailable(
+                f"PostgreSQL at {self.name} is not reachable",
+                hint="the query was not run and nothing was charged; try again when the "
+                "server is back (dpproxy reconnects by itself)",
+            ) from e
+        except psycopg.OperationalError as e:
+            raise BackendUnavailable(
+                f"PostgreSQL at {self.name} is not reachable", log_detail=str(e)
+            ) from e
+        exc: BaseException | None = None
+        try:
+            with conn.transaction():
+                cur = conn.execute(sql_text.encode())
+                rows = cur.fetchall()
+                cols = tuple(d.name for d in cur.description or ())
+        except BaseException as e:
+            exc = e
+        finally:
+            conn_cm.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        if exc is not None:
+            raise self._translate(exc) from exc
+        return ExactResult(cols, tuple(tuple(_plain(v) for v in r) for r in rows))
+
+    def _translate(self, e: BaseException) -> BaseException:
+        if isinstance(e, errors.QueryCanceled):
+            return QueryCanceled(
+                "the query was cancelled (statement timeout)",
+                hint=f"the limit is {self.statement_timeout:g} s; its budget was charged",
+            )
+        if isinstance(e, psycopg.OperationalError):
+            log.warning("connection to %s lost: %s", self.name, e)
+            return ConnectionLost(
+                f"the connection to PostgreSQL at {self.name} was lost during the query",
+                hint="its budget was charged; dpproxy reconnects on the next query",
+            )
+        if isinstance(e, psycopg.Error):
+            log.error("PostgreSQL error %s: %s", getattr(e, "sqlstate", None), e)
+            return InternalError(
+                "the database failed to run the query",
+                log_detail=f"{type(e).__name__} ({e.sqlstate}): {e}",
+            )
+        return e
+
+    def attach_catalog(self, catalog: Catalog) -> Catalog:
+        """Check every schema table and column is visible and readable; mark unit columns
+        that a single-column PRIMARY KEY or UNIQUE constraint (a full, non-expression unique
+        index) proves unique. Reads metadata only."""
+        columns_q = sql.SQL(
+            "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+            "WHERE c.relnamespace = ANY (SELECT oid FROM pg_catalog.pg_namespace "
+            "WHERE nspname = ANY (current_schemas(false))) "
+            "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped"
+        )
+        unique_q = sql.SQL(
+            "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_index i "
+            "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
+            "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
+            "WHERE i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL "
+            "AND i.indexprs IS NULL AND c.relnamespace = ANY (SELECT oid FROM "
+            "pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas(false)))"
+        )
+        try:
+            with self._pool.connection(timeout=self.connect_timeout) as conn:
+                with conn.transaction():
+                    present = set(conn.execute(columns_q).fetchall())
+                    unique = set(conn.execute(unique_q).fetchall())
+                    readable = {
+                        t.name: bool(
+                            conn.execute(
+                                "SELECT has_table_privilege(%s, 'SELECT')", (t.name,)
+                            ).fetchone()[0]  # type: ignore[index]
+                        )
+                        for t in catalog.tables
+                        if any(tn == t.name.lower() for tn, _ in present)
+                    }
+        except psycopg_pool.PoolTimeout as e:
+            raise BackendUnavailable(f"PostgreSQL at {self.name} is not reachable") from e
+        except psycopg.Error as e:
+            raise BackendUnavailable(
+                f"cannot read the catalog of PostgreSQL at {self.name}", log_detail=str(e)
+            ) from e
+        tables = []
+        for t in catalog.tables:
+            name = t.name.lower()
+            missing = [c.name for c in t.columns if (name, c.name.lower()) not in present]
+            if len(missing) == len(t.columns):
+                raise UndefinedTable(
+                    f'table "{t.name}" of the schema is not in the database {self.name}',
+                    hint="check that --schema and --database belong together, and the "
+                    "search_path of the DSN's user (for the demo: dpproxy demo load)",
+                )
+            if missing:
+                raise UndefinedTable(
+                    f'columns {", ".join(missing)} of table "{t.name}" are not in the database',
+                    hint="check that --schema and --database belong together",
+                )
+            if not readable.get(t.name, False):
+                raise BackendUnavailable(
+                    f'the database role of {self.name} cannot SELECT from "{t.name}"',
+                    hint=f"GRANT SELECT ON {t.name} TO the proxy's role (README: a read-only "
+                    "role for dpproxy)",
+                )
+            is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
+            tables.append(replace(t, unit_is_unique=is_unique))
+        return replace(catalog, tables=tuple(tables))
+
+    def close(self) -> None:
+        self._pool.close()
