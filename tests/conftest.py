@@ -11,6 +11,14 @@ Databases:
 * ``multi_db``: a DuckDB file with a table ``visits`` in which a privacy unit has *several* rows,
   and two schema files over it (``visits_rows``: at most 3 rows per unit; ``visits_groups``: at
   most 2 groups per unit and 2 rows per group).
+
+PostgreSQL (see ``tests/pg.py``; tests that use these are marked ``postgres`` automatically):
+
+* ``pg_server`` (session): a real server, from ``DPPROXY_TEST_DSN``, a throwaway local cluster or
+  testcontainers; skips when there is none, and *fails* under CI;
+* ``pg_session_dsn`` (session) / ``pg_dsn`` (per test): the DSN of a fresh empty database on it,
+  dropped afterwards;
+* ``pg_cluster`` (per test): a dedicated throwaway cluster the test may stop and restart.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+from tests import pg  # noqa: E402
 from tests.noise import NoNoise  # noqa: E402
 
 settings.register_profile("dev", max_examples=50)
@@ -147,8 +156,9 @@ def _visit_rows() -> list[tuple[object, ...]]:
 
     for user in range(1, 21):  # 2 rows, any day, city and flag
         for _ in range(2):
-            rows.append(row(user, rng.choice(DAYS_WITH_DATA), rng.choice(CITIES),
-                            rng.random() < 0.4))
+            rows.append(
+                row(user, rng.choice(DAYS_WITH_DATA), rng.choice(CITIES), rng.random() < 0.4)
+            )
     for user in range(21, NON_BINDING_MAX_USER + 1):  # 3 rows: 2 on one day, 1 on another
         d1, d2 = rng.sample(DAYS_WITH_DATA, 2)
         c1, c2 = rng.sample(CITIES, 2)
@@ -187,3 +197,49 @@ def multi_db(tmp_path_factory: pytest.TempPathFactory) -> MultiDB:
         f.write_text(_SCHEMA_COMMON.format(bound=bound, days=days), encoding="utf-8")
         schemas[name] = f
     return MultiDB(path, schemas)
+
+
+# -------------------------------------------------------------------------------- postgres
+
+PG_FIXTURES = frozenset({"pg_server", "pg_session_dsn", "pg_dsn", "pg_cluster"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a PostgreSQL fixture ``postgres`` (``-m "not postgres"``)."""
+    for item in items:
+        if PG_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.Server]:
+    """The session's PostgreSQL server; skips without one (fails under CI)."""
+    server = pg.server_or_skip()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def pg_session_dsn(pg_server: pg.Server) -> Iterator[str]:
+    """The DSN of one empty database for the whole session (for expensive loads)."""
+    with pg.temporary_database(pg_server.admin_dsn) as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def pg_dsn(pg_server: pg.Server) -> Iterator[str]:
+    """The DSN of a fresh empty database ``dpproxy_test_<8 hex>``, dropped after the test."""
+    with pg.temporary_database(pg_server.admin_dsn) as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[pg.TemporaryCluster]:
+    """A dedicated, started throwaway cluster, never the shared server: tests may stop it."""
+    cluster = pg.cluster_or_skip()
+    try:
+        yield cluster
+    finally:
+        cluster.cleanup()
