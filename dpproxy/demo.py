@@ -11,6 +11,9 @@ in the same directory and moved into place with :func:`os.replace`, which is ato
 or a concurrent process never leaves a half-built file under the final name. Two processes
 that start at once may both build; each result is complete and identical, so whichever
 replace lands last is as good as the first.
+
+:func:`load_demo_postgres` loads the same rows into a PostgreSQL database instead (``dpproxy demo
+load``), in one transaction, with psycopg 3, which is imported only there.
 """
 
 from __future__ import annotations
@@ -19,14 +22,28 @@ import gzip
 import hashlib
 import importlib.metadata
 import os
+import re
 import secrets
 import sys
 import time
 import tomllib
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import duckdb
+
+from dpproxy.errors import (
+    BackendUnavailable,
+    DPProxyError,
+    Forbidden,
+    InternalError,
+    InvalidParameter,
+)
+
+if TYPE_CHECKING:
+    import psycopg
 
 TABLE = "adult"
 
@@ -173,15 +190,24 @@ def build_demo_database(target: Path) -> None:
             leftover.unlink(missing_ok=True)
 
 
-def _write_numbered_csv(source: Path, dest: Path) -> None:
-    """Decompress ``source`` into ``dest`` with a ``person_id`` column in front (1-based)."""
+def _numbered_lines(source: Path) -> list[str]:
+    """The lines of the gzipped CSV ``source`` with a ``person_id`` column in front (1-based).
+
+    The first line is the header; empty lines are dropped (after numbering, so ``person_id``
+    is the 1-based position of the row in the file).
+    """
     with gzip.open(source, "rt", encoding="utf-8", newline="") as src:
         lines = src.read().splitlines()
     if not lines or not lines[0].startswith("age,"):
         raise ValueError(f"{source}: expected a header row starting with 'age,'")
     out = ["person_id," + lines[0]]
     out.extend(f"{i},{line}" for i, line in enumerate(lines[1:], start=1) if line)
-    dest.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return out
+
+
+def _write_numbered_csv(source: Path, dest: Path) -> None:
+    """Decompress ``source`` into ``dest`` with a ``person_id`` column in front (1-based)."""
+    dest.write_text("\n".join(_numbered_lines(source)) + "\n", encoding="utf-8")
 
 
 def _load(csv_path: Path, db_path: Path) -> None:
@@ -204,3 +230,235 @@ def _load(csv_path: Path, db_path: Path) -> None:
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+# ------------------------------------------------------------------------------ PostgreSQL
+
+# DuckDB type of COLUMNS → PostgreSQL type.
+_PG_TYPES = {"INTEGER": "integer", "VARCHAR": "text"}
+
+# A table name: lower-case, unquoted-identifier style (what `FROM adult` resolves to), with an
+# optional schema. Quoting would allow more, but a mixed-case name could not be queried unquoted.
+_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?")
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+_DSN_HINT = (
+    "check the host, port, user, password and database name: "
+    "postgresql://USER:PASSWORD@HOST:5432/DBNAME (a password can also come from PGPASSWORD or "
+    "~/.pgpass)"
+)
+
+
+def is_postgres_url(dsn: str) -> bool:
+    """Whether ``dsn`` is a PostgreSQL URL (``postgresql://…`` or ``postgres://…``)."""
+    return dsn.lower().startswith(_POSTGRES_SCHEMES)
+
+
+def redact_dsn(dsn: str) -> str:
+    """The URL ``dsn`` without its password, for messages and logs.
+
+    The user information is found as libpq finds it (up to the first ``@`` before any ``/``),
+    so whatever libpq would send as the password is what is removed, also from a
+    ``password=`` query parameter.
+
+    >>> redact_dsn("postgresql://ana:s3cret@db.example:5432/demo?sslmode=require&password=x")
+    'postgresql://ana@db.example:5432/demo?sslmode=require'
+    >>> redact_dsn("postgres://db.example/demo")
+    'postgres://db.example/demo'
+    """
+    scheme, sep, rest = dsn.partition("://")
+    if not sep:
+        return dsn
+    end = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
+    prefix = ""
+    if end < len(rest) and rest[end] == "@":
+        user = rest[:end].partition(":")[0]
+        prefix = f"{user}@" if user else ""
+        rest = rest[end + 1 :]
+    base, _, query = rest.partition("?")
+    kept = [p for p in query.split("&") if p and unquote(p.partition("=")[0]) != "password"]
+    return f"{scheme}://{prefix}{base}" + ("?" + "&".join(kept) if kept else "")
+
+
+def _scrub(text: str, passwords: tuple[str, ...]) -> str:
+    """``text`` on one line, with every occurrence of a password replaced by ``***``."""
+    text = " ".join(text.split())
+    for password in passwords:
+        if password:
+            text = text.replace(password, "***")
+    return text
+
+
+def load_demo_postgres(
+    dsn: str, *, table: str = TABLE, replace: bool = False, progress: bool = False
+) -> int:
+    """Load the bundled Adult demo into PostgreSQL at ``dsn``; return the number of rows loaded.
+
+    The table (``person_id integer PRIMARY KEY`` and the 15 Adult columns, ``integer`` or
+    ``text``, ``NOT NULL`` except where the source has missing values) is created and filled
+    with ``COPY … FROM STDIN`` in one transaction, so a failure at any point leaves the
+    database as it was. An existing table of that name is an error (:class:`InvalidParameter`)
+    unless ``replace``, which drops it inside the same transaction: readers see the old table
+    or the new one, never an empty or partial one. No ``ANALYZE`` and no ``GRANT`` are run.
+
+    ``dsn`` is a ``postgresql://`` or ``postgres://`` URL or a libpq ``key=value`` string;
+    ``table`` a lower-case name, optionally schema-qualified (``demo.adult``). Connection
+    failures raise :class:`BackendUnavailable`. Messages never contain the password. With
+    ``progress`` a line on stderr reports the load, its row count and its duration.
+    """
+    if not _TABLE_NAME.fullmatch(table):
+        raise InvalidParameter(
+            f"invalid table name {table!r}",
+            hint="use a lower-case name of letters, digits and _, optionally with a schema: "
+            "adult or demo.adult",
+        )
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    except ImportError:
+        raise BackendUnavailable(
+            "loading into PostgreSQL needs psycopg 3, which is not installed",
+            hint="pip install 'psycopg[binary]'",
+        ) from None
+    try:
+        params = conninfo_to_dict(dsn) if is_postgres_url(dsn) or "=" in dsn else None
+    except psycopg.Error:
+        params = None
+    if params is None:
+        raise InvalidParameter(
+            "the demo can only be loaded into PostgreSQL: give a postgresql:// URL "
+            "(or a libpq key=value connection string)",
+            hint="the DuckDB demo needs no loading: it is built automatically on first use "
+            "(`dpproxy demo path` prints where)",
+        )
+    if is_postgres_url(dsn):
+        shown = redact_dsn(dsn)
+    else:
+        shown = make_conninfo("", **{k: v for k, v in params.items() if k != "password"})
+    try:
+        in_url = urlsplit(dsn).password
+    except ValueError:
+        in_url = None
+    passwords = tuple(str(p) for p in (params.get("password"), in_url) if p)
+    started = time.perf_counter()
+    if progress:
+        print(f"loading the demo into {table} at {shown} … ", end="", file=sys.stderr, flush=True)
+    try:
+        rows = _load_postgres(dsn, params, shown, passwords, table, replace)
+    except BaseException:
+        if progress:
+            print("failed", file=sys.stderr, flush=True)
+        raise
+    if progress:
+        elapsed = time.perf_counter() - started
+        print(f"{rows} rows in {elapsed:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def _load_postgres(
+    dsn: str,
+    params: dict[str, Any],
+    shown: str,
+    passwords: tuple[str, ...],
+    table: str,
+    replace: bool,
+) -> int:
+    """Connect, create ``table`` and COPY the numbered CSV into it, in one transaction."""
+    import psycopg
+
+    lines = _numbered_lines(demo_csv_path())
+    expected = [name for name, _, _ in COLUMNS]
+    if lines[0].split(",") != expected:
+        raise ValueError(f"{demo_csv_path()}: the header does not match {expected}")
+    extra: dict[str, Any] = {}
+    if "connect_timeout" not in params:
+        extra["connect_timeout"] = 10
+    if "application_name" not in params:
+        extra["application_name"] = "dpproxy demo load"
+    try:
+        conn = psycopg.connect(dsn, **extra)
+    except psycopg.Error as e:
+        raise BackendUnavailable(
+            f"cannot connect to {shown}: {_scrub(str(e), passwords)}", hint=_DSN_HINT
+        ) from None
+    try:
+        with conn:  # commits if the block succeeds, rolls back if not; closes in both cases
+            return _copy(conn, table, replace, lines)
+    except psycopg.Error as e:
+        raise _load_error(e, shown, table, passwords) from None
+
+
+def _copy(
+    conn: psycopg.Connection[tuple[object, ...]], table: str, replace: bool, lines: list[str]
+) -> int:
+    """Create ``table`` (dropping it first if ``replace``) and COPY ``lines`` (CSV) into it."""
+    from psycopg import sql
+
+    name = sql.Identifier(*table.split("."))
+    ddl = sql.SQL(",\n  ").join(
+        sql.SQL("{} {}{}").format(
+            sql.Identifier(column),
+            sql.SQL(_PG_TYPES[kind]),
+            sql.SQL(" PRIMARY KEY" if column == "person_id" else "" if nullable else " NOT NULL"),
+        )
+        for column, kind, nullable in COLUMNS
+    )
+    columns = sql.SQL(", ").join(sql.Identifier(column) for column, _, _ in COLUMNS)
+    chunk = 4096
+    with conn.cursor() as cur:
+        if replace:
+            cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
+        cur.execute(sql.SQL("CREATE TABLE {} (\n  {}\n)").format(name, ddl))
+        copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv, HEADER true)")
+        with cur.copy(copy_sql.format(name, columns)) as copy:
+            for start in range(0, len(lines), chunk):
+                copy.write("".join(line + "\n" for line in lines[start : start + chunk]))
+        rows = cur.rowcount
+    if rows != len(lines) - 1:
+        raise InternalError(
+            "the demo load copied an unexpected number of rows",
+            log_detail=f"COPY reported {rows} rows, the CSV has {len(lines) - 1}",
+        )
+    return rows
+
+
+def _load_error(
+    e: psycopg.Error, shown: str, table: str, passwords: tuple[str, ...]
+) -> DPProxyError:
+    """The dpproxy error for a PostgreSQL error raised while loading (nothing was loaded)."""
+    import psycopg
+    from psycopg import errors as pg
+
+    detail = _scrub(e.diag.message_primary or str(e), passwords)
+    unchanged = "nothing was changed"
+    if isinstance(e, pg.DuplicateTable):
+        return InvalidParameter(
+            f"table {table} already exists at {shown}; {unchanged}",
+            hint="pass --replace to drop it and load it anew (in one transaction)",
+        )
+    if isinstance(e, pg.InsufficientPrivilege):
+        return Forbidden(
+            f"the role may not create or replace {table} at {shown}: {detail}; {unchanged}",
+            hint="load as a role that may create tables in the schema (the table's owner for "
+            "--replace); dpproxy itself should then connect as a read-only role",
+        )
+    if isinstance(e, pg.DependentObjectsStillExist):
+        return InvalidParameter(
+            f"cannot replace {table} at {shown}: {detail}; {unchanged}",
+            hint="drop the views or other objects that depend on the table first",
+        )
+    if isinstance(e, pg.InvalidSchemaName):
+        return InvalidParameter(
+            f"cannot create {table} at {shown}: {detail}; {unchanged}",
+            hint="create the schema first, or give a table name without a schema",
+        )
+    if isinstance(e, psycopg.OperationalError):
+        return BackendUnavailable(
+            f"the connection to {shown} failed while loading: {detail}; {unchanged}",
+            hint=_DSN_HINT,
+        )
+    return InternalError(
+        f"loading the demo into {table} at {shown} failed "
+        f"(PostgreSQL SQLSTATE {e.sqlstate}): {detail}; {unchanged}"
+    )
