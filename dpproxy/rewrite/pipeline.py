@@ -102,13 +102,12 @@ def _summand(p: Primitive, column: str) -> exp.Expression:
         return exp.Sub(this=exp.column(column), expression=number(p.center))
 
     def value() -> exp.Expression:
-        if not p.center:
-            return exp.column(column)
+        base = centred() if p.center else exp.column(column)
         if p.squared:
-            return exp.Mul(this=exp.Paren(this=centred()), expression=exp.Paren(this=centred()))
-        return centred()
+            return exp.Mul(this=exp.Paren(this=base), expression=exp.Paren(this=base.copy()))
+        return base
 
-    if isinstance(p.measure, exp.Column) and not p.center:
+    if isinstance(p.measure, exp.Column) and not p.center and not p.squared:
         return value()  # a clamped column needs no second clamp
     return clamp(value, p.values.lo, p.values.hi)
 
