@@ -82,7 +82,7 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
             return Interval(-m if lhs.lo is not None and lhs.lo < 0 else Fraction(0), m)
         # Division: the rewrite guards the divisor with NULLIF(d, 0), so 0 is excluded;
         # for integer-valued divisors that keeps |d| >= 1, otherwise the bound is open.
-        q = lhs * _reciprocal_nonzero(rhs, _integral(node.expression, table))
+        q = lhs * _reciprocal_nonzero(rhs, integral(node.expression, table))
         if isinstance(node, exp.IntDiv) and q.bounded:
             assert q.lo is not None and q.hi is not None
             return Interval(q.lo - 1, q.hi + 1)
@@ -145,20 +145,21 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     return _UNBOUNDED
 
 
-def _integral(node: exp.Expression, table: Table) -> bool:
+def integral(node: exp.Expression, table: Table) -> bool:
+    """Is every value of ``node`` an integer (columns of integer type, integer literals)?"""
     from dpproxy.catalog.model import ColumnType
 
     if isinstance(node, exp.Paren):
-        return _integral(node.this, table)
+        return integral(node.this, table)
     if isinstance(node, exp.Literal):
         return not node.is_string and node.name.lstrip("-").isdigit()
     if isinstance(node, exp.Column):
         col = table.column(node.name)
         return col is not None and col.type is ColumnType.INTEGER
     if isinstance(node, exp.Add | exp.Sub | exp.Mul):
-        return _integral(node.this, table) and _integral(node.expression, table)
+        return integral(node.this, table) and integral(node.expression, table)
     if isinstance(node, exp.Neg):
-        return _integral(node.this, table)
+        return integral(node.this, table)
     return False
 
 

@@ -12,7 +12,8 @@ construct              DuckDB                     PostgreSQL 15
                                                   to ``DOUBLE PRECISION`` (here)
 failed cast            ``TRY_CAST`` gives NULL    ``CAST`` raises → guarded casts
                                                   (:func:`safe_cast`)
-float overflow         ±inf                       raises (not guarded; see README)
+float over/underflow   ±inf / 0                   raises → operands tamed, on every
+                                                  backend alike (``rewrite/floats.py``)
 ``ROUND(x, n)``        half away from zero        no ``round(float8, int)``; ``round``
                                                   of float8 is half-even → one portable
                                                   formula for both (``rewrite/guard.py``)

@@ -15,15 +15,19 @@ The result is exact; noise is added in the proxy (``release/noise.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from sqlglot import exp
 
+from dpproxy.analysis.bounds import integral
 from dpproxy.analysis.sensitivity import PrimitiveKind
-from dpproxy.catalog.model import ColumnType
+from dpproxy.catalog.model import ColumnType, Table
+from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import Primitive, QueryPlan
 from dpproxy.rewrite.bound import bound_contributions, count_per_unit, counted_rows
 from dpproxy.rewrite.dialect import to_postgres
+from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, lit, number
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
@@ -91,18 +95,28 @@ def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
     table = ctx.plan.query.table
     if p.measure is None:
         return None
-    return guard_row_expression(clamp_values(p.measure, table), table, copy=False)
+    guarded = guard_row_expression(clamp_values(p.measure, table), table, copy=False)
+    return finite_arithmetic(guarded, table)
 
 
-def _summand(p: Primitive, column: str) -> exp.Expression:
+def _summand(p: Primitive, column: str, table: Table) -> exp.Expression:
     """What SUM adds up: the measure column, centred, squared and clamped as planned."""
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
+    assert p.measure is not None
+    flush = abs(p.center) < Fraction(1, 10**100) and not integral(p.measure, table)
 
     def centred() -> exp.Expression:
         return exp.Sub(this=exp.column(column), expression=number(p.center))
 
     def value() -> exp.Expression:
         base = centred() if p.center else exp.column(column)
+        if p.squared and flush:
+            # PostgreSQL raises on a product that underflows (rewrite/floats.py): with a
+            # centre of about 0 a fractional measure can be tiny, so |base| < 1e-100 → 0
+            # first (the sum changes by less than n·1e-200). Otherwise |base| ≥ ulp(centre).
+            tiny = exp.LT(this=exp.Abs(this=base.copy()), expression=lit("1e-100"))
+            flushed = exp.Case(ifs=[exp.If(this=tiny, true=lit("0.0"))], default=base)
+            return exp.Mul(this=flushed, expression=flushed.copy())
         if p.squared:
             return exp.Mul(this=exp.Paren(this=base), expression=exp.Paren(this=base.copy()))
         return base
@@ -134,7 +148,7 @@ def build(ctx: RewriteContext) -> exp.Select:
     q = ctx.plan.query
     table = q.table
     rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False))
-    guarded_keys = [guard_row_expression(k.expr, table) for k in q.keys]
+    guarded_keys = [finite_arithmetic(guard_row_expression(k.expr, table), table) for k in q.keys]
     for i, key in enumerate(guarded_keys):
         rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
     measures: dict[exp.Expression, str] = {}  # measure → its column alias (shared when equal)
@@ -149,7 +163,7 @@ def build(ctx: RewriteContext) -> exp.Select:
             rows = rows.select(exp.alias_(m, measure_alias(p), copy=False), copy=False)
         alias_of[p.name] = measures[p.measure]
     rows = rows.from_(table_ref(table.name), copy=False)
-    conditions = [guard_row_expression(f, table) for f in q.filters]
+    conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
     if q.keys and q.public_keys:
         for k, key in zip(q.keys, guarded_keys, strict=True):
             assert k.domain is not None
@@ -197,6 +211,9 @@ def _with(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Sele
     return query
 
 
+SUM_LIMIT = Fraction(10) ** 250  # 2⁶³ summands of this size stay below 10³⁰⁰
+
+
 def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.Expression:
     if p.kind is PrimitiveKind.UNITS:
         if plan.query.table.unit_is_unique:
@@ -209,5 +226,13 @@ def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.E
     column = alias_of[p.name]
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
-    summed = exp.Sum(this=_summand(p, column))
+    assert p.values is not None and p.values.lo is not None and p.values.hi is not None
+    if max(abs(p.values.lo), abs(p.values.hi)) > SUM_LIMIT:
+        # PostgreSQL raises when a float8 SUM overflows (rewrite/floats.py): refuse a sum
+        # whose terms could get near the double range, on every backend alike.
+        raise UnsupportedQuery(
+            "the bounds of this sum are too wide for double precision",
+            hint="narrow the column's lower/upper bounds in the schema (to within ±1e250)",
+        )
+    summed = exp.Sum(this=_summand(p, column, plan.query.table))
     return exp.Coalesce(this=summed, expressions=[lit(0)])

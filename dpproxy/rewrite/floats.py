@@ -1,0 +1,270 @@
+"""Row-level float arithmetic that cannot raise, on any backend.
+
+DuckDB turns a float overflow into ±inf and an underflow into 0. PostgreSQL raises ``value
+out of range: overflow`` (or ``underflow``) instead — for ``float8`` ``*`` and ``/`` whenever
+finite, non-zero operands give an infinite or zero result, and for ``+``/``-`` on overflow.
+Such an error is decided by one row's value, and no noise covers it: an analyst could ask
+``WHERE income * 1e300 > 0`` and learn from the error alone whether anyone earns more than
+about 10⁸. So every arithmetic expression evaluated per row is made provably finite:
+
+1. **Magnitudes.** :class:`Magnitudes` bounds, in decimal exponents, the largest and the
+   smallest non-zero finite magnitude each sub-expression can take: integer values lie in
+   [1, 10¹⁹] (``BIGINT``), literals are known, and float values — a ``FLOAT`` column, a text
+   cast to double — are *tamed* to [10⁻ᴸ, 10ᴸ] (or 0, ±inf, NaN, on which PostgreSQL never
+   raises). ``*`` adds exponents, ``/`` subtracts them, ``+``/``−`` may add one bit at the top
+   and lose up to 52 bits at the bottom (cancellation).
+2. **The largest safe L.** Binary search for the largest L ≤ 150 under which every ``*``,
+   ``/``, ``+`` and ``−`` stays within [10⁻³⁰⁰, 10³⁰⁰] (double precision reaches about
+   10^±308). If even L = 1 fails — because of a literal such as ``1e300`` — the query is
+   refused with 0A000 on every backend.
+3. **Taming.** Each float leaf under arithmetic becomes
+   ``CASE WHEN |v| < 10⁻ᴸ THEN 0 WHEN 10ᴸ < v ≤ max THEN 10ᴸ WHEN −max ≤ v < −10ᴸ THEN −10ᴸ
+   ELSE v END``, on every backend alike (the differential tests compare them). With L ≥ 50
+   for any expression of a few factors, only absurd values change.
+
+Comparisons of a bare column (``WHERE x > 1e200``) involve no arithmetic and are untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dpproxy.catalog.model import ColumnType, Table
+from dpproxy.errors import UnsupportedQuery
+
+LIMIT = 300.0  # |exponent| every intermediate result must stay within
+MAX_L = 150
+INTEGER_TOP = math.log10(2.0**63)  # BIGINT
+CARRY = math.log10(2.0)  # a sum can double the larger operand
+CANCEL = 52 * math.log10(2.0)  # a difference keeps at least one of 52 fraction bits
+MAX_DOUBLE = "1.7976931348623157e308"
+
+_INTEGER_TYPES = {
+    exp.DataType.Type.TINYINT,
+    exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+}
+_FLOAT_TYPES = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div)
+_PASS = (exp.Paren, exp.Neg, exp.Abs)
+_HULL = (exp.Coalesce, exp.Greatest, exp.Least)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Decimal exponents of the largest (``hi``) and smallest non-zero (``lo``) magnitude."""
+
+    hi: float
+    lo: float
+
+    def hull(self, other: Span | None) -> Span:
+        if other is None:
+            return self
+        return Span(max(self.hi, other.hi), min(self.lo, other.lo))
+
+
+def _hull(spans: list[Span | None]) -> Span | None:
+    out: Span | None = None
+    for s in spans:
+        if s is not None:
+            out = s if out is None else out.hull(s)
+    return out
+
+
+def is_float_leaf(node: exp.Expression, table: Table) -> bool:
+    """A value that can hold any double: a FLOAT column, or text cast to a double."""
+    if isinstance(node, exp.Column):
+        c = table.column(node.name)
+        return c is not None and c.type is ColumnType.FLOAT
+    if isinstance(node, exp.Cast) and node.to.this in _FLOAT_TYPES:  # TryCast too
+        inner = node.this
+        if isinstance(inner, exp.Column):
+            c = table.column(inner.name)
+            return c is None or c.type is not ColumnType.INTEGER
+        return (isinstance(inner, exp.Literal) and inner.is_string) or _is_text(inner, table)
+    return False
+
+
+def _is_text(node: exp.Expression, table: Table) -> bool:
+    if isinstance(node, exp.Column):
+        c = table.column(node.name)
+        return c is not None and c.type is ColumnType.TEXT
+    return isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.DPipe)
+
+
+class Magnitudes:
+    """Exponent spans of a row-level expression, with float leaves tamed to [10⁻ᴸ, 10ᴸ]."""
+
+    def __init__(self, table: Table, tame_exponent: float) -> None:
+        self.table = table
+        self.L = tame_exponent
+        self.violations: list[exp.Expression] = []
+
+    def span(self, node: exp.Expression) -> Span | None:
+        """``None``: the expression is never a non-zero finite number (NULL, 0, non-numeric)."""
+        if is_float_leaf(node, self.table):
+            return Span(self.L, -self.L)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return None
+            v = abs(float(node.name))
+            if v == 0 or math.isinf(v) or math.isnan(v):
+                return None
+            e = math.log10(v)
+            return Span(e, e)
+        if isinstance(node, exp.Column):
+            c = self.table.column(node.name)
+            if c is not None and c.type is ColumnType.INTEGER:
+                return Span(INTEGER_TOP, 0.0)
+            return None
+        if isinstance(node, exp.Cast):
+            if node.to.this in _INTEGER_TYPES:
+                return Span(INTEGER_TOP, 0.0)
+            if node.to.this in _FLOAT_TYPES or node.to.this is exp.DataType.Type.DECIMAL:
+                return self.span(node.this)
+            return None
+        if isinstance(node, exp.Length | exp.Extract):
+            return Span(INTEGER_TOP, 0.0)
+        if isinstance(node, _PASS):
+            return self.span(node.this)
+        if isinstance(node, exp.Sign):
+            self.span(node.this)
+            return Span(0.0, 0.0)
+        if isinstance(node, exp.Floor | exp.Ceil | exp.Trunc):
+            inner = self.span(node.this)
+            return None if inner is None else Span(max(inner.hi, 0.0), 0.0)
+        if isinstance(node, exp.Case):
+            for branch in node.args.get("ifs") or []:
+                self.span(branch.this)  # conditions are checked, their value is boolean
+            values = [self.span(b.args["true"]) for b in node.args.get("ifs") or []]
+            default = node.args.get("default")
+            if default is not None:
+                values.append(self.span(default))
+            return _hull(values)
+        if isinstance(node, exp.Nullif):
+            self.span(node.expression)
+            return self.span(node.this)
+        if isinstance(node, _HULL):
+            return _hull([self.span(node.this), *(self.span(e) for e in node.expressions)])
+        if isinstance(node, exp.Anonymous) and str(node.this).upper() in ("LEAST", "GREATEST"):
+            return _hull([self.span(e) for e in node.expressions])
+        if isinstance(node, _ARITH):
+            return self._arith(node)
+        for child in node.iter_expressions():  # comparisons, AND/OR, string functions, ...
+            self.span(child)
+        return None
+
+    def _arith(self, node: exp.Expression) -> Span | None:
+        a = self.span(node.this)
+        b = self.span(node.expression)
+        if isinstance(node, exp.Mul):
+            out = None if a is None or b is None else Span(a.hi + b.hi, a.lo + b.lo)
+        elif isinstance(node, exp.Div):
+            out = None if a is None or b is None else Span(a.hi - b.lo, a.lo - b.hi)
+        else:
+            both = _hull([a, b])
+            out = None if both is None else Span(both.hi + CARRY, both.lo - CANCEL)
+        if out is not None:
+            low_ok = isinstance(node, exp.Add | exp.Sub) or out.lo >= -LIMIT
+            if out.hi > LIMIT or not low_ok:
+                self.violations.append(node)
+        return out
+
+
+def _feeds_arithmetic(node: exp.Expression, root: exp.Expression) -> bool:
+    """Does the value of ``node`` reach a ``+ - * /`` through nodes that pass magnitudes on?"""
+    child, n = node, node.parent
+    while n is not None and n is not root:
+        if isinstance(n, _ARITH):
+            return True
+        passes = (
+            isinstance(n, (*_PASS, *_HULL, exp.Floor, exp.Ceil, exp.Trunc))
+            or (isinstance(n, exp.Cast) and n.to.this in _FLOAT_TYPES)
+            or (isinstance(n, exp.If) and child is n.args.get("true"))
+            or (isinstance(n, exp.Case) and child is n.args.get("default"))
+            or isinstance(n, exp.Case)  # reached through an If's value
+            or (isinstance(n, exp.Nullif) and child is n.this)
+        )
+        if not passes:
+            return False
+        child, n = n, n.parent  # type: ignore[assignment]
+    return False
+
+
+def _safe(node: exp.Expression, table: Table, L: float) -> bool:
+    m = Magnitudes(table, L)
+    m.span(node)
+    return not m.violations
+
+
+def _tame(v: exp.Expression, L: int) -> exp.Expression:
+    def lit(text: str) -> exp.Literal:
+        return exp.Literal(this=text, is_string=False)
+
+    def neg(text: str) -> exp.Expression:
+        return exp.Neg(this=lit(text))
+
+    big, tiny = f"1e{L}", f"1e-{L}"
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=exp.Abs(this=v.copy()), expression=lit(tiny)), true=lit("0.0")),
+            exp.If(
+                this=exp.And(
+                    this=exp.GT(this=v.copy(), expression=lit(big)),
+                    expression=exp.LTE(this=v.copy(), expression=lit(MAX_DOUBLE)),
+                ),
+                true=lit(big),
+            ),
+            exp.If(
+                this=exp.And(
+                    this=exp.LT(this=v.copy(), expression=neg(big)),
+                    expression=exp.GTE(this=v.copy(), expression=neg(MAX_DOUBLE)),
+                ),
+                true=neg(big),
+            ),
+        ],
+        default=v,
+    )
+
+
+def finite_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
+    """``node`` (guarded, modified in place) with its float leaves under arithmetic tamed.
+
+    Raises ``UnsupportedQuery`` (0A000) when no taming can make the arithmetic finite.
+    """
+    root = exp.Paren(this=node)
+    leaves = [
+        n
+        for n in node.dfs()
+        if isinstance(n, exp.Expression) and is_float_leaf(n, table) and _feeds_arithmetic(n, root)
+    ]
+    # Outermost leaves only: a leaf inside another (a cast of a FLOAT column) is tamed with it.
+    leaves = [
+        n for n in leaves if not any(o is not n and any(d is n for d in o.dfs()) for o in leaves)
+    ]
+    if not any(isinstance(n, _ARITH) for n in node.dfs()):
+        return node
+    if not _safe(node, table, 1):
+        raise UnsupportedQuery(
+            "this arithmetic could overflow the range of double precision",
+            hint="use smaller constants; every intermediate value must stay within ±1e300",
+        )
+    if not leaves:
+        return node
+    lo, hi = 1, MAX_L
+    while lo < hi:  # the largest L that is safe (safety is monotone in L)
+        mid = (lo + hi + 1) // 2
+        if _safe(node, table, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    for leaf in leaves:
+        parent, key, index = leaf.parent, leaf.arg_key, leaf.index
+        assert parent is not None and key
+        parent.set(key, _tame(leaf, lo), index)
+    result: exp.Expression = root.this
+    return result
