@@ -41,7 +41,7 @@ def open_backend(database: str, *, portable_hash: bool = False) -> Backend:
     if is_postgres_dsn(database):
         from dpproxy.backends.postgres import PostgresBackend
 
-        return PostgresBackend(database)
+        return PostgresBackend(database, portable_hash=portable_hash)
     from dpproxy.backends.duckdb import DuckDBBackend
 
     return DuckDBBackend(database, portable_hash=portable_hash)

@@ -66,7 +66,6 @@ class PostgresBackend:
     """A pool of read-only connections to one PostgreSQL database."""
 
     dialect = "postgres"
-    portable_hash = True  # PostgreSQL has no fast hash in common with DuckDB
 
     def __init__(
         self,
@@ -75,8 +74,12 @@ class PostgresBackend:
         statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT_S,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
         max_connections: int = 4,
+        portable_hash: bool = False,
     ) -> None:
         self.dsn = dsn
+        # rewrite/dialect.py: hash_record_extended (PostgreSQL 14+) unless the portable md5
+        # hash is asked for; servers before 14 get the portable hash (checked on connect).
+        self.portable_hash = portable_hash
         self.name = redact_dsn(dsn)
         self.statement_timeout = statement_timeout
         self.connect_timeout = connect_timeout
@@ -106,13 +109,17 @@ class PostgresBackend:
         )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
-        except psycopg_pool.PoolTimeout as e:
+            with self._pool.connection(timeout=connect_timeout) as conn:
+                self.server_version = conn.info.server_version
+        except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as e:
             self._pool.close()
             raise BackendUnavailable(
                 f"cannot connect to PostgreSQL at {self.name}",
                 hint="check that the server runs and that the DSN's host, port, user and "
                 "database are right",
             ) from e
+        if self.server_version < 140000:
+            self.portable_hash = True  # no hash_record_extended before PostgreSQL 14
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Session settings of every pooled connection."""
@@ -193,6 +200,8 @@ class PostgresBackend:
         try:
             with self._pool.connection(timeout=self.connect_timeout) as conn:
                 with conn.transaction():
+                    # Metadata queries are not bound by the (possibly tiny) query timeout.
+                    conn.execute("SET LOCAL statement_timeout = '30s'")
                     present = set(conn.execute(columns_q).fetchall())
                     unique = set(conn.execute(unique_q).fetchall())
                     readable = {

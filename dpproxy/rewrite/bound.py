@@ -64,7 +64,10 @@ def bound_contributions(ctx: RewriteContext, measures: list[tuple[str, SqlType]]
     # 64-bit collision (probability below n_u²·2⁻⁶⁴); either way the unit keeps at most its
     # bound of its own rows, which is all the sensitivity analysis assumes.
     row_key = row_hash(
-        ctx.secret, [unit_part, *key_parts, *measure_parts], portable=ctx.portable_hash
+        ctx.secret,
+        [unit_part, *key_parts, *measure_parts],
+        portable=ctx.portable_hash,
+        dialect=ctx.dialect,
     )
     hashed = exp.alias_(row_key, "__h", copy=False)
     row_order: list[exp.Expression] = [_bytewise(exp.column("__h"), ctx)]
@@ -78,7 +81,10 @@ def bound_contributions(ctx: RewriteContext, measures: list[tuple[str, SqlType]]
             # Groups must never tie (a tie would let a unit keep more than its bound of
             # groups), so the keys themselves break hash ties here.
             group_hash = row_hash(
-                ctx.secret ^ 0x5A5A5A5A, [unit_part, *key_parts], portable=ctx.portable_hash
+                ctx.secret ^ 0x5A5A5A5A,
+                [unit_part, *key_parts],
+                portable=ctx.portable_hash,
+                dialect=ctx.dialect,
             )
             group_order = [_bytewise(group_hash, ctx), *keys]
             ranks.append(

@@ -340,16 +340,27 @@ def _plain_text(value: exp.Expression) -> exp.Expression:
 
 
 def row_hash(
-    secret: int, parts: list[tuple[exp.Expression, SqlType | None]], *, portable: bool
+    secret: int,
+    parts: list[tuple[exp.Expression, SqlType | None]],
+    *,
+    portable: bool,
+    dialect: str = "duckdb",
 ) -> exp.Expression:
     """The keyed hash that orders a unit's rows for contribution bounding.
 
-    Native (DuckDB only): DuckDB's 64-bit ``hash`` of the values — about 3x faster than md5
-    on 10 M rows. Portable: the first 64 bits of ``md5(secret ‖ canonical text of each
-    part)`` as 16 hex digits, which DuckDB and PostgreSQL compute identically, so both
-    engines keep the very same rows for a given secret. A part whose kind is ``None`` is an
-    integer or date column, whose text form is already the same in both engines.
+    Native (the default): the engine's own 64-bit hash of the typed values, keyed by the
+    secret — DuckDB's ``hash`` (about 3x faster than md5 on 10 M rows) or PostgreSQL's
+    ``hash_record_extended(ROW(...), secret)`` (PostgreSQL 14+; on 1 M rows 0.14 s where
+    md5 of text takes 0.42 s). The engines' hashes differ, so they keep different rows.
+
+    Portable: the first 64 bits of ``md5(secret ‖ canonical text of each part)`` as 16 hex
+    digits, which DuckDB and PostgreSQL compute identically, so both engines keep the very
+    same rows for a given secret (the differential tests use it). A part whose kind is
+    ``None`` is an integer or date column, whose text form is already the same everywhere.
     """
+    if not portable and dialect == "postgres":
+        row = exp.Tuple(expressions=[p for p, _ in parts])
+        return exp.Anonymous(this="hash_record_extended", expressions=[row, _num(secret)])
     if not portable:
         return exp.Anonymous(this="hash", expressions=[_num(secret), *(p for p, _ in parts)])
     text: exp.Expression = _text(f"{secret:x}")

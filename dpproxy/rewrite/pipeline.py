@@ -127,17 +127,16 @@ def _summand(p: Primitive, column: str, table: Table) -> exp.Expression:
 
 
 def rewrite(
-    plan: QueryPlan, secret: int, dialect: str = "duckdb", *, portable_hash: bool | None = None
+    plan: QueryPlan, secret: int, dialect: str = "duckdb", *, portable_hash: bool = False
 ) -> str:
     """The backend SQL for a plan; pure and deterministic for a given secret.
 
-    ``portable_hash`` (default: only for PostgreSQL, which has no fast native hash in common
-    with DuckDB) picks the md5-based row hash that every engine computes identically.
+    ``portable_hash`` picks the md5-based row hash that every engine computes identically
+    (``rewrite/dialect.py``); by default each engine uses its faster native hash.
     """
     if dialect not in DIALECTS:
         raise ValueError(f"unknown dialect {dialect!r}; expected one of {DIALECTS}")
-    portable = dialect != "duckdb" if portable_hash is None else portable_hash
-    ctx = RewriteContext(plan, secret, dialect, portable)
+    ctx = RewriteContext(plan, secret, dialect, portable_hash)
     tree = build(ctx)
     if dialect == "postgres":
         tree = to_postgres(tree, ctx.column_types)

@@ -2,7 +2,7 @@
 
 Both engines get the same data (the demo's ``adult`` and the ``visits`` table of the fixtures,
 copied from their DuckDB files into a PostgreSQL database of this session) and the same
-per-query secret. DuckDB uses the portable row hash here (``rewrite/dialect.py``), so the two
+per-query secret. Both use the portable row hash here (``rewrite/dialect.py``), so the two
 engines must agree on
 
 * the released rows: the same groups, equal counts, other numbers equal to 1e-9 relative
@@ -112,7 +112,10 @@ def engine_pairs(
             noise=NoNoise(),
         )
         pg = Engine(
-            catalog, PostgresBackend(pg_data), accountant=MemoryAccountant(HUGE), noise=NoNoise()
+            catalog,
+            PostgresBackend(pg_data, portable_hash=True),
+            accountant=MemoryAccountant(HUGE),
+            noise=NoNoise(),
         )
         pairs[name] = (duck, pg)
     yield pairs
@@ -434,3 +437,27 @@ def test_random_arithmetic_never_raises_and_agrees(awkward: Any, sql: str) -> No
     d, p = _both(awkward, tamed, extreme=True)
     mismatches = [(a, b) for a, b in zip(d, p, strict=True) if not _same(a[1], b[1])]
     assert not mismatches, (sql, mismatches)
+
+
+@pytest.mark.parametrize("case", BOUNDED, ids=lambda c: c.id)
+def test_native_postgres_hash_keeps_as_many_rows_per_unit(
+    case: Case, engine_pairs: dict[str, tuple[Engine, Engine]], pg_data: str
+) -> None:
+    """PostgreSQL's native row hash (hash_record_extended) picks other rows than the portable
+    one, but every unit keeps exactly as many rows (and groups) as with it."""
+    duck, portable_pg = engine_pairs[case.get("schema") or ""]
+    native = Engine(
+        portable_pg.catalog, PostgresBackend(pg_data), accountant=MemoryAccountant(HUGE)
+    )
+    try:
+        assert not native.backend.portable_hash
+        eps = case.get("epsilon")
+        epsilon = Fraction(eps) if eps else None
+        n_sql = native.prepare(case.statements[0], epsilon=epsilon, secret=SECRET).sql
+        assert "HASH_RECORD_EXTENDED(" in n_sql.upper()
+        d_sql = duck.prepare(case.statements[0], epsilon=epsilon, secret=SECRET).sql
+        n_rows = _bounded_rows(native, n_sql, "postgres")
+        d_rows = _bounded_rows(duck, d_sql, "duckdb")
+        assert Counter(r[0] for r in n_rows) == Counter(r[0] for r in d_rows)
+    finally:
+        native.close()
