@@ -18,8 +18,8 @@ _COMMON = [
     click.option(
         "--database",
         "-d",
-        metavar="FILE",
-        help="DuckDB database file (default: the bundled Adult demo).",
+        metavar="FILE|URL",
+        help="DuckDB database file or postgresql:// URL (default: the bundled Adult demo).",
     ),
     click.option(
         "--schema",
@@ -125,6 +125,12 @@ def main() -> None:
     help="Output format.",
 )
 @click.option("--errors/--no-errors", default=False, help="Show each noisy cell's 95% error bound.")
+@click.option(
+    "--statement-timeout",
+    type=click.FloatRange(min=0.001),
+    metavar="SECONDS",
+    help="PostgreSQL only: cancel the query after this long (SQLSTATE 57014; default 60).",
+)
 def query(
     sql: str,
     database: str | None,
@@ -135,6 +141,7 @@ def query(
     analyst: str,
     fmt: str,
     errors: bool,
+    statement_timeout: float | None,
 ) -> None:
     """Answer one aggregate SQL query with differential privacy (spends budget).
 
@@ -152,6 +159,7 @@ def query(
             epsilon=epsilon,
             delta=delta,
             mechanism=mechanism,
+            statement_timeout=statement_timeout,
         ) as con:
             cur = con.cursor().execute(_read_sql(sql))
             names = [d[0] for d in cur.description or ()]

@@ -223,8 +223,12 @@ def connect(
     budget_epsilon: float | str | None = None,
     budget_delta: float | str | None = None,
     noise: NoiseSource | None = None,
+    statement_timeout: float | None = None,
 ) -> Connection:
     """Open a DB-API connection; with no database and schema, the bundled Adult demo.
+
+    ``database`` is a DuckDB file or a ``postgresql://`` DSN; ``statement_timeout`` (seconds,
+    PostgreSQL only) cancels a query that runs longer (SQLSTATE 57014, budget charged).
 
     ``epsilon``/``delta`` are the per-query privacy parameters (default: the schema's);
     ``budget_epsilon``/``budget_delta`` the analyst's total (default: the schema's budget).
@@ -253,5 +257,9 @@ def connect(
                 budget_delta if budget_delta is not None else 0, "budget delta", allow_zero=True
             ),
         )
-    engine = open_engine(database, schema, noise=noise, budget=budget)
+    if statement_timeout is not None and not statement_timeout > 0:
+        raise errors.InvalidParameter("statement_timeout must be a positive number of seconds")
+    engine = open_engine(
+        database, schema, noise=noise, budget=budget, statement_timeout=statement_timeout
+    )
     return Connection(engine, analyst, eps, dlt, mech)

@@ -145,6 +145,7 @@ def open_engine(
     noise: NoiseSource | None = None,
     budget: Cost | None = None,
     progress: bool = False,
+    statement_timeout: float | None = None,
 ) -> Engine:
     """An engine over a database and a schema file; both default to the bundled demo.
 
@@ -161,7 +162,7 @@ def open_engine(
     catalog = load_catalog(schema or demo_schema_path())
     path = database or str(demo_database_path(progress=progress))
     accountant = MemoryAccountant(budget or catalog.policy.budget)
-    backend = open_backend(path)
+    backend = open_backend(path, statement_timeout=statement_timeout)
     try:
         return Engine(catalog, backend, accountant=accountant, noise=noise)
     except BaseException:

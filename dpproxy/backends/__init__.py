@@ -36,12 +36,22 @@ def is_postgres_dsn(database: str) -> bool:
     return database.startswith(POSTGRES_PREFIXES)
 
 
-def open_backend(database: str, *, portable_hash: bool = False) -> Backend:
-    """The backend for a database argument (see the module docstring)."""
-    if is_postgres_dsn(database):
-        from dpproxy.backends.postgres import PostgresBackend
+def open_backend(
+    database: str, *, portable_hash: bool = False, statement_timeout: float | None = None
+) -> Backend:
+    """The backend for a database argument (see the module docstring).
 
-        return PostgresBackend(database, portable_hash=portable_hash)
+    ``statement_timeout`` (seconds) applies to PostgreSQL; an embedded DuckDB query runs in
+    this process and is not timed out.
+    """
+    if is_postgres_dsn(database):
+        from dpproxy.backends.postgres import DEFAULT_STATEMENT_TIMEOUT_S, PostgresBackend
+
+        return PostgresBackend(
+            database,
+            portable_hash=portable_hash,
+            statement_timeout=statement_timeout or DEFAULT_STATEMENT_TIMEOUT_S,
+        )
     from dpproxy.backends.duckdb import DuckDBBackend
 
     return DuckDBBackend(database, portable_hash=portable_hash)
