@@ -142,6 +142,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
         if isinstance(n, exp.Mod):
             return _portable_mod(n, table)
+    if isinstance(n, exp.Substring):
+        _check_substring(n)
     out: exp.Expression = n
     integer = _integer_valued(n, table)
     if type(n) is exp.Cast and not _widening(n, table):
@@ -151,6 +153,20 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if isinstance(n.parent, _ARITH) and integer:
         return _as_double(out)
     return out
+
+
+def _check_substring(n: exp.Substring) -> None:
+    """Negative positions mean different things to the engines (DuckDB counts from the end,
+    PostgreSQL from before the start) and a negative length makes PostgreSQL raise."""
+    from dpproxy.errors import UnsupportedQuery
+
+    for key in ("start", "length"):
+        arg = n.args.get(key)
+        if arg is not None and isinstance(arg, exp.Neg | exp.Literal) and float(arg.sql()) < 0:
+            raise UnsupportedQuery(
+                f"SUBSTRING with a negative {key} is not supported",
+                hint="positions count from 1; lengths must not be negative",
+            )
 
 
 def _try_cast(n: exp.Cast, table: Table) -> exp.Expression:

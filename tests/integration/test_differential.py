@@ -369,6 +369,13 @@ def _both(
         "CAST(x AS TEXT)",
         "CAST(i AS TEXT)",
         "x / (i - 3)",
+        "GREATEST(x, 1)",
+        "LEAST(x, i, 3)",
+        "COALESCE(x, 0) + 1",
+        "NULLIF(i, 3) * 2",
+        "LENGTH(s) + 1",
+        "UPPER(s) || '!'",
+        "SUBSTRING(s, 2, 3)",
         "CAST(CAST(s AS INT) AS DOUBLE PRECISION) / 2",
     ],
 )

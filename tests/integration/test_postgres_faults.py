@@ -56,7 +56,8 @@ def cluster(pg_cluster: TemporaryCluster) -> Iterator[TemporaryCluster]:
     with psycopg.connect(pg_cluster.dsn(), autocommit=True) as con:
         con.execute("CREATE TABLE events (uid integer NOT NULL, amount double precision)")
         con.execute(
-            "INSERT INTO events SELECT g / 10, (g::bigint * 7919) %% 1000 FROM generate_series(1, %s) g",
+            "INSERT INTO events SELECT g / 10, (g::bigint * 7919) %% 1000 "
+            "FROM generate_series(1, %s) g",
             (ROWS,),
         )
         con.execute("ANALYZE events")
