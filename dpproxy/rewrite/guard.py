@@ -144,6 +144,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             return _portable_mod(n, table)
     if isinstance(n, exp.Substring):
         _check_substring(n)
+    if isinstance(n, exp.Like | exp.ILike) and not isinstance(n.parent, exp.Escape):
+        return _like(n)
     out: exp.Expression = n
     integer = _integer_valued(n, table)
     if type(n) is exp.Cast and not _widening(n, table):
@@ -153,6 +155,27 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if isinstance(n.parent, _ARITH) and integer:
         return _as_double(out)
     return out
+
+
+def _like(n: exp.Like | exp.ILike) -> exp.Expression:
+    """``LIKE`` with PostgreSQL's meaning on every engine: backslash escapes (DuckDB has no
+    escape character unless told). PostgreSQL raises on a pattern that ends with an unpaired
+    escape only for rows whose text reaches that point — an error decided by the data — so
+    such a pattern, and any pattern that is not a literal, is refused."""
+    from dpproxy.errors import UnsupportedQuery
+
+    pattern = n.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise UnsupportedQuery(
+            "LIKE patterns must be string literals", hint="write the pattern as a constant"
+        )
+    trailing = len(pattern.name) - len(pattern.name.rstrip("\\"))
+    if trailing % 2:
+        raise UnsupportedQuery(
+            "LIKE pattern must not end with the escape character",
+            hint="write \\\\ for a literal backslash",
+        )
+    return exp.Escape(this=n, expression=exp.Literal.string("\\"))
 
 
 def _check_substring(n: exp.Substring) -> None:
