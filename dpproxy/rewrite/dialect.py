@@ -376,12 +376,35 @@ def row_hash(
 # The PostgreSQL pass
 
 
+_ORDERING = (exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Between)
+
+
+def _bytewise(e: exp.Expression) -> exp.Expression:
+    return exp.Collate(this=exp.Paren(this=e), expression=exp.Identifier(this="C", quoted=True))
+
+
+def _is_text(node: exp.Expression, column_types: dict[str, SqlType]) -> bool:
+    """Do all operands of a comparison have a text type (and one of them is not a literal)?"""
+    operands = (
+        [node.this, node.expression]
+        if not isinstance(node, exp.Between)
+        else [node.this, node.args["low"], node.args["high"]]
+    )
+    try:
+        kinds = [guarded_type(o, column_types) for o in operands]
+    except Exception:  # an operand the type checker does not model is not text
+        return False
+    return all(k in (SqlType.TEXT, SqlType.UNKNOWN) for k in kinds) and SqlType.TEXT in kinds
+
+
 def to_postgres(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
     """Rewrite a finished DuckDB-flavoured tree so that PostgreSQL computes the same values.
 
     * ``TRY_CAST`` → :func:`safe_cast` (sqlglot would print a plain, failing ``CAST``);
     * ``a / b`` → ``CAST(a AS DOUBLE PRECISION) / b`` unless ``a`` is already a double: the
-      division of dpproxy's SQL is real division on every backend.
+      division of dpproxy's SQL is real division on every backend;
+    * ``<``, ``<=``, ``>``, ``>=`` and BETWEEN on text compare ``COLLATE "C"`` (bytewise, as
+      DuckDB), not by the database's collation.
     """
     for visited in reversed(list(tree.dfs())):
         node = cast(exp.Expression, visited)
@@ -393,6 +416,9 @@ def to_postgres(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Selec
             numerator = node.this
             if not (isinstance(numerator, exp.Cast) and numerator.to.this is DOUBLE):
                 node.set("this", _cast(numerator, DOUBLE))
+        elif isinstance(node, _ORDERING) and _is_text(node, column_types):
+            # Text order bytewise, as DuckDB does, whatever the database's collation.
+            node.set("this", _bytewise(node.this))
         if new is not node and parent is not None and key:
             parent.set(key, new, index)
     return tree

@@ -18,6 +18,7 @@ canonical text of awkward doubles).
 from __future__ import annotations
 
 import math
+import secrets
 from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
@@ -478,3 +479,47 @@ def test_native_postgres_hash_keeps_as_many_rows_per_unit(
         assert Counter(r[0] for r in n_rows) == Counter(r[0] for r in d_rows)
     finally:
         native.close()
+
+
+def test_text_comparisons_ignore_the_database_collation(
+    pg_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """In a database whose collation is ICU en-US ('a' < 'B'), text comparisons still order
+    bytewise, as DuckDB does ('B' < 'a'): the PostgreSQL pass adds COLLATE "C"."""
+    name = f"dpproxy_icu_{secrets.token_hex(4)}"
+    admin = psycopg.connect(pg_server.admin_dsn, autocommit=True)
+    try:
+        admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' "
+            "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+        )
+    except psycopg.Error as e:
+        admin.close()
+        pytest.skip(f"no ICU collation on this server: {e}")
+    dsn = psycopg.conninfo.make_conninfo(pg_server.admin_dsn, dbname=name)
+    path = tmp_path_factory.mktemp("icu") / "t.duckdb"
+    duck = duckdb.connect(str(path))
+    duck.execute("CREATE TABLE awk (i INTEGER, x DOUBLE, s VARCHAR)")
+    words = ["apple", "Banana", "cherry", "Date", "_x", "Zeta", "alpha", "Éclair", "b"]
+    duck.executemany("INSERT INTO awk VALUES (?, NULL, ?)", list(enumerate(words)))
+    duck.close()
+    try:
+        _copy_table(path, "awk", dsn, None)
+        duck = duckdb.connect(str(path), read_only=True)
+        pg = psycopg.connect(dsn, autocommit=True)
+        try:
+            for sql in ("s < 'b'", "s >= 'Date'", "s BETWEEN 'B' AND 'a'", "'c' > s"):
+                guarded = guard_row_expression(sqlglot.parse_one(sql, read="postgres"), AWK)
+                d, p = _both((duck, pg), guarded)
+                assert d == p, sql
+            # Without the pass, the database's collation would decide (the test is not vacuous).
+            plain = exp.select("i").from_("awk").where("s < 'b'").order_by("i")
+            native = pg.execute(plain.sql(dialect="postgres")).fetchall()
+            bytewise = duck.execute(plain.sql(dialect="duckdb")).fetchall()
+            assert native != bytewise
+        finally:
+            duck.close()
+            pg.close()
+    finally:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
