@@ -132,36 +132,30 @@ class PostgresBackend:
 
     def execute(self, sql_text: str) -> ExactResult:
         try:
-            conn_cm = self._pool.connection(timeout=self.connect_timeout)
-            conn = conn_cm.__enter__()
-        except psycopg_pool.PoolTimeout as e:
+            conn = self._pool.getconn(timeout=self.connect_timeout)
+        except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as e:
+            # No connection: the query was never sent, so it provably read nothing.
             raise BackendUnavailable(
                 f"PostgreSQL at {self.name} is not reachable",
                 hint="the query was not run and nothing was charged; try again when the "
                 "server is back (dpproxy reconnects by itself)",
+                log_detail=str(e),
             ) from e
-        except psycopg.OperationalError as e:
-            raise BackendUnavailable(
-                f"PostgreSQL at {self.name} is not reachable", log_detail=str(e)
-            ) from e
-        exc: BaseException | None = None
         try:
             with conn.transaction():
                 cur = conn.execute(sql_text.encode())
                 rows = cur.fetchall()
                 cols = tuple(d.name for d in cur.description or ())
-        except BaseException as e:
-            exc = e
+        except psycopg.Error as e:
+            raise self._translate(e) from e
         finally:
-            conn_cm.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-        if exc is not None:
-            raise self._translate(exc) from exc
+            self._pool.putconn(conn)  # a broken connection is discarded by the pool
         return ExactResult(cols, tuple(tuple(_plain(v) for v in r) for r in rows))
 
-    def _translate(self, e: BaseException) -> BaseException:
+    def _translate(self, e: psycopg.Error) -> Exception:
         if isinstance(e, errors.QueryCanceled):
             return QueryCanceled(
-                "the query was cancelled (statement timeout)",
+                "the query was cancelled (statement timeout or a cancel request)",
                 hint=f"the limit is {self.statement_timeout:g} s; its budget was charged",
             )
         if isinstance(e, psycopg.OperationalError):
@@ -170,13 +164,11 @@ class PostgresBackend:
                 f"the connection to PostgreSQL at {self.name} was lost during the query",
                 hint="its budget was charged; dpproxy reconnects on the next query",
             )
-        if isinstance(e, psycopg.Error):
-            log.error("PostgreSQL error %s: %s", getattr(e, "sqlstate", None), e)
-            return InternalError(
-                "the database failed to run the query",
-                log_detail=f"{type(e).__name__} ({e.sqlstate}): {e}",
-            )
-        return e
+        log.error("PostgreSQL error %s: %s", e.sqlstate, e)
+        return InternalError(
+            "the database failed to run the query",
+            log_detail=f"{type(e).__name__} ({e.sqlstate}): {e}",
+        )
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
         """Check every schema table and column is visible and readable; mark unit columns
