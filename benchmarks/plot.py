@@ -6,6 +6,8 @@
   warm ``prepare`` p50 and the 0.5 ms target.
 * ``latency_vs_size.png``: end-to-end latency against table size, dpproxy and raw DuckDB, log-log.
 * ``bounding_alternatives.png``: the SQL formulations of contribution bounding on the large table.
+* ``postgres_latency.png``: per query class, raw vs dpproxy on PostgreSQL and on DuckDB
+  (``out/postgres.json``), log scale.
 """
 
 from __future__ import annotations
@@ -138,6 +140,64 @@ def bounding_alternatives(emb: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
+PG_SERIES = (  # key prefix in out/postgres.json, label, colour
+    ("pg_raw", "PostgreSQL raw", "#9ecae1"),
+    ("pg_dpproxy", "PostgreSQL dpproxy", "#2171b5"),
+    ("duckdb_raw", "DuckDB raw", "#fdae6b"),
+    ("duckdb_dpproxy", "DuckDB dpproxy", "#d94801"),
+)
+
+
+def postgres_latency(pg: dict[str, Any], path: Path) -> Path:
+    """Grouped bars per query class: raw and dpproxy on PostgreSQL and DuckDB, both tables."""
+    plt = _plt()
+    classes = list(pg["classes"])
+    panels = (
+        ("", f"events (bounding k={pg['bound']})"),
+        ("_pk", "people (unit is PRIMARY KEY: no bounding)"),
+    )
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 8.5), squeeze=False)
+    width = 0.8 / len(PG_SERIES)
+    for ax, (suffix, title) in zip(axes[:, 0], panels, strict=True):
+        for j, (key, label, color) in enumerate(PG_SERIES):
+            xs, ys = [], []
+            for i, c in enumerate(classes):
+                r = pg["classes"][c]
+                x = i + (j - (len(PG_SERIES) - 1) / 2) * width
+                if key + suffix in r:
+                    xs.append(x)
+                    ys.append(r[key + suffix]["p50"] * 1e3)
+                elif key + suffix in r.get("errors", {}):
+                    ax.text(
+                        x,
+                        0.02,
+                        "failed",
+                        transform=ax.get_xaxis_transform(),
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                        color="red",
+                    )
+            ax.bar(xs, ys, width, label=label, color=color)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (p50)")
+        ax.set_title(title, fontsize=10)
+        ax.set_xticks(range(len(classes)))
+        ax.set_xticklabels(classes, rotation=25, ha="right", fontsize=8)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, ncol=len(PG_SERIES), loc="lower center")
+    fig.suptitle(
+        f"Raw SQL vs dpproxy, PostgreSQL and DuckDB, {pg['rows']:,} rows "
+        f"(p50 of {pg['runs']} interleaved runs)"
+    )
+    fig.tight_layout(rect=(0, 0.035, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def make_figures() -> list[Path]:
     """Draw every figure whose data exists; copy each to ``figures/``. Returns the copies."""
     OUT.mkdir(parents=True, exist_ok=True)
@@ -150,6 +210,9 @@ def make_figures() -> list[Path]:
     if emb:
         made.append(latency_vs_size(emb, OUT / "latency_vs_size.png"))
         made.append(bounding_alternatives(emb, OUT / "bounding_alternatives.png"))
+    pg = read_json("postgres.json")
+    if pg:
+        made.append(postgres_latency(pg, OUT / "postgres_latency.png"))
     copies = []
     for p in made:
         if p is not None:

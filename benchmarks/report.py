@@ -1,12 +1,17 @@
-"""Write ``benchmarks/RESULTS.md`` and the figures from ``out/plan.json``, ``out/embedded.json``.
+"""Write ``benchmarks/RESULTS.md`` and the figures from ``out/plan.json``, ``out/embedded.json``
+and ``out/postgres.json``.
 
     python benchmarks/report.py
 
 The benchmark scripts call this at the end of a run; RESULTS.md is generated, never edited.
+``out/`` is not in git: a section whose JSON is missing (say, on a fresh clone, or on a machine
+without PostgreSQL) is carried over verbatim from the current RESULTS.md, with its machine line,
+rather than dropped.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -425,9 +430,200 @@ process and is not included):
 """
 
 
+def _p50(r: dict[str, Any], key: str) -> str:
+    if key in r:
+        return fmt_ms(r[key]["p50"])
+    return "**failed**" if key in r.get("errors", {}) else "–"
+
+
+def _r(r: dict[str, Any], a: str, b: str) -> str:
+    return _ratio(r[a], r[b]) if a in r and b in r else "–"
+
+
+def postgres_table(pg: dict[str, Any], suffix: str) -> str:
+    """PostgreSQL raw / dpproxy / rewritten next to DuckDB raw / dpproxy for one table."""
+    header = [
+        "query class",
+        "raw PG",
+        "dpproxy PG",
+        "rewritten PG",
+        "dpproxy / raw PG",
+        "rewritten / raw PG",
+    ]
+    if not suffix:
+        header.append("PG without `__bounded`")
+    header += ["raw DuckDB", "dpproxy DuckDB", "dpproxy / raw DuckDB"]
+    rows = []
+    for name, r in pg["classes"].items():
+        row = [
+            f"`{name}`",
+            _p50(r, f"pg_raw{suffix}"),
+            _p50(r, f"pg_dpproxy{suffix}"),
+            _p50(r, f"pg_rewritten{suffix}"),
+            _r(r, f"pg_dpproxy{suffix}", f"pg_raw{suffix}"),
+            _r(r, f"pg_rewritten{suffix}", f"pg_raw{suffix}"),
+        ]
+        if not suffix:
+            row.append(_p50(r, "pg_rewritten_unbounded"))
+        row += [
+            _p50(r, f"duckdb_raw{suffix}"),
+            _p50(r, f"duckdb_dpproxy{suffix}"),
+            _r(r, f"duckdb_dpproxy{suffix}", f"duckdb_raw{suffix}"),
+        ]
+        rows.append(row)
+    return md_table(header, rows)
+
+
+def _span(values: list[float], fmt: str = "{:.1f}") -> str:
+    if not values:
+        return "–"
+    return f"{fmt.format(min(values))}–{fmt.format(max(values))}"
+
+
+def postgres_section(pg: dict[str, Any]) -> str:
+    """PostgreSQL against DuckDB, raw and through dpproxy (``out/postgres.json``)."""
+    n = pg["rows"]
+    server = pg["postgres"]
+    cls = pg["classes"]
+    version = server["version"].split(" on ")[0]
+    settings = ", ".join(f"`{k} = {v}`" for k, v in server["settings"].items())
+    jit = "" if server.get("jit_available", True) else " (JIT not available in this build)"
+
+    def ratios(a: str, b: str) -> list[float]:
+        return [r[a]["p50"] / r[b]["p50"] for r in cls.values() if a in r and b in r]
+
+    bounded = [r for r in cls.values() if "pg_rewritten_unbounded" in r and "pg_rewritten" in r]
+    bshare = [
+        (r["pg_rewritten"]["p50"] - r["pg_rewritten_unbounded"]["p50"]) / r["pg_rewritten"]["p50"]
+        for r in bounded
+    ]
+    portable = [
+        r["pg_rewritten_portable"]["p50"] / r["pg_rewritten"]["p50"]
+        for r in cls.values()
+        if "pg_rewritten_portable" in r and "pg_rewritten" in r
+    ]
+    over = sorted(
+        (r[f"pg_dpproxy{sfx}"]["p50"] - r[f"pg_rewritten{sfx}"]["p50"]) * 1e3
+        for r in cls.values()
+        for sfx in ("", "_pk")
+        if f"pg_dpproxy{sfx}" in r and f"pg_rewritten{sfx}" in r
+    )
+    over_line = (
+        f"median {over[len(over) // 2]:+.1f} ms, from {over[0]:+.1f} to {over[-1]:+.1f} ms "
+        "(a negative difference is run-to-run noise: the SQL dominates at this size)"
+        if over
+        else "–"
+    )
+    failures = [
+        f"- `{name}` / {variant}: `{err}`"
+        for name, r in cls.items()
+        for variant, err in r.get("errors", {}).items()
+    ]
+    if failures:
+        failed = (
+            f"**{len(failures)} variant(s) failed on PostgreSQL** and are marked *failed* "
+            "in the tables:\n\n" + "\n".join(failures)
+        )
+    else:
+        failed = f"Every variant of all {len(cls)} classes ran on both engines."
+    checks = [(name, k, v) for name, r in cls.items() for k, v in r.get("checks", {}).items()]
+    exact = [c for c in checks if c[1].startswith("exact_same")]
+    raw = [c for c in checks if c[1].startswith("raw_same")]
+    bad = [f"`{name}` ({k}: {v})" for name, k, v in checks if v is not True]
+    check_line = (
+        f"Checked once per class: the raw answers of PostgreSQL and DuckDB agree in "
+        f"{sum(v is True for *_, v in raw)} of {len(raw)} cases, and PostgreSQL's rewritten "
+        "SQL gives the same exact (pre-noise) rows as the same plan and secret rewritten for "
+        f"DuckDB with the portable md5 row hash in {sum(v is True for *_, v in exact)} of "
+        f"{len(exact)}." + (f" Mismatches: {', '.join(bad)}." if bad else "")
+    )
+    load = pg["postgres"].get("load", {})
+    loaded = (
+        "reused from an earlier run (`--keep`)"
+        if load.get("reused")
+        else f"copied in {load.get('copy_s', 0):.1f} s, `VACUUM ANALYZE` "
+        f"{load.get('vacuum_analyze_s', 0):.1f} s"
+    )
+    sizes = ", ".join(f"`{t}` {s}" for t, s in sorted(server.get("sizes", {}).items()))
+    la = pg.get("loadavg", {})
+    load_line = "; ".join(f"{k} {v[0]:.2f}/{v[1]:.2f}/{v[2]:.2f}" for k, v in la.items())
+    runs = f"{pg['runs']} run{'s' if pg['runs'] != 1 else ''}"
+    return f"""## PostgreSQL (`bench_postgres.py`)
+
+Milliseconds, p50 of {runs} after {pg["warmup"]} warm-up, {n:,} rows per table.
+The data are bench_embedded's synthetic `events` and `people`, copied from its DuckDB file
+into {version} on the same machine with binary `COPY`
+({loaded}; {sizes}).
+The planner has statistics, as a DBA's database would after autovacuum. Server settings as
+found: {settings}{jit}.
+
+*Raw PG* runs the analyst's SQL through psycopg on an autocommit connection (no server-side
+prepare). *dpproxy PG* is `cursor.execute` + `fetchall` through `dpproxy.connect` on the
+`postgresql://` DSN: pool checkout, read-only transaction, a fresh secret (so a fresh
+rewrite) per bounded query, noise and post-processing. *Rewritten PG* runs dpproxy's
+PostgreSQL SQL (fixed secret, PostgreSQL's native `hash_record_extended` row hash) through
+psycopg; *PG without `__bounded`* is the same SQL
+without the contribution-bounding layer. The DuckDB columns are the same data and classes,
+measured in the same rounds: every variant of a class runs interleaved, round by round.
+PostgreSQL and the benchmark process share the {pg["machine"]["cores"]} cores. Load average
+(1/5/15 min): {load_line}.
+
+### `events` (~10 rows per unit, `max_rows_per_unit: {pg["bound"]}`)
+
+{postgres_table(pg, "")}
+
+### `people` (`uid` PRIMARY KEY: no bounding)
+
+{postgres_table(pg, "_pk")}
+
+- dpproxy / raw on `events` (bounded): PostgreSQL {_span(ratios("pg_dpproxy", "pg_raw"))}×,
+  DuckDB {_span(ratios("duckdb_dpproxy", "duckdb_raw"))}×.
+- dpproxy / raw on `people` (no bounding): PostgreSQL
+  {_span(ratios("pg_dpproxy_pk", "pg_raw_pk"))}×, DuckDB
+  {_span(ratios("duckdb_dpproxy_pk", "duckdb_raw_pk"))}×.
+- On PostgreSQL, contribution bounding (rewritten minus rewritten without `__bounded`) is
+  {_span([x * 100 for x in bshare], "{:.0f}")}% of the rewritten SQL's time in the
+  {len(bounded)} bounded classes.
+- The portable md5 row hash (which keeps the very same rows as DuckDB's, for differential
+  testing) instead of the native one: {_span(portable)}× the rewritten SQL's time.
+- dpproxy end to end minus the rewritten SQL alone on PostgreSQL (Python, pool checkout, the
+  read-only transaction's round trips), both tables: {over_line}.
+- {check_line}
+
+{failed}
+
+![PostgreSQL and DuckDB latency](figures/postgres_latency.png)
+"""
+
+
+_SECTIONS = {  # RESULTS.md heading → the JSON it is generated from
+    "plan": "## Planning latency",
+    "emb": "## End-to-end embedded latency",
+    "pg": "## PostgreSQL",
+}
+
+
+def _previous() -> tuple[dict[str, str], dict[str, str]]:
+    """The sections (by key of ``_SECTIONS``) and machine lines (by script) of RESULTS.md."""
+    path = HERE / "RESULTS.md"
+    if not path.is_file():
+        return {}, {}
+    text = path.read_text(encoding="utf-8")
+    lines = dict(re.findall(r"^- `(bench_\w+\.py)`: (.*)$", text, flags=re.M))
+    sections: dict[str, str] = {}
+    chunks = re.split(r"^(?=## )", text, flags=re.M)
+    for key, heading in _SECTIONS.items():
+        for chunk in chunks:
+            if chunk.startswith(heading):
+                sections[key] = chunk.rstrip("\n") + "\n"
+    return sections, lines
+
+
 def main() -> Path:
     plan = read_json("plan.json")
     emb = read_json("embedded.json")
+    pg = read_json("postgres.json")
+    old_sections, old_lines = _previous()
     try:
         from plot import make_figures
 
@@ -441,17 +637,32 @@ def main() -> Path:
         "noisy: compare the ratios measured side by side, not absolute numbers across runs._\n",
         "## Machine\n",
     ]
-    if plan:
-        parts.append(f"- `bench_plan.py`: {machine_line(plan['machine'])}")
-    if emb:
-        parts.append(
-            f"- `bench_embedded.py`: {machine_line(emb['machine'])}; took "
-            f"{emb['elapsed_s']:.0f} s\n"
-        )
-    if plan:
-        parts.append(plan_section(plan))
-    if emb:
-        parts.append(embedded_section(emb))
+    lines: dict[str, str | None] = {
+        "bench_plan.py": machine_line(plan["machine"]) if plan else None,
+        "bench_embedded.py": (
+            f"{machine_line(emb['machine'])}; took {emb['elapsed_s']:.0f} s" if emb else None
+        ),
+        "bench_postgres.py": (
+            f"{machine_line(pg['machine'])}; {pg['postgres']['version'].split(' on ')[0]}; "
+            f"took {pg['elapsed_s']:.0f} s"
+            if pg
+            else None
+        ),
+    }
+    sections: dict[str, str | None] = {
+        "plan": plan_section(plan) if plan else None,
+        "emb": embedded_section(emb) if emb else None,
+        "pg": postgres_section(pg) if pg else None,
+    }
+    for script, line in lines.items():  # no JSON: keep what RESULTS.md has
+        if line is None and script in old_lines:
+            lines[script] = old_lines[script]
+    for key, section in sections.items():
+        if section is None and key in old_sections:
+            print(f"kept the section {_SECTIONS[key]!r} of RESULTS.md (no JSON)", file=sys.stderr)
+            sections[key] = old_sections[key]
+    parts.append("\n".join(f"- `{k}`: {v}" for k, v in lines.items() if v) + "\n")
+    parts += [s for s in sections.values() if s]
     path = HERE / "RESULTS.md"
     path.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
     return path
