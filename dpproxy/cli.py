@@ -327,7 +327,8 @@ def demo_load(database: str, table: str, replace: bool) -> None:
     \b
         dpproxy demo load --database postgresql://postgres@localhost:5432/demo
     """
-    from dpproxy.demo import is_postgres_url, load_demo_postgres, redact_dsn
+    from dpproxy.demo import load_demo_postgres
+    from dpproxy.dsn import is_postgres_url, redact_dsn
     from dpproxy.errors import InvalidParameter
 
     if not is_postgres_url(database):

@@ -18,6 +18,7 @@ load``), in one transaction, with psycopg 3, which is imported only there.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import importlib.metadata
@@ -27,13 +28,15 @@ import secrets
 import sys
 import time
 import tomllib
+from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import duckdb
 
+from dpproxy.dsn import is_postgres_url, redact_dsn
 from dpproxy.errors import (
     BackendUnavailable,
     DPProxyError,
@@ -146,19 +149,28 @@ def demo_database_path(progress: bool = True) -> Path:
     target = cache_dir() / demo_database_name(demo_csv_path().read_bytes())
     if target.is_file():
         return target
-    started = time.perf_counter()
-    if progress:
-        print("building the demo database … ", end="", file=sys.stderr, flush=True)
-    try:
+    with _progress(progress, "building the demo database", f"done in {{elapsed:.1f}} s ({target})"):
         build_demo_database(target)
+    return target
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool, doing: str, done: str) -> Iterator[dict[str, Any]]:
+    """On stderr: ``doing …`` before the block, then ``failed`` or ``done`` formatted with
+    ``elapsed`` (seconds) and whatever the block put in the yielded dict."""
+    started = time.perf_counter()
+    if enabled:
+        print(f"{doing} … ", end="", file=sys.stderr, flush=True)
+    facts: dict[str, Any] = {}
+    try:
+        yield facts
     except BaseException:
-        if progress:
+        if enabled:
             print("failed", file=sys.stderr, flush=True)
         raise
-    if progress:
+    if enabled:
         elapsed = time.perf_counter() - started
-        print(f"done in {elapsed:.1f} s ({target})", file=sys.stderr, flush=True)
-    return target
+        print(done.format(elapsed=elapsed, **facts), file=sys.stderr, flush=True)
 
 
 def _sql_string(text: str) -> str:
@@ -241,44 +253,11 @@ _PG_TYPES = {"INTEGER": "integer", "VARCHAR": "text"}
 # optional schema. Quoting would allow more, but a mixed-case name could not be queried unquoted.
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?")
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
 _DSN_HINT = (
     "check the host, port, user, password and database name: "
     "postgresql://USER:PASSWORD@HOST:5432/DBNAME (a password can also come from PGPASSWORD or "
     "~/.pgpass)"
 )
-
-
-def is_postgres_url(dsn: str) -> bool:
-    """Whether ``dsn`` is a PostgreSQL URL (``postgresql://…`` or ``postgres://…``)."""
-    return dsn.lower().startswith(_POSTGRES_SCHEMES)
-
-
-def redact_dsn(dsn: str) -> str:
-    """The URL ``dsn`` without its password, for messages and logs.
-
-    The user information is found as libpq finds it (up to the first ``@`` before any ``/``),
-    so whatever libpq would send as the password is what is removed, also from a
-    ``password=`` query parameter.
-
-    >>> redact_dsn("postgresql://ana:s3cret@db.example:5432/demo?sslmode=require&password=x")
-    'postgresql://ana@db.example:5432/demo?sslmode=require'
-    >>> redact_dsn("postgres://db.example/demo")
-    'postgres://db.example/demo'
-    """
-    scheme, sep, rest = dsn.partition("://")
-    if not sep:
-        return dsn
-    end = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
-    prefix = ""
-    if end < len(rest) and rest[end] == "@":
-        user = rest[:end].partition(":")[0]
-        prefix = f"{user}@" if user else ""
-        rest = rest[end + 1 :]
-    base, _, query = rest.partition("?")
-    kept = [p for p in query.split("&") if p and unquote(p.partition("=")[0]) != "password"]
-    return f"{scheme}://{prefix}{base}" + ("?" + "&".join(kept) if kept else "")
 
 
 def _scrub(text: str, passwords: tuple[str, ...]) -> str:
@@ -341,18 +320,10 @@ def load_demo_postgres(
     except ValueError:
         in_url = None
     passwords = tuple(str(p) for p in (params.get("password"), in_url) if p)
-    started = time.perf_counter()
-    if progress:
-        print(f"loading the demo into {table} at {shown} … ", end="", file=sys.stderr, flush=True)
-    try:
-        rows = _load_postgres(dsn, params, shown, passwords, table, replace)
-    except BaseException:
-        if progress:
-            print("failed", file=sys.stderr, flush=True)
-        raise
-    if progress:
-        elapsed = time.perf_counter() - started
-        print(f"{rows} rows in {elapsed:.1f} s", file=sys.stderr, flush=True)
+    doing = f"loading the demo into {table} at {shown}"
+    with _progress(progress, doing, "{rows} rows in {elapsed:.1f} s") as facts:
+        facts["rows"] = _load_postgres(dsn, params, shown, passwords, table, replace)
+    rows: int = facts["rows"]
     return rows
 
 

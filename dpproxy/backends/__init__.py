@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from dpproxy.catalog.model import Catalog
+from dpproxy.dsn import is_postgres_url
 from dpproxy.release.noise import ExactResult
-
-POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
 class Backend(Protocol):
@@ -32,10 +31,6 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def is_postgres_dsn(database: str) -> bool:
-    return database.startswith(POSTGRES_PREFIXES)
-
-
 def open_backend(
     database: str, *, portable_hash: bool = False, statement_timeout: float | None = None
 ) -> Backend:
@@ -44,7 +39,7 @@ def open_backend(
     ``statement_timeout`` (seconds) applies to PostgreSQL; an embedded DuckDB query runs in
     this process and is not timed out.
     """
-    if is_postgres_dsn(database):
+    if is_postgres_url(database):
         from dpproxy.backends.postgres import DEFAULT_STATEMENT_TIMEOUT_S, PostgresBackend
 
         return PostgresBackend(

@@ -27,6 +27,7 @@ import psycopg_pool
 from psycopg import conninfo, errors, sql
 
 from dpproxy.catalog.model import Catalog
+from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
     BackendUnavailable,
     ConnectionLost,
@@ -40,19 +41,6 @@ log = logging.getLogger("dpproxy.postgres")
 
 DEFAULT_STATEMENT_TIMEOUT_S = 60.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
-
-
-def redact_dsn(dsn: str) -> str:
-    """The DSN without its password, for messages and logs."""
-    try:
-        params = conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable DSN>"
-    params.pop("password", None)
-    host = params.get("host", "localhost")
-    port = params.get("port", "5432")
-    user = f"{params['user']}@" if params.get("user") else ""
-    return f"postgresql://{user}{host}:{port}/{params.get('dbname', '')}"
 
 
 def _plain(v: Any) -> Any:

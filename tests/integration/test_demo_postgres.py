@@ -23,7 +23,8 @@ import duckdb
 import pytest
 
 from dpproxy import demo
-from dpproxy.demo import COLUMNS, load_demo_postgres, redact_dsn
+from dpproxy.demo import COLUMNS, load_demo_postgres
+from dpproxy.dsn import redact_dsn
 from dpproxy.errors import BackendUnavailable, DPProxyError, InvalidParameter
 
 N_ROWS = 32_561
@@ -319,7 +320,7 @@ def test_redact_dsn(dsn: str, shown: str) -> None:
 def test_psycopg_is_imported_only_when_loading() -> None:
     code = (
         "import sys, dpproxy, dpproxy.cli, dpproxy.demo\n"
-        "dpproxy.demo.redact_dsn('postgresql://a:b@c/d')\n"
+        "dpproxy.dsn.redact_dsn('postgresql://a:b@c/d')\n"
         "assert not [m for m in sys.modules if m.startswith('psycopg')], 'psycopg imported'\n"
     )
     proc = subprocess.run(

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpproxy"
 
 # Each layer may import itself and the layers before it.
 ORDER = [
-    "errors", "values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite",
+    "errors", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite",
     "release", "explain", "backends", "accounting", "demo", "engine", "dbapi", "cli",
 ]
 SHELL_ONLY = {"backends", "accounting", "demo"}  # I/O: only engine, dbapi and cli use them
