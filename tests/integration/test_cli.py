@@ -7,9 +7,7 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -21,18 +19,10 @@ import pytest
 import dpproxy
 from dpproxy.cli import main as cli_main
 from dpproxy.mechanisms.base import Laplace
+from tests.commands import dpproxy_command
 
 ADULT_ROWS = 32561
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _command() -> list[str]:
-    """The installed console script, else ``python -m dpproxy``."""
-    found = shutil.which("dpproxy")
-    if found is None:
-        beside = Path(sys.executable).parent / "dpproxy"
-        found = str(beside) if beside.is_file() else None
-    return [found] if found else [sys.executable, "-m", "dpproxy"]
 
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -42,7 +32,7 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 def run(demo_db: Path, demo_cache_dir: Path) -> Run:
     """Run ``dpproxy ARGS`` with the session's demo cache; returns the completed process."""
     env = {**os.environ, "DPPROXY_CACHE_DIR": str(demo_cache_dir)}
-    base = _command()
+    base = dpproxy_command()
 
     def go(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*base, *args], input=stdin, capture_output=True, text=True,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from dpproxy import demo
 from dpproxy.demo import COLUMNS, load_demo_postgres
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import BackendUnavailable, DPProxyError, InvalidParameter
+from tests.commands import dpproxy_command
 
 N_ROWS = 32_561
 PASSWORD = "s3cret-Pa55word"
@@ -84,18 +84,9 @@ def _exists(dsn: str, table: str) -> bool:
     return oid is not None
 
 
-def _command() -> list[str]:
-    """The installed console script, else ``python -m dpproxy``."""
-    found = shutil.which("dpproxy")
-    if found is None:
-        beside = Path(sys.executable).parent / "dpproxy"
-        found = str(beside) if beside.is_file() else None
-    return [found] if found else [sys.executable, "-m", "dpproxy"]
-
-
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*_command(), *args], capture_output=True, text=True, timeout=120, check=False
+        [*dpproxy_command(), *args], capture_output=True, text=True, timeout=120, check=False
     )
 
 
