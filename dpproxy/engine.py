@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
-from dpproxy.backends import Backend, open_backend
+from dpproxy.backends import Backend, CancelToken, open_backend
 from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.errors import BackendUnavailable, InvalidParameter
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
@@ -110,13 +110,17 @@ class Engine:
         epsilon: Fraction | None = None,
         delta: Fraction | None = None,
         mechanism: MechanismKind | None = None,
+        cancel: CancelToken | None = None,
     ) -> Answer:
-        """Answer one query with differential privacy, charging ``analyst``'s budget."""
+        """Answer one query with differential privacy, charging ``analyst``'s budget.
+
+        ``cancel`` lets another thread stop the query (``QueryCanceled``; still charged: it
+        may have read the data)."""
         prepared = self.prepare(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
         plan = prepared.plan
         reservation = self.accountant.reserve(analyst, plan.cost)
         try:
-            exact = self.backend.execute(prepared.sql)
+            exact = self.backend.execute(prepared.sql, cancel)
         except BackendUnavailable:
             self.accountant.rollback(reservation)  # provably never reached the data
             raise

@@ -148,6 +148,12 @@ class ConnectionLost(DPProxyError):
     sqlstate = "08006"
 
 
+class ProtocolViolation(DPProxyError):
+    """A malformed or unexpected wire-protocol message (``dpproxy serve``)."""
+
+    sqlstate = "08P01"
+
+
 class InternalError(DPProxyError):
     """A broken invariant inside dpproxy; clients see only a generic message."""
 

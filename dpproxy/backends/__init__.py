@@ -3,11 +3,40 @@ argument: a ``postgresql://`` (or ``postgres://``) DSN, or the path of a DuckDB 
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import is_postgres_url
 from dpproxy.release.noise import ExactResult
+
+
+class CancelToken:
+    """Cancels one query from another thread (a client's CancelRequest).
+
+    The backend registers how to interrupt the query it runs (``on_cancel``); ``cancel`` calls
+    it, at once if the query runs, or as soon as it starts. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._action: Callable[[], None] | None = None
+        self.cancelled = False
+
+    def on_cancel(self, action: Callable[[], None] | None) -> None:
+        with self._lock:
+            self._action = action
+            fire = action is not None and self.cancelled
+        if fire and action is not None:
+            action()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            action = self._action
+        if action is not None:
+            action()
 
 
 class Backend(Protocol):
@@ -16,8 +45,9 @@ class Backend(Protocol):
     dialect: str  # the sqlglot dialect the rewrite is printed in
     portable_hash: bool  # rewrite/dialect.py: md5 row hash, identical on every engine
 
-    def execute(self, sql: str) -> ExactResult:
-        """Run one rewritten query and return its exact rows.
+    def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
+        """Run one rewritten query and return its exact rows (``QueryCanceled`` if ``cancel``
+        fires while it runs).
 
         Raises ``BackendUnavailable`` only when the query provably never reached the database
         (its budget is then refunded); every other failure is charged.

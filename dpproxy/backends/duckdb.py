@@ -8,8 +8,9 @@ from pathlib import Path
 
 import duckdb
 
+from dpproxy.backends import CancelToken
 from dpproxy.catalog.model import Catalog
-from dpproxy.errors import BackendUnavailable, InternalError, UndefinedTable
+from dpproxy.errors import BackendUnavailable, InternalError, QueryCanceled, UndefinedTable
 from dpproxy.release.noise import ExactResult
 
 
@@ -41,12 +42,23 @@ class DuckDBBackend:
         self._lock = threading.Lock()
         self.path = p
 
-    def execute(self, sql: str) -> ExactResult:
+    def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
         with self._lock:
             try:
-                cur = self._con.execute(sql)
+                if cancel is None:
+                    cur = self._con.execute(sql)
+                else:
+                    # A cursor of its own, so that an interrupt stops this query only.
+                    cur = self._con.cursor()
+                    cancel.on_cancel(cur.interrupt)
+                    try:
+                        cur.execute(sql)
+                    finally:
+                        cancel.on_cancel(None)
                 rows = cur.fetchall()
                 cols = tuple(d[0] for d in cur.description or ())
+            except duckdb.InterruptException as e:
+                raise QueryCanceled("canceling statement due to user request") from e
             except duckdb.Error as e:
                 # Never show the database's message: it could quote a value.
                 raise InternalError(

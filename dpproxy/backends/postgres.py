@@ -26,6 +26,7 @@ import psycopg
 import psycopg_pool
 from psycopg import conninfo, errors, sql
 
+from dpproxy.backends import CancelToken
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
@@ -118,7 +119,7 @@ class PostgresBackend:
         conn.execute("SET TimeZone = 'UTC'")
         conn.commit()
 
-    def execute(self, sql_text: str) -> ExactResult:
+    def execute(self, sql_text: str, cancel: CancelToken | None = None) -> ExactResult:
         try:
             conn = self._pool.getconn(timeout=self.connect_timeout)
         except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as e:
@@ -129,21 +130,27 @@ class PostgresBackend:
                 "server is back (dpproxy reconnects by itself)",
                 log_detail=str(e),
             ) from e
+        if cancel is not None:
+            cancel.on_cancel(conn.cancel_safe)
         try:
             with conn.transaction():
                 cur = conn.execute(sql_text.encode())
                 rows = cur.fetchall()
                 cols = tuple(d.name for d in cur.description or ())
         except psycopg.Error as e:
-            raise self._translate(e) from e
+            raise self._translate(e, cancelled=cancel is not None and cancel.cancelled) from e
         finally:
+            if cancel is not None:
+                cancel.on_cancel(None)
             self._pool.putconn(conn)  # a broken connection is discarded by the pool
         return ExactResult(cols, tuple(tuple(_plain(v) for v in r) for r in rows))
 
-    def _translate(self, e: psycopg.Error) -> Exception:
+    def _translate(self, e: psycopg.Error, *, cancelled: bool = False) -> Exception:
+        if isinstance(e, errors.QueryCanceled) and cancelled:
+            return QueryCanceled("canceling statement due to user request")
         if isinstance(e, errors.QueryCanceled):
             return QueryCanceled(
-                "the query was cancelled (statement timeout or a cancel request)",
+                "the query was cancelled (statement timeout)",
                 hint=f"the limit is {self.statement_timeout:g} s; its budget was charged",
             )
         if isinstance(e, psycopg.OperationalError):

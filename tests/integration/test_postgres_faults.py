@@ -70,9 +70,10 @@ def catalog() -> Catalog:
 
 
 def _engine(catalog: Catalog, dsn: str, **backend: float) -> Engine:
+    backend.setdefault("connect_timeout", 2)
     return Engine(
         catalog,
-        PostgresBackend(dsn, connect_timeout=2, **backend),  # type: ignore[arg-type]
+        PostgresBackend(dsn, **backend),  # type: ignore[arg-type]
         accountant=MemoryAccountant(BUDGET),
     )
 
@@ -84,7 +85,9 @@ def _spent(engine: Engine) -> Fraction:
 def test_restart_between_queries_reconnects_by_itself(
     cluster: TemporaryCluster, catalog: Catalog
 ) -> None:
-    engine = _engine(catalog, cluster.dsn())
+    # A generous connect timeout: reconnecting must not be mistaken for an outage on a
+    # loaded machine.
+    engine = _engine(catalog, cluster.dsn(), connect_timeout=20)
     try:
         engine.run(QUERY, analyst="a")
         cluster.restart()  # every pooled connection is now broken
