@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import click
 
 from dpproxy import __version__
-from dpproxy.errors import DPProxyError, SchemaError
+from dpproxy.errors import DPProxyError, InvalidParameter, SchemaError
 
 _COMMON = [
     click.option(
@@ -345,6 +345,173 @@ def demo_load(database: str, table: str, replace: bool) -> None:
     except DPProxyError as err:
         _fail(err)
     click.echo(f"loaded {rows} rows into {table} at {redact_dsn(database)}")
+
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter("expected HOST:PORT, e.g. 127.0.0.1:6432")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@main.command()
+@click.option(
+    "--database",
+    "-d",
+    metavar="FILE|URL",
+    help="DuckDB database file or postgresql:// URL (default: the bundled Adult demo).",
+)
+@click.option(
+    "--schema", "-s", metavar="FILE", help="Privacy schema YAML (default: the demo's schema)."
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:6432",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to listen on (loopback by default; 0.0.0.0:6432 for every interface).",
+)
+@click.option(
+    "--users",
+    "users_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Users file of SCRAM verifiers (dpproxy user add); default $DPPROXY_USERS or "
+    "~/.config/dpproxy/users.json when it exists.",
+)
+@click.option(
+    "--trust/--no-trust",
+    default=False,
+    help="Let loopback clients in without a password (development only; never remote).",
+)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key.")
+@click.option(
+    "--max-connections", default=100, show_default=True, type=click.IntRange(1), help="Cap."
+)
+@click.option(
+    "--idle-timeout",
+    default=3600.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    metavar="SECONDS",
+    help="Close connections idle this long.",
+)
+@click.option(
+    "--max-message-size",
+    default=1 << 20,
+    show_default=True,
+    type=click.IntRange(1024),
+    metavar="BYTES",
+    help="Refuse larger protocol messages (SQLSTATE 54000).",
+)
+@click.option(
+    "--statement-timeout",
+    type=click.FloatRange(min=0.001),
+    metavar="SECONDS",
+    help="PostgreSQL backend: cancel queries running longer (SQLSTATE 57014; default 60).",
+)
+def serve(
+    database: str | None,
+    schema: str | None,
+    listen: str,
+    users_path: str | None,
+    trust: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    max_connections: int,
+    idle_timeout: float,
+    max_message_size: int,
+    statement_timeout: float | None,
+) -> None:
+    """Serve the PostgreSQL wire protocol: psql, drivers and BI tools connect unchanged.
+
+    Every answer is differentially private and charged to the authenticated user's budget;
+    row-level reads are refused. Example:
+
+        dpproxy user add ana && dpproxy serve --listen 127.0.0.1:6432
+        psql "postgresql://ana@127.0.0.1:6432/dpproxy"
+    """
+    import asyncio
+    import logging
+    import os
+    import signal
+    from pathlib import Path
+
+    from dpproxy.engine import open_engine
+    from dpproxy.server.server import JsonFormatter, Server, ServerConfig
+
+    if (tls_cert is None) != (tls_key is None):
+        _fail(InvalidParameter("give both --tls-cert and --tls-key, or neither"))
+    host, port = _listen(listen)
+    users: Path | None = Path(users_path) if users_path else None
+    if users is None:
+        from dpproxy.server.users import default_users_path
+
+        default = default_users_path()
+        users = default if default.exists() else None
+    if users is None and not trust:
+        _fail(
+            InvalidParameter(
+                "no users file: nobody could log in",
+                hint="create one with `dpproxy user add NAME` (or pass --users FILE); "
+                "--trust lets loopback clients in without a password",
+            )
+        )
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("dpproxy")
+    logger.addHandler(handler)
+    logger.setLevel(os.environ.get("DPPROXY_LOG_LEVEL", "INFO"))
+    try:
+        engine = open_engine(database, schema, progress=True, statement_timeout=statement_timeout)
+    except DPProxyError as err:
+        _fail(err)
+    config = ServerConfig(
+        host=host,
+        port=port,
+        users_path=users,
+        trust=trust,
+        tls_cert=Path(tls_cert) if tls_cert else None,
+        tls_key=Path(tls_key) if tls_key else None,
+        max_connections=max_connections,
+        idle_timeout=idle_timeout,
+        max_message_size=max_message_size,
+    )
+
+    async def run() -> None:
+        server = Server(engine, config)
+        await server.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        addresses = ", ".join(str(s.getsockname()[:2]) for s in server.sockets)
+        click.echo(f"dpproxy serving on {addresses}", err=True)
+        serving = asyncio.ensure_future(server.serve_forever())
+        await stop.wait()
+        click.echo("shutting down: finishing in-flight queries", err=True)
+        await server.shutdown()
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+
+    import contextlib
+
+    try:
+        asyncio.run(run())
+    finally:
+        engine.close()
+
+
+def _register_user_commands() -> None:
+    from dpproxy.server.users_cli import user
+
+    main.add_command(user)
+
+
+_register_user_commands()
 
 
 if __name__ == "__main__":

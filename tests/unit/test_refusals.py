@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from dpproxy.accounting.memory import MemoryAccountant
+from dpproxy.backends import CancelToken
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.model import Catalog
 from dpproxy.engine import Engine
@@ -41,9 +42,9 @@ class RecordingBackend(DuckDBBackend):
         super().__init__(path)
         self.executed: list[str] = []
 
-    def execute(self, sql: str) -> ExactResult:
+    def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
         self.executed.append(sql)
-        return super().execute(sql)
+        return super().execute(sql, cancel)
 
 
 Factory = Callable[[str], tuple[Engine, RecordingBackend]]

@@ -1,0 +1,306 @@
+"""The listener: accepts connections, negotiates TLS, authenticates, and runs sessions.
+
+asyncio, one task per connection; backend work runs in worker threads
+(``asyncio.to_thread``) so one slow query never blocks another client. Limits: a connection
+cap (``53300`` beyond it), a maximum message size (``54000``), an idle timeout (``57P05``);
+SIGTERM stops accepting, lets in-flight queries finish (up to a grace period) and refuses new
+ones with ``57P01``.
+
+Authentication is SCRAM-SHA-256 against the users file (``users.py``); ``trust`` only when
+explicitly enabled, and then only for clients on a loopback address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import ssl
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpproxy.engine import Engine
+from dpproxy.errors import DPProxyError, ProtocolViolation
+from dpproxy.server import protocol
+from dpproxy.server.session import (
+    SERVER_VERSION,
+    STATUS_PARAMETERS,
+    Session,
+    check_startup_user,
+    default_settings,
+)
+
+log = logging.getLogger("dpproxy.server")
+
+
+class TooManyConnections(DPProxyError):
+    sqlstate = "53300"
+
+
+class InvalidAuthorization(DPProxyError):
+    sqlstate = "28000"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 6432
+    users_path: Path | None = None
+    trust: bool = False  # trust authentication, loopback clients only
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    max_connections: int = 100
+    max_message_size: int = protocol.DEFAULT_MAX_MESSAGE
+    idle_timeout: float | None = 3600.0
+    shutdown_grace: float = 30.0
+    database: str = "dpproxy"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _is_loopback(peer: Any) -> bool:
+    if isinstance(peer, tuple) and peer:
+        try:
+            return ipaddress.ip_address(peer[0]).is_loopback
+        except ValueError:
+            return False
+    return isinstance(peer, str | bytes)  # a Unix socket is local
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; only the fields the server puts in ``extra`` (never SQL
+    results, exact aggregates or credentials)."""
+
+    FIELDS = ("event", "user", "sqlstate", "rows", "cost", "ms", "pid", "peer", "reason")
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "msg": record.getMessage(),
+        }
+        for name in self.FIELDS:
+            if hasattr(record, name):
+                data[name] = getattr(record, name)
+        return json.dumps(data, ensure_ascii=False)
+
+
+class Server:
+    """``dpproxy serve``: PostgreSQL protocol v3 in front of one engine."""
+
+    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+        self.engine = engine
+        self.config = config
+        self.sessions: dict[int, Session] = {}
+        self.shutting_down = False
+        self._server: asyncio.base_events.Server | None = None
+        self._emulators: dict[tuple[str, str], Any] = {}
+        self._tls = self._tls_context()
+        self._users: Any = None
+        if config.users_path is not None:
+            from dpproxy.server.users import UserStore
+
+            self._users = UserStore(config.users_path)
+            self._users.load()
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        if self.config.tls_cert is None:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(str(self.config.tls_cert), str(self.config.tls_key or ""))
+        return ctx
+
+    # ---------------------------------------------------------------------------- life
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._handle, self.config.host, self.config.port, limit=self.config.max_message_size
+        )
+
+    @property
+    def sockets(self) -> list[Any]:
+        return list(self._server.sockets) if self._server else []
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def shutdown(self) -> None:
+        """Stop accepting; let in-flight queries finish (up to the grace period); close."""
+        self.shutting_down = True
+        if self._server is not None:
+            self._server.close()
+        busy = [s.running for s in self.sessions.values() if s.running is not None]
+        if busy:
+            await asyncio.wait(busy, timeout=self.config.shutdown_grace)
+        for s in list(self.sessions.values()):
+            with contextlib.suppress(Exception):
+                s.send(
+                    protocol.error_response(
+                        "57P01",
+                        "terminating connection due to administrator command",
+                        severity="FATAL",
+                    )
+                )
+                await s.flush()
+                s.writer.close()
+        log.info("stopped", extra={"event": "shutdown"})
+
+    # ---------------------------------------------------------------------- per session
+
+    def catalog_emulator(self, session: Session) -> Any:
+        """The catalog emulation for this session's user (built once per user)."""
+        key = (session.user, session.database)
+        emulator = self._emulators.get(key)
+        if emulator is None:
+            try:
+                from dpproxy.server.catalog import CatalogEmulator
+            except ImportError:  # pragma: no cover - the module ships with dpproxy
+                return None
+            emulator = CatalogEmulator(
+                self.engine.catalog,
+                server_version=SERVER_VERSION,
+                database=session.database or self.config.database,
+                user=session.user,
+                settings=default_settings({}, session.user, session.database),
+            )
+            self._emulators[key] = emulator
+        return emulator
+
+    def startup_params(self, session: Session) -> dict[str, str]:
+        return session.startup
+
+    # ---------------------------------------------------------------------- connection
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        session: Session | None = None
+        peer = writer.get_extra_info("peername")
+        try:
+            params = await self._startup(reader, writer)
+            if params is None:
+                return
+            reader, writer = params[1], params[2]
+            startup = params[0]
+            session = Session(self, reader, writer)
+            session.startup = startup
+            if self.shutting_down:
+                raise TooManyConnections("the server is shutting down")
+            if len(self.sessions) >= self.config.max_connections:
+                raise TooManyConnections(
+                    "sorry, too many clients already",
+                    hint=f"the limit is {self.config.max_connections} (--max-connections)",
+                )
+            session.user = check_startup_user(startup)
+            session.database = startup.get("database", session.user)
+            await self._authenticate(session, peer)
+            self.sessions[session.pid] = session
+            self._greet(session)
+            await session.flush()
+            log.info(
+                "connected", extra={"event": "connect", "user": session.user, "pid": session.pid}
+            )
+            await session.serve()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except DPProxyError as e:
+            with contextlib.suppress(Exception):
+                writer.write(protocol.error_from(e, severity="FATAL"))
+                await writer.drain()
+            log.info(
+                "connection refused",
+                extra={"event": "refused", "sqlstate": e.sqlstate, "peer": str(peer)},
+            )
+        finally:
+            if session is not None:
+                self.sessions.pop(session.pid, None)
+            with contextlib.suppress(Exception):
+                writer.close()
+                await writer.wait_closed()
+
+    async def _startup(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[dict[str, str], asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """SSL/GSS negotiation and the StartupMessage; ``None`` for a CancelRequest."""
+        negotiated_tls = False
+        while True:
+            code, payload = await protocol.read_startup(reader, self.config.max_message_size)
+            if code == protocol.SSL_REQUEST and not negotiated_tls:
+                if self._tls is None:
+                    writer.write(b"N")
+                    await writer.drain()
+                    continue
+                writer.write(b"S")
+                await writer.drain()
+                await writer.start_tls(self._tls)
+                negotiated_tls = True
+                continue
+            if code == protocol.GSSENC_REQUEST:
+                writer.write(b"N")
+                await writer.drain()
+                continue
+            if code == protocol.CANCEL_REQUEST:
+                pid, key = payload.int32(), payload.int32()
+                self._cancel(pid, key)
+                return None
+            if code >> 16 != 3:
+                raise ProtocolViolation(
+                    f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: "
+                    "server supports 3.0"
+                )
+            return protocol.parse_startup_parameters(payload), reader, writer
+
+    def _cancel(self, pid: int, key: int) -> None:
+        session = self.sessions.get(pid)
+        if session is None:
+            return
+        if hmac.compare_digest(struct.pack("!i", session.key), struct.pack("!i", key)):
+            if session.cancel_token is not None:
+                session.cancel_token.cancel()
+            log.info("cancel", extra={"event": "cancel", "pid": pid, "user": session.user})
+
+    async def _authenticate(self, session: Session, peer: Any) -> None:
+        if self.config.trust and _is_loopback(peer):
+            session.send(protocol.authentication_ok())
+            return
+        if self._users is None:
+            raise InvalidAuthorization(
+                f'no authentication method for user "{session.user}"',
+                hint="create users with `dpproxy user add` and start with --users FILE "
+                "(or --trust for loopback-only development)",
+            )
+        from dpproxy.server.scram import ScramExchange
+
+        # Re-read on every login: a user removed with `dpproxy user remove` is out at once
+        # (the file is replaced atomically, so a reader never sees half of it).
+        await asyncio.to_thread(self._users.load)
+        exchange = ScramExchange(self._users.verifier(session.user), user=session.user)
+        session.send(protocol.authentication_sasl(exchange.mechanisms()))
+        await session.flush()
+        kind, payload = await protocol.read_message(session.reader, 1 << 16)
+        if kind != b"p":
+            raise ProtocolViolation("expected SASL response")
+        exchange.select_mechanism(payload.cstr())
+        length = payload.int32()
+        first = payload.raw(length) if length >= 0 else b""
+        session.send(protocol.authentication_sasl_continue(exchange.server_first(first)))
+        await session.flush()
+        kind, payload = await protocol.read_message(session.reader, 1 << 16)
+        if kind != b"p":
+            raise ProtocolViolation("expected SASL response")
+        final = exchange.server_final(payload.rest())
+        session.send(protocol.authentication_sasl_final(final))
+        session.send(protocol.authentication_ok())
+
+    def _greet(self, session: Session) -> None:
+        settings = default_settings(session.startup, session.user, session.database)
+        for key, name in STATUS_PARAMETERS.items():
+            session.send(protocol.parameter_status(name, settings[key]))
+        session.send(protocol.backend_key_data(session.pid, session.key))
+        session.send(protocol.ready_for_query("I"))

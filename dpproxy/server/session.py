@@ -1,0 +1,864 @@
+"""One client connection: startup, authentication, then simple and extended queries.
+
+Every statement is routed, in this order, to
+
+1. the session itself (transaction control, SET/RESET/SHOW, DISCARD, DEALLOCATE, cursors,
+   dpproxy's own settings) — answered without any database;
+2. the catalog emulation (``catalog.py``) when it reads only ``pg_catalog`` /
+   ``information_schema`` or calls system functions — answered from the privacy schema, with
+   nothing that depends on the data;
+3. the differential-privacy engine — which plans it or refuses it. No SQL reaches the backend
+   unless the planner produced it.
+
+DP semantics on the wire: Describe is answered from the plan and never runs the query; the
+budget is charged once per executed portal (the first Execute runs it, later Executes of a
+suspended portal only page through the released rows); a refused query is an ErrorResponse
+and the session stays usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from dpproxy.backends import CancelToken
+from dpproxy.catalog.model import ColumnType, MechanismKind
+from dpproxy.errors import (
+    DPProxyError,
+    Forbidden,
+    InvalidParameter,
+    PrivacyParameterError,
+    ProtocolViolation,
+    QueryCanceled,
+    SQLSyntaxError,
+    UnsupportedQuery,
+)
+from dpproxy.release.postprocess import output_columns
+from dpproxy.server import pgtypes, protocol
+from dpproxy.server.protocol import Field, Payload
+from dpproxy.server.sqltext import (
+    infer_parameter_types,
+    is_blank,
+    parameter_count,
+    split_statements,
+    substitute,
+)
+from dpproxy.values import parse_privacy_number
+
+if TYPE_CHECKING:
+    from dpproxy.server.server import Server
+
+log = logging.getLogger("dpproxy.server")
+
+SERVER_VERSION = "15.8"
+ISOLATION = "read committed"
+
+_COLUMN_OIDS = {
+    ColumnType.INTEGER: 20,
+    ColumnType.FLOAT: 701,
+    ColumnType.TEXT: 25,
+    ColumnType.BOOLEAN: 16,
+    ColumnType.DATE: 1082,
+}
+TEXT_OID = 25
+
+
+class AdminShutdown(DPProxyError):
+    sqlstate = "57P01"
+
+
+class InFailedTransaction(DPProxyError):
+    sqlstate = "25P02"
+
+
+class UndefinedObject(DPProxyError):
+    """An unknown setting, prepared statement, portal or cursor."""
+
+    sqlstate = "42704"
+
+
+class DuplicateObject(DPProxyError):
+    sqlstate = "42P05"
+
+
+@dataclass
+class Result:
+    """What a statement returns: columns (name, type OID), rows (Python values), tag."""
+
+    fields: list[tuple[str, int]]
+    rows: list[tuple[Any, ...]]
+    tag: str
+    cost: str | None = None
+
+
+@dataclass
+class Prepared:
+    sql: str
+    param_oids: list[int]
+
+
+@dataclass
+class Portal:
+    sql: str
+    result_formats: list[int]
+    result: Result | None = None
+    sent: int = 0
+    described: list[tuple[str, int]] | None = None
+
+
+@dataclass
+class SessionState:
+    """SET/SHOW settings and dpproxy's own (ε, δ, mechanism for this session)."""
+
+    settings: dict[str, str] = field(default_factory=dict)
+    epsilon: Fraction | None = None
+    delta: Fraction | None = None
+    mechanism: MechanismKind | None = None
+
+
+def default_settings(params: dict[str, str], user: str, database: str) -> dict[str, str]:
+    s = {
+        "server_version": SERVER_VERSION,
+        "server_version_num": "150008",
+        "server_encoding": "UTF8",
+        "client_encoding": "UTF8",
+        "datestyle": "ISO, MDY",
+        "timezone": "UTC",
+        "intervalstyle": "postgres",
+        "integer_datetimes": "on",
+        "standard_conforming_strings": "on",
+        "is_superuser": "off",
+        "session_authorization": user,
+        "application_name": params.get("application_name", ""),
+        "default_transaction_read_only": "on",
+        "transaction_read_only": "on",
+        "in_hot_standby": "off",
+        "search_path": '"$user", public',
+        "transaction_isolation": ISOLATION,
+        "default_transaction_isolation": ISOLATION,
+        "extra_float_digits": "1",
+        "lc_messages": "C",
+        "max_identifier_length": "63",
+        "jit": "off",
+        "statement_timeout": "0",
+        "idle_in_transaction_session_timeout": "0",
+        "bytea_output": "hex",
+        "xmloption": "content",
+    }
+    return s
+
+
+# Reported in ParameterStatus at startup (names as PostgreSQL spells them).
+STATUS_PARAMETERS = {
+    "server_version": "server_version",
+    "server_encoding": "server_encoding",
+    "client_encoding": "client_encoding",
+    "datestyle": "DateStyle",
+    "timezone": "TimeZone",
+    "intervalstyle": "IntervalStyle",
+    "integer_datetimes": "integer_datetimes",
+    "standard_conforming_strings": "standard_conforming_strings",
+    "is_superuser": "is_superuser",
+    "session_authorization": "session_authorization",
+    "application_name": "application_name",
+    "default_transaction_read_only": "default_transaction_read_only",
+    "in_hot_standby": "in_hot_standby",
+}
+
+
+class Session:
+    """The state machine of one connection (created by ``server.Server``)."""
+
+    def __init__(
+        self,
+        server: Server,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.pid = secrets.randbelow(2**31 - 1) + 1
+        self.key = secrets.randbits(31)
+        self.user = ""
+        self.database = ""
+        self.status = "I"  # I idle, T in a transaction block, E failed transaction block
+        self.state = SessionState()
+        self.prepared: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}  # also SQL cursors: DECLARE makes a named portal
+        self.skip_until_sync = False
+        self.running: asyncio.Future[Any] | None = None
+        self.cancel_token: CancelToken | None = None
+        self.startup: dict[str, str] = {}
+        self.peer = writer.get_extra_info("peername")
+
+    # ----------------------------------------------------------------------------- output
+
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def flush(self) -> None:
+        await self.writer.drain()
+
+    def send_error(self, err: DPProxyError) -> None:
+        self.send(protocol.error_from(err))
+        if self.status == "T":
+            self.status = "E"
+        log.info(
+            "refused",
+            extra={"event": "error", "user": self.user, "sqlstate": err.sqlstate, "pid": self.pid},
+        )
+
+    # ------------------------------------------------------------------------- main loop
+
+    async def serve(self) -> None:
+        cfg = self.server.config
+        while True:
+            try:
+                kind, payload = await asyncio.wait_for(
+                    protocol.read_message(self.reader, cfg.max_message_size),
+                    timeout=cfg.idle_timeout,
+                )
+            except TimeoutError:
+                self.send(
+                    protocol.error_response(
+                        "57P05", "terminating connection due to idle timeout", severity="FATAL"
+                    )
+                )
+                await self.flush()
+                return
+            if kind == b"X":
+                return
+            if self.skip_until_sync and kind != b"S":
+                continue
+            try:
+                await self.dispatch(kind, payload)
+            except (ProtocolViolation, protocol.MessageTooLarge) as e:
+                self.send(protocol.error_from(e, severity="FATAL"))
+                await self.flush()
+                return
+            await self.flush()
+
+    async def dispatch(self, kind: bytes, payload: Payload) -> None:
+        handlers = {
+            b"Q": self.on_query,
+            b"P": self.on_parse,
+            b"B": self.on_bind,
+            b"D": self.on_describe,
+            b"E": self.on_execute,
+            b"C": self.on_close,
+            b"S": self.on_sync,
+            b"H": self.on_flush,
+            b"F": self.on_function_call,
+            b"d": self.on_copy,
+            b"c": self.on_copy,
+            b"f": self.on_copy,
+        }
+        handler = handlers.get(kind)
+        if handler is None:
+            raise ProtocolViolation(f"invalid frontend message type {kind!r}")
+        await handler(payload)
+
+    def _ready(self) -> None:
+        self.send(protocol.ready_for_query(self.status))
+
+    # ----------------------------------------------------------------------- simple query
+
+    async def on_query(self, payload: Payload) -> None:
+        sql = payload.cstr()
+        try:
+            statements = split_statements(sql)
+        except DPProxyError as e:
+            self.send_error(e)
+            self._ready()
+            return
+        if not statements:
+            self.send(protocol.empty_query_response())
+            self._ready()
+            return
+        for text in statements:
+            try:
+                result = await self.execute(text, [])
+            except DPProxyError as e:
+                self.send_error(e)
+                break
+            if result.fields:
+                self.send(protocol.row_description(self._fields(result.fields, [])))
+                for row in result.rows:
+                    self.send(protocol.data_row(self._encode(row, result.fields, [])))
+            self.send(protocol.command_complete(result.tag))
+        self._ready()
+
+    # -------------------------------------------------------------------- extended query
+
+    def _extended_error(self, err: DPProxyError) -> None:
+        self.send_error(err)
+        self.skip_until_sync = True
+
+    async def on_parse(self, payload: Payload) -> None:
+        name = payload.cstr()
+        sql = payload.cstr()
+        oids = [payload.int32() for _ in range(payload.int16())]
+        try:
+            statements = split_statements(sql)
+            if len(statements) > 1:
+                raise SQLSyntaxError("cannot insert multiple commands into a prepared statement")
+            text = statements[0] if statements else ""
+            if name and name in self.prepared:
+                raise DuplicateObject(f'prepared statement "{name}" already exists')
+            count = parameter_count(text) if text else 0
+            inferred = infer_parameter_types(
+                text, self.server.engine.catalog, lambda t: _COLUMN_OIDS[t], TEXT_OID
+            )
+            full = [
+                oids[i] if i < len(oids) and oids[i] not in (0,) else inferred[i]
+                for i in range(max(count, len(oids)))
+            ]
+            self.prepared[name] = Prepared(text, full)
+        except DPProxyError as e:
+            self._extended_error(e)
+            return
+        self.send(protocol.parse_complete())
+
+    async def on_bind(self, payload: Payload) -> None:
+        portal = payload.cstr()
+        name = payload.cstr()
+        formats = [payload.int16() for _ in range(payload.int16())]
+        values: list[bytes | None] = []
+        for _ in range(payload.int16()):
+            n = payload.int32()
+            values.append(None if n < 0 else payload.raw(n))
+        result_formats = [payload.int16() for _ in range(payload.int16())]
+        try:
+            stmt = self.prepared.get(name)
+            if stmt is None:
+                raise UndefinedObject(f'prepared statement "{name}" does not exist')
+            if len(values) != len(stmt.param_oids):
+                raise ProtocolViolation(
+                    f"bind message supplies {len(values)} parameters, but prepared statement "
+                    f'"{name}" requires {len(stmt.param_oids)}'
+                )
+            literals = []
+            for i, (data, oid) in enumerate(zip(values, stmt.param_oids, strict=True)):
+                fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
+                literals.append(pgtypes.sql_literal(pgtypes.decode_param(data, oid, fmt)))
+            sql = substitute(stmt.sql, literals) if literals else stmt.sql
+            self.portals[portal] = Portal(sql, result_formats)
+        except DPProxyError as e:
+            self._extended_error(e)
+            return
+        self.send(protocol.bind_complete())
+
+    async def on_describe(self, payload: Payload) -> None:
+        what = payload.raw(1)
+        name = payload.cstr()
+        try:
+            if what == b"S":
+                stmt = self.prepared.get(name)
+                if stmt is None:
+                    raise UndefinedObject(f'prepared statement "{name}" does not exist')
+                self.send(protocol.parameter_description(stmt.param_oids))
+                fields = self.describe(_with_dummies(stmt.sql, stmt.param_oids))
+                self.send(
+                    protocol.row_description(self._fields(fields, []))
+                    if fields
+                    else protocol.no_data()
+                )
+            elif what == b"P":
+                portal = self.portals.get(name)
+                if portal is None:
+                    raise UndefinedObject(f'portal "{name}" does not exist')
+                fields = portal.result.fields if portal.result else self.describe(portal.sql)
+                portal.described = fields
+                self.send(
+                    protocol.row_description(self._fields(fields, portal.result_formats))
+                    if fields
+                    else protocol.no_data()
+                )
+            else:
+                raise ProtocolViolation("invalid DESCRIBE message subtype")
+        except ProtocolViolation:
+            raise
+        except DPProxyError as e:
+            self._extended_error(e)
+
+    async def on_execute(self, payload: Payload) -> None:
+        name = payload.cstr()
+        max_rows = payload.int32()
+        portal = self.portals.get(name)
+        try:
+            if portal is None:
+                raise UndefinedObject(f'portal "{name}" does not exist')
+            if portal.result is None:
+                if is_blank(portal.sql):
+                    self.send(protocol.empty_query_response())
+                    return
+                portal.result = await self.execute(portal.sql, [])
+        except DPProxyError as e:
+            self._extended_error(e)
+            return
+        result = portal.result
+        rows = result.rows[portal.sent :]
+        if max_rows > 0 and len(rows) > max_rows:
+            rows = rows[:max_rows]
+            suspended = True
+        else:
+            suspended = False
+        for row in rows:
+            self.send(protocol.data_row(self._encode(row, result.fields, portal.result_formats)))
+        portal.sent += len(rows)
+        if suspended:
+            self.send(protocol.portal_suspended())
+        else:
+            tag = result.tag
+            if tag.startswith("SELECT") or tag.startswith("FETCH"):
+                tag = f"{tag.split()[0]} {len(rows)}"
+            self.send(protocol.command_complete(tag))
+
+    async def on_close(self, payload: Payload) -> None:
+        what = payload.raw(1)
+        name = payload.cstr()
+        if what == b"S":
+            self.prepared.pop(name, None)
+        elif what == b"P":
+            self.portals.pop(name, None)
+        else:
+            raise ProtocolViolation("invalid CLOSE message subtype")
+        self.send(protocol.close_complete())
+
+    async def on_sync(self, payload: Payload) -> None:
+        self.skip_until_sync = False
+        self.portals.pop("", None)
+        self._ready()
+
+    async def on_flush(self, payload: Payload) -> None:
+        await self.flush()
+
+    async def on_function_call(self, payload: Payload) -> None:
+        self._extended_error(
+            UnsupportedQuery("the function call protocol is not supported by dpproxy")
+        )
+
+    async def on_copy(self, payload: Payload) -> None:
+        self._extended_error(UnsupportedQuery("COPY is not supported by dpproxy"))
+
+    # --------------------------------------------------------------------- statements
+
+    async def execute(self, sql: str, formats: Sequence[int]) -> Result:
+        """Run one statement: session command, catalog emulation, or the DP engine."""
+        if self.server.shutting_down:
+            raise AdminShutdown(
+                "terminating connection due to administrator command",
+                hint="the server is shutting down; reconnect to another instance",
+            )
+        command = self.session_command(sql)
+        if command is not None:
+            return command
+        head = _words(sql)[:1]
+        if head in (["DECLARE"], ["FETCH"], ["MOVE"], ["CLOSE"]):
+            return await self.cursor_command(sql)
+        if self.status == "E":
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        emulator = self.server.catalog_emulator(self)
+        if emulator is not None and emulator.is_catalog_query(sql):
+            out = await asyncio.to_thread(emulator.execute, sql)
+            return Result(
+                list(out.columns), [tuple(r) for r in out.rows], f"SELECT {len(out.rows)}"
+            )
+        return await self.run_private(sql)
+
+    async def run_private(self, sql: str) -> Result:
+        engine = self.server.engine
+        started = time.perf_counter()
+        self.cancel_token = token = CancelToken()
+        self.running = asyncio.ensure_future(
+            asyncio.to_thread(
+                engine.run,
+                sql,
+                analyst=self.user,
+                epsilon=self.state.epsilon,
+                delta=self.state.delta,
+                mechanism=self.state.mechanism,
+                cancel=token,
+            )
+        )
+        try:
+            answer = await self.running
+        finally:
+            self.running = None
+            self.cancel_token = None
+        if token.cancelled:
+            # The CancelRequest came after the database had finished: the query ran (and was
+            # charged), but its answer is withheld, as PostgreSQL would not deliver it.
+            raise QueryCanceled("canceling statement due to user request")
+        released = answer.released
+        fields = [(c.name, pgtypes.oid_of(c.type)) for c in released.columns]
+        log.info(
+            "released",
+            extra={
+                "event": "release",
+                "user": self.user,
+                "rows": len(released.rows),
+                "cost": str(answer.cost),
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "pid": self.pid,
+            },
+        )
+        return Result(fields, list(released.rows), f"SELECT {len(released.rows)}", str(answer.cost))
+
+    async def cursor_command(self, sql: str) -> Result:
+        """DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH HOLD] FOR query; FETCH [n|ALL|NEXT]
+        [FROM|IN] name; MOVE ...; CLOSE name|ALL. The query runs (and is charged) at DECLARE;
+        FETCH pages through the released rows."""
+        raw = sql.strip().rstrip(";")
+        words = raw.split()
+        head = words[0].upper()
+        if head == "DECLARE":
+            if len(words) < 4:
+                raise SQLSyntaxError("syntax error in DECLARE")
+            name = words[1].strip('"')
+            upper = [w.upper() for w in words]
+            if "FOR" not in upper:
+                raise SQLSyntaxError('syntax error in DECLARE: expected "FOR"')
+            query = " ".join(words[upper.index("FOR") + 1 :])
+            if name in self.portals:
+                raise DuplicateObject(f'cursor "{name}" already exists', hint=None)
+            result = await self.execute(query, [])
+            self.portals[name] = Portal(query, [], result)
+            return Result([], [], "DECLARE CURSOR")
+        if head == "CLOSE":
+            target = words[1].strip('"') if len(words) > 1 else ""
+            if target.upper() == "ALL":
+                self.portals = {k: v for k, v in self.portals.items() if not k}
+            elif self.portals.pop(target, None) is None:
+                raise UndefinedObject(f'cursor "{target}" does not exist')
+            return Result([], [], "CLOSE CURSOR")
+        # FETCH / MOVE [FORWARD] [n | ALL | NEXT] [FROM | IN] name
+        rest = [w for w in words[1:] if w.upper() not in ("FROM", "IN", "FORWARD")]
+        if not rest:
+            raise SQLSyntaxError(f"syntax error in {head}")
+        name = rest[-1].strip('"')
+        count_word = rest[0].upper() if len(rest) > 1 else "NEXT"
+        cursor = self.portals.get(name)
+        if cursor is None or cursor.result is None:
+            raise UndefinedObject(f'cursor "{name}" does not exist')
+        if count_word == "ALL":
+            count = len(cursor.result.rows)
+        elif count_word == "NEXT":
+            count = 1
+        elif count_word.isdigit():
+            count = int(count_word)
+        else:
+            raise UnsupportedQuery(f"{head} {count_word} is not supported", hint="FETCH n or ALL")
+        rows = cursor.result.rows[cursor.sent : cursor.sent + count]
+        cursor.sent += len(rows)
+        if head == "MOVE":
+            return Result([], [], f"MOVE {len(rows)}")
+        return Result(cursor.result.fields, list(rows), f"FETCH {len(rows)}")
+
+    def describe(self, sql: str) -> list[tuple[str, int]]:
+        """Result columns without running anything (from the plan, or the emulation)."""
+        if is_blank(sql):
+            return []
+        command = _describe_session_command(sql)
+        if command is not None:
+            return command
+        emulator = self.server.catalog_emulator(self)
+        if emulator is not None and emulator.is_catalog_query(sql):
+            return list(emulator.describe(sql))
+        if _words(sql)[:1] in (["DECLARE"], ["FETCH"], ["CLOSE"], ["MOVE"]):
+            return []
+        prepared = self.server.engine.prepare(
+            sql,
+            epsilon=self.state.epsilon,
+            delta=self.state.delta,
+            mechanism=self.state.mechanism,
+        )
+        return [(c.name, pgtypes.oid_of(c.type)) for c in output_columns(prepared.plan)]
+
+    # --------------------------------------------------------------- encoding results
+
+    def _fields(self, fields: list[tuple[str, int]], formats: Sequence[int]) -> list[Field]:
+        out = []
+        for i, (name, oid) in enumerate(fields):
+            fmt = formats[0] if len(formats) == 1 else (formats[i] if i < len(formats) else 0)
+            out.append(Field(name, oid, pgtypes.type_size(oid), fmt))
+        return out
+
+    def _encode(
+        self, row: Sequence[Any], fields: list[tuple[str, int]], formats: Sequence[int]
+    ) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for i, (value, (_, oid)) in enumerate(zip(row, fields, strict=True)):
+            fmt = formats[0] if len(formats) == 1 else (formats[i] if i < len(formats) else 0)
+            if fmt == 1:
+                out.append(pgtypes.encode_binary(value, oid))
+            else:
+                out.append(pgtypes.encode_text(value, oid))
+        return out
+
+    # ------------------------------------------------------------- session statements
+
+    def session_command(self, sql: str) -> Result | None:
+        words = _words(sql)
+        if not words:
+            return None
+        head = words[0]
+        if head in ("BEGIN", "START"):
+            if self.status == "I":
+                self.status = "T"
+            return Result([], [], "BEGIN")
+        if head in ("COMMIT", "END"):
+            self.status = "I"
+            return Result([], [], "COMMIT")
+        if head == "ABORT":
+            self.status = "I"
+            return Result([], [], "ROLLBACK")
+        if head == "ROLLBACK":
+            if "TO" in words[1:3] or (len(words) > 2 and words[1] == "TO"):
+                if self.status == "E":
+                    self.status = "T"
+                return Result([], [], "ROLLBACK")
+            self.status = "I"
+            return Result([], [], "ROLLBACK")
+        if self.status == "E" and head not in ("SHOW",):
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        if head == "SAVEPOINT":
+            return Result([], [], "SAVEPOINT")
+        if head == "RELEASE":
+            return Result([], [], "RELEASE")
+        if head == "SET":
+            return self._set(sql, words)
+        if head == "RESET":
+            return self._reset(words)
+        if head == "SHOW":
+            return self._show(words)
+        if head == "DISCARD":
+            if words[1:2] == ["ALL"]:
+                self.prepared.clear()
+                self.portals.clear()
+                self.state = SessionState()
+            return Result([], [], "DISCARD " + " ".join(words[1:2]))
+        if head == "DEALLOCATE":
+            rest = [w for w in words[1:] if w != "PREPARE"]
+            if rest == ["ALL"]:
+                self.prepared = {k: v for k, v in self.prepared.items() if not k}
+                return Result([], [], "DEALLOCATE ALL")
+            name = _raw_names(sql)[-1] if rest else ""
+            if name not in self.prepared:
+                raise UndefinedObject(f'prepared statement "{name}" does not exist')
+            del self.prepared[name]
+            return Result([], [], "DEALLOCATE")
+        if head == "COPY":
+            raise UnsupportedQuery(
+                "COPY is not supported by dpproxy",
+                hint="every answer is an aggregate: use SELECT with COUNT, SUM, AVG, ...",
+            )
+        if head in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
+            return None  # handled by the cursor functions below, via execute_cursor
+        if head in ("LISTEN", "UNLISTEN", "NOTIFY", "LOCK", "VACUUM", "ANALYZE", "CHECKPOINT"):
+            raise UnsupportedQuery(f"{head} is not supported by dpproxy")
+        return None
+
+    def _set(self, sql: str, words: list[str]) -> Result:
+        rest = words[1:]
+        if rest[:1] in (["SESSION"], ["LOCAL"]):
+            if rest[1:3] == ["CHARACTERISTICS", "AS"]:
+                return Result([], [], "SET")
+            rest = rest[1:]
+        if rest[:1] == ["TRANSACTION"]:
+            return Result([], [], "SET")
+        names = _raw_names(sql)
+        # names: the tokens after SET [SESSION|LOCAL]: name, [=|TO], value...
+        if not rest:
+            raise SQLSyntaxError("syntax error at end of input")
+        if rest[0] == "TIME" and rest[1:2] == ["ZONE"]:
+            value = " ".join(names[3 if words[1] not in ("SESSION", "LOCAL") else 4 :])
+            self.state.settings["timezone"] = value.strip("'") or "UTC"
+            return Result([], [], "SET")
+        name, value = _setting_assignment(sql)
+        key = name.lower()
+        if key.startswith("dpproxy."):
+            self._set_dpproxy(key, value)
+        else:
+            self.state.settings[key] = value
+        return Result([], [], "SET")
+
+    def _set_dpproxy(self, key: str, value: str) -> None:
+        policy = self.server.engine.catalog.policy
+        if key == "dpproxy.epsilon":
+            eps = parse_privacy_number(value, "epsilon")
+            if eps > policy.epsilon:
+                raise Forbidden(
+                    "dpproxy.epsilon cannot exceed the schema's limit of "
+                    f"{float(policy.epsilon):g}",
+                    hint="a session may only lower ε; the data steward sets the limit",
+                )
+            self.state.epsilon = eps
+        elif key == "dpproxy.delta":
+            dlt = parse_privacy_number(value, "delta", allow_zero=True)
+            if dlt > policy.delta:
+                raise Forbidden(
+                    f"dpproxy.delta cannot exceed the schema's limit of {float(policy.delta):g}",
+                    hint="a session may only lower δ; the data steward sets the limit",
+                )
+            self.state.delta = dlt
+        elif key == "dpproxy.mechanism":
+            try:
+                self.state.mechanism = MechanismKind(value.lower())
+            except ValueError as e:
+                raise PrivacyParameterError(
+                    f"unknown mechanism {value!r}", hint="laplace or gaussian"
+                ) from e
+        elif key == "dpproxy.budget":
+            raise Forbidden("dpproxy.budget cannot be set by a session")
+        else:
+            raise UndefinedObject(f'unrecognized configuration parameter "{key}"')
+
+    def _reset(self, words: list[str]) -> Result:
+        if words[1:2] == ["ALL"]:
+            self.state = SessionState()
+            return Result([], [], "RESET")
+        key = words[1].lower() if len(words) > 1 else ""
+        if key == "dpproxy.epsilon":
+            self.state.epsilon = None
+        elif key == "dpproxy.delta":
+            self.state.delta = None
+        elif key == "dpproxy.mechanism":
+            self.state.mechanism = None
+        else:
+            self.state.settings.pop(key, None)
+        return Result([], [], "RESET")
+
+    def settings(self) -> dict[str, str]:
+        base = default_settings(self.server.startup_params(self), self.user, self.database)
+        base.update(self.state.settings)
+        return base
+
+    def _show(self, words: list[str]) -> Result:
+        rest = [w.lower() for w in words[1:]]
+        if rest == ["all"]:
+            rows = [(k, v, "") for k, v in sorted(self.settings().items())]
+            return Result(
+                [("name", TEXT_OID), ("setting", TEXT_OID), ("description", TEXT_OID)], rows, "SHOW"
+            )
+        if rest[:2] == ["transaction", "isolation"]:
+            return Result([("transaction_isolation", TEXT_OID)], [(ISOLATION,)], "SHOW")
+        name = "".join(rest)
+        if name == "timezone" or rest[:2] == ["time", "zone"]:
+            name = "timezone"
+        if name.startswith("dpproxy."):
+            return Result([(name, TEXT_OID)], [(self._dpproxy_setting(name),)], "SHOW")
+        value = self.settings().get(name)
+        if value is None:
+            raise UndefinedObject(f'unrecognized configuration parameter "{name}"')
+        shown = STATUS_PARAMETERS.get(name, name)
+        return Result([(shown if shown != name else name, TEXT_OID)], [(value,)], "SHOW")
+
+    def _dpproxy_setting(self, name: str) -> str:
+        engine = self.server.engine
+        policy = engine.catalog.policy
+        if name == "dpproxy.budget":
+            return f"remaining {engine.remaining(self.user)} of {policy.budget}"
+        if name == "dpproxy.epsilon":
+            eps = self.state.epsilon if self.state.epsilon is not None else policy.epsilon
+            return f"{float(eps):g}"
+        if name == "dpproxy.delta":
+            return f"{float(self.state.delta if self.state.delta is not None else policy.delta):g}"
+        if name == "dpproxy.mechanism":
+            return (self.state.mechanism or policy.mechanism).value
+        raise UndefinedObject(f'unrecognized configuration parameter "{name}"')
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _words(sql: str) -> list[str]:
+    """Upper-cased words of the statement's first tokens (enough to classify it)."""
+    out = []
+    for raw in sql.replace(";", " ").split():
+        out.append(raw.strip().upper())
+        if len(out) >= 6:
+            break
+    return out
+
+
+def _raw_names(sql: str) -> list[str]:
+    return sql.strip().rstrip(";").split()
+
+
+def _setting_assignment(sql: str) -> tuple[str, str]:
+    """``SET [SESSION|LOCAL] name {=|TO} value`` → (name, value without quotes)."""
+    body = sql.strip().rstrip(";")
+    parts = body.split(None, 1)
+    rest = parts[1] if len(parts) > 1 else ""
+    first = rest.split(None, 1)
+    if first and first[0].upper() in ("SESSION", "LOCAL"):
+        rest = first[1] if len(first) > 1 else ""
+    if "=" in rest.split(None, 1)[0] if rest else False:
+        name, _, value = rest.partition("=")
+    else:
+        pieces = rest.split(None, 1)
+        if not pieces:
+            raise SQLSyntaxError("syntax error at end of input")
+        name = pieces[0]
+        value = pieces[1] if len(pieces) > 1 else ""
+        if "=" in name:
+            name, _, more = name.partition("=")
+            value = more + " " + value
+        elif value.upper().startswith("TO ") or value.upper() == "TO":
+            value = value[2:]
+        elif value.startswith("="):
+            value = value[1:]
+    name = name.strip().strip('"')
+    value = value.strip()
+    if value.upper() == "DEFAULT":
+        value = ""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1].replace("''", "'")
+    if not name:
+        raise SQLSyntaxError("syntax error in SET")
+    return name, value
+
+
+def _describe_session_command(sql: str) -> list[tuple[str, int]] | None:
+    words = _words(sql)
+    if not words:
+        return None
+    if words[0] == "SHOW":
+        rest = [w.lower() for w in words[1:]]
+        if rest == ["all"]:
+            return [("name", TEXT_OID), ("setting", TEXT_OID), ("description", TEXT_OID)]
+        if rest[:2] == ["transaction", "isolation"]:
+            return [("transaction_isolation", TEXT_OID)]
+        return [("".join(rest), TEXT_OID)]
+    if words[0] in (
+        "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "SET",
+        "RESET", "DISCARD", "DEALLOCATE",
+    ):  # fmt: skip
+        return []
+    return None
+
+
+def _with_dummies(sql: str, oids: Sequence[int]) -> str:
+    """The statement with a typed NULL for every ``$n`` (to plan it for Describe)."""
+    if not oids:
+        return sql
+    return substitute(sql, [f"CAST(NULL AS {pgtypes.type_name(o)})" for o in oids])
+
+
+def check_startup_user(params: dict[str, str]) -> str:
+    user = params.get("user", "")
+    if not user:
+        raise InvalidParameter("no PostgreSQL user name specified in startup packet")
+    return user

@@ -1,0 +1,150 @@
+"""SQL text handling for the wire protocol, on sqlglot's PostgreSQL tokenizer (pure).
+
+* :func:`split_statements`: a simple-Query string → its statements (string literals, quoted
+  identifiers and comments may contain ``;``);
+* :func:`parameters` / :func:`substitute`: the ``$n`` placeholders of an extended-protocol
+  statement, replaced by SQL literals of the bound values before planning — the planner only
+  ever sees plain SQL;
+* :func:`infer_parameter_types`: a type OID per placeholder, from the column it is compared
+  with, for a complete ParameterDescription.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import SqlglotError
+from sqlglot.tokenizer_core import Token, TokenType
+
+from dpproxy.catalog.model import Catalog, ColumnType
+from dpproxy.errors import SQLSyntaxError
+
+_TOKENIZER = Postgres().tokenizer
+
+
+def _tokens(sql: str) -> list[Token]:
+    try:
+        return list(_TOKENIZER().tokenize(sql))
+    except SqlglotError as e:
+        raise SQLSyntaxError("syntax error: unterminated quoted string or comment") from e
+
+
+def split_statements(sql: str) -> list[str]:
+    """The statements of ``sql``, without the separating semicolons, blank ones dropped."""
+    out: list[str] = []
+    start = 0
+    for tok in _tokens(sql):
+        if tok.token_type is TokenType.SEMICOLON:
+            piece = sql[start : tok.start].strip()
+            if piece:
+                out.append(piece)
+            start = tok.end + 1
+    tail = sql[start:].strip()
+    if tail and _tokens(tail):
+        out.append(tail)
+    return out
+
+
+def is_blank(sql: str) -> bool:
+    """Only whitespace and comments."""
+    return not _tokens(sql)
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    number: int  # $n, from 1
+    start: int
+    end: int  # inclusive, like sqlglot's token positions
+
+
+def parameters(sql: str) -> list[Placeholder]:
+    toks = _tokens(sql)
+    out: list[Placeholder] = []
+    for i, tok in enumerate(toks):
+        if tok.token_type is TokenType.PARAMETER and i + 1 < len(toks):
+            nxt = toks[i + 1]
+            if nxt.token_type is TokenType.NUMBER and nxt.start == tok.end + 1:
+                if nxt.text.isdigit():
+                    out.append(Placeholder(int(nxt.text), tok.start, nxt.end))
+    return out
+
+
+def parameter_count(sql: str) -> int:
+    return max((p.number for p in parameters(sql)), default=0)
+
+
+def substitute(sql: str, literals: Sequence[str]) -> str:
+    """``sql`` with each ``$n`` replaced by ``literals[n - 1]`` (already valid SQL literals)."""
+    out = []
+    pos = 0
+    for p in parameters(sql):
+        if p.number > len(literals):
+            from dpproxy.errors import ProtocolViolation
+
+            raise ProtocolViolation(
+                f"bind message supplies {len(literals)} parameters, "
+                f"but the statement uses ${p.number}"
+            )
+        out.append(sql[pos : p.start])
+        out.append(f"({literals[p.number - 1]})")
+        pos = p.end + 1
+    out.append(sql[pos:])
+    return "".join(out)
+
+
+def infer_parameter_types(
+    sql: str, catalog: Catalog, oid_of_column: Callable[[ColumnType], int], default: int
+) -> list[int]:
+    """A type OID per ``$n``: the type of a column it is compared with (``age > $1``,
+    ``$1 = sex``, ``sex IN ($1, $2)``, ``age BETWEEN $1 AND $2``), else ``default``."""
+    count = parameter_count(sql)
+    oids = [default] * count
+    if not count:
+        return oids
+    toks = _tokens(sql)
+    columns = {c.name.lower(): c.type for t in catalog.tables for c in t.columns}
+    comparison = {
+        TokenType.EQ, TokenType.NEQ, TokenType.GT, TokenType.GTE, TokenType.LT, TokenType.LTE,
+        TokenType.PLUS, TokenType.DASH, TokenType.STAR, TokenType.SLASH,
+    }  # fmt: skip
+
+    def column_type(tok: Token) -> ColumnType | None:
+        if tok.token_type in (TokenType.VAR, TokenType.IDENTIFIER):
+            return columns.get(tok.text.lower())
+        return None
+
+    def param_at(i: int) -> int | None:
+        if (
+            0 <= i < len(toks) - 1
+            and toks[i].token_type is TokenType.PARAMETER
+            and toks[i + 1].text.isdigit()
+        ):
+            return int(toks[i + 1].text)
+        return None
+
+    for i in range(len(toks)):
+        n = param_at(i)
+        if n is None or n > count:
+            continue
+        found: ColumnType | None = None
+        # column OP $n
+        if i >= 2 and toks[i - 1].token_type in comparison:
+            found = column_type(toks[i - 2])
+        # $n OP column
+        if found is None and i + 3 < len(toks) and toks[i + 2].token_type in comparison:
+            found = column_type(toks[i + 3])
+        # column IN (..., $n, ...) / column BETWEEN $n AND $m: scan back to the operator
+        if found is None:
+            j = i - 1
+            while j >= 0 and toks[j].token_type in (
+                TokenType.COMMA, TokenType.L_PAREN, TokenType.NUMBER, TokenType.PARAMETER,
+                TokenType.STRING, TokenType.AND,
+            ):  # fmt: skip
+                j -= 1
+            if j >= 1 and toks[j].token_type in (TokenType.IN, TokenType.BETWEEN):
+                found = column_type(toks[j - 1])
+        if found is not None:
+            oids[n - 1] = oid_of_column(found)
+    return oids
