@@ -19,6 +19,7 @@ and the session stays usable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -196,6 +197,7 @@ class Session:
         self.running: asyncio.Future[Any] | None = None
         self.cancel_token: CancelToken | None = None
         self.startup: dict[str, str] = {}
+        self.emulator: Any = None  # catalog.CatalogEmulator, made on first use
         self.peer = writer.get_extra_info("peername")
 
     # ----------------------------------------------------------------------------- output
@@ -313,9 +315,14 @@ class Session:
             if name and name in self.prepared:
                 raise DuplicateObject(f'prepared statement "{name}" already exists')
             count = parameter_count(text) if text else 0
-            inferred = infer_parameter_types(
-                text, self.server.engine.catalog, lambda t: _COLUMN_OIDS[t], TEXT_OID
-            )
+            emulator = self.server.catalog_emulator(self) if count else None
+            if emulator is not None and emulator.is_catalog_query(text):
+                inferred = list(emulator.parameter_types(text))
+                inferred += [TEXT_OID] * (count - len(inferred))
+            else:
+                inferred = infer_parameter_types(
+                    text, self.server.engine.catalog, lambda t: _COLUMN_OIDS[t], TEXT_OID
+                )
             full = [
                 oids[i] if i < len(oids) and oids[i] not in (0,) else inferred[i]
                 for i in range(max(count, len(oids)))
@@ -347,7 +354,7 @@ class Session:
             literals = []
             for i, (data, oid) in enumerate(zip(values, stmt.param_oids, strict=True)):
                 fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
-                literals.append(pgtypes.sql_literal(pgtypes.decode_param(data, oid, fmt)))
+                literals.append(pgtypes.sql_literal(_decode(data, oid, fmt)))
             sql = substitute(stmt.sql, literals) if literals else stmt.sql
             self.portals[portal] = Portal(sql, result_formats)
         except DPProxyError as e:
@@ -692,6 +699,9 @@ class Session:
             self._set_dpproxy(key, value)
         else:
             self.state.settings[key] = value
+            if self.emulator is not None:  # keep current_setting() in catalog queries in step
+                with contextlib.suppress(DPProxyError):
+                    self.emulator.execute(sql)
         return Result([], [], "SET")
 
     def _set_dpproxy(self, key: str, value: str) -> None:
@@ -848,6 +858,17 @@ def _describe_session_command(sql: str) -> list[tuple[str, int]] | None:
     ):  # fmt: skip
         return []
     return None
+
+
+def _decode(data: bytes | None, oid: int, fmt: int) -> object:
+    """A Bind value; text-format values of types without a decoder (``regclass`` and the
+    like, inferred for catalog queries) are passed on as text, as PostgreSQL would coerce."""
+    try:
+        return pgtypes.decode_param(data, oid, fmt)
+    except UnsupportedQuery:
+        if fmt != 0:
+            raise
+        return pgtypes.decode_param(data, TEXT_OID, 0)
 
 
 def _with_dummies(sql: str, oids: Sequence[int]) -> str:
