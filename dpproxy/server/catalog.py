@@ -1645,6 +1645,7 @@ class CatalogEmulator:
         self.database = database
         self.user = user
         self._model_key = (catalog, database)
+        self._lock = threading.RLock()  # one DuckDB cursor: one statement at a time
         self._model, self._con = _shared_database(self._model_key)
         self._roles = _session_roles(self._model, user)
         self._settings = _default_settings(server_version, user)
@@ -1692,8 +1693,14 @@ class CatalogEmulator:
         """Answer a catalog query, ``SHOW``, ``SET`` or ``RESET``; ``params`` bind ``$1``...
 
         Parameters are Python values or the text of a text-format Bind value (as for an
-        untyped literal). Raises a :class:`DPProxyError` with a PostgreSQL SQLSTATE.
+        untyped literal). Raises a :class:`DPProxyError` with a PostgreSQL SQLSTATE. Safe to
+        call from several threads (calls are serialized), though one emulator per session is
+        the intended use: settings changed here are the emulator's.
         """
+        with self._lock:
+            return self._execute(sql, params)
+
+    def _execute(self, sql: str, params: Sequence[object]) -> Result:
         text = _strip_comments(sql)
         if m := _SHOW_RE.match(text):
             return self._show(m["name"])
@@ -1719,6 +1726,10 @@ class CatalogEmulator:
         The statement is bound (DuckDB ``DESCRIBE``), never evaluated, with NULL for every
         parameter; ``set_config`` is not applied.
         """
+        with self._lock:
+            return self._describe(sql)
+
+    def _describe(self, sql: str) -> list[tuple[str, int]]:
         text = _strip_comments(sql)
         if m := _SHOW_RE.match(text):
             return self._show(m["name"], describe=True).columns
@@ -1762,12 +1773,14 @@ class CatalogEmulator:
 
     def parameter_status(self) -> dict[str, str]:
         """The settings a server reports in ParameterStatus messages, as now set."""
-        return {name: self._settings[name.lower()][1] for name in _REPORTED}
+        with self._lock:
+            return {name: self._settings[name.lower()][1] for name in _REPORTED}
 
     def setting(self, name: str) -> str | None:
         """The current value of a setting, or None if it is unknown."""
-        entry = self._settings.get(name.lower())
-        return entry[1] if entry else None
+        with self._lock:
+            entry = self._settings.get(name.lower())
+            return entry[1] if entry else None
 
     def interrupt(self) -> None:
         """Cancel the statement running in :meth:`execute` (from another thread), e.g. on a
@@ -1775,8 +1788,9 @@ class CatalogEmulator:
         self._con.interrupt()
 
     def close(self) -> None:
-        """Release the emulation database."""
-        self._con.close()
+        """Release this session's cursor (the shared database stays for other sessions)."""
+        with self._lock:
+            self._con.close()
 
     # ------------------------------------------------------------------------- SHOW / SET
 

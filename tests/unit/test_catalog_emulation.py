@@ -10,6 +10,7 @@ its 32,561 rows*, ANALYZEd, so that every data-dependent catalog field really is
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -351,6 +352,32 @@ def test_settings(catalog: Catalog) -> None:
     finally:
         em.close()
         other.close()
+
+
+def test_one_emulator_is_safe_from_several_threads(emulator: CatalogEmulator) -> None:
+    """Calls are serialized: answers never cross between concurrent callers."""
+    queries = {
+        "SELECT relname FROM pg_class WHERE relname = 'adult'": [("adult",)],
+        "SELECT typname FROM pg_type WHERE oid = 23": [("int4",)],
+        "SELECT nspname FROM pg_namespace WHERE oid = 2200": [("public",)],
+    }
+    wrong: list[object] = []
+
+    def work(sql: str, expected: list[tuple[object, ...]]) -> None:
+        for _ in range(50):
+            try:
+                rows = emulator.execute(sql).rows
+            except DPProxyError as e:  # recorded, never raised in a thread
+                rows = [(e.sqlstate,)]
+            if rows != expected:
+                wrong.append(rows)
+
+    threads = [threading.Thread(target=work, args=item) for item in [*queries.items()] * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
 
 
 def test_pg_catalog_prefixes_and_operators(emulator: CatalogEmulator) -> None:
