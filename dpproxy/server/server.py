@@ -18,6 +18,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import ssl
 import struct
 from dataclasses import dataclass, field
@@ -106,6 +107,9 @@ class Server:
             self._users = UserStore(config.users_path)
             self._users.load()
         self._inflight: set[asyncio.Task[Any]] = set()
+        self._routes: dict[str, bool] = {}
+        names = "|".join(re.escape(t.name.lower()) for t in engine.catalog.tables) or "(?!)"
+        self._table_names = re.compile(rf"\b(?:{names})\b")
 
     def _tls_context(self) -> ssl.SSLContext | None:
         if self.config.tls_cert is None:
@@ -168,6 +172,25 @@ class Server:
                 settings=default_settings(session.startup, session.user, session.database),
             )
         return session.emulator
+
+    def is_catalog_query(self, session: Session, sql: str) -> bool:
+        """Route to the catalog emulation? A statement naming a schema table and no catalog
+        relation goes straight to the DP engine (which plans or refuses it) without the
+        emulation's sqlglot parse; answers are cached per statement text."""
+        known = self._routes.get(sql)
+        if known is not None:
+            return known
+        lowered = sql.lower()
+        if self._table_names.search(lowered) and not any(
+            marker in lowered for marker in ("pg_", "information_schema", "current_", "version")
+        ):
+            decision = False
+        else:
+            decision = bool(self.catalog_emulator(session).is_catalog_query(sql))
+        if len(self._routes) > 4096:
+            self._routes.clear()
+        self._routes[sql] = decision
+        return decision
 
     def startup_params(self, session: Session) -> dict[str, str]:
         return session.startup

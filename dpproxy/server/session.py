@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpproxy.server")
 
 SERVER_VERSION = "15.8"
+_FLUSH_AFTER = frozenset((b"Q", b"S", b"H"))
 ISOLATION = "read committed"
 
 _COLUMN_OIDS = {
@@ -196,6 +197,8 @@ class Session:
         self.skip_until_sync = False
         self.running: asyncio.Future[Any] | None = None
         self.cancel_token: CancelToken | None = None
+        self._out: list[bytes] = []
+        self._queued = 0
         self.startup: dict[str, str] = {}
         self.emulator: Any = None  # catalog.CatalogEmulator, made on first use
         self.peer = writer.get_extra_info("peername")
@@ -203,9 +206,20 @@ class Session:
     # ----------------------------------------------------------------------------- output
 
     def send(self, data: bytes) -> None:
-        self.writer.write(data)
+        """Queue a message; :meth:`flush` writes the queue in one go (one ``send`` per
+        exchange instead of one per message)."""
+        self._out.append(data)
+        self._queued += len(data)
+        if self._queued > 1 << 16:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+            self._queued = 0
 
     async def flush(self) -> None:
+        if self._out:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+            self._queued = 0
         await self.writer.drain()
 
     def send_error(self, err: DPProxyError) -> None:
@@ -238,6 +252,8 @@ class Session:
             if kind == b"X":
                 return
             if self.skip_until_sync and kind != b"S":
+                if kind == b"H":  # Flush still delivers what is pending (the error)
+                    await self.flush()
                 continue
             try:
                 await self.dispatch(kind, payload)
@@ -245,7 +261,10 @@ class Session:
                 self.send(protocol.error_from(e, severity="FATAL"))
                 await self.flush()
                 return
-            await self.flush()
+            # The protocol lets a server hold its output until Sync, Flush or the end of a
+            # simple Query; pipelined clients then get one write per round trip.
+            if kind in _FLUSH_AFTER:
+                await self.flush()
 
     async def dispatch(self, kind: bytes, payload: Payload) -> None:
         handlers = {
@@ -315,8 +334,8 @@ class Session:
             if name and name in self.prepared:
                 raise DuplicateObject(f'prepared statement "{name}" already exists')
             count = parameter_count(text) if text else 0
-            emulator = self.server.catalog_emulator(self) if count else None
-            if emulator is not None and emulator.is_catalog_query(text):
+            if count and self.server.is_catalog_query(self, text):
+                emulator = self.server.catalog_emulator(self)
                 inferred = list(emulator.parameter_types(text))
                 inferred += [TEXT_OID] * (count - len(inferred))
             else:
@@ -474,8 +493,8 @@ class Session:
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
-        emulator = self.server.catalog_emulator(self)
-        if emulator is not None and emulator.is_catalog_query(sql):
+        if self.server.is_catalog_query(self, sql):
+            emulator = self.server.catalog_emulator(self)
             out = await asyncio.to_thread(emulator.execute, sql)
             return Result(
                 list(out.columns), [tuple(r) for r in out.rows], f"SELECT {len(out.rows)}"
@@ -578,9 +597,8 @@ class Session:
         command = _describe_session_command(sql)
         if command is not None:
             return command
-        emulator = self.server.catalog_emulator(self)
-        if emulator is not None and emulator.is_catalog_query(sql):
-            return list(emulator.describe(sql))
+        if self.server.is_catalog_query(self, sql):
+            return list(self.server.catalog_emulator(self).describe(sql))
         if _words(sql)[:1] in (["DECLARE"], ["FETCH"], ["CLOSE"], ["MOVE"]):
             return []
         prepared = self.server.engine.prepare(
