@@ -98,6 +98,17 @@ class Engine:
         unkeyed = None if plan.needs_bounding else self._rewrite(plan, 0)
         return plan, unkeyed
 
+    def plan(
+        self,
+        sql: str,
+        *,
+        epsilon: Fraction | None = None,
+        delta: Fraction | None = None,
+        mechanism: MechanismKind | None = None,
+    ) -> QueryPlan:
+        """The checked plan alone (cached; no rewrite, no secret): what Describe needs."""
+        return self._plan(sql, epsilon, delta, mechanism)[0]
+
     def _rewrite(self, plan: QueryPlan, secret: int) -> str:
         backend = self.backend
         return rewrite(plan, secret, backend.dialect, portable_hash=backend.portable_hash)

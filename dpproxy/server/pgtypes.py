@@ -13,7 +13,7 @@ A value whose Python type differs from the column type is converted as PostgreSQ
 half to even), except ``float`` → ``numeric``, which keeps the shortest round-trip digits rather
 than PostgreSQL's 15. Naive datetimes count as UTC. Types without a codec here (bytea, time,
 interval, uuid, arrays, ...) raise :class:`~dpproxy.errors.InternalError` when encoding and
-:class:`~dpproxy.errors.UnsupportedQuery` (0A000) when a client binds one.
+:class:`UnsupportedParameterType` (0A000) when a client binds one.
 
 >>> encode_text(1e20, FLOAT8_OID), encode_text(0.1, FLOAT4_OID), encode_binary(2, INT4_OID)
 (b'1e+20', b'0.1', b'\\x00\\x00\\x00\\x02')
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import numbers
 import re
 import struct
 from collections.abc import Callable, Mapping
@@ -44,6 +45,8 @@ from dpproxy.errors import (
 
 
 class NumericValueOutOfRange(DPProxyError):
+    """A number outside its type's range (or numeric's 131072 + 16383 digits)."""
+
     sqlstate = "22003"
 
 
@@ -60,7 +63,14 @@ class InvalidDatetimeFormat(InvalidTextRepresentation):
 
 
 class DatetimeFieldOverflow(DPProxyError):
+    """A date or time field out of range (month 13, February 30), or beyond PostgreSQL's."""
+
     sqlstate = "22008"
+
+
+class UnsupportedParameterType(UnsupportedQuery):
+    """A Bind parameter of a type with no decoder here (0A000, as its base class); values
+    this module cannot represent (a date 'infinity', say) raise plain UnsupportedQuery."""
 
 
 class InvalidBinaryRepresentation(ProtocolViolation):
@@ -213,11 +223,18 @@ def _shortest(x: float, single: bool) -> Decimal:
 
 
 def _float8_digits(x: float) -> Decimal:
-    """Python's repr is the same unless it printed an interval end, which is a dyadic number."""
+    """Python's repr, unless it printed an end of the rounding interval (a midpoint between
+    ``x`` and a neighbour; only a dyadic decimal can be one). ``x`` > 0 and finite."""
     d = Decimal(repr(x))
     _, digits, exp = d.as_tuple()
-    if isinstance(exp, int) and exp < 0 and int("".join(map(str, digits))) % 5**-exp:
-        return d
+    assert isinstance(exp, int)
+    if exp < 0 and int("".join(map(str, digits))) % 5**-exp:
+        return d  # not dyadic
+    above, exact = math.nextafter(x, math.inf), Fraction(x)
+    if math.isfinite(above):
+        ends = (exact + Fraction(math.nextafter(x, 0.0)), exact + Fraction(above))  # doubled
+        if 2 * Fraction(d) not in ends:
+            return d
     return _shortest(x, single=False)
 
 
@@ -353,8 +370,9 @@ def _parse_float(s: str, oid: int) -> float:
         q = Fraction(Decimal(f"{sig}e{e}")) if base == 10 else int(sig, 16) * Fraction(2) ** e
         single = oid == FLOAT4_OID
         x = _round_binary(q, 24, -126, 127) if single else _round_binary(q, 53, -1022, 1023)
-    if x == 0 or math.isinf(x):
-        raise NumericValueOutOfRange(f'"{s}" is out of range for type {name}')
+    if x == 0 or math.isinf(x):  # float8in quotes just the number; float4in all the input
+        shown = s if oid == FLOAT4_OID else s[len(s) - len(s.lstrip(_WS)) : m.start(6)]
+        raise NumericValueOutOfRange(f'"{shown}" is out of range for type {name}')
     if junk:
         raise _syntax(name, s)
     return -x if neg else x
@@ -389,7 +407,7 @@ def _parse_numeric(s: str) -> Decimal:
         w = word.lower()
         return Decimal("NaN" if w == "nan" else ("-Infinity" if w[0] == "-" else "Infinity"))
     e = (exp or "0").lstrip("+-").lstrip("0")
-    if len(e) > 10 or (e and int(e) >= 2**31 // 2):  # checked before the trailing junk
+    if len(e) > 10 or (e and int(e) >= (2**31 - 1) // 2):  # before the junk, as numeric_in
         raise NumericValueOutOfRange("value overflows numeric format")
     if rest.strip(_WS):
         raise _syntax("numeric", s)
@@ -543,8 +561,10 @@ def _to_timestamp(v: object, oid: int) -> dt.datetime:
         t = dt.datetime(v.year, v.month, v.day)
     else:
         raise _cannot(v, oid)
-    if t.utcoffset() is not None:
-        t = t.astimezone(_UTC)
+    try:
+        t = t.astimezone(_UTC) if t.utcoffset() is not None else t
+    except OverflowError:
+        raise UnsupportedQuery("this timestamp is not supported", hint=_RANGE_HINT) from None
     return t.replace(tzinfo=_UTC if oid == TIMESTAMPTZ_OID else None)
 
 
@@ -658,7 +678,15 @@ _BINARY: dict[int, Callable[[object], bytes]] = {
 }
 
 
+def _plain(value: object) -> object:
+    """Other numeric types (numpy's, say) as int or float."""
+    if isinstance(value, int | float | Decimal) or not isinstance(value, numbers.Real):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
 def _encode(table: dict[int, Callable[[object], bytes]], value: object, oid: int) -> bytes:
+    value = _plain(value)
     enc = table.get(oid)
     if enc is None:
         raise _cannot(value, oid)
@@ -730,7 +758,7 @@ def _decode_text(s: str, oid: int) -> object:
     if oid in _TS_NAMES:
         t = _parse_timestamp(s, oid)
         return t.date() if oid == DATE_OID else t
-    raise UnsupportedQuery(f"parameters of type {type_name(oid)} are not supported")
+    raise UnsupportedParameterType(f"parameters of type {type_name(oid)} are not supported")
 
 
 def _numeric_recv(take: Callable[[int], bytes]) -> Decimal:
@@ -807,7 +835,7 @@ def _decode_binary(data: bytes, oid: int, param_number: int | None) -> object:
         except UnsupportedQuery as e:
             unrepresentable = e
     else:
-        raise UnsupportedQuery(f"parameters of type {type_name(oid)} are not supported")
+        raise UnsupportedParameterType(f"parameters of type {type_name(oid)} are not supported")
     if pos != len(data):
         where = f" {param_number}" if param_number is not None else ""
         raise InvalidBinaryRepresentation(f"incorrect binary data format in bind parameter{where}")
@@ -827,7 +855,8 @@ def decode_param(
     read as text, like unknown. Errors carry PostgreSQL's SQLSTATE and message: 22P02
     (:class:`~dpproxy.errors.InvalidTextRepresentation`), 22007, 22008, 22003, 22021, 08P01 (a
     binary value too short), 22P03 (bytes left over; ``param_number`` goes in the message),
-    0A000 (a type or value dpproxy cannot read).
+    0A000 (:class:`UnsupportedParameterType` for a type without a decoder; a plain
+    UnsupportedQuery for a value Python cannot hold, such as a date 'infinity').
 
     >>> decode_param(b"abc", INT4_OID, 0)
     Traceback (most recent call last):
@@ -856,6 +885,7 @@ def sql_literal(value: object) -> str:
     >>> [sql_literal(v) for v in (None, True, -3, 0.1, float("nan"), dt.date(2020, 1, 2))]
     ['NULL', 'TRUE', '(-3)', '0.1', "'NaN'::float8", "DATE '2020-01-02'"]
     """
+    value = _plain(value)
     if value is None:
         return "NULL"
     if isinstance(value, bool):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpproxy.server")
 
 SERVER_VERSION = "15.8"
+_VOLATILE = re.compile(
+    r"now|time|random|pid|txid|xact|setting|set_config|sequence|nextval|currval|pg_stat|inet_"
+)
 _FLUSH_AFTER = frozenset((b"Q", b"S", b"H"))
 ISOLATION = "read committed"
 
@@ -197,6 +201,7 @@ class Session:
         self.skip_until_sync = False
         self.running: asyncio.Future[Any] | None = None
         self.cancel_token: CancelToken | None = None
+        self._catalog_answers: dict[str, Result] = {}
         self._out: list[bytes] = []
         self._queued = 0
         self.startup: dict[str, str] = {}
@@ -373,7 +378,7 @@ class Session:
             literals = []
             for i, (data, oid) in enumerate(zip(values, stmt.param_oids, strict=True)):
                 fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
-                literals.append(pgtypes.sql_literal(_decode(data, oid, fmt)))
+                literals.append(pgtypes.sql_literal(_decode(data, oid, fmt, i + 1)))
             sql = substitute(stmt.sql, literals) if literals else stmt.sql
             self.portals[portal] = Portal(sql, result_formats)
         except DPProxyError as e:
@@ -601,13 +606,13 @@ class Session:
             return list(self.server.catalog_emulator(self).describe(sql))
         if _words(sql)[:1] in (["DECLARE"], ["FETCH"], ["CLOSE"], ["MOVE"]):
             return []
-        prepared = self.server.engine.prepare(
+        plan = self.server.engine.plan(
             sql,
             epsilon=self.state.epsilon,
             delta=self.state.delta,
             mechanism=self.state.mechanism,
         )
-        return [(c.name, pgtypes.oid_of(c.type)) for c in output_columns(prepared.plan)]
+        return [(c.name, pgtypes.oid_of(c.type)) for c in output_columns(plan)]
 
     # --------------------------------------------------------------- encoding results
 
@@ -663,12 +668,15 @@ class Session:
         if head == "RELEASE":
             return Result([], [], "RELEASE")
         if head == "SET":
+            self._catalog_answers.clear()
             return self._set(sql, words)
         if head == "RESET":
+            self._catalog_answers.clear()
             return self._reset(words)
         if head == "SHOW":
             return self._show(words)
         if head == "DISCARD":
+            self._catalog_answers.clear()
             if words[1:2] == ["ALL"]:
                 self.prepared.clear()
                 self.portals.clear()
@@ -878,15 +886,15 @@ def _describe_session_command(sql: str) -> list[tuple[str, int]] | None:
     return None
 
 
-def _decode(data: bytes | None, oid: int, fmt: int) -> object:
+def _decode(data: bytes | None, oid: int, fmt: int, number: int) -> object:
     """A Bind value; text-format values of types without a decoder (``regclass`` and the
     like, inferred for catalog queries) are passed on as text, as PostgreSQL would coerce."""
     try:
-        return pgtypes.decode_param(data, oid, fmt)
-    except UnsupportedQuery:
+        return pgtypes.decode_param(data, oid, fmt, param_number=number)
+    except pgtypes.UnsupportedParameterType:
         if fmt != 0:
             raise
-        return pgtypes.decode_param(data, TEXT_OID, 0)
+        return pgtypes.decode_param(data, TEXT_OID, 0, param_number=number)
 
 
 def _with_dummies(sql: str, oids: Sequence[int]) -> str:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,15 +25,22 @@ from dpproxy.errors import SQLSyntaxError
 _TOKENIZER = Postgres().tokenizer
 
 
-def _tokens(sql: str) -> list[Token]:
+@functools.lru_cache(maxsize=2048)
+def _tokens(sql: str) -> tuple[Token, ...]:
+    """The tokens of ``sql`` (cached: clients repeat the same statements constantly)."""
     try:
-        return list(_TOKENIZER().tokenize(sql))
+        return tuple(_TOKENIZER().tokenize(sql))
     except SqlglotError as e:
         raise SQLSyntaxError("syntax error: unterminated quoted string or comment") from e
 
 
 def split_statements(sql: str) -> list[str]:
     """The statements of ``sql``, without the separating semicolons, blank ones dropped."""
+    return list(_split(sql))
+
+
+@functools.lru_cache(maxsize=2048)
+def _split(sql: str) -> tuple[str, ...]:
     out: list[str] = []
     start = 0
     for tok in _tokens(sql):
@@ -44,7 +52,7 @@ def split_statements(sql: str) -> list[str]:
     tail = sql[start:].strip()
     if tail and _tokens(tail):
         out.append(tail)
-    return out
+    return tuple(out)
 
 
 def is_blank(sql: str) -> bool:
@@ -59,7 +67,8 @@ class Placeholder:
     end: int  # inclusive, like sqlglot's token positions
 
 
-def parameters(sql: str) -> list[Placeholder]:
+@functools.lru_cache(maxsize=2048)
+def parameters(sql: str) -> tuple[Placeholder, ...]:
     toks = _tokens(sql)
     out: list[Placeholder] = []
     for i, tok in enumerate(toks):
@@ -68,7 +77,7 @@ def parameters(sql: str) -> list[Placeholder]:
             if nxt.token_type is TokenType.NUMBER and nxt.start == tok.end + 1:
                 if nxt.text.isdigit():
                     out.append(Placeholder(int(nxt.text), tok.start, nxt.end))
-    return out
+    return tuple(out)
 
 
 def parameter_count(sql: str) -> int:

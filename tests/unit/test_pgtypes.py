@@ -381,6 +381,13 @@ def test_floats_sent_as_numeric_keep_shortest_digits() -> None:
     assert P.encode_text(math.nan, P.NUMERIC_OID) == b"NaN"
 
 
+def test_numpy_scalars_encode_as_python_numbers() -> None:
+    np = pytest.importorskip("numpy")
+    assert P.encode_binary(np.int64(-7), P.INT8_OID) == P.encode_binary(-7, P.INT8_OID)
+    assert P.encode_text(np.float32(0.5), P.FLOAT8_OID) == b"0.5"
+    assert P.sql_literal(np.int32(-3)) == "(-3)"
+
+
 def test_values_without_a_codec_are_internal_errors() -> None:
     with pytest.raises(DPProxyError, match="cannot send") as info:
         P.encode_text(b"\x00", P.BYTEA_OID)
@@ -413,11 +420,12 @@ SEEDS = {  # inputs the fuzzer would be slow to find
     P.INT8_OID: ["9223372036854775808", "-9223372036854775808", "1" * 5000],
     P.OID_OID: ["-1", "4294967296", "-2147483649", "-2147483648", "", " ", "18446744073709551616",
                 "18446744073709551615", "-4294967295", "12 x", "99999999999999999999x"],
-    P.FLOAT8_OID: ["1e400", "1e-400", "2e-324", "3e-324", "0x1p3", "0X.8P1", "0x1p", "nan(abc_1)",
+    P.FLOAT8_OID: [" 1E1000", "\t-1e400x ", " 0x1p-2000 ",
+                   "1e400", "1e-400", "2e-324", "3e-324", "0x1p3", "0X.8P1", "0x1p", "nan(abc_1)",
                    "-INFINITY", "infinit", "1.", ".", "1e", "1e 5", "1e-" + "9" * 20,
                    "0e999999999999",
                    "1.7976931348623158e308", "1.7976931348623159e308", "0x1p-1075", "0x1p-1074"],
-    P.FLOAT4_OID: ["1E40A", "1e-50 x", "1e-40x", "nanx", "0x1p200z",
+    P.FLOAT4_OID: [" 1E40A ", "1E40A", "1e-50 x", "1e-40x", "nanx", "0x1p200z",
                    "3.4028235e38", "3.4028236e38", "1e-45", "7e-46", "0x1p-150", "0x1.000001p0",
                    "16777217", "1.00000005960464477539062500001", "1e-310"],
     P.NUMERIC_OID: ["1e2147483647x", "1e-20000x", "1ex", "nanx",
@@ -521,9 +529,14 @@ def test_parse_errors_are_the_documented_classes() -> None:
     with pytest.raises(InvalidTextRepresentation) as info:  # 22007 is a subclass
         P.decode_param(b"01/02/2020", P.DATE_OID, 0)
     assert info.value.sqlstate == "22007" and info.value.hint
-    with pytest.raises(DPProxyError) as unsupported:
-        P.decode_param(b"1", P.UUID_OID, 0)
-    assert unsupported.value.sqlstate == "0A000"
+    for fmt in (0, 1):
+        with pytest.raises(P.UnsupportedParameterType) as unsupported:
+            P.decode_param(b"1", P.UUID_OID, fmt)
+        assert unsupported.value.sqlstate == "0A000"
+    with pytest.raises(DPProxyError) as value:  # a value, not a type, dpproxy cannot represent
+        P.decode_param(b"infinity", P.DATE_OID, 0)
+    assert value.value.sqlstate == "0A000"
+    assert not isinstance(value.value, P.UnsupportedParameterType)
     with pytest.raises(ProtocolViolation, match="unsupported format code"):
         P.decode_param(b"1", P.INT4_OID, 2)
 
