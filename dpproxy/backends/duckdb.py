@@ -15,8 +15,10 @@ from dpproxy.release.noise import ExactResult
 
 
 class DuckDBBackend:
-    """One read-only DuckDB connection, serialised by a lock (DuckDB connections are not shared
-    safely across threads for concurrent execution)."""
+    """One read-only DuckDB database. Every query runs on a cursor of its own (a connection to
+    the same database instance), so queries from several threads run concurrently and an
+    interrupt stops one query only; a DuckDB connection itself must not be shared by threads
+    running queries at once."""
 
     dialect = "duckdb"
 
@@ -44,26 +46,26 @@ class DuckDBBackend:
 
     def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
         with self._lock:
+            cur = self._con.cursor()
+        try:
+            if cancel is not None:
+                cancel.on_cancel(cur.interrupt)
             try:
-                if cancel is None:
-                    cur = self._con.execute(sql)
-                else:
-                    # A cursor of its own, so that an interrupt stops this query only.
-                    cur = self._con.cursor()
-                    cancel.on_cancel(cur.interrupt)
-                    try:
-                        cur.execute(sql)
-                    finally:
-                        cancel.on_cancel(None)
+                cur.execute(sql)
                 rows = cur.fetchall()
                 cols = tuple(d[0] for d in cur.description or ())
-            except duckdb.InterruptException as e:
-                raise QueryCanceled("canceling statement due to user request") from e
-            except duckdb.Error as e:
-                # Never show the database's message: it could quote a value.
-                raise InternalError(
-                    "the database failed to run the query", log_detail=f"{type(e).__name__}: {e}"
-                ) from e
+            finally:
+                if cancel is not None:
+                    cancel.on_cancel(None)
+        except duckdb.InterruptException as e:
+            raise QueryCanceled("canceling statement due to user request") from e
+        except duckdb.Error as e:
+            # Never show the database's message: it could quote a value.
+            raise InternalError(
+                "the database failed to run the query", log_detail=f"{type(e).__name__}: {e}"
+            ) from e
+        finally:
+            cur.close()
         return ExactResult(cols, tuple(rows))
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:

@@ -499,11 +499,19 @@ class Session:
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
         if self.server.is_catalog_query(self, sql):
+            cached = self._catalog_answers.get(sql)
+            if cached is not None:
+                return Result(list(cached.fields), list(cached.rows), cached.tag)
             emulator = self.server.catalog_emulator(self)
             out = await asyncio.to_thread(emulator.execute, sql)
-            return Result(
+            result = Result(
                 list(out.columns), [tuple(r) for r in out.rows], f"SELECT {len(out.rows)}"
             )
+            if not _VOLATILE.search(sql.lower()) and len(self._catalog_answers) < 256:
+                # The emulated catalog is fixed for the server's life; only the session's
+                # settings change it (SET/RESET/DISCARD clear this cache).
+                self._catalog_answers[sql] = result
+            return result
         return await self.run_private(sql)
 
     async def run_private(self, sql: str) -> Result:
@@ -603,6 +611,9 @@ class Session:
         if command is not None:
             return command
         if self.server.is_catalog_query(self, sql):
+            cached = self._catalog_answers.get(sql)
+            if cached is not None:
+                return list(cached.fields)
             return list(self.server.catalog_emulator(self).describe(sql))
         if _words(sql)[:1] in (["DECLARE"], ["FETCH"], ["CLOSE"], ["MOVE"]):
             return []
