@@ -1,4 +1,4 @@
-"""Figures of ``out/plan.json`` and ``out/embedded.json`` (PNG, in ``out/`` and ``figures/``).
+"""Figures of ``out/*.json`` (PNG, in ``out/`` and ``figures/``).
 
     python benchmarks/plot.py        (needs matplotlib: pip install matplotlib)
 
@@ -8,6 +8,8 @@
 * ``bounding_alternatives.png``: the SQL formulations of contribution bounding on the large table.
 * ``postgres_latency.png``: per query class, raw vs dpproxy on PostgreSQL and on DuckDB
   (``out/postgres.json``), log scale.
+* ``server_throughput.png``: queries per second and p50 latency against the number of
+  concurrent clients, through ``dpproxy serve`` and directly to PostgreSQL (``out/server.json``).
 """
 
 from __future__ import annotations
@@ -198,6 +200,62 @@ def postgres_latency(pg: dict[str, Any], path: Path) -> Path:
     return path
 
 
+SERVER_SERIES = (  # target in out/server.json, label, colour, marker
+    ("dpproxy", "dpproxy serve (DuckDB, DP)", "#d94801", "o"),
+    ("postgres", "PostgreSQL directly (raw aggregate)", "#2171b5", "s"),
+)
+
+
+def server_throughput(srv: dict[str, Any], path: Path) -> Path:
+    """Throughput and latency (p50, p95 dashed) against concurrent clients, both targets."""
+    plt = _plt()
+    thr = srv["throughput"]
+    levels = sorted(int(n) for n in thr)
+    fig, (ax_q, ax_l) = plt.subplots(1, 2, figsize=(11, 4.3))
+    for key, label, color, marker in SERVER_SERIES:
+        pts = [(n, thr[str(n)][key]) for n in levels if "per_second" in thr[str(n)][key]]
+        xs = [n for n, _ in pts]
+        ax_q.plot(xs, [e["per_second"] for _, e in pts], marker=marker, color=color, label=label)
+        ax_l.plot(
+            xs,
+            [e["latency"]["p50"] * 1e3 for _, e in pts],
+            marker=marker,
+            color=color,
+            label=f"{label}, p50",
+        )
+        ax_l.plot(
+            xs,
+            [e["latency"]["p95"] * 1e3 for _, e in pts],
+            marker=marker,
+            color=color,
+            linestyle="--",
+            alpha=0.6,
+            label=f"{label}, p95",
+        )
+    for ax in (ax_q, ax_l):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(levels)
+        ax.set_xticklabels([str(n) for n in levels])
+        ax.set_xlabel("concurrent clients (one connection each)")
+        ax.grid(True, which="both", alpha=0.3)
+    ax_q.set_ylim(bottom=0)
+    ax_q.set_ylabel("queries per second")
+    ax_q.set_title("Throughput", fontsize=10)
+    ax_l.set_yscale("log")
+    ax_l.set_ylabel("latency per query, ms")
+    ax_l.set_title("Latency", fontsize=10)
+    ax_q.legend(fontsize=8)
+    ax_l.legend(fontsize=7)
+    fig.suptitle(
+        f"Adult DP query mix, {srv['duration_s']:g} s per point, "
+        f"{srv['machine']['cores']} cores shared by clients and servers"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def make_figures() -> list[Path]:
     """Draw every figure whose data exists; copy each to ``figures/``. Returns the copies."""
     OUT.mkdir(parents=True, exist_ok=True)
@@ -213,6 +271,9 @@ def make_figures() -> list[Path]:
     pg = read_json("postgres.json")
     if pg:
         made.append(postgres_latency(pg, OUT / "postgres_latency.png"))
+    srv = read_json("server.json")
+    if srv and srv.get("throughput"):
+        made.append(server_throughput(srv, OUT / "server_throughput.png"))
     copies = []
     for p in made:
         if p is not None:

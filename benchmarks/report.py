@@ -1,5 +1,5 @@
-"""Write ``benchmarks/RESULTS.md`` and the figures from ``out/plan.json``, ``out/embedded.json``
-and ``out/postgres.json``.
+"""Write ``benchmarks/RESULTS.md`` and the figures from ``out/plan.json``, ``out/embedded.json``,
+``out/postgres.json`` and ``out/server.json``.
 
     python benchmarks/report.py
 
@@ -596,10 +596,288 @@ PostgreSQL and the benchmark process share the {pg["machine"]["cores"]} cores. L
 """
 
 
+def _srv_cell(r: dict[str, Any] | None) -> str:
+    if not r:
+        return "–"
+    if "error" in r:
+        return "**failed**"
+    return f"{fmt_ms(r['p50'])} / {fmt_ms(r['p95'])}"
+
+
+def _rate(r: dict[str, Any] | None) -> str:
+    if not r:
+        return "–"
+    return "**failed**" if "error" in r else f"{r['per_second']:,.0f}"
+
+
+def server_section(srv: dict[str, Any]) -> str:
+    """``dpproxy serve`` against the embedded API and PostgreSQL (``out/server.json``)."""
+    s1 = srv["select1"]
+    lat = srv["latency"]
+    thr = srv["throughput"]
+    tg = srv["targets"]
+    pg = srv["postgres"]
+    version = pg["version"].split(" on ")[0]
+    settings = ", ".join(f"`{k} = {v}`" for k, v in pg["settings"].items())
+    m = srv["machine"]
+    la = srv.get("loadavg", {})
+    load_line = "; ".join(f"{k} {v[0]:.2f}/{v[1]:.2f}/{v[2]:.2f}" for k, v in la.items())
+
+    s1_rows = []
+    for proto, what in (
+        ("simple", "simple query (`prepare=False`)"),
+        ("extended", "extended, unnamed statement (`binary=True`)"),
+        ("prepared", "extended, named prepared statement (`prepare=True`)"),
+    ):
+        d, p = s1.get(f"dpproxy_{proto}"), s1.get(f"postgres_{proto}")
+        ratio = (
+            f"{d['per_second'] / p['per_second']:.2f}"
+            if d and p and "per_second" in d and "per_second" in p
+            else "–"
+        )
+        s1_rows.append([what, _rate(d), _srv_cell(d), _rate(p), _srv_cell(p), ratio])
+    s1_table = md_table(
+        [
+            "protocol",
+            "dpproxy round trips/s",
+            "dpproxy p50 / p95 ms",
+            "PostgreSQL round trips/s",
+            "PostgreSQL p50 / p95 ms",
+            "dpproxy / PostgreSQL",
+        ],
+        s1_rows,
+    )
+    rate = tg.get("select1_simple_per_second")
+    if rate:
+        s1_verdict = (
+            f"Target ≥ {tg['select1_target_per_second']:,} `SELECT 1` round trips per second on "
+            f"one connection (simple protocol): **{rate:,.0f}/s, "
+            f"{tg['select1_ratio']:.2f}× the target: "
+            f"{'met' if tg['select1_met'] else 'not met'}**."
+        )
+    else:
+        s1_verdict = (
+            f"Target ≥ {tg['select1_target_per_second']:,} `SELECT 1` round trips per second: "
+            "**not measured, `SELECT 1` failed through dpproxy** ("
+            + (s1.get("dpproxy_simple", {}).get("error") or "no result")
+            + ")."
+        )
+
+    lat_rows = []
+    for name, r in lat.items():
+        over = r.get("overhead")
+        lat_rows.append(
+            [
+                f"`{name}`",
+                _pp(r["embedded"]) if "embedded" in r else "**failed**",
+                _pp(r["wire"]) if "wire" in r else "**failed**",
+                _pp(r["wire_server_side"]) if "wire_server_side" in r else "–",
+                _pp(r["postgres"]) if "postgres" in r else "**failed**",
+                f"**{over['p50_difference'] * 1e3:+.2f}**" if over else "–",
+                f"{over['paired_median'] * 1e3:+.2f}" if over else "–",
+                (
+                    (
+                        "met"
+                        if over["p50_difference"] * 1e3 <= tg["overhead_target_ms"]
+                        else "missed"
+                    )
+                    if over
+                    else "–"
+                ),
+            ]
+        )
+    lat_table = md_table(
+        [
+            "query",
+            "embedded API",
+            "wire (`dpproxy serve`)",
+            "of which inside the server",
+            "PostgreSQL, raw aggregate",
+            "wire overhead (p50 wire − p50 embedded)",
+            "paired median of wire − embedded",
+            f"≤ {tg['overhead_target_ms']} ms",
+        ],
+        lat_rows,
+    )
+    over = tg["overhead_ms"]
+    if over:
+        lo, hi = min(over.values()), max(over.values())
+        n_met = sum(tg["overhead_met"].values())
+        lat_verdict = (
+            f"Target: the wire layer adds ≤ {tg['overhead_target_ms']} ms p50 per query over the "
+            f"embedded API. Measured **{lo:+.2f} to {hi:+.2f} ms** "
+            f"({hi / tg['overhead_target_ms']:.1f}× the target at worst): "
+            f"**{'met' if tg['overhead_all_met'] else 'not met'}** "
+            f"({n_met} of {len(over)} queries within it)."
+        )
+        split = [
+            (
+                r["wire_server_side"]["p50"] - r["embedded"]["p50"],
+                r["wire"]["p50"] - r["wire_server_side"]["p50"],
+            )
+            for r in lat.values()
+            if "wire_server_side" in r and "wire" in r and "embedded" in r
+        ]
+        if split:
+            inside = [a * 1e3 for a, _ in split]
+            outside = [b * 1e3 for _, b in split]
+            lat_verdict += (
+                f" Of that, {min(inside):+.2f} to {max(inside):+.2f} ms is spent inside the "
+                "server beyond the embedded time (its `release` log line times the query from "
+                "the session's hand-off to a worker thread until the engine's answer), and "
+                f"{min(outside):+.2f} to {max(outside):+.2f} ms outside it: the protocol, the "
+                "session's dispatch, the socket and psycopg."
+            )
+        simple = s1.get("dpproxy_simple", {})
+        pg_simple = s1.get("postgres_simple", {})
+        if "p50" in simple and "p50" in pg_simple:
+            lat_verdict += (
+                f" For scale, a `SELECT 1` round trip (answered without the DP engine) takes "
+                f"{fmt_ms(simple['p50'])} ms p50 through dpproxy and {fmt_ms(pg_simple['p50'])} "
+                "ms on PostgreSQL."
+            )
+    else:
+        lat_verdict = "The wire overhead could not be measured (see the failures below)."
+
+    thr_rows = []
+    levels = sorted(thr, key=int)
+    for n in levels:
+        d, p = thr[n]["dpproxy"], thr[n]["postgres"]
+
+        def q(e: dict[str, Any]) -> str:
+            if "per_second" not in e:
+                return "**failed**"
+            err = f" ({e['errors']} errors)" if e["errors"] else ""
+            return f"{e['per_second']:,.0f}{err}"
+
+        def pl(e: dict[str, Any]) -> str:
+            return _pp(e["latency"]) if "latency" in e else "–"
+
+        def cpu(e: dict[str, Any], key: str) -> str:
+            v = e.get(key)
+            return f"{v:.2f}" if v is not None else "–"
+
+        thr_rows.append(
+            [
+                n,
+                q(d),
+                pl(d),
+                q(p),
+                pl(p),
+                (
+                    f"{d['per_second'] / p['per_second']:.2f}"
+                    if "per_second" in d and "per_second" in p
+                    else "–"
+                ),
+                cpu(d, "server_cpu_ms_per_query"),
+                cpu(p, "server_cpu_ms_per_query"),
+                f"{cpu(d, 'client_cpu_ms_per_query')} / {cpu(p, 'client_cpu_ms_per_query')}",
+            ]
+        )
+    thr_table = md_table(
+        [
+            "clients",
+            "dpproxy queries/s",
+            "dpproxy latency p50 (p95) ms",
+            "PostgreSQL queries/s",
+            "PostgreSQL latency p50 (p95) ms",
+            "dpproxy / PostgreSQL",
+            "dpproxy server CPU ms/query",
+            "PostgreSQL backends CPU ms/query",
+            "client CPU ms/query (dpproxy / PG)",
+        ],
+        thr_rows,
+        align="rrrrrrrrr",
+    )
+    scaling = ""
+    one, top = levels[0], levels[-1]
+    if all("per_second" in thr[n][t] for n in (one, top) for t in ("dpproxy", "postgres")):
+        grow = {
+            t: thr[top][t]["per_second"] / thr[one][t]["per_second"]
+            for t in ("dpproxy", "postgres")
+        }
+        scaling = (
+            f"From {one} to {top} clients, dpproxy's throughput changes ×{grow['dpproxy']:.2f} "
+            f"and PostgreSQL's ×{grow['postgres']:.2f}, on {m['cores']} cores shared by the "
+            "clients, the server and PostgreSQL."
+        )
+    failures = srv.get("failures", {})
+    failed = (
+        "**Failures:**\n\n" + "\n".join(f"- {k}: `{v}`" for k, v in failures.items())
+        if failures
+        else "Every variant ran without error."
+    )
+    queries = "\n".join(
+        f"- `{n}`: `{q['sql']}`" + (f" with parameters `{q['params']}`" if q["params"] else "")
+        for n, q in srv["queries"].items()
+    )
+    return f"""## Wire protocol server (`bench_server.py`)
+
+`dpproxy serve` (`python -m dpproxy serve`, a subprocess with a users file, SCRAM login) on the
+bundled Adult demo (embedded DuckDB, 32,561 rows), with the demo schema's budget raised so that
+no run can exhaust it. The server logs to a file at level `{srv["server"]["log_level"]}`.
+The baseline is the same rows in PostgreSQL on the same machine, loaded by
+`load_demo_postgres` and `ANALYZE`d: {version}, settings as found:
+{settings}.
+psycopg {m.get("psycopg", "3")} is the client of both, on autocommit connections without
+server-side prepared statements unless marked. Milliseconds. Load average (1/5/15 min) on
+{m["cores"]} cores:
+{load_line}.
+
+### `SELECT 1` round trips on one connection
+
+{srv["select1_n"]:,} timed round trips per variant after {srv["select1_warmup"]} warm-up, the six
+variants taking turns in blocks of 500.
+
+{s1_table}
+
+{s1_verdict}
+
+### DP query latency on one connection
+
+p50 (p95) of {srv["runs"]} runs per variant after {srv["warmup"]} warm-up; the three variants of a
+query run interleaved, run by run. *Embedded API*: `dpproxy.connect(...).cursor()`,
+`execute` + `fetchall` in the benchmark process (plan cached after the first run, rewrite,
+DuckDB, noise, post-processing). *Wire*: the same query through psycopg and `dpproxy serve`.
+*Of which inside the server*: the `ms` of the server's `release` log line for each of those
+wire queries (worker-thread hand-off, engine, answer; only with the log at `INFO`).
+*PostgreSQL, raw aggregate*: the analyst's SQL sent as-is to PostgreSQL over its protocol (no
+privacy at all; a reference for what a round trip to a real database costs).
+
+{lat_table}
+
+{lat_verdict}
+
+### Throughput with concurrent clients
+
+Each client is an asyncio task with its own `AsyncConnection`, cycling through the four queries
+for {srv["duration_s"]:g} s per level and target, split into {srv["rounds"]} rounds that alternate
+dpproxy and PostgreSQL (ABBA); connecting and one warm-up pass are not timed. CPU per
+query: the dpproxy server process (all its threads, DuckDB's included), the PostgreSQL backend
+processes of the clients' connections (parallel workers not counted), and the benchmark process
+that runs all clients.
+
+{thr_table}
+
+{scaling}
+
+![throughput and latency against clients](figures/server_throughput.png)
+
+{failed}
+
+<details><summary>The queries</summary>
+
+{queries}
+
+</details>
+"""
+
+
 _SECTIONS = {  # RESULTS.md heading → the JSON it is generated from
     "plan": "## Planning latency",
     "emb": "## End-to-end embedded latency",
     "pg": "## PostgreSQL",
+    "srv": "## Wire protocol server",
 }
 
 
@@ -623,6 +901,7 @@ def main() -> Path:
     plan = read_json("plan.json")
     emb = read_json("embedded.json")
     pg = read_json("postgres.json")
+    srv = read_json("server.json")
     old_sections, old_lines = _previous()
     try:
         from plot import make_figures
@@ -648,11 +927,18 @@ def main() -> Path:
             if pg
             else None
         ),
+        "bench_server.py": (
+            f"{machine_line(srv['machine'])}; psycopg {srv['machine'].get('psycopg', '?')}; "
+            f"{srv['postgres']['version'].split(' on ')[0]}; took {srv['elapsed_s']:.0f} s"
+            if srv
+            else None
+        ),
     }
     sections: dict[str, str | None] = {
         "plan": plan_section(plan) if plan else None,
         "emb": embedded_section(emb) if emb else None,
         "pg": postgres_section(pg) if pg else None,
+        "srv": server_section(srv) if srv else None,
     }
     for script, line in lines.items():  # no JSON: keep what RESULTS.md has
         if line is None and script in old_lines:
