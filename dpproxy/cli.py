@@ -446,6 +446,13 @@ def serve(
         _fail(InvalidParameter("give both --tls-cert and --tls-key, or neither"))
     host, port = _listen(listen)
     users: Path | None = Path(users_path) if users_path else None
+    if users is not None and not users.is_file():
+        _fail(
+            InvalidParameter(
+                f"users file {users} does not exist",
+                hint=f"create it with `dpproxy user --users {users} add NAME`",
+            )
+        )
     if users is None:
         from dpproxy.server.users import default_users_path
 

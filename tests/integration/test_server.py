@@ -389,3 +389,15 @@ def test_an_error_in_a_pipeline_skips_to_sync(con: psycopg.Connection) -> None:
             con.execute("SELECT COUNT(*) FROM adult")  # never runs
     assert _budget(con) == before  # nothing ran, nothing was charged
     assert con.execute("SELECT COUNT(*) FROM adult").fetchone()[0] > 30_000  # type: ignore[index]
+
+
+def test_a_missing_users_file_is_a_clear_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    out = subprocess.run(
+        [*dpproxy_command(), "serve", "--listen", "127.0.0.1:0", "--users", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "does not exist" in out.stderr and "dpproxy user" in out.stderr
