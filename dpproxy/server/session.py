@@ -348,7 +348,9 @@ class Session:
                     text, self.server.engine.catalog, lambda t: _COLUMN_OIDS[t], TEXT_OID
                 )
             full = [
-                oids[i] if i < len(oids) and oids[i] not in (0,) else inferred[i]
+                oids[i]
+                if i < len(oids) and oids[i] != 0
+                else (inferred[i] if i < len(inferred) else TEXT_OID)
                 for i in range(max(count, len(oids)))
             ]
             self.prepared[name] = Prepared(text, full)
