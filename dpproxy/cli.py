@@ -410,7 +410,8 @@ def _listen(value: str) -> tuple[str, int]:
     "--statement-timeout",
     type=click.FloatRange(min=0.001),
     metavar="SECONDS",
-    help="PostgreSQL backend: cancel queries running longer (SQLSTATE 57014; default 60).",
+    help="Cancel DP queries running longer (SQLSTATE 57014, still charged); the PostgreSQL "
+    "backend also sets it as its statement_timeout (default there: 60).",
 )
 def serve(
     database: str | None,
@@ -485,6 +486,7 @@ def serve(
         max_connections=max_connections,
         idle_timeout=idle_timeout,
         max_message_size=max_message_size,
+        statement_timeout=statement_timeout,
     )
 
     async def run() -> None:

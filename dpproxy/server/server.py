@@ -58,6 +58,7 @@ class ServerConfig:
     max_connections: int = 100
     max_message_size: int = protocol.DEFAULT_MAX_MESSAGE
     idle_timeout: float | None = 3600.0
+    statement_timeout: float | None = None  # seconds; cancels a DP query running longer
     shutdown_grace: float = 30.0
     database: str = "dpproxy"
     extra: dict[str, str] = field(default_factory=dict)

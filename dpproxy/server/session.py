@@ -201,6 +201,7 @@ class Session:
         self.skip_until_sync = False
         self.running: asyncio.Future[Any] | None = None
         self.cancel_token: CancelToken | None = None
+        self._timed_out = False
         self._catalog_answers: dict[str, Result] = {}
         self._out: list[bytes] = []
         self._queued = 0
@@ -516,6 +517,10 @@ class Session:
             return result
         return await self.run_private(sql)
 
+    def _time_out(self, token: CancelToken) -> None:
+        self._timed_out = True
+        token.cancel()
+
     async def run_private(self, sql: str) -> Result:
         engine = self.server.engine
         started = time.perf_counter()
@@ -531,9 +536,26 @@ class Session:
                 cancel=token,
             )
         )
+        timeout = self.server.config.statement_timeout
+        timer = (
+            asyncio.get_running_loop().call_later(timeout, self._time_out, token)
+            if timeout
+            else None
+        )
         try:
             answer = await self.running
+        except QueryCanceled as e:
+            if self._timed_out:
+                raise QueryCanceled(
+                    "canceling statement due to statement timeout",
+                    hint=f"the limit is {timeout:g} s (dpproxy serve --statement-timeout); "
+                    "the query ran, so its budget was charged",
+                ) from e
+            raise
         finally:
+            if timer is not None:
+                timer.cancel()
+            self._timed_out = False
             self.running = None
             self.cancel_token = None
         if token.cancelled:

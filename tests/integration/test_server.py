@@ -305,9 +305,8 @@ tables:
 """
 
 
-def test_cancel_request_stops_a_running_query(tmp_path: Path) -> None:
-    """psycopg's cancel (a CancelRequest on a new socket, with BackendKeyData's key) stops the
-    query in the database; the client gets 57014 and the session stays usable."""
+def _big_database(tmp_path: Path) -> tuple[Path, Path]:
+    """20 M rows, ~10 per unit: a query that bounds contributions runs for a while."""
     import duckdb
 
     db = tmp_path / "big.duckdb"
@@ -319,6 +318,28 @@ def test_cancel_request_stops_a_running_query(tmp_path: Path) -> None:
     con.close()
     schema = tmp_path / "big.yaml"
     schema.write_text(BIG_SCHEMA, encoding="utf-8")
+    return db, schema
+
+
+def test_statement_timeout_cancels_a_long_query(tmp_path: Path) -> None:
+    db, schema = _big_database(tmp_path)
+    run = start_server(
+        tmp_path, "--database", str(db), "--schema", str(schema), "--statement-timeout", "0.2"
+    )
+    try:
+        with psycopg.connect(run.dsn(), autocommit=True) as c:
+            with pytest.raises(psycopg.errors.QueryCanceled) as err:
+                c.execute("SELECT SUM(amount), COUNT(*) FROM events")
+            assert "statement timeout" in str(err.value)
+            assert c.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        stop_server(run)
+
+
+def test_cancel_request_stops_a_running_query(tmp_path: Path) -> None:
+    """psycopg's cancel (a CancelRequest on a new socket, with BackendKeyData's key) stops the
+    query in the database; the client gets 57014 and the session stays usable."""
+    db, schema = _big_database(tmp_path)
     run = start_server(tmp_path, "--database", str(db), "--schema", str(schema))
     try:
         with psycopg.connect(run.dsn(), autocommit=True) as c:
