@@ -107,7 +107,6 @@ class Server:
 
             self._users = UserStore(config.users_path)
             self._users.load()
-        self._inflight: set[asyncio.Task[Any]] = set()
         self._routes: dict[str, bool] = {}
         names = "|".join(re.escape(t.name.lower()) for t in engine.catalog.tables) or "(?!)"
         self._table_names = re.compile(rf"\b(?:{names})\b")
