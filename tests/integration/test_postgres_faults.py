@@ -146,7 +146,7 @@ def test_connection_lost_during_a_query_is_08006_and_charged(
         worker = threading.Thread(target=slow_query)
         worker.start()
         started.wait()
-        time.sleep(0.3)
+        _wait_for_active_query(cluster)  # the server is running one of dpproxy's queries
         cluster.stop(mode="immediate")
         worker.join(timeout=60)
         assert not worker.is_alive()
@@ -164,6 +164,20 @@ def test_connection_lost_during_a_query_is_08006_and_charged(
         cluster.start()
     finally:
         engine.close()
+
+
+def _wait_for_active_query(cluster: TemporaryCluster) -> None:
+    """Until pg_stat_activity shows a statement of dpproxy's running (readiness, not a sleep)."""
+    deadline = time.monotonic() + 30
+    with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
+        while time.monotonic() < deadline:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE application_name = 'dpproxy' AND state = 'active'"
+            ).fetchone()
+            if row and row[0]:
+                return
+    raise AssertionError("no dpproxy query became active within 30 s")
 
 
 def test_statement_timeout_is_57014_and_charged(
