@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from dpproxy.rewrite.dialect import row_hash
+from dpproxy.rewrite.dialect import bytewise, row_hash
 from dpproxy.rewrite.guard import lit, table
 from dpproxy.sql.types import SqlType
 
@@ -34,9 +34,7 @@ def _window(
 
 def _bytewise(e: exp.Expression, ctx: RewriteContext) -> exp.Expression:
     """Order hex text bytewise: PostgreSQL would otherwise use the database's collation."""
-    if ctx.dialect == "postgres" and ctx.portable_hash:
-        return exp.Collate(this=e, expression=exp.Identifier(this="C", quoted=True))
-    return e
+    return bytewise(e) if ctx.dialect == "postgres" and ctx.portable_hash else e
 
 
 def bound_contributions(ctx: RewriteContext, measures: list[tuple[str, SqlType]]) -> exp.Select:

@@ -379,7 +379,9 @@ def row_hash(
 _ORDERING = (exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Between)
 
 
-def _bytewise(e: exp.Expression) -> exp.Expression:
+def bytewise(e: exp.Expression) -> exp.Expression:
+    """``(e) COLLATE "C"``: text compared bytewise, as DuckDB does, not by the database's
+    collation (PostgreSQL)."""
     return exp.Collate(this=exp.Paren(this=e), expression=exp.Identifier(this="C", quoted=True))
 
 
@@ -418,7 +420,7 @@ def to_postgres(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Selec
                 node.set("this", _cast(numerator, DOUBLE))
         elif isinstance(node, _ORDERING) and _is_text(node, column_types):
             # Text order bytewise, as DuckDB does, whatever the database's collation.
-            node.set("this", _bytewise(node.this))
+            node.set("this", bytewise(node.this))
         if new is not node and parent is not None and key:
             parent.set(key, new, index)
     return tree
