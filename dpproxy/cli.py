@@ -41,6 +41,13 @@ _COMMON = [
         type=click.Choice(["laplace", "gaussian"]),
         help="Noise for sums and counts (default: the schema's).",
     ),
+    click.option(
+        "--plan",
+        type=click.Choice(["gs", "joint", "ptr", "smooth", "exponential", "saa"]),
+        help="Force a plan for the aggregates that support it (default: the one with the "
+        "lowest predicted error; see `dpproxy explain`). Per-query hints: /*+ dpproxy "
+        "mechanism=ptr ptr_bound=0.01 */.",
+    ),
 ]
 
 
@@ -138,6 +145,7 @@ def query(
     epsilon: str | None,
     delta: str | None,
     mechanism: str | None,
+    plan: str | None,
     analyst: str,
     fmt: str,
     errors: bool,
@@ -159,6 +167,7 @@ def query(
             epsilon=epsilon,
             delta=delta,
             mechanism=mechanism,
+            plan=plan,
             statement_timeout=statement_timeout,
         ) as con:
             cur = con.cursor().execute(_read_sql(sql))
@@ -230,23 +239,34 @@ def explain(
     epsilon: str | None,
     delta: str | None,
     mechanism: str | None,
+    plan: str | None,
     fmt: str,
 ) -> None:
     """Show the plan of a query without running it: rewritten SQL, sensitivities,
-    mechanisms, noise scales, 95% errors and the ε/δ cost. Spends nothing."""
+    mechanisms, noise scales, 95% errors and the ε/δ cost, and for AVG, medians, percentiles
+    and other statistics every candidate plan with its predicted error. Spends nothing."""
     from dpproxy.dbapi import connect
     from dpproxy.explain import explain_json, explain_text
 
     try:
         with connect(
-            database, schema=schema, epsilon=epsilon, delta=delta, mechanism=mechanism
+            database,
+            schema=schema,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+            plan=plan,
         ) as con:
             c = con
             prepared = c.engine.prepare(
-                _read_sql(sql), epsilon=c.epsilon, delta=c.delta, mechanism=c.mechanism
+                _read_sql(sql),
+                epsilon=c.epsilon,
+                delta=c.delta,
+                mechanism=c.mechanism,
+                method=c.method,
             )
             render = explain_json if fmt == "json" else explain_text
-            click.echo(render(prepared.plan, prepared.sql))
+            click.echo(render(prepared.plan, ";\n".join(prepared.statements)))
     except DPProxyError as err:
         _fail(err)
 
@@ -345,7 +365,6 @@ def demo_load(database: str, table: str, replace: bool) -> None:
     except DPProxyError as err:
         _fail(err)
     click.echo(f"loaded {rows} rows into {table} at {redact_dsn(database)}")
-
 
 
 def _listen(value: str) -> tuple[str, int]:

@@ -19,6 +19,8 @@ from dpproxy.catalog.model import MechanismKind
 from dpproxy.engine import Engine, open_engine
 from dpproxy.explain import explain_text
 from dpproxy.mechanisms.noise import NoiseSource
+from dpproxy.planning.hints import method_named
+from dpproxy.planning.plan import Method
 from dpproxy.values import Cost, parse_privacy_number
 
 apilevel = "2.0"
@@ -100,6 +102,7 @@ class Cursor:
             epsilon=c.epsilon,
             delta=c.delta,
             mechanism=c.mechanism,
+            method=c.method,
         )
         rel = answer.released
         self.description = tuple(
@@ -119,8 +122,10 @@ class Cursor:
     def explain(self, sql: str) -> str:
         """The plan, noise scales and cost of a query, spending nothing."""
         c = self.connection
-        prepared = c.engine.prepare(sql, epsilon=c.epsilon, delta=c.delta, mechanism=c.mechanism)
-        return explain_text(prepared.plan, prepared.sql)
+        prepared = c.engine.prepare(
+            sql, epsilon=c.epsilon, delta=c.delta, mechanism=c.mechanism, method=c.method
+        )
+        return explain_text(prepared.plan, ";\n".join(prepared.statements))
 
     def fetchone(self) -> tuple[Any, ...] | None:
         self._check()
@@ -177,12 +182,14 @@ class Connection:
         epsilon: Fraction | None,
         delta: Fraction | None,
         mechanism: MechanismKind | None,
+        method: Method | None = None,
     ) -> None:
         self.engine = engine
         self.analyst = analyst
         self.epsilon = epsilon
         self.delta = delta
         self.mechanism = mechanism
+        self.method = method  # a forced plan for every query (None: the planner chooses)
         self.closed = False
 
     @property
@@ -220,6 +227,7 @@ def connect(
     epsilon: float | str | Fraction | None = None,
     delta: float | str | Fraction | None = None,
     mechanism: str | None = None,
+    plan: str | None = None,
     budget_epsilon: float | str | None = None,
     budget_delta: float | str | None = None,
     noise: NoiseSource | None = None,
@@ -231,6 +239,8 @@ def connect(
     PostgreSQL only) cancels a query that runs longer (SQLSTATE 57014, budget charged).
 
     ``epsilon``/``delta`` are the per-query privacy parameters (default: the schema's);
+    ``plan`` forces a plan for every query (gs, joint, ptr, smooth, exponential, saa; default:
+    the planner picks the lowest predicted error);
     ``budget_epsilon``/``budget_delta`` the analyst's total (default: the schema's budget).
     Floats are taken at their exact binary value; pass strings such as ``"1e-6"`` for
     exact decimals.
@@ -262,4 +272,5 @@ def connect(
     engine = open_engine(
         database, schema, noise=noise, budget=budget, statement_timeout=statement_timeout
     )
-    return Connection(engine, analyst, eps, dlt, mech)
+    method = method_named(plan) if plan is not None else None
+    return Connection(engine, analyst, eps, dlt, mech, method)

@@ -16,11 +16,14 @@ from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.errors import BackendUnavailable, InvalidParameter
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
-from dpproxy.planning.plan import QueryPlan
+from dpproxy.planning.hints import parse_hints
+from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
+from dpproxy.release.exact import ExactResult
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
-from dpproxy.rewrite.pipeline import rewrite
+from dpproxy.rewrite.pipeline import RewriteContext, rewrite
+from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import parse
 from dpproxy.sql.validate import validate
 from dpproxy.values import Cost
@@ -30,10 +33,16 @@ log = logging.getLogger("dpproxy")
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A planned query: the plan and the exact SQL the backend would run."""
+    """A planned query: the plan and the exact SQL the backend would run — the main statement
+    (``None`` when no primitive needs it) and one statement per stat that reads its own data."""
 
     plan: QueryPlan
-    sql: str
+    sql: str | None
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def statements(self) -> tuple[str, ...]:
+        return ((self.sql,) if self.sql is not None else ()) + tuple(s for _, s in self.extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +78,20 @@ class Engine:
         delta: Fraction | None = None,
         mechanism: MechanismKind | None = None,
         secret: int | None = None,
+        method: Method | None = None,
     ) -> Prepared:
         """Steps parse … rewrite; pure, touches neither the data nor the budget.
 
-        Plans are cached per (SQL text, ε, δ, mechanism): planning is a pure function of those
-        and the catalog. The rewrite is redone for every call that needs a fresh secret.
+        Plans are cached per (SQL text, ε, δ, mechanism, method): planning is a pure function
+        of those and the catalog. The rewrite is redone for every call that needs a fresh
+        secret. ``method`` forces a plan (``SET dpproxy.mechanism``); a ``/*+ dpproxy ... */``
+        hint in the SQL overrides it.
         """
-        plan, unkeyed_sql = self._plan(sql, epsilon, delta, mechanism)
-        if unkeyed_sql is not None:
-            return Prepared(plan, unkeyed_sql)
+        plan, unkeyed = self._plan(sql, epsilon, delta, mechanism, method)
+        if unkeyed is not None:
+            return unkeyed
         key = secrets.randbits(62) if secret is None else secret
-        return Prepared(plan, self._rewrite(plan, key))
+        return self._rewrite(plan, key)
 
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
     def _plan(
@@ -88,15 +100,23 @@ class Engine:
         epsilon: Fraction | None,
         delta: Fraction | None,
         mechanism: MechanismKind | None,
-    ) -> tuple[QueryPlan, str | None]:
-        """The checked plan, and its SQL when the rewrite needs no secret (nothing to bound)."""
+        method: Method | None = None,
+    ) -> tuple[QueryPlan, Prepared | None]:
+        """The checked plan, and its SQL when the rewrite needs no secret (nothing to bound
+        and no sample-and-aggregate chunks to draw)."""
+        options = parse_hints(sql, method)
         query = validate(parse(sql), self.catalog, sql)
         plan = plan_query(
-            query, self.catalog.policy, epsilon=epsilon, delta=delta, mechanism=mechanism
+            query,
+            self.catalog.policy,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+            options=options,
         )
         check_plan(plan)
-        unkeyed = None if plan.needs_bounding else self._rewrite(plan, 0)
-        return plan, unkeyed
+        keyless = not plan.needs_bounding and not any(s.method is Method.SAA for s in plan.stats)
+        return plan, (self._rewrite(plan, 0) if keyless else None)
 
     def plan(
         self,
@@ -105,13 +125,20 @@ class Engine:
         epsilon: Fraction | None = None,
         delta: Fraction | None = None,
         mechanism: MechanismKind | None = None,
+        method: Method | None = None,
     ) -> QueryPlan:
         """The checked plan alone (cached; no rewrite, no secret): what Describe needs."""
-        return self._plan(sql, epsilon, delta, mechanism)[0]
+        return self._plan(sql, epsilon, delta, mechanism, method)[0]
 
-    def _rewrite(self, plan: QueryPlan, secret: int) -> str:
+    def _rewrite(self, plan: QueryPlan, secret: int) -> Prepared:
         backend = self.backend
-        return rewrite(plan, secret, backend.dialect, portable_hash=backend.portable_hash)
+        main = (
+            rewrite(plan, secret, backend.dialect, portable_hash=backend.portable_hash)
+            if plan.primitives
+            else None
+        )
+        ctx = RewriteContext(plan, secret, backend.dialect, backend.portable_hash)
+        return Prepared(plan, main, stat_statements(ctx))
 
     def run(
         self,
@@ -122,24 +149,41 @@ class Engine:
         delta: Fraction | None = None,
         mechanism: MechanismKind | None = None,
         cancel: CancelToken | None = None,
+        method: Method | None = None,
     ) -> Answer:
         """Answer one query with differential privacy, charging ``analyst``'s budget.
 
         ``cancel`` lets another thread stop the query (``QueryCanceled``; still charged: it
         may have read the data)."""
-        prepared = self.prepare(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
+        prepared = self.prepare(
+            sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method
+        )
         plan = prepared.plan
         reservation = self.accountant.reserve(analyst, plan.cost)
+        touched = False  # has any statement reached the data?
         try:
-            exact = self.backend.execute(prepared.sql, cancel)
+            exact = None
+            if prepared.sql is not None:
+                exact = self.backend.execute(prepared.sql, cancel)
+                touched = True
+            extras: dict[str, ExactResult] = {}
+            done: dict[str, ExactResult] = {}  # equal statements (median and p90 of x) run once
+            for name, statement in prepared.extra:
+                if statement not in done:
+                    done[statement] = self.backend.execute(statement, cancel)
+                    touched = True
+                extras[name] = done[statement]
         except BackendUnavailable:
-            self.accountant.rollback(reservation)  # provably never reached the data
+            if touched:
+                self.accountant.commit(reservation)
+            else:
+                self.accountant.rollback(reservation)  # provably never reached the data
             raise
         except BaseException:
             self.accountant.commit(reservation)  # a data-dependent failure is charged
             raise
         try:
-            groups = apply_noise(plan, exact, self.noise)
+            groups = apply_noise(plan, exact, self.noise, extras)
         finally:
             self.accountant.commit(reservation)
         released = postprocess(plan, groups)

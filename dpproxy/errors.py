@@ -158,3 +158,10 @@ class InternalError(DPProxyError):
     """A broken invariant inside dpproxy; clients see only a generic message."""
 
     sqlstate = "XX000"
+
+
+class StabilityTestFailed(DPProxyError):
+    """Propose-test-release refused: the data is not far enough from instability. The test
+    itself spent budget, so the query is charged."""
+
+    sqlstate = "ZD005"

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from dpproxy.planning.plan import QueryPlan, describe_mechanism
+from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.sql.validate import AggKind
 
@@ -41,6 +41,15 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
             )
             continue
         agg = plan.aggregates[int(e.name[6:])]
+        if agg.stat is not None:
+            chosen = next((c for c in agg.candidates if c.method is agg.method), None)
+            text = (
+                f"{chosen.formula} ({agg.method.value}{_note(chosen.note)})"
+                if chosen is not None and chosen.formula
+                else f"({agg.method.value})"
+            )
+            out.append(ColumnError(item.name, text, chosen.error95 if chosen else None))
+            continue
         halves = [plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts]
         if agg.kind in _COUNTS or agg.kind is AggKind.SUM:
             out.append(ColumnError(item.name, f"±{halves[0]:.4g}", halves[0]))
@@ -61,8 +70,82 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
     return tuple(out)
 
 
+def _note(note: str) -> str:
+    return f"; {note.strip()}" if note.strip() else ""
+
+
+def _aggregate_label(plan: QueryPlan, i: int) -> str:
+    agg = plan.query.aggregates[i]
+    args = [a.sql("postgres") for a in (agg.measure, agg.second) if a is not None]
+    if agg.kind.quantile and agg.kind not in (AggKind.MEDIAN, AggKind.MIN, AggKind.MAX):
+        assert agg.q is not None
+        return f"{agg.kind.value}({float(agg.q):g}) of {', '.join(args)}"
+    return f"{agg.kind.value}({', '.join(args) or '*'})"
+
+
+def _stat_data(st: StatPlan) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "method": st.method.value,
+        "epsilon_per_group": float(st.epsilon),
+        "delta_per_group": float(st.delta),
+        "groups_per_unit": st.groups,
+        "rows_per_unit_per_group": st.rows,
+        "epsilon": float(st.cost.epsilon),
+        "delta": float(st.cost.delta),
+    }
+    if st.method is Method.JOINT:
+        d["noise"] = f"Laplace(b={float(st.scale):.6g}) on Σ(x−lo)/w and on Σ(hi−x)/w"
+    elif st.method is Method.PTR:
+        d.update(
+            proposed_bound=float(st.bound or 0),
+            test=f"distance + Laplace(b={float(st.test_scale):.6g}) > {float(st.threshold):.6g}",
+            noise=f"Laplace(b={float(st.scale):.6g})",
+        )
+    elif st.method is Method.SMOOTH:
+        d.update(beta=float(st.beta), noise="Laplace(2S/ε), S computed from the data")
+    elif st.method is Method.EXPONENTIAL:
+        d.update(cells=st.cells, noise=f"Gumbel(b={float(st.scale):.6g}) on each cell's score")
+    elif st.method is Method.SAA:
+        assert st.output is not None
+        d.update(
+            chunks=st.chunks,
+            output_range=str(st.output),
+            noise=f"Laplace(b={float(st.scale):.6g})",
+        )
+    if st.window:
+        d["order_statistics_fetched_per_group"] = 2 * st.window + 3
+    return d
+
+
+def aggregate_plans(plan: QueryPlan) -> list[dict[str, Any]]:
+    """Per aggregate with a choice: every candidate, its predicted error, and the winner."""
+    out = []
+    for i, agg in enumerate(plan.aggregates):
+        if not agg.candidates:
+            continue
+        out.append(
+            {
+                "aggregate": _aggregate_label(plan, i),
+                "chosen": agg.method.value,
+                "why": agg.reason,
+                "candidates": [
+                    {
+                        "method": c.method.value,
+                        "error95": c.error95,
+                        "formula": c.formula,
+                        "applicable": c.applicable,
+                        "note": c.note,
+                    }
+                    for c in agg.candidates
+                ],
+                "release": _stat_data(agg.stat) if agg.stat is not None else None,
+            }
+        )
+    return out
+
+
 def explain_data(plan: QueryPlan, sql: str) -> dict[str, Any]:
-    """A JSON-ready description of the plan."""
+    """A JSON-ready description of the plan; ``sql`` is every statement the backend runs."""
     q = plan.query
     grouping: str
     if not q.keys:
@@ -112,6 +195,7 @@ def explain_data(plan: QueryPlan, sql: str) -> dict[str, Any]:
             {"name": c.name, "type": t.type, "error95": c.error95}
             for c, t in zip(column_errors(plan), output_columns(plan), strict=True)
         ],
+        "aggregate_plans": aggregate_plans(plan),
         "cost": {"epsilon": float(plan.cost.epsilon), "delta": float(plan.cost.delta)},
         "rewritten_sql": sql,
     }
@@ -135,6 +219,8 @@ def explain_text(plan: QueryPlan, sql: str) -> str:
         "",
         "noisy primitives:",
     ]
+    if not d["primitives"]:
+        lines.append("  (none: every aggregate is released by its own plan, below)")
     for p in d["primitives"]:
         cost = (
             f"ε={p['epsilon']:.4g}"
@@ -147,10 +233,31 @@ def explain_text(plan: QueryPlan, sql: str) -> str:
             f"Δ2={p['sensitivity_l2']:.4g} → {p['mechanism']}, {cost}, 95% error ±"
             f"{p['error95']:.4g}"
         )
+    if d["aggregate_plans"]:
+        lines += ["", "aggregate plans (predicted 95% error; * = chosen):"]
+    for a in d["aggregate_plans"]:
+        lines.append(f"  {a['aggregate']}: {a['chosen']} — {a['why']}")
+        for c in a["candidates"]:
+            mark = "*" if c["method"] == a["chosen"] else " "
+            if c["applicable"]:
+                err = f"±{c['error95']:.4g}" if c["error95"] is not None else "—"
+                text = f"{err:>12}  {c['formula']}{_note(c['note'])}"
+            else:
+                text = f"{'n/a':>12}  {c['note']}"
+            lines.append(f"    {mark} {c['method']:12}{text}")
+        if a["release"] is not None:
+            r = a["release"]
+            extra = ", ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in r.items()
+                if k not in ("method", "epsilon", "delta")
+            )
+            lines.append(f"      release: ε={r['epsilon']:.4g}, δ={r['delta']:.3g}; {extra}")
     lines += ["", "output columns (95% error):"]
     for c in d["columns"]:
         lines.append(f"  {c['name']}: {c['type']}, {c['error95']}")
-    lines += ["", "rewritten SQL (runs on the database; noise is added by dpproxy):", f"  {sql}"]
+    lines += ["", "rewritten SQL (runs on the database; noise is added by dpproxy):"]
+    lines += [f"  {statement}" for statement in sql.split(";\n")]
     return "\n".join(lines)
 
 

@@ -272,3 +272,68 @@ def parse_privacy_number(value: object, name: str, *, allow_zero: bool = False) 
             f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}"
         )
     return f
+
+
+_EXP_DIRECT = 700  # |x| ≤ 700: e^x is a normal float, math.exp is used directly
+_EXP_LIMIT = 10**6  # beyond: monotonicity gives a bound (up) or 0 / the limit's bound (down)
+_EXP_BITS = 96  # significant bits kept when squaring
+
+
+def _exp_bound(x: Fraction, up: bool) -> Fraction:
+    """A rational bound on e^x: above when ``up``, else below (see :func:`exp_up`)."""
+    if x == 0:
+        return Fraction(1)
+    if x > _EXP_LIMIT:
+        if up:
+            raise InternalError("exponential out of range")
+        x = Fraction(_EXP_LIMIT)  # e^x ≥ e^limit
+    if x < -_EXP_LIMIT:
+        if not up:
+            return Fraction(0)
+        x = Fraction(-_EXP_LIMIT)  # e^x ≤ e^-limit
+    halvings = 0
+    while abs(x) > _EXP_DIRECT:
+        x /= 2
+        halvings += 1
+    v = Fraction(math.exp(float(x)))
+    margin = Fraction(1, 10**9)
+    b = v * (1 + margin) if up else v * (1 - margin)
+    for _ in range(halvings):  # e^(2y) = (e^y)²; a positive bound squared stays a bound
+        b = b * b
+        n, d = b.numerator, b.denominator
+        shift = _EXP_BITS - (n.bit_length() - d.bit_length())
+        q, r = divmod(n << shift, d) if shift >= 0 else divmod(n, d << -shift)
+        q += 1 if up and r else 0
+        b = Fraction(q, 1 << shift) if shift >= 0 else Fraction(q << -shift)
+    return b
+
+
+def exp_up(x: Fraction) -> Fraction:
+    """A rational upper bound on e^x (relative error about 10^-9; exact at 0).
+
+    The float exponential is within an ulp or two of e^float(x), and float(x) is within
+    |x|·2^-53 of x; for |x| ≤ 700 both together stay far below the 10^-9 margin. Larger |x| is
+    halved until it is in range and the bound squared back, rounding up, so the margin doubles
+    per halving but the result stays an upper bound. Raises for x > 10^6.
+
+    >>> exp_up(Fraction(0))
+    Fraction(1, 1)
+    >>> Fraction(27182818284, 10**10) < exp_up(Fraction(1)) < Fraction(27182818313, 10**10)
+    True
+    >>> 0 < exp_up(Fraction(-2000)) < Fraction(1, 10**868)  # e^-2000 ≈ 3.8·10^-869
+    True
+    """
+    return _exp_bound(Fraction(x), up=True)
+
+
+def exp_down(x: Fraction) -> Fraction:
+    """A rational lower bound on e^x (0 only for x < -10^6; relative error about 10^-9).
+
+    >>> exp_down(Fraction(0))
+    Fraction(1, 1)
+    >>> Fraction(27182818257, 10**10) < exp_down(Fraction(1)) < Fraction(27182818285, 10**10)
+    True
+    >>> exp_down(Fraction(-2000)) < exp_up(Fraction(-2000))
+    True
+    """
+    return _exp_bound(Fraction(x), up=False)

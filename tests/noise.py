@@ -25,3 +25,8 @@ class NoNoise:
     def gaussian(self, values: Sequence[float], sigma: Fraction, *, integer: bool) -> list[float]:
         self.calls.append(("gaussian", len(values), sigma, integer))
         return [float(v) for v in values]
+
+    def noisy_min_index(self, scores: Sequence[float], scale: Fraction) -> int:
+        """The exact argmin (the first on ties): the exponential mechanism without noise."""
+        self.calls.append(("select", len(scores), scale, True))
+        return min(range(len(scores)), key=lambda i: scores[i])

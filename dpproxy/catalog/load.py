@@ -39,6 +39,7 @@ _TABLE_KEYS = {
     "max_rows_per_group_per_unit",
     "columns",
     "description",
+    "public_rows",
 }
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "domain", "description"}
 
@@ -283,6 +284,7 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
             )
     elif unit is not None or max_rows is not None or max_groups is not None or per_group:
         probs.add(path, "a public table has no privacy_unit or contribution bounds")
+    public_rows = _positive_int(doc.get("public_rows"), f"{path}.public_rows", probs)
     if probs.items:
         return None
     return Table(
@@ -291,6 +293,7 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
         columns=tuple(columns),
         privacy_unit=unit if private else None,
         bound=ContributionBound(max_rows, max_groups, per_group),
+        public_rows=public_rows,
     )
 
 

@@ -78,6 +78,7 @@ class Table:
     privacy_unit: str | None = None
     bound: ContributionBound = ContributionBound()
     unit_is_unique: bool = False  # set by a backend that proves it with a constraint
+    public_rows: int | None = None  # an approximate size the data steward declares public
 
     def column(self, name: str) -> Column | None:
         for c in self.columns:

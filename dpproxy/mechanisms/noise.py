@@ -31,6 +31,11 @@ class NoiseSource(Protocol):
         """Add independent N(0, sigma²) noise (discrete Gaussian on integers if ``integer``)."""
         ...
 
+    def noisy_min_index(self, scores: Sequence[float], scale: Fraction) -> int:
+        """The index of the smallest score after independent Gumbel(scale) noise: the
+        exponential mechanism with utility −score (report-noisy-min)."""
+        ...
+
 
 @lru_cache(maxsize=1)
 def _opendp() -> Any:
@@ -53,6 +58,16 @@ def _measurement(kind: str, scale: float, integer: bool) -> Any:
     return make(domain, metric, scale=scale)
 
 
+@lru_cache(maxsize=256)
+def _selector(scale: float, size: int) -> Any:
+    """OpenDP's report-noisy-min with Gumbel noise (``make_noisy_max``, ``negate=True``): the
+    exponential mechanism, sampled exactly (no floating-point inversion of a CDF)."""
+    dp = _opendp()
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
+    metric = dp.linf_distance(T=float, monotonic=False)
+    return dp.m.make_noisy_max(domain, metric, dp.max_divergence(), scale=scale, negate=True)
+
+
 class OpenDPNoise:
     """The production noise source, backed by OpenDP's exact samplers."""
 
@@ -61,6 +76,13 @@ class OpenDPNoise:
 
     def gaussian(self, values: Sequence[float], sigma: Fraction, *, integer: bool) -> list[float]:
         return self._apply("gaussian", values, sigma, integer)
+
+    def noisy_min_index(self, scores: Sequence[float], scale: Fraction) -> int:
+        if scale <= 0:
+            raise ValueError("the exponential mechanism needs a positive scale")
+        if not scores:
+            raise ValueError("no candidates to choose from")
+        return int(_selector(float_up(scale), len(scores))([float(s) for s in scores]))
 
     @staticmethod
     def _apply(kind: str, values: Sequence[float], scale: Fraction, integer: bool) -> list[float]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from dpproxy.analysis.local import row_radius, score_sensitivity
 from dpproxy.analysis.sensitivity import sensitivity
+from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
-from dpproxy.planning.plan import QueryPlan
+from dpproxy.planning.plan import Method, QueryPlan, StatPlan
 from dpproxy.planning.planner import total_cost
 from dpproxy.values import ln_down
 
@@ -35,8 +37,11 @@ def check_plan(plan: QueryPlan) -> None:
         elif isinstance(m, Gaussian):
             if m.rho(sens) != r.cost.rho or r.cost.epsilon:
                 raise InternalError("plan check failed: Gaussian cost", log_detail=repr(r))
+    for st in plan.stats:
+        _check_stat(st, plan)
     delta_gauss = plan.cost.delta - (plan.selection.release.cost.delta if plan.selection else 0)
-    recomputed = total_cost(plan.releases, plan.selection, delta_gauss)
+    delta_gauss -= sum((st.cost.delta for st in plan.stats), Fraction(0))
+    recomputed = total_cost(plan.releases, plan.selection, delta_gauss, plan.stats)
     if recomputed != plan.cost or not plan.requested.covers(recomputed):
         raise InternalError("plan check failed: composition", log_detail=repr(plan.cost))
     if plan.selection is not None:
@@ -49,3 +54,57 @@ def check_plan(plan: QueryPlan) -> None:
         bound = Fraction(groups, 1) / (2 * sel.release.cost.delta)
         if lap.scale == 0 or (sel.threshold - 1) / lap.scale < ln_down(bound):
             raise InternalError("plan check failed: selection threshold")
+
+
+def _check_stat(st: StatPlan, plan: QueryPlan) -> None:
+    """Each method's calibration against its privacy argument (``planning/methods.py``)."""
+
+    def fail(what: str) -> None:
+        raise InternalError(f"plan check failed: {st.method.value} {what}", log_detail=repr(st))
+
+    eps, dlt = st.epsilon, st.delta
+    if eps <= 0 or st.groups < 1 or st.rows < 1:
+        fail("budget")
+    grouped = bool(plan.query.keys)
+    stab = plan.stability
+    if st.rows != (stab.rows_per_group if grouped else stab.rows):
+        fail("rows per unit")
+    if st.method is not Method.JOINT and st.groups != (stab.groups if grouped else 1):
+        fail("groups per unit")
+    if st.method is Method.JOINT:
+        sens = stab.rows * (2 if st.neighbouring is Neighbouring.SUBSTITUTE else 1)
+        if st.groups != 1 or st.scale * eps < sens or dlt:
+            fail("scale")
+    elif st.method is Method.PTR:
+        if dlt <= 0 or st.bound is None or st.bound <= 0:
+            fail("δ or bound")
+        assert st.bound is not None
+        eps_t = 1 / st.test_scale
+        eps_r = st.bound / st.scale
+        if eps_t + eps_r > eps or st.threshold * eps_t < ln_down(1 / (2 * dlt)):
+            fail("test")
+    elif st.method is Method.SMOOTH:
+        if dlt <= 0 or st.beta <= 0 or st.beta * 2 * ln_down(2 / dlt) > eps:
+            fail("β")
+        if st.scale * eps < 2:
+            fail("scale")
+    elif st.method is Method.EXPONENTIAL:
+        if st.scale * eps < 2 * score_sensitivity(st.neighbouring, st.rows) or dlt:
+            fail("scale")
+    elif st.method is Method.SAA:
+        out = st.output
+        if out is None or out.lo is None or out.hi is None or st.chunks < 2 or dlt:
+            fail("range")
+        assert out is not None and out.lo is not None and out.hi is not None
+        if st.scale * st.chunks * eps < out.hi - out.lo:
+            fail("scale")
+        if grouped and not st.bounded and plan.needs_bounding:
+            fail("grouped chunks need the bounded relation")
+    else:
+        fail("unknown method")
+    if (
+        st.method in (Method.PTR, Method.SMOOTH)
+        and st.kind.quantile
+        and st.window < (st.kmax + 1) * row_radius(st.neighbouring, st.rows)
+    ):
+        fail("window")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 
 from sqlglot import exp
@@ -71,14 +72,83 @@ class Selection:
     threshold: Fraction
 
 
+class Method(Enum):
+    """How an aggregate is made private (``planning/methods.py`` holds each privacy argument)."""
+
+    GS = "gs"  # noisy SUM/COUNT primitives at global sensitivity (AVG: sum and count split)
+    JOINT = "joint"  # AVG: Kulesza–Suresh–Wang joint release of Σ(x−lo) and Σ(hi−x)
+    PTR = "ptr"  # propose-test-release
+    SMOOTH = "smooth"  # smooth sensitivity with Laplace noise
+    EXPONENTIAL = "exponential"  # order statistics by the exponential mechanism over cells
+    SAA = "saa"  # sample-and-aggregate
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One way to answer an aggregate, with its error predicted from public information."""
+
+    method: Method
+    error95: float | None  # predicted 95% half-width at the reference size (None: n/a)
+    formula: str  # how the error scales, for people: "≈ ±1.23e+03/n"
+    applicable: bool
+    note: str = ""  # why not applicable, or what the prediction leaves out
+
+
+@dataclass(frozen=True, slots=True)
+class StatPlan:
+    """The calibration of one aggregate answered by a method other than GS.
+
+    Per-group figures: ``epsilon``/``delta`` are what one group's release costs, ``rows`` the
+    most rows one unit has in one group, ``groups`` how many groups one unit can touch (the
+    plan's cost is ``groups`` times the per-group cost, by basic composition).
+    """
+
+    method: Method
+    name: str  # the key of the released value in a NoisyGroup
+    kind: AggKind
+    measure: exp.Expression
+    second: exp.Expression | None
+    bounds: Interval  # the measure's value interval
+    epsilon: Fraction
+    delta: Fraction
+    rows: int
+    groups: int
+    neighbouring: Neighbouring
+    bounded: bool  # read the contribution-bounded relation (else every row of every unit)
+    q: Fraction | None = None
+    count: str | None = None  # exact primitive names (mean methods)
+    total: str | None = None
+    center: Fraction = Fraction(0)
+    scale: Fraction = Fraction(0)  # joint: per part; PTR: release; exp.: Gumbel; SAA: Laplace
+    test_scale: Fraction = Fraction(0)  # PTR
+    threshold: Fraction = Fraction(0)  # PTR
+    bound: Fraction | None = None  # PTR's proposed local-sensitivity bound
+    beta: Fraction = Fraction(0)  # smooth sensitivity
+    kmax: int = 0  # order-statistic methods: distances covered by the fetched window
+    window: int = 0  # ranks fetched on each side of the statistic
+    cells: int = 0  # exponential: number of cells
+    integer_cells: bool = False
+    chunks: int = 0  # SAA
+    output: Interval | None = None  # SAA: clipping interval of the chunk statistics
+
+    @property
+    def cost(self) -> Cost:
+        return Cost(self.epsilon * self.groups, self.delta * self.groups)
+
+
 @dataclass(frozen=True, slots=True)
 class AggregatePlan:
-    """How one SQL aggregate is assembled from noisy primitives (post-processing)."""
+    """How one SQL aggregate is assembled from noisy primitives (post-processing), or released
+    by a :class:`StatPlan`."""
 
     kind: AggKind
     parts: tuple[str, ...]  # primitive names: (count,), (sum,), (count, sum) or (count, s1, s2)
     bounds: Interval | None  # value interval of the measure (AVG/VAR clip)
     center: Fraction = Fraction(0)
+    method: Method = Method.GS
+    stat: StatPlan | None = None
+    candidates: tuple[Candidate, ...] = ()
+    reason: str = ""  # why ``method`` was chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +170,10 @@ class QueryPlan:
             raise InternalError("duplicate primitive names in a plan")
         if not self.requested.covers(self.cost):
             raise InternalError("a plan costs more than was requested")
+
+    @property
+    def stats(self) -> tuple[StatPlan, ...]:
+        return tuple(a.stat for a in self.aggregates if a.stat is not None)
 
     def release_for(self, name: str) -> Release:
         for r in self.releases:

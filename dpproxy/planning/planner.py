@@ -25,18 +25,37 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpproxy.analysis.bounds import bounds_of, square
+from dpproxy.analysis.bounds import bounds_of, integral, square
 from dpproxy.analysis.sensitivity import PrimitiveKind, Stability, sensitivity, stability
 from dpproxy.catalog.model import MechanismKind, Neighbouring, PrivacyPolicy
-from dpproxy.errors import PrivacyParameterError, UnboundedColumn
+from dpproxy.errors import InvalidParameter, PrivacyParameterError, UnboundedColumn
 from dpproxy.mechanisms.base import (
     Gaussian,
     Laplace,
     approx_to_zcdp,
     zcdp_to_approx,
 )
-from dpproxy.planning.plan import AggregatePlan, Primitive, QueryPlan, Release, Selection
-from dpproxy.sql.validate import AggKind, ValidQuery
+from dpproxy.planning.methods import (
+    REFERENCE_ROWS,
+    Budget,
+    MethodOptions,
+    candidates,
+    choose,
+    methods_for,
+    stat_plan,
+    weight,
+)
+from dpproxy.planning.plan import (
+    AggregatePlan,
+    Candidate,
+    Method,
+    Primitive,
+    QueryPlan,
+    Release,
+    Selection,
+    StatPlan,
+)
+from dpproxy.sql.validate import AggKind, Aggregate, ValidQuery
 from dpproxy.values import Cost, Interval, ln_up
 
 
@@ -47,11 +66,13 @@ def plan_query(
     epsilon: Fraction | None = None,
     delta: Fraction | None = None,
     mechanism: MechanismKind | None = None,
+    options: MethodOptions | None = None,
 ) -> QueryPlan:
     """Plan a validated query; see the module docstring."""
     eps = policy.epsilon if epsilon is None else epsilon
     dlt = policy.delta if delta is None else delta
     mech = mechanism or policy.mechanism
+    opts = options or MethodOptions()
     if eps <= 0:
         raise PrivacyParameterError("ε must be positive")
     if not 0 <= dlt < 1:
@@ -61,47 +82,49 @@ def plan_query(
     # A unique unit column (proved by a backend constraint) means one row per unit already.
     stab = Stability(1, 1, 1) if table.unit_is_unique else stability(table.bound, grouped=grouped)
     rel = policy.neighbouring
-    builder = _PrimitiveBuilder(query)
-    aggs = tuple(builder.aggregate(i) for i in range(len(query.aggregates)))
-    prims = builder.primitives
+    kinds = [a.kind for a in query.aggregates]
+    gs_only = all(methods_for(k) == (Method.GS,) for k in kinds)
+    if opts.method is not None and opts.method is not Method.GS:
+        if not any(opts.method in methods_for(k) for k in kinds):
+            raise InvalidParameter(
+                f"no aggregate of this query can use the {opts.method.value} plan",
+                hint="gs, joint, ptr, smooth and saa answer AVG; exponential, ptr, smooth and "
+                "saa answer MEDIAN and percentiles; saa answers CORR, COVAR and REGR",
+            )
     private_keys = grouped and not query.public_keys
 
     eps_agg, delta_agg = eps, dlt
-    selection_prim = None
+    eps_sel = delta_sel = Fraction(0)
     if private_keys:
         if dlt == 0:
             raise PrivacyParameterError(
                 "grouping by columns without a public domain needs δ > 0 (partition selection)",
                 hint="give the GROUP BY columns a domain in the schema, or set a positive delta",
             )
-        share = policy.selection_share if prims else Fraction(1)
+        share = policy.selection_share if kinds else Fraction(1)
         eps_sel = eps * share
         eps_agg = eps - eps_sel
-        delta_sel = dlt / 2 if mech is MechanismKind.GAUSSIAN and prims else dlt
+        delta_sel = dlt / 2 if (mech is MechanismKind.GAUSSIAN or not gs_only) and kinds else dlt
         delta_agg = dlt - delta_sel
-        selection_prim = Primitive("__units", PrimitiveKind.UNITS, None)
-    if mech is MechanismKind.GAUSSIAN and prims and delta_agg <= 0:
-        raise PrivacyParameterError("the Gaussian mechanism needs δ > 0")
 
-    releases: list[Release] = []
-    if prims:
-        share_eps = eps_agg / len(prims)
-        rho_each = (
-            approx_to_zcdp(eps_agg, delta_agg) / len(prims)
-            if mech is MechanismKind.GAUSSIAN
-            else Fraction(0)
+    if gs_only:
+        builder = _PrimitiveBuilder(query)
+        aggs = tuple(builder.aggregate(i) for i in range(len(query.aggregates)))
+        prims = builder.primitives
+        if mech is MechanismKind.GAUSSIAN and prims and delta_agg <= 0:
+            raise PrivacyParameterError("the Gaussian mechanism needs δ > 0")
+        releases = _even_releases(prims, stab, rel, mech, eps_agg, delta_agg, grouped)
+        stats: tuple[StatPlan, ...] = ()
+        delta_gauss = delta_agg
+    else:
+        aggs, prims, releases, stats, delta_gauss = _plan_methods(
+            query, stab, rel, mech, eps_agg, delta_agg, opts
         )
-        for p in prims:
-            sens = sensitivity(p.kind, stab, rel, p.values, grouped=grouped)
-            if mech is MechanismKind.LAPLACE:
-                lap = Laplace.calibrate(sens, share_eps)
-                releases.append(Release(p, sens, lap, Cost(lap.epsilon(sens))))
-            else:
-                gau = Gaussian.calibrate(sens, rho_each)
-                releases.append(Release(p, sens, gau, Cost(Fraction(0), rho=gau.rho(sens))))
 
+    selection_prim = None
     selection = None
-    if selection_prim is not None:
+    if private_keys:
+        selection_prim = Primitive("__units", PrimitiveKind.UNITS, None)
         sens = sensitivity(PrimitiveKind.UNITS, stab, rel, grouped=True)
         lap = Laplace.calibrate(sens, eps_sel)
         groups = stab.groups
@@ -112,12 +135,15 @@ def plan_query(
         selection = Selection(
             Release(selection_prim, sens, lap, Cost(lap.epsilon(sens), delta_sel)), threshold
         )
-    cost = total_cost(tuple(releases), selection, delta_agg)
+    cost = total_cost(tuple(releases), selection, delta_gauss, stats)
+    # Contribution bounding is needed unless the unit column is unique — or unless nothing
+    # reads the bounded relation (only ungrouped sample-and-aggregate, which needs no bound).
+    reads_bounded = bool(prims) or any(st.bounded for st in stats) or private_keys
     return QueryPlan(
         query=query,
         neighbouring=rel,
         stability=stab,
-        needs_bounding=not table.unit_is_unique,
+        needs_bounding=not table.unit_is_unique and reads_bounded,
         primitives=tuple(prims) + ((selection_prim,) if selection_prim is not None else ()),
         releases=tuple(releases),
         selection=selection,
@@ -127,15 +153,233 @@ def plan_query(
     )
 
 
+def _even_releases(
+    prims: list[Primitive],
+    stab: Stability,
+    rel: Neighbouring,
+    mech: MechanismKind,
+    eps_agg: Fraction,
+    delta_agg: Fraction,
+    grouped: bool,
+) -> list[Release]:
+    """Basic composition with the budget split evenly between primitives."""
+    releases: list[Release] = []
+    if not prims:
+        return releases
+    share_eps = eps_agg / len(prims)
+    rho_each = (
+        approx_to_zcdp(eps_agg, delta_agg) / len(prims)
+        if mech is MechanismKind.GAUSSIAN
+        else Fraction(0)
+    )
+    for p in prims:
+        releases.append(_release(p, stab, rel, mech, share_eps, rho_each, grouped))
+    return releases
+
+
+def _release(
+    p: Primitive,
+    stab: Stability,
+    rel: Neighbouring,
+    mech: MechanismKind,
+    eps: Fraction,
+    rho: Fraction,
+    grouped: bool,
+) -> Release:
+    sens = sensitivity(p.kind, stab, rel, p.values, grouped=grouped)
+    if mech is MechanismKind.LAPLACE:
+        lap = Laplace.calibrate(sens, eps)
+        return Release(p, sens, lap, Cost(lap.epsilon(sens)))
+    gau = Gaussian.calibrate(sens, rho)
+    return Release(p, sens, gau, Cost(Fraction(0), rho=gau.rho(sens)))
+
+
+def reference_rows(query: ValidQuery) -> tuple[int, bool]:
+    """The size predictions use, per group, and whether it is the schema's public size."""
+    public = query.table.public_rows
+    if public is None or query.filters:
+        return REFERENCE_ROWS, False
+    if not query.keys:
+        return public, True
+    if query.public_keys:
+        groups = 1
+        for k in query.keys:
+            assert k.domain is not None
+            groups *= max(len(k.domain), 1)
+        return max(public // groups, 1), True
+    return REFERENCE_ROWS, False
+
+
+def _plan_methods(
+    query: ValidQuery,
+    stab: Stability,
+    rel: Neighbouring,
+    mech: MechanismKind,
+    eps_agg: Fraction,
+    delta_agg: Fraction,
+    opts: MethodOptions,
+) -> tuple[
+    tuple[AggregatePlan, ...], list[Primitive], list[Release], tuple[StatPlan, ...], Fraction
+]:
+    """Choose a method per aggregate and calibrate it; the budget is split by weight."""
+    grouped = bool(query.keys)
+    table = query.table
+    weights = [weight(a.kind) for a in query.aggregates]
+    total_weight = sum(weights)
+    n_ref, public = reference_rows(query)
+    builder = _PrimitiveBuilder(query)
+    gaussian = mech is MechanismKind.GAUSSIAN
+    aggs: list[AggregatePlan] = []
+    stats: list[StatPlan] = []
+    released: dict[str, tuple[Fraction, Fraction]] = {}  # primitive → (ε share, δ share)
+    for i, agg in enumerate(query.aggregates):
+        budget = Budget(
+            epsilon=eps_agg * weights[i] / total_weight,
+            delta=delta_agg * weights[i] / total_weight,
+            groups=stab.groups if grouped else 1,
+            rows=stab.rows_per_group if grouped else stab.rows,
+            total_rows=stab.rows,
+            neighbouring=rel,
+            reference_rows=n_ref,
+            public_size=public,
+            gaussian=gaussian,
+            integral=agg.measure is not None and integral(agg.measure, table),
+        )
+        options = methods_for(agg.kind)
+        if options == (Method.GS,):
+            plan = builder.aggregate(i)
+            for p in plan.parts:
+                e, d = released.get(p, (Fraction(0), Fraction(0)))
+                released[p] = (
+                    e + budget.epsilon / len(plan.parts),
+                    d + budget.delta / len(plan.parts),
+                )
+            aggs.append(plan)
+            continue
+        bounds = bounds_of(agg.measure, table) if agg.measure is not None else None
+        if (bounds is None or not bounds.bounded) and not agg.kind.bivariate:
+            if opts.method is not Method.SAA or opts.saa_lower is None:
+                assert agg.measure is not None
+                raise UnboundedColumn(
+                    f"{agg.kind.value.upper()}({agg.measure.sql('postgres')}) has no finite bounds",
+                    hint="declare lower/upper for the column in the schema, or clamp it with "
+                    "LEAST(GREATEST(x, lo), hi)",
+                )
+        cands = candidates(agg, bounds, budget, opts)
+        if Method.GS in options:
+            cands = tuple(
+                _gs_candidate(agg, bounds, budget, stab, rel, grouped)
+                if c.method is Method.GS
+                else c
+                for c in cands
+            )
+        forced = opts.method if opts.method in options else None
+        method, reason = choose(cands, forced, agg.kind)
+        if method is Method.GS:
+            plan = replace(builder.aggregate(i), candidates=cands, reason=reason)
+            for p in plan.parts:
+                e, d = released.get(p, (Fraction(0), Fraction(0)))
+                released[p] = (
+                    e + budget.epsilon / len(plan.parts),
+                    d + budget.delta / len(plan.parts),
+                )
+            aggs.append(plan)
+            continue
+        count = total = None
+        center = Fraction(0)
+        if agg.kind is AggKind.AVG and method in (Method.JOINT, Method.PTR, Method.SMOOTH):
+            inner = builder.aggregate(i)  # exact count and centred sum, never released
+            count, total = inner.parts
+            center = inner.center
+        grouped_bounded = grouped or method is not Method.SAA
+        stat = stat_plan(
+            method,
+            agg,
+            bounds,
+            budget,
+            opts,
+            name=f"__s{i}",
+            bounded=grouped_bounded,
+            count=count,
+            total=total,
+            center=center,
+        )
+        stats.append(stat)
+        aggs.append(
+            AggregatePlan(
+                agg.kind,
+                (stat.name,),
+                bounds if bounds is not None and bounds.bounded else None,
+                center,
+                method,
+                stat,
+                cands,
+                reason,
+            )
+        )
+    prims = builder.primitives
+    releases: list[Release] = []
+    eps_gs = sum((e for e, _ in released.values()), Fraction(0))
+    delta_gs = sum((d for _, d in released.values()), Fraction(0))
+    if gaussian and released and delta_gs <= 0:
+        raise PrivacyParameterError("the Gaussian mechanism needs δ > 0")
+    rho_gs = approx_to_zcdp(eps_gs, delta_gs) if gaussian and released else Fraction(0)
+    for prim in prims:
+        if prim.name not in released:
+            continue  # an exact input of a JOINT/PTR/SMOOTH release
+        e, _ = released[prim.name]
+        rho = rho_gs * e / eps_gs if gaussian else Fraction(0)
+        releases.append(_release(prim, stab, rel, mech, e, rho, grouped))
+    return tuple(aggs), prims, releases, tuple(stats), (delta_gs if gaussian else Fraction(0))
+
+
+def _gs_candidate(
+    agg: Aggregate,
+    bounds: Interval | None,
+    budget: Budget,
+    stab: Stability,
+    rel: Neighbouring,
+    grouped: bool,
+) -> Candidate:
+    """The predicted error of AVG as noisy centred sum over noisy count (explain.py's formula)."""
+    if bounds is None or not bounds.bounded:
+        return Candidate(Method.GS, None, "", False, "the measure has no finite bounds")
+    assert bounds.lo is not None and bounds.hi is not None
+    half = (bounds.hi - bounds.lo) / 2
+    centred = Interval(-half, half)
+    s_count = sensitivity(PrimitiveKind.COUNT, stab, rel, grouped=grouped)
+    s_sum = sensitivity(PrimitiveKind.SUM, stab, rel, centred, grouped=grouped)
+    alpha = 0.025
+    if budget.gaussian:
+        rho = approx_to_zcdp(budget.epsilon, budget.delta) / 2 if budget.delta > 0 else None
+        if rho is None:
+            return Candidate(Method.GS, None, "", False, "the Gaussian mechanism needs δ > 0")
+        h_n = Gaussian.calibrate(s_count, rho).half_width(alpha)
+        h_s = Gaussian.calibrate(s_sum, rho).half_width(alpha)
+    else:
+        h_n = Laplace.calibrate(s_count, budget.epsilon / 2).half_width(alpha)
+        h_s = Laplace.calibrate(s_sum, budget.epsilon / 2).half_width(alpha)
+    c = h_s + float(half) * h_n
+    n = budget.reference_rows
+    size = f" at n = {n:,}" + ("" if budget.public_size else " (reference size)")
+    return Candidate(Method.GS, c / n, f"≈ ±{c:.4g}/n", True, size)
+
+
 def total_cost(
-    releases: tuple[Release, ...], selection: Selection | None, delta_gauss: Fraction
+    releases: tuple[Release, ...],
+    selection: Selection | None,
+    delta_gauss: Fraction,
+    stats: tuple[StatPlan, ...] = (),
 ) -> Cost:
-    """Basic composition: Laplace ε's add; Gaussian ρ's add and convert once at ``delta_gauss``."""
+    """Basic composition: Laplace ε's add; Gaussian ρ's add and convert once at ``delta_gauss``;
+    every other release adds its own (ε, δ)."""
     eps = sum((r.cost.epsilon for r in releases), Fraction(0))
     rho = sum((r.cost.rho for r in releases), Fraction(0))
     cost = Cost(eps)
     if rho:
         cost = cost + Cost(zcdp_to_approx(rho, delta_gauss), delta_gauss, rho)
+    for st in stats:
+        cost = cost + st.cost
     if selection is not None:
         cost = cost + selection.release.cost
     return cost

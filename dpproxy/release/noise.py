@@ -13,34 +13,18 @@ from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
 from dpproxy.mechanisms.noise import NoiseSource
 from dpproxy.planning.plan import QueryPlan, Release
+from dpproxy.release.exact import ExactResult, norm
+from dpproxy.release.stats import release_stats
 from dpproxy.values import float_up
 
-
-@dataclass(frozen=True, slots=True)
-class ExactResult:
-    """Rows of the rewritten query. Its repr never shows the values."""
-
-    columns: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...] = field(repr=False)
-
-    def __repr__(self) -> str:
-        return f"ExactResult(columns={self.columns!r}, rows=<{len(self.rows)} redacted>)"
+__all__ = ["ExactResult", "NoisyGroup", "apply_noise"]
 
 
 @dataclass(frozen=True, slots=True)
 class NoisyGroup:
     key: tuple[Any, ...]
-    values: dict[str, float]  # primitive name → noisy value
-
-
-def _norm(v: Any) -> Any:
-    """Make DB values and YAML domain values compare equal (1 == 1.0 == Decimal('1'))."""
-    if isinstance(v, bool) or v is None or isinstance(v, str):
-        return v
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return v
+    values: dict[str, float | None]  # primitive or stat name → noisy value (None: refused)
+    spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # stats' 95%
 
 
 def _key_order(key: tuple[Any, ...]) -> tuple[tuple[int, str, Any], ...]:
@@ -57,16 +41,29 @@ def _add_noise(r: Release, exact: list[float], noise: NoiseSource) -> list[float
     raise InternalError("unknown mechanism")
 
 
-def apply_noise(plan: QueryPlan, exact: ExactResult, noise: NoiseSource) -> list[NoisyGroup]:
-    """Noise every released primitive of every group; drop groups that fail selection."""
+def apply_noise(
+    plan: QueryPlan,
+    exact: ExactResult | None,
+    noise: NoiseSource,
+    extras: dict[str, ExactResult] | None = None,
+) -> list[NoisyGroup]:
+    """Noise every released primitive of every group; drop groups that fail selection; release
+    every other aggregate (``release/stats.py``) for the groups that remain.
+
+    ``exact`` is the main statement's result (``None`` when the plan has no primitives);
+    ``extras`` the result of each stat statement, by stat name."""
     q = plan.query
     nk = len(q.keys)
     expected = nk + len(plan.primitives)
-    if len(exact.columns) != expected:
+    if exact is None:
+        if plan.primitives:
+            raise InternalError("the main statement's result is missing")
+        exact = ExactResult(tuple(f"__key_{i}" for i in range(nk)), ())
+    elif len(exact.columns) != expected:
         raise InternalError("the backend returned an unexpected shape")
     by_key: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for row in exact.rows:
-        by_key[tuple(_norm(v) for v in row[:nk])] = row
+        by_key[tuple(norm(v) for v in row[:nk])] = row
     names = [p.name for p in plan.primitives]
     keys: list[tuple[Any, ...]]
     if not q.keys:
@@ -80,7 +77,7 @@ def apply_noise(plan: QueryPlan, exact: ExactResult, noise: NoiseSource) -> list
         keys = sorted((tuple(row[:nk]) for row in exact.rows), key=_key_order)
 
     def exact_value(key: tuple[Any, ...], name: str) -> float:
-        row = by_key.get(tuple(_norm(v) for v in key))
+        row = by_key.get(tuple(norm(v) for v in key))
         if row is None:
             return 0.0  # a public group absent from the data: zero-filled
         v = row[nk + names.index(name)]
@@ -97,8 +94,16 @@ def apply_noise(plan: QueryPlan, exact: ExactResult, noise: NoiseSource) -> list
         noisy_units = _add_noise(sel.release, units, noise)
         threshold = float_up(sel.threshold)  # never release below the planned threshold
         keep = [u > threshold for u in noisy_units]
-    return [
-        NoisyGroup(k, {name: vals[i] for name, vals in noisy.items()})
-        for i, k in enumerate(keys)
-        if keep[i]
-    ]
+    kept = [k for i, k in enumerate(keys) if keep[i]]
+    stats = release_stats(plan, kept, exact_value, extras or {}, noise) if plan.stats else {}
+    out = []
+    for i, k in enumerate(keys):
+        if not keep[i]:
+            continue
+        released: dict[str, float | None] = {name: vals[i] for name, vals in noisy.items()}
+        spans: dict[str, tuple[float, float] | None] = {}
+        for name, sv in stats.items():
+            released[name] = sv.values.get(k)
+            spans[name] = sv.spans.get(k)
+        out.append(NoisyGroup(k, released, spans))
+    return out

@@ -8,6 +8,11 @@ Conventions (also in the README):
 * AVG = noisy centred sum / max(noisy count, 1) + centre, clipped to the measure's interval.
 * VAR_POP = S₂/n − (S₁/n)² from centred sums, clipped to [0, (width/2)²]; VAR_SAMP multiplies by
   n/(n−1); STDDEV is the square root. With a noisy n ≤ 1 the sample versions are NULL.
+* Aggregates released by another method (``planning/methods.py``) arrive whole: JOINT, PTR and
+  SMOOTH means and order statistics are clipped to the measure's interval; PTR's refusal in a
+  group is NULL. Their error bound is known only where the noise scale is public (PTR, SAA);
+  smooth sensitivity and the exponential mechanism report none (NULL), since the noise there
+  depends on the data.
 * Each cell carries a 95% error bound: the half-width of an interval that holds the noiseless
   value with probability ≥ 95% (a union bound over the noisy primitives it is made of).
 """
@@ -63,8 +68,14 @@ def _sq_span(a: Span) -> Span:
     return lo, hi
 
 
-def aggregate_value(agg: AggregatePlan, v: dict[str, float]) -> float | int | None:
+def aggregate_value(agg: AggregatePlan, v: dict[str, float | None]) -> float | int | None:
     """One aggregate from noisy primitive values (see the module docstring)."""
+    if agg.stat is not None:
+        return v[agg.stat.name]  # released whole by release/stats.py (None: PTR refused)
+    return _from_primitives(agg, {p: x for p, x in v.items() if x is not None})
+
+
+def _from_primitives(agg: AggregatePlan, v: dict[str, float]) -> float | int | None:
     k = agg.kind
     if k in _COUNTS:
         return max(0, round(v[agg.parts[0]]))
@@ -155,7 +166,9 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     # Each aggregate's parts share its α (a union bound), so the same primitive can carry a
     # different half-width in different aggregates.
     part_halves = [
-        {p: plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts}
+        {}
+        if agg.stat is not None
+        else {p: plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts}
         for agg in plan.aggregates
     ]
     rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
@@ -164,7 +177,11 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
         spans: dict[str, Span | None] = {f"__key_{i}": (0.0, 0.0) for i in range(len(g.key))}
         for i, agg in enumerate(plan.aggregates):
             env[f"__agg_{i}"] = aggregate_value(agg, g.values)
-            spans[f"__agg_{i}"] = aggregate_span(agg, g.values, part_halves[i])
+            if agg.stat is not None:
+                spans[f"__agg_{i}"] = g.spans.get(agg.stat.name)
+            else:
+                known = {p: x for p, x in g.values.items() if x is not None}
+                spans[f"__agg_{i}"] = aggregate_span(agg, known, part_halves[i])
         if q.having is not None and evaluate(q.having, env) is not True:
             continue
         values = [evaluate(o.expr, env) for o in q.outputs]

@@ -92,11 +92,38 @@ def _domain_filter(key: exp.Expression, domain: tuple[Any, ...]) -> exp.Expressi
 
 def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
     """The row-level value a primitive aggregates: guarded, with its columns clamped."""
-    table = ctx.plan.query.table
     if p.measure is None:
         return None
-    guarded = guard_row_expression(clamp_values(p.measure, table), table, copy=False)
+    return row_measure(p.measure, ctx)
+
+
+def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
+    """A measure as the database computes it per row: guarded, with its columns clamped."""
+    table = ctx.plan.query.table
+    guarded = guard_row_expression(clamp_values(measure, table), table, copy=False)
     return finite_arithmetic(guarded, table)
+
+
+def rows_select(ctx: RewriteContext, measures: list[tuple[exp.Expression, str]]) -> exp.Select:
+    """``__rows``: the unit, the group keys and the given measure columns of every row that
+    passes the WHERE clauses (and, for public keys, lies in the public domain)."""
+    q = ctx.plan.query
+    table = q.table
+    rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False))
+    guarded_keys = [finite_arithmetic(guard_row_expression(k.expr, table), table) for k in q.keys]
+    for i, key in enumerate(guarded_keys):
+        rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
+    for m, alias in measures:
+        rows = rows.select(exp.alias_(m, alias, copy=False), copy=False)
+    rows = rows.from_(table_ref(table.name), copy=False)
+    conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
+    if q.keys and q.public_keys:
+        for k, key in zip(q.keys, guarded_keys, strict=True):
+            assert k.domain is not None
+            conditions.append(_domain_filter(key, k.domain))
+    for c in conditions:
+        rows = rows.where(exp.Paren(this=c), copy=False)
+    return rows
 
 
 def _summand(p: Primitive, column: str, table: Table) -> exp.Expression:
@@ -145,13 +172,9 @@ def rewrite(
 
 def build(ctx: RewriteContext) -> exp.Select:
     q = ctx.plan.query
-    table = q.table
-    rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False))
-    guarded_keys = [finite_arithmetic(guard_row_expression(k.expr, table), table) for k in q.keys]
-    for i, key in enumerate(guarded_keys):
-        rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
     measures: dict[exp.Expression, str] = {}  # measure → its column alias (shared when equal)
     alias_of: dict[str, str] = {}  # primitive name → measure column alias
+    columns: list[tuple[exp.Expression, str]] = []
     for p in ctx.plan.primitives:
         if p.measure is None:
             continue
@@ -159,16 +182,9 @@ def build(ctx: RewriteContext) -> exp.Select:
             m = _raw_measure(p, ctx)
             assert m is not None
             measures[p.measure] = measure_alias(p)
-            rows = rows.select(exp.alias_(m, measure_alias(p), copy=False), copy=False)
+            columns.append((m, measure_alias(p)))
         alias_of[p.name] = measures[p.measure]
-    rows = rows.from_(table_ref(table.name), copy=False)
-    conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
-    if q.keys and q.public_keys:
-        for k, key in zip(q.keys, guarded_keys, strict=True):
-            assert k.domain is not None
-            conditions.append(_domain_filter(key, k.domain))
-    for c in conditions:
-        rows = rows.where(exp.Paren(this=c), copy=False)
+    rows = rows_select(ctx, columns)
     types = ctx.column_types
     measure_columns = [(alias, type_of(m, types)) for m, alias in measures.items()]
     source = "__rows"
@@ -194,6 +210,10 @@ def build(ctx: RewriteContext) -> exp.Select:
     query = query.from_(table_ref(source), copy=False)
     if q.keys:
         query = query.group_by(*[exp.column(key_alias(i)) for i in range(len(q.keys))], copy=False)
+    return _with(query, ctes)
+
+
+def with_ctes(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Select:
     return _with(query, ctes)
 
 

@@ -438,8 +438,12 @@ def _beyond_python(s: str, oid: int, year: int, mo: int, d: int) -> NoReturn:
     if year >= 2**31 or not (1 <= mo <= 12 and 1 <= d <= _MONTH_DAYS[mo - 1] + (mo == 2 and leap)):
         raise DatetimeFieldOverflow(f'date/time field value out of range: "{s}"')
     end = (5874898, 1, 1) if oid == DATE_OID else (294277, 1, 1)
-    if (year, mo, d) < (-4713, 11, 24) or (year, mo, d) > end or (
-        (year, mo, d) == end and oid != TIMESTAMPTZ_OID  # a zone may bring that day in range
+    if (
+        (year, mo, d) < (-4713, 11, 24)
+        or (year, mo, d) > end
+        or (
+            (year, mo, d) == end and oid != TIMESTAMPTZ_OID  # a zone may bring that day in range
+        )
     ):
         word = "date" if oid == DATE_OID else "timestamp"
         raise DatetimeFieldOverflow(f'{word} out of range: "{s}"')

@@ -41,6 +41,7 @@ from dpproxy.errors import (
     SQLSyntaxError,
     UnsupportedQuery,
 )
+from dpproxy.planning.plan import Method
 from dpproxy.release.postprocess import output_columns
 from dpproxy.server import pgtypes, protocol
 from dpproxy.server.protocol import Field, Payload
@@ -126,6 +127,7 @@ class SessionState:
     epsilon: Fraction | None = None
     delta: Fraction | None = None
     mechanism: MechanismKind | None = None
+    method: Method | None = None  # a forced plan (SET dpproxy.mechanism = 'ptr')
 
 
 def default_settings(params: dict[str, str], user: str, database: str) -> dict[str, str]:
@@ -534,6 +536,7 @@ class Session:
                 delta=self.state.delta,
                 mechanism=self.state.mechanism,
                 cancel=token,
+                method=self.state.method,
             )
         )
         timeout = self.server.config.statement_timeout
@@ -646,6 +649,7 @@ class Session:
             epsilon=self.state.epsilon,
             delta=self.state.delta,
             mechanism=self.state.mechanism,
+            method=self.state.method,
         )
         return [(c.name, pgtypes.oid_of(c.type)) for c in output_columns(plan)]
 
@@ -785,12 +789,20 @@ class Session:
                 )
             self.state.delta = dlt
         elif key == "dpproxy.mechanism":
-            try:
-                self.state.mechanism = MechanismKind(value.lower())
-            except ValueError as e:
+            word = value.strip().strip("'\"").lower()
+            if word in ("auto", "default"):
+                self.state.method = None
+            elif word in {m.value for m in MechanismKind}:
+                self.state.mechanism = MechanismKind(word)
+            elif word in {m.value for m in Method}:
+                self.state.method = Method(word)
+            else:
                 raise PrivacyParameterError(
-                    f"unknown mechanism {value!r}", hint="laplace or gaussian"
-                ) from e
+                    f"unknown mechanism {value!r}",
+                    hint="laplace or gaussian (the noise of sums and counts), a plan ("
+                    + ", ".join(m.value for m in Method)
+                    + "), or auto",
+                )
         elif key == "dpproxy.budget":
             raise Forbidden("dpproxy.budget cannot be set by a session")
         else:
@@ -807,6 +819,7 @@ class Session:
             self.state.delta = None
         elif key == "dpproxy.mechanism":
             self.state.mechanism = None
+            self.state.method = None
         else:
             self.state.settings.pop(key, None)
         return Result([], [], "RESET")
@@ -847,7 +860,9 @@ class Session:
         if name == "dpproxy.delta":
             return f"{float(self.state.delta if self.state.delta is not None else policy.delta):g}"
         if name == "dpproxy.mechanism":
-            return (self.state.mechanism or policy.mechanism).value
+            noise = (self.state.mechanism or policy.mechanism).value
+            plan = self.state.method.value if self.state.method else "auto"
+            return f"{noise}, plan {plan}"
         raise UndefinedObject(f'unrecognized configuration parameter "{name}"')
 
 

@@ -7,6 +7,7 @@ evaluated by ``release/postprocess.py`` on noisy values, never by the database.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from sqlglot import exp
@@ -15,6 +16,7 @@ from dpproxy.errors import (
     DatatypeMismatch,
     Forbidden,
     GroupingError,
+    InvalidParameter,
     UnsupportedQuery,
 )
 from dpproxy.sql.scope import (
@@ -37,28 +39,56 @@ _AGG_CLASSES: dict[type[exp.Expression], AggKind] = {
     exp.StddevSamp: AggKind.STDDEV_SAMP,
     exp.Stddev: AggKind.STDDEV_SAMP,
 }
+_ORDER_CLASSES: dict[type[exp.Expression], tuple[AggKind, Fraction]] = {
+    exp.Median: (AggKind.MEDIAN, Fraction(1, 2)),
+    exp.Min: (AggKind.MIN, Fraction(0)),
+    exp.Max: (AggKind.MAX, Fraction(1)),
+}
+_BIVARIATE_CLASSES: dict[type[exp.Expression], AggKind] = {
+    exp.Corr: AggKind.CORR,
+    exp.CovarPop: AggKind.COVAR_POP,
+    exp.CovarSamp: AggKind.COVAR_SAMP,
+    exp.RegrSlope: AggKind.REGR_SLOPE,
+    exp.RegrIntercept: AggKind.REGR_INTERCEPT,
+}
 _LATER = {
-    "min": "MIN",
-    "max": "MAX",
-    "median": "MEDIAN",
-    "percentilecont": "PERCENTILE_CONT",
-    "percentiledisc": "PERCENTILE_DISC",
     "quantile": "QUANTILE",
     "mode": "MODE",
+    "percentilecont": "PERCENTILE_CONT",
+    "percentiledisc": "PERCENTILE_DISC",
 }
+
+
+def _fraction_literal(node: exp.Expression | None, kind: AggKind) -> Fraction:
+    """The fraction argument of a percentile: a numeric literal in [0, 1]."""
+    value = node.this if isinstance(node, exp.Neg) else node
+    if not isinstance(value, exp.Literal) or value.is_string:
+        raise UnsupportedQuery(f"the fraction of {kind.value.upper()} must be a numeric constant")
+    q = Fraction(value.this)
+    if isinstance(node, exp.Neg):
+        q = -q
+    if not 0 <= q <= 1:
+        raise InvalidParameter(f"percentile value {float(q):g} is not between 0 and 1")
+    return q
 
 
 def default_name(node: exp.Expression, i: int) -> str:
     if isinstance(node, exp.Column):
         return node.name
-    if isinstance(node, exp.AggFunc | exp.Filter):
-        inner = node.this if isinstance(node, exp.Filter) else node
+    if isinstance(node, exp.AggFunc | exp.Filter | exp.WithinGroup):
+        inner = node.this if isinstance(node, exp.Filter | exp.WithinGroup) else node
         names = {
             exp.Stddev: "stddev",
             exp.Variance: "variance",
             exp.VariancePop: "var_pop",
             exp.StddevPop: "stddev_pop",
             exp.StddevSamp: "stddev_samp",
+            exp.PercentileCont: "percentile_cont",
+            exp.PercentileDisc: "percentile_disc",
+            exp.CovarPop: "covar_pop",
+            exp.CovarSamp: "covar_samp",
+            exp.RegrSlope: "regr_slope",
+            exp.RegrIntercept: "regr_intercept",
         }
         return str(names.get(type(inner), inner.key))
     return f"?column?{i}" if i else "?column?"
@@ -86,7 +116,7 @@ class PostBuilder:
     def _walk(self, node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Window):
             raise UnsupportedQuery("window functions are not supported")
-        if isinstance(node, exp.Filter) or isinstance(node, exp.AggFunc):
+        if isinstance(node, exp.Filter | exp.AggFunc | exp.WithinGroup):
             return exp.column(f"__agg_{self._aggregate(node)}")
         if not any(isinstance(n, exp.Column) for n in node.walk()) and not any(
             isinstance(n, exp.AggFunc) for n in node.walk()
@@ -128,19 +158,15 @@ class PostBuilder:
             condition = node.expression.this
             node = node.this
             no_aggregates(condition, "FILTER")
-        kind, arg = self._classify(node)
+        kind, arg, q, second_arg = self._classify(node)
         measure: exp.Expression | None = None
+        second: exp.Expression | None = None
         if kind is AggKind.COUNT_UNITS:
             measure = exp.column(self.scope.table.privacy_unit or "")
         elif arg is not None:
-            no_aggregates(arg, "an aggregate argument")
-            measure = self.scope.resolve(arg)
-            t = type_of(measure, self.scope.column_types)
-            if kind is not AggKind.COUNT and t not in (SqlType.NUMERIC, SqlType.NULL):
-                raise DatatypeMismatch(
-                    f"{kind.value.upper()} needs a numeric argument, not {t.value}",
-                    hint="use CASE WHEN ... THEN 1 ELSE 0 END to count conditions",
-                )
+            measure = self._numeric_argument(kind, arg)
+            if second_arg is not None:
+                second = self._numeric_argument(kind, second_arg)
         if condition is not None:
             cond = self.scope.resolve(condition)
             expect_bool(cond, self.scope, "FILTER")
@@ -148,47 +174,100 @@ class PostBuilder:
                 raise UnsupportedQuery("COUNT(DISTINCT ...) FILTER is not supported")
             value = measure if measure is not None else exp.Literal.number(1)
             measure = exp.Case(ifs=[exp.If(this=cond, true=value)])
+            if second is not None:
+                second = exp.Case(ifs=[exp.If(this=cond.copy(), true=second)])
             if kind is AggKind.COUNT_STAR:
                 kind = AggKind.COUNT
+        candidate = Aggregate(kind, measure, q, second)
         for i, a in enumerate(self.aggregates):
-            if a.kind is kind and a.measure == measure:
+            if a == candidate:
                 return i
-        self.aggregates.append(Aggregate(kind, measure))
+        self.aggregates.append(candidate)
         return len(self.aggregates) - 1
 
-    def _classify(self, node: exp.Expression) -> tuple[AggKind, exp.Expression | None]:
+    def _numeric_argument(self, kind: AggKind, arg: exp.Expression) -> exp.Expression:
+        no_aggregates(arg, "an aggregate argument")
+        measure = self.scope.resolve(arg)
+        t = type_of(measure, self.scope.column_types)
+        if kind is not AggKind.COUNT and t not in (SqlType.NUMERIC, SqlType.NULL):
+            raise DatatypeMismatch(
+                f"{kind.value.upper()} needs a numeric argument, not {t.value}",
+                hint="use CASE WHEN ... THEN 1 ELSE 0 END to count conditions",
+            )
+        return measure
+
+    def _classify(
+        self, node: exp.Expression
+    ) -> tuple[AggKind, exp.Expression | None, Fraction | None, exp.Expression | None]:
+        own = node.this if isinstance(node, exp.WithinGroup) else node
         for inner in node.walk():
-            if inner is not node and isinstance(inner, exp.AggFunc):
+            if inner is not node and inner is not own and isinstance(inner, exp.AggFunc):
                 raise GroupingError("aggregate function calls cannot be nested")
         if isinstance(node, exp.Count):
             arg = node.this
             if arg is None or isinstance(arg, exp.Star):
-                return AggKind.COUNT_STAR, None
+                return AggKind.COUNT_STAR, None, None, None
             if isinstance(arg, exp.Distinct):
                 unit = self.scope.table.privacy_unit
                 items = arg.expressions
                 resolved = self.scope.resolve(items[0]) if len(items) == 1 else None
                 if unit is not None and isinstance(resolved, exp.Column) and resolved.name == unit:
-                    return AggKind.COUNT_UNITS, None
+                    return AggKind.COUNT_UNITS, None, None, None
                 raise UnsupportedQuery(
                     "COUNT(DISTINCT ...) is supported on the privacy unit column only",
                     hint=f"COUNT(DISTINCT {unit}) counts people",
                 )
-            return AggKind.COUNT, arg
+            return AggKind.COUNT, arg, None, None
+        if isinstance(node, exp.WithinGroup):
+            return self._within_group(node)
+        if isinstance(node.this, exp.Distinct):
+            raise UnsupportedQuery(f"{node.key.upper()}(DISTINCT ...) is not supported")
         kind = _AGG_CLASSES.get(type(node))
         if kind is not None:
-            arg = node.this
-            if isinstance(arg, exp.Distinct):
-                raise UnsupportedQuery(f"{node.key.upper()}(DISTINCT ...) is not supported")
-            return kind, arg
+            return kind, node.this, None, None
+        order_kind = _ORDER_CLASSES.get(type(node))
+        if order_kind is not None:
+            kind, q = order_kind
+            return kind, node.this, q, None
+        two = _BIVARIATE_CLASSES.get(type(node))
+        if two is not None:
+            second = node.args.get("expression")
+            if second is None:
+                raise UnsupportedQuery(f"{two.value.upper()} needs two arguments")
+            return two, node.this, None, second
         name = node.key.lower()
-        if name in _LATER or isinstance(node, exp.WithinGroup):
-            fn = _LATER.get(name, "PERCENTILE")
+        if name in _LATER:
             raise UnsupportedQuery(
-                f"{fn} is not supported yet: it needs a local-sensitivity plan",
-                hint="AVG, SUM, COUNT, VAR and STDDEV are supported",
+                f"{_LATER[name]} is not supported",
+                hint="MEDIAN, PERCENTILE_CONT/PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY x), MIN "
+                "and MAX are the supported order statistics",
             )
         raise UnsupportedQuery(f"the aggregate {node.key.upper()} is not supported")
+
+    def _within_group(
+        self, node: exp.WithinGroup
+    ) -> tuple[AggKind, exp.Expression, Fraction, None]:
+        """``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x)`` (and ``_DISC``), ascending only."""
+        func = node.this
+        kinds = {
+            exp.PercentileCont: AggKind.PERCENTILE_CONT,
+            exp.PercentileDisc: AggKind.PERCENTILE_DISC,
+        }
+        kind = kinds.get(type(func))
+        if kind is None:
+            raise UnsupportedQuery(f"{func.key.upper()} ... WITHIN GROUP is not supported")
+        order = node.expression
+        items = order.expressions if isinstance(order, exp.Order) else []
+        if len(items) != 1:
+            raise UnsupportedQuery(f"{kind.value.upper()} needs exactly one ORDER BY expression")
+        item = items[0]
+        if item.args.get("desc"):
+            raise UnsupportedQuery(
+                f"{kind.value.upper()} with ORDER BY ... DESC is not supported",
+                hint="order ascending and ask for the fraction 1 - q",
+            )
+        q = _fraction_literal(func.this, kind)
+        return kind, item.this, q, None
 
     def type_of(self, expr: exp.Expression) -> SqlType:
         types = {f"__agg_{i}": SqlType.NUMERIC for i in range(len(self.aggregates))}

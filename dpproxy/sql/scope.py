@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 from typing import Any
 
 from sqlglot import exp
@@ -34,14 +35,54 @@ class AggKind(Enum):
     VAR_SAMP = "var_samp"
     STDDEV_POP = "stddev_pop"
     STDDEV_SAMP = "stddev_samp"
+    # Order statistics (``q`` is the fraction): local-sensitivity or exponential-mechanism plans.
+    MEDIAN = "median"
+    PERCENTILE_CONT = "percentile_cont"
+    PERCENTILE_DISC = "percentile_disc"
+    MIN = "min"
+    MAX = "max"
+    # Two-argument statistics with no usable sensitivity: sample-and-aggregate only.
+    CORR = "corr"
+    COVAR_POP = "covar_pop"
+    COVAR_SAMP = "covar_samp"
+    REGR_SLOPE = "regr_slope"
+    REGR_INTERCEPT = "regr_intercept"
+
+    @property
+    def quantile(self) -> bool:
+        return self in QUANTILE_KINDS
+
+    @property
+    def bivariate(self) -> bool:
+        return self in BIVARIATE_KINDS
+
+
+QUANTILE_KINDS = frozenset(
+    {AggKind.MEDIAN, AggKind.PERCENTILE_CONT, AggKind.PERCENTILE_DISC, AggKind.MIN, AggKind.MAX}
+)
+BIVARIATE_KINDS = frozenset(
+    {
+        AggKind.CORR,
+        AggKind.COVAR_POP,
+        AggKind.COVAR_SAMP,
+        AggKind.REGR_SLOPE,
+        AggKind.REGR_INTERCEPT,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Aggregate:
-    """One aggregate call; ``measure`` is over base columns with any FILTER folded in."""
+    """One aggregate call; ``measure`` is over base columns with any FILTER folded in.
+
+    ``q`` is the fraction of an order statistic (MEDIAN ½, MIN 0, MAX 1); ``second`` the second
+    argument of a two-argument statistic (``CORR(measure, second)``), FILTER folded in too.
+    """
 
     kind: AggKind
     measure: exp.Expression | None
+    q: Fraction | None = None
+    second: exp.Expression | None = None
 
 
 @dataclass(frozen=True, slots=True)

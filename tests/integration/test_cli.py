@@ -35,8 +35,15 @@ def run(demo_db: Path, demo_cache_dir: Path) -> Run:
     base = dpproxy_command()
 
     def go(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*base, *args], input=stdin, capture_output=True, text=True,
-                              env=env, timeout=120, check=False)
+        return subprocess.run(
+            [*base, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
 
     return go
 
@@ -113,8 +120,15 @@ def test_query_csv_format(run: Run) -> None:
 
 
 def test_query_csv_with_errors(run: Run) -> None:
-    proc = _ok(run("query", "--format", "csv", "--errors",
-                   "SELECT race, COUNT(*) AS n, AVG(age) AS a FROM adult GROUP BY race"))
+    proc = _ok(
+        run(
+            "query",
+            "--format",
+            "csv",
+            "--errors",
+            "SELECT race, COUNT(*) AS n, AVG(age) AS a FROM adult GROUP BY race",
+        )
+    )
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert len(rows) == 5
     assert set(rows[0]) == {"race", "n", "a", "race_error95", "n_error95", "a_error95"}
@@ -124,8 +138,14 @@ def test_query_csv_with_errors(run: Run) -> None:
 
 
 def test_query_json_format(run: Run) -> None:
-    proc = _ok(run("query", "--format", "json",
-                   "SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM adult GROUP BY sex"))
+    proc = _ok(
+        run(
+            "query",
+            "--format",
+            "json",
+            "SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM adult GROUP BY sex",
+        )
+    )
     records = json.loads(proc.stdout)
     assert [r["sex"] for r in records] == ["Female", "Male"]
     assert all(set(r) == {"sex", "n", "mean_age"} for r in records)
@@ -135,8 +155,17 @@ def test_query_json_format(run: Run) -> None:
 
 
 def test_query_json_with_errors_and_epsilon(run: Run) -> None:
-    proc = _ok(run("query", "--format", "json", "--errors", "--epsilon", "0.5",
-                   "SELECT COUNT(*) FROM adult"))
+    proc = _ok(
+        run(
+            "query",
+            "--format",
+            "json",
+            "--errors",
+            "--epsilon",
+            "0.5",
+            "SELECT COUNT(*) FROM adult",
+        )
+    )
     (record,) = json.loads(proc.stdout)
     assert abs(record["count"] - ADULT_ROWS) <= 100
     # ε = 0.5 on a count of sensitivity 1: discrete Laplace of scale 2, exact 95% tail bound
@@ -151,12 +180,22 @@ def test_query_reads_standard_input(run: Run) -> None:
 
 
 def test_query_over_another_database(run: Run, multi_db: Any) -> None:
-    proc = _ok(run("query", "--format", "json", "--database", str(multi_db.path),
-                   "--schema", str(multi_db.schemas["visits_rows"]), "--epsilon", "5",
-                   "SELECT day_of_week, COUNT(*) FROM visits GROUP BY day_of_week"))
+    proc = _ok(
+        run(
+            "query",
+            "--format",
+            "json",
+            "--database",
+            str(multi_db.path),
+            "--schema",
+            str(multi_db.schemas["visits_rows"]),
+            "--epsilon",
+            "5",
+            "SELECT day_of_week, COUNT(*) FROM visits GROUP BY day_of_week",
+        )
+    )
     records = json.loads(proc.stdout)
-    assert [r["day_of_week"] for r in records] == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat",
-                                                    "Sun"]
+    assert [r["day_of_week"] for r in records] == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     assert sum(r["count"] for r in records) == pytest.approx(160, abs=40)
 
 
@@ -166,15 +205,29 @@ def test_query_over_another_database(run: Run, multi_db: Any) -> None:
 def test_explain_text(run: Run) -> None:
     proc = _ok(run("explain", "SELECT sex, AVG(age) FROM adult GROUP BY sex"))
     out = proc.stdout
-    for needle in ("query:", "cost:", "noisy primitives:", "Laplace", "rewritten SQL",
-                   "WITH __rows AS"):
+    for needle in (
+        "query:",
+        "cost:",
+        "noisy primitives:",
+        "Laplace",
+        "rewritten SQL",
+        "WITH __rows AS",
+    ):
         assert needle in out
     assert "budget left" not in proc.stderr  # explaining spends nothing
 
 
 def test_explain_json(run: Run) -> None:
-    proc = _ok(run("explain", "--format", "json", "--epsilon", "0.25",
-                   "SELECT education, COUNT(*) FROM adult WHERE age > 40 GROUP BY education"))
+    proc = _ok(
+        run(
+            "explain",
+            "--format",
+            "json",
+            "--epsilon",
+            "0.25",
+            "SELECT education, COUNT(*) FROM adult WHERE age > 40 GROUP BY education",
+        )
+    )
     plan = json.loads(proc.stdout)
     assert plan["cost"]["epsilon"] == 0.25
     assert plan["cost"]["delta"] == 0
@@ -185,21 +238,42 @@ def test_explain_json(run: Run) -> None:
 
 def test_explain_refuses_like_query(run: Run) -> None:
     assert _error_code(run("explain", "SELECT * FROM adult")) == "42501"
-    assert _error_code(run("explain", "--format", "json", "SELECT MAX(age) FROM adult")) == "0A000"
+    mode = "SELECT MODE() WITHIN GROUP (ORDER BY age) FROM adult"
+    assert _error_code(run("explain", "--format", "json", mode)) == "0A000"
+
+
+def test_explain_lists_the_candidate_plans_of_avg(run: Run) -> None:
+    """The issue's acceptance command: GS, joint, PTR, smooth and SAA with predicted errors."""
+    out = _ok(run("explain", "SELECT AVG(age) FROM adult")).stdout
+    assert "aggregate plans (predicted 95% error; * = chosen):" in out
+    lines = out.splitlines()
+    start = lines.index("aggregate plans (predicted 95% error; * = chosen):")
+    block = lines[start + 1 : start + 7]
+    assert block[0].strip().startswith("avg(age): joint")
+    methods = [
+        line.split()[1] if line.strip().startswith("*") else line.split()[0] for line in block[1:6]
+    ]
+    assert methods == ["gs", "joint", "ptr", "smooth", "saa"]
+    assert all("±" in line for line in block[1:6])
+    forced = _ok(run("explain", "--plan", "smooth", "SELECT AVG(age) FROM adult")).stdout
+    assert "avg(age): smooth — forced" in forced
 
 
 # ---------------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("sql,code", [
-    ("SELECT * FROM adult", "42501"),
-    ("SELECT age FROM adult", "42501"),
-    ("DROP TABLE adult", "42501"),
-    ("SELECT COUNT(*) FROM people", "42P01"),
-    ("SELECT SUM(person_id) FROM adult", "ZD002"),
-    ("SELECT MEDIAN(age) FROM adult", "0A000"),
-    ("SELECT COUNT(*) FROM adult; SELECT 1", "0A000"),
-])
+@pytest.mark.parametrize(
+    "sql,code",
+    [
+        ("SELECT * FROM adult", "42501"),
+        ("SELECT age FROM adult", "42501"),
+        ("DROP TABLE adult", "42501"),
+        ("SELECT COUNT(*) FROM people", "42P01"),
+        ("SELECT SUM(person_id) FROM adult", "ZD002"),
+        ("SELECT MEDIAN(age) FROM adult", "0A000"),
+        ("SELECT COUNT(*) FROM adult; SELECT 1", "0A000"),
+    ],
+)
 def test_refusals_print_error_and_sqlstate(sql: str, code: str, run: Run) -> None:
     proc = run("query", sql)
     assert _error_code(proc) == code
@@ -212,12 +286,15 @@ def test_syntax_error_reports_the_position(run: Run) -> None:
     assert re.search(r"^POSITION:\s+\d+$", proc.stderr, re.M)
 
 
-@pytest.mark.parametrize("args,code", [
-    (["--epsilon", "0"], "ZD003"),
-    (["--epsilon", "abc"], "ZD003"),
-    (["--delta", "2"], "ZD003"),
-    (["--database", "/nonexistent.duckdb"], "22023"),
-])
+@pytest.mark.parametrize(
+    "args,code",
+    [
+        (["--epsilon", "0"], "ZD003"),
+        (["--epsilon", "abc"], "ZD003"),
+        (["--delta", "2"], "ZD003"),
+        (["--database", "/nonexistent.duckdb"], "22023"),
+    ],
+)
 def test_bad_options(args: list[str], code: str, run: Run) -> None:
     assert _error_code(run("query", *args, "SELECT COUNT(*) FROM adult")) == code
 
@@ -233,8 +310,9 @@ def test_unknown_mechanism_is_a_usage_error(run: Run) -> None:
 
 def test_schema_check_ok(run: Run) -> None:
     proc = _ok(run("schema", "check", str(REPO / "schemas" / "adult.yaml")))
-    assert re.search(r"adult\.yaml: ok \(dataset adult: 1 table\(s\), 16 column\(s\)\)",
-                     proc.stdout)
+    assert re.search(
+        r"adult\.yaml: ok \(dataset adult: 1 table\(s\), 16 column\(s\)\)", proc.stdout
+    )
 
 
 BAD_SCHEMA = """\

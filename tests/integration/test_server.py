@@ -196,6 +196,32 @@ def test_dpproxy_settings_can_lower_but_not_raise(con: psycopg.Connection) -> No
     assert con.execute("SHOW dpproxy.epsilon").fetchone() == ("1",)
 
 
+def test_a_session_can_force_a_plan_and_hints_override_it(con: psycopg.Connection) -> None:
+    assert con.execute("SHOW dpproxy.mechanism").fetchone() == ("laplace, plan auto",)
+    con.execute("SET dpproxy.mechanism = 'smooth'")
+    assert con.execute("SHOW dpproxy.mechanism").fetchone() == ("laplace, plan smooth",)
+    ((median, p90),) = con.execute(
+        "SELECT MEDIAN(age), PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY age) FROM adult"
+    ).fetchall()
+    assert 30 < median < 45 and 50 < p90 < 70
+    # a hint in the query wins over the session's choice
+    (mean,) = con.execute("SELECT /*+ dpproxy mechanism=joint */ AVG(age) FROM adult").fetchone()
+    assert 35 < mean < 42
+    with pytest.raises(psycopg.errors.InvalidParameterValue):  # smooth cannot answer CORR
+        con.execute("SELECT /*+ dpproxy mechanism=smooth */ CORR(age, hours_per_week) FROM adult")
+    with pytest.raises(psycopg.Error) as unknown:
+        con.execute("SET dpproxy.mechanism = 'magic'")
+    assert unknown.value.sqlstate == "ZD003"
+    con.execute("SET dpproxy.mechanism = 'ptr'")
+    with pytest.raises(psycopg.Error) as refused:  # PTR refuses an unstable median
+        con.execute("SELECT /*+ dpproxy ptr_bound=0.000001 */ MEDIAN(fnlwgt) FROM adult")
+    assert refused.value.sqlstate == "ZD005"
+    con.execute("RESET dpproxy.mechanism")
+    assert con.execute("SHOW dpproxy.mechanism").fetchone() == ("laplace, plan auto",)
+    rows = con.execute("SELECT sex, MEDIAN(age) FROM adult GROUP BY sex ORDER BY sex").fetchall()
+    assert [r[0] for r in rows] == ["Female", "Male"]
+
+
 def test_server_side_cursor_pages_without_recharging(con: psycopg.Connection) -> None:
     con.autocommit = False
     before = None

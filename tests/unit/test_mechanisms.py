@@ -261,7 +261,10 @@ def test_ln_up_and_down_bracket_the_logarithm(x: Fraction) -> None:
     margin = ulp_margin(exact)
     assert ln_up(x) >= exact + margin
     assert ln_down(x) <= exact - margin
-    assert ln_up(x) >= Fraction(math.log(x)) >= ln_down(x)
+    # math.log first rounds x to a float, which near 1 moves ln(x) by far more than an ulp; it
+    # is only a meaningful reference for floats away from 1.
+    if Fraction(float(x)) == x and abs(x - 1) > Fraction(1, 1000):
+        assert ln_up(x) >= Fraction(math.log(x)) >= ln_down(x)
 
 
 def test_ln_up_bounds_the_logarithm_of_huge_fractions() -> None:

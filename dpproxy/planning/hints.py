@@ -1,0 +1,80 @@
+"""Per-query plan hints: a ``/*+ dpproxy key=value ... */`` comment anywhere in the SQL.
+
+>>> parse_hints("SELECT /*+ dpproxy mechanism=ptr ptr_bound=0.005 */ AVG(age) FROM adult")
+MethodOptions(method=<Method.PTR: 'ptr'>, ptr_bound=Fraction(1, 200), saa_chunks=None, \
+saa_lower=None, saa_upper=None, bins=None)
+
+Keys: ``mechanism`` (gs, joint, ptr, smooth, exponential, saa), ``ptr_bound`` (the proposed
+local-sensitivity bound), ``saa_chunks`` (k), ``saa_lower``/``saa_upper`` (the clipping range
+of the chunk statistics) and ``bins`` (cells of the exponential mechanism over a real range).
+Anything else is refused (22023), so a typo never silently changes a plan. A hint is public
+input: it decides how noise is calibrated, never how much budget is spent.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from dpproxy.errors import InvalidParameter
+from dpproxy.planning.methods import MethodOptions
+from dpproxy.planning.plan import Method
+from dpproxy.values import to_fraction
+
+_HINT = re.compile(r"/\*\+\s*dpproxy\b(.*?)\*/", re.DOTALL | re.IGNORECASE)
+_PAIR = re.compile(r"([A-Za-z_]+)\s*=\s*('[^']*'|\"[^\"]*\"|[^\s,]+)")
+METHOD_NAMES = ", ".join(m.value for m in Method)
+
+
+def method_named(value: str) -> Method:
+    try:
+        return Method(value.strip().strip("'\"").lower())
+    except ValueError:
+        raise InvalidParameter(f"unknown plan {value!r}", hint=f"one of {METHOD_NAMES}") from None
+
+
+def _number(key: str, text: str) -> Fraction:
+    try:
+        return to_fraction(text.strip("'\""))
+    except (ValueError, ZeroDivisionError, TypeError):
+        raise InvalidParameter(f"hint {key} needs a number, not {text!r}") from None
+
+
+def _count(key: str, text: str, smallest: int) -> int:
+    value = _number(key, text)
+    if value.denominator != 1 or value < smallest:
+        raise InvalidParameter(f"hint {key} needs a whole number of at least {smallest}")
+    return int(value)
+
+
+def parse_hints(sql: str, method: Method | None = None) -> MethodOptions:
+    """The options of ``sql``'s hints; ``method`` (the session's) applies unless a hint says."""
+    fields: dict[str, object] = {"method": method}
+    for body in _HINT.findall(sql):
+        rest = _PAIR.sub("", body).strip(" \t\r\n,")
+        if rest:
+            raise InvalidParameter(
+                f"cannot read the dpproxy hint {body.strip()!r}",
+                hint="write key=value pairs, e.g. /*+ dpproxy mechanism=ptr ptr_bound=0.01 */",
+            )
+        for key, value in _PAIR.findall(body):
+            k = key.lower()
+            if k in ("mechanism", "method"):
+                fields["method"] = method_named(value)
+            elif k == "ptr_bound":
+                bound = _number(k, value)
+                if bound <= 0:
+                    raise InvalidParameter("hint ptr_bound must be positive")
+                fields["ptr_bound"] = bound
+            elif k == "saa_chunks":
+                fields["saa_chunks"] = _count(k, value, 2)
+            elif k in ("saa_lower", "saa_upper"):
+                fields[k] = _number(k, value)
+            elif k == "bins":
+                fields["bins"] = _count(k, value, 1)
+            else:
+                raise InvalidParameter(
+                    f"unknown dpproxy hint {key!r}",
+                    hint="mechanism, ptr_bound, saa_chunks, saa_lower, saa_upper or bins",
+                )
+    return MethodOptions(**fields)  # type: ignore[arg-type]

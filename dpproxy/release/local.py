@@ -1,0 +1,87 @@
+"""Releases beyond noisy primitives: joint mean, propose-test-release, smooth sensitivity,
+the exponential mechanism and sample-and-aggregate.
+
+Each function takes exact values computed by the database, the calibration decided by the
+planner (``planning/methods.py``, which holds the privacy argument of each) and a noise source;
+it returns a noisy value (or ``None`` where PTR refuses). Nothing else about the data leaves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+from dpproxy.errors import InternalError
+from dpproxy.mechanisms.noise import NoiseSource
+from dpproxy.values import float_up
+
+
+def joint_mean(
+    n: float, total: float, lo: Fraction, hi: Fraction, scale: Fraction, noise: NoiseSource
+) -> float:
+    """Kulesza–Suresh–Wang: noisy A = Σ(x − lo)/w and B = Σ(hi − x)/w = n − A, one Laplace(scale)
+    each; the mean is lo + w·A/(A + B), clipped to [lo, hi] (``reading/003``)."""
+    w = float(hi - lo)
+    a = (total - n * float(lo)) / w
+    b = n - a
+    na, nb = noise.laplace([a, b], scale, integer=False)
+    na, nb = max(na, 0.0), max(nb, 0.0)
+    if na + nb <= 0:
+        return float((lo + hi) / 2)
+    return min(max(float(lo) + w * na / (na + nb), float(lo)), float(hi))
+
+
+def ptr(
+    value: float,
+    distance: int | None,
+    test_scale: Fraction,
+    threshold: Fraction,
+    release_scale: Fraction,
+    noise: NoiseSource,
+) -> float | None:
+    """Propose-test-release: release ``value`` + Laplace(release_scale) when the distance to
+    instability plus Laplace(test_scale) noise exceeds ``threshold``; ``None`` otherwise.
+    ``distance`` ``None`` means no dataset exceeds the proposed bound (the test always passes)."""
+    if distance is not None:
+        (noisy,) = noise.laplace([float(distance)], test_scale, integer=False)
+        if noisy <= float_up(threshold):
+            return None
+    (released,) = noise.laplace([value], release_scale, integer=False)
+    return released
+
+
+def smooth(value: float, sensitivity: Fraction, epsilon: Fraction, noise: NoiseSource) -> float:
+    """Smooth sensitivity with Laplace noise of scale 2S/ε (NRS 2007, Lemma 2.6 / ``reading/000``
+    definition 19)."""
+    (released,) = noise.laplace([value], 2 * sensitivity / epsilon, integer=False)
+    return released
+
+
+def exponential_index(scores: Sequence[Fraction], scale: Fraction, noise: NoiseSource) -> int:
+    """The exponential mechanism over candidates with the given scores (lower is better).
+
+    Scores are scaled by their common denominator to integers, which floats hold exactly up to
+    2⁵³, so no rounding changes their sensitivity; the scale is scaled alike."""
+    common = math.lcm(*(Fraction(s).denominator for s in scores))
+    exact = [Fraction(s) * common for s in scores]
+    if any(abs(s) >= 2**53 for s in exact):
+        raise InternalError("quantile scores too large for exact selection")
+    return noise.noisy_min_index([float(s) for s in exact], scale * common)
+
+
+def sample_and_aggregate(
+    chunks: Sequence[float | None],
+    lo: Fraction,
+    hi: Fraction,
+    scale: Fraction,
+    noise: NoiseSource,
+) -> float:
+    """Sample-and-aggregate (``reading/000`` definition 20): each chunk's statistic clipped to
+    [lo, hi] (an empty chunk or a NULL statistic counts as the middle of the range), their
+    mean, and Laplace(scale) noise."""
+    mid = float((lo + hi) / 2)
+    clipped = [mid if v is None else min(max(float(v), float(lo)), float(hi)) for v in chunks]
+    mean = sum(clipped) / len(clipped)
+    (released,) = noise.laplace([mean], scale, integer=False)
+    return released

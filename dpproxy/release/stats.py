@@ -1,0 +1,177 @@
+"""Exact summaries → released values for every :class:`StatPlan` of a plan, group by group.
+
+The calibration is the planner's (``planning/methods.py``); the data-dependent quantities the
+mechanisms need — distances to instability, smooth sensitivities, cell scores — are computed
+here from the exact summaries with ``analysis/local.py`` and never leave this module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from dpproxy.analysis import local
+from dpproxy.errors import InternalError, StabilityTestFailed
+from dpproxy.mechanisms.noise import NoiseSource
+from dpproxy.planning.methods import quantile_form
+from dpproxy.planning.plan import Method, QueryPlan, StatPlan
+from dpproxy.release import local as mech
+from dpproxy.release.exact import ExactResult, norm_key
+
+_Z95 = math.log(20)
+
+Span = tuple[float, float]
+
+
+@dataclass
+class StatValues:
+    """Released values (and 95% spans where the noise scale is public) per group key."""
+
+    values: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
+    spans: dict[tuple[Any, ...], Span | None] = field(default_factory=dict)
+
+
+ExactLookup = Callable[[tuple[Any, ...], str], float]
+
+
+def release_stats(
+    plan: QueryPlan,
+    keys: list[tuple[Any, ...]],
+    exact_value: ExactLookup,
+    extras: dict[str, ExactResult],
+    noise: NoiseSource,
+) -> dict[str, StatValues]:
+    """Release every stat of ``plan`` for every group in ``keys`` (already selected)."""
+    out: dict[str, StatValues] = {}
+    nk = len(plan.query.keys)
+    for stat in plan.stats:
+        result = StatValues()
+        if stat.count is not None:
+            for key in keys:
+                v, span = _mean(
+                    stat, exact_value(key, stat.count), exact_value(key, stat.total or ""), noise
+                )
+                result.values[key], result.spans[key] = v, span
+        else:
+            exact = extras.get(stat.name)
+            if exact is None:
+                raise InternalError(f"no exact result for {stat.name}")
+            grouped = _by_key(exact, nk)
+            for key in keys:
+                rows = grouped.get(norm_key(key), [])
+                v, span = _from_rows(stat, rows, noise)
+                result.values[key], result.spans[key] = v, span
+        if not plan.query.keys and result.values.get(()) is None and stat.method is Method.PTR:
+            raise StabilityTestFailed(
+                f"propose-test-release refused to answer {stat.kind.value.upper()}: the data is "
+                f"too close to a dataset whose local sensitivity exceeds the proposed bound "
+                f"{float(stat.bound or 0):.6g}",
+                hint="the test still cost its share of the budget; propose a larger ptr_bound, "
+                "or use another plan (SET dpproxy.mechanism = 'smooth', or let the planner choose)",
+            )
+        out[stat.name] = result
+    return out
+
+
+def _by_key(exact: ExactResult, nk: int) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
+    grouped: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for row in exact.rows:
+        grouped.setdefault(norm_key(tuple(row[:nk])), []).append(tuple(row[nk:]))
+    return grouped
+
+
+def _mean(
+    stat: StatPlan, n_raw: float, centred: float, noise: NoiseSource
+) -> tuple[float | None, Span | None]:
+    lo, hi = stat.bounds.lo, stat.bounds.hi
+    assert lo is not None and hi is not None
+    width = hi - lo
+    n = max(round(n_raw), 0)
+    total = centred + n * float(stat.center)
+    mean = total / n if n else float(stat.center)
+    mean = min(max(mean, float(lo)), float(hi))
+    if stat.method is Method.JOINT:
+        value = mech.joint_mean(n, total, lo, hi, stat.scale, noise)
+        return value, None
+    if stat.method is Method.PTR:
+        assert stat.bound is not None
+        d = local.mean_distance(n, width, stat.rows, stat.neighbouring, stat.bound)
+        released = mech.ptr(mean, d, stat.test_scale, stat.threshold, stat.scale, noise)
+        if released is None:
+            return None, None
+        half = float(stat.scale) * _Z95
+        return _clip(released, stat), (released - half, released + half)
+    if stat.method is Method.SMOOTH:
+        s = local.mean_smooth(n, width, stat.rows, stat.neighbouring, stat.beta)
+        return _clip(mech.smooth(mean, s, stat.epsilon, noise), stat), None
+    raise InternalError(f"{stat.method.value} is not a mean method")
+
+
+def _clip(v: float, stat: StatPlan) -> float:
+    lo, hi = stat.bounds.lo, stat.bounds.hi
+    if lo is None or hi is None:
+        return v
+    return min(max(v, float(lo)), float(hi))
+
+
+def _from_rows(
+    stat: StatPlan, rows: list[tuple[Any, ...]], noise: NoiseSource
+) -> tuple[float | None, Span | None]:
+    if stat.method is Method.SAA:
+        assert stat.output is not None and stat.output.lo is not None
+        assert stat.output.hi is not None
+        chunks: list[float | None] = [None] * stat.chunks
+        for chunk, value in rows:
+            if value is not None and math.isfinite(float(value)):
+                chunks[int(chunk)] = float(value)
+        released = mech.sample_and_aggregate(
+            chunks, stat.output.lo, stat.output.hi, stat.scale, noise
+        )
+        half = float(stat.scale) * _Z95
+        return released, (released - half, released + half)
+    lo, hi = stat.bounds.lo, stat.bounds.hi
+    assert lo is not None and hi is not None and stat.q is not None
+    if stat.method is Method.EXPONENTIAL:
+        cells = local.quantile_cells(lo, hi, stat.integer_cells, stat.cells - 1)
+        if cells.count != stat.cells:
+            raise InternalError("cell layout differs from the plan")
+        counts = [0] * cells.count
+        for cell, n in rows:
+            counts[min(max(int(cell), 0), cells.count - 1)] += int(n)
+        scores = local.quantile_scores(counts, stat.q)
+        index = mech.exponential_index(scores, stat.scale, noise)
+        return float(cells.value(index)), None
+    # PTR / SMOOTH over order statistics
+    n = int(rows[0][0]) if rows else 0
+    window = {int(rn): float(v) for _, rn, v in rows}
+    flo, fhi = float(lo), float(hi)
+
+    def order_stat(i: int) -> float:
+        if i < 1:
+            return flo
+        if i > n:
+            return fhi
+        try:
+            return min(max(window[i], flo), fhi)
+        except KeyError:
+            raise InternalError(f"order statistic {i} is outside the fetched window") from None
+
+    form = quantile_form(stat.kind)
+    a, b = local.quantile_ranks(stat.q, n, form)
+    value = local.quantile_value(order_stat, stat.q, n, form)
+    radius = local.row_radius(stat.neighbouring, stat.rows)
+    if stat.method is Method.PTR:
+        assert stat.bound is not None
+        d = local.quantile_distance(
+            order_stat, a, b, radius, stat.bound, lo=lo, hi=hi, kmax=stat.kmax
+        )
+        answer = mech.ptr(value, d, stat.test_scale, stat.threshold, stat.scale, noise)
+        if answer is None:
+            return None, None
+        half = float(stat.scale) * _Z95
+        return _clip(answer, stat), (answer - half, answer + half)
+    s = local.quantile_smooth(order_stat, a, b, radius, stat.beta, lo=lo, hi=hi, kmax=stat.kmax)
+    return _clip(mech.smooth(value, Fraction(s), stat.epsilon, noise), stat), None

@@ -1,0 +1,194 @@
+"""The backend SQL of aggregates answered by order statistics, cells or chunks.
+
+One statement per :class:`StatPlan` that needs data beyond the shared primitives (the mean
+methods JOINT, PTR and SMOOTH read the exact count and sum of the main statement). Each reads
+``__rows`` (built like the main statement's, with the aggregate's measure as ``__v`` and, for
+two-argument statistics, ``__w``), contribution-bounded when the plan says so, and returns a
+*bounded* amount of data:
+
+* EXPONENTIAL: ``keys, __cell, __n`` — rows per cell of the domain (a GROUP BY, no sort);
+* PTR/SMOOTH on order statistics: ``keys, __cnt, __rn, __v`` — only the ranks within the
+  plan's window around the requested quantile (``2·window + 3`` rows per group at most);
+* SAA: ``keys, __chunk, __stat`` — the statistic of each of the k chunks, a chunk being the
+  units whose keyed hash falls in it (each unit in exactly one chunk).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from sqlglot import exp
+
+from dpproxy.errors import InternalError
+from dpproxy.planning.plan import Method, StatPlan
+from dpproxy.rewrite.bound import bound_contributions
+from dpproxy.rewrite.dialect import row_hash, to_postgres
+from dpproxy.rewrite.guard import clamp, lit, number, table
+from dpproxy.rewrite.pipeline import (
+    DIALECTS,
+    UNIT,
+    RewriteContext,
+    key_alias,
+    row_measure,
+    rows_select,
+    with_ctes,
+)
+from dpproxy.sql.scope import AggKind
+from dpproxy.sql.types import type_of
+
+_SAA_FUNCTIONS = {
+    AggKind.AVG: "AVG",
+    AggKind.CORR: "CORR",
+    AggKind.COVAR_POP: "COVAR_POP",
+    AggKind.COVAR_SAMP: "COVAR_SAMP",
+    AggKind.REGR_SLOPE: "REGR_SLOPE",
+    AggKind.REGR_INTERCEPT: "REGR_INTERCEPT",
+}
+
+
+def stat_statements(ctx: RewriteContext) -> tuple[tuple[str, str], ...]:
+    """(stat name, SQL) for every stat of the plan that needs its own statement."""
+    if ctx.dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {ctx.dialect!r}")
+    out = []
+    for stat in ctx.plan.stats:
+        if stat.count is not None:
+            continue  # reads the main statement's exact count and sum
+        tree = _statement(ctx, stat)
+        if ctx.dialect == "postgres":
+            tree = to_postgres(tree, ctx.column_types)
+        out.append((stat.name, tree.sql(dialect=ctx.dialect, copy=False)))
+    return tuple(out)
+
+
+def _statement(ctx: RewriteContext, stat: StatPlan) -> exp.Select:
+    measures = [(_clamped(stat, ctx), "__v")]
+    if stat.second is not None:
+        measures.append((row_measure(stat.second, ctx), "__w"))
+    rows = rows_select(ctx, measures)
+    ctes: list[tuple[str, exp.Expression]] = [("__rows", rows)]
+    source = "__rows"
+    if stat.bounded and ctx.plan.needs_bounding:
+        types = ctx.column_types
+        kinds = [(alias, type_of(m, types)) for m, alias in measures]
+        ctes.append(("__bounded", bound_contributions(ctx, kinds)))
+        source = "__bounded"
+    keys: list[exp.Expression] = [exp.column(key_alias(i)) for i in range(len(ctx.plan.query.keys))]
+    if stat.method is Method.EXPONENTIAL:
+        query = _cells(stat, source, keys)
+    elif stat.method in (Method.PTR, Method.SMOOTH):
+        query = _window(stat, source, keys)
+    elif stat.method is Method.SAA:
+        query = _chunks(ctx, stat, source, keys)
+    else:
+        raise InternalError(f"no statement for the {stat.method.value} method")
+    return with_ctes(query, ctes)
+
+
+def _clamped(stat: StatPlan, ctx: RewriteContext) -> exp.Expression:
+    m = row_measure(stat.measure, ctx)
+    b = stat.bounds
+    if stat.method is Method.SAA or b.lo is None or b.hi is None:
+        return m
+    if isinstance(stat.measure, exp.Column):
+        return m  # clamp_values already clamped the column to these bounds
+    return clamp(lambda: m.copy(), b.lo, b.hi)
+
+
+def _not_null(*names: str) -> exp.Expression:
+    conds = [exp.Not(this=exp.Is(this=exp.column(n), expression=exp.Null())) for n in names]
+    out: exp.Expression = conds[0]
+    for c in conds[1:]:
+        out = exp.And(this=out, expression=c)
+    return out
+
+
+def _cells(stat: StatPlan, source: str, keys: list[exp.Expression]) -> exp.Select:
+    """Rows per cell: integer cells are the integers lo..hi; real cells [c_i, c_{i+1}) of width
+    w/B with the last cell B = {hi} (``analysis/local.py``, ``quantile_cells``)."""
+    lo, hi = stat.bounds.lo, stat.bounds.hi
+    assert lo is not None and hi is not None
+    v = exp.column("__v")
+    if stat.integer_cells:
+        offset = exp.Sub(this=v, expression=number(lo))
+        cell: exp.Expression = exp.Cast(
+            this=exp.Round(this=offset), to=exp.DataType.build("BIGINT")
+        )
+    else:
+        bins = stat.cells - 1
+        scaled = exp.Mul(
+            this=exp.Paren(this=exp.Sub(this=v, expression=number(lo))),
+            expression=number(Fraction(bins) / (hi - lo)),
+        )
+        floor = exp.Cast(this=exp.Floor(this=scaled), to=exp.DataType.build("BIGINT"))
+        cell = exp.Anonymous(this="LEAST", expressions=[floor, lit(bins)])
+    query = exp.select(*[k.copy() for k in keys])
+    query = query.select(exp.alias_(cell, "__cell", copy=False), copy=False)
+    query = query.select(exp.alias_(exp.Count(this=exp.Star()), "__n", copy=False), copy=False)
+    query = query.from_(table(source), copy=False).where(_not_null("__v"), copy=False)
+    return query.group_by(*[k.copy() for k in keys], exp.column("__cell"), copy=False)
+
+
+def _window(stat: StatPlan, source: str, keys: list[exp.Expression]) -> exp.Select:
+    """The order statistics with ranks within ``window + 1`` of q·n, and the group's n."""
+    assert stat.q is not None
+    partition = [k.copy() for k in keys]
+    order = exp.Order(expressions=[exp.Ordered(this=exp.column("__v"), nulls_first=False)])
+    rn = exp.Window(this=exp.RowNumber(), partition_by=partition, order=order)
+    cnt = exp.Window(this=exp.Count(this=exp.Star()), partition_by=[k.copy() for k in keys])
+    inner = exp.select(*[k.copy() for k in keys], exp.column("__v"))
+    inner = inner.select(exp.alias_(rn, "__rn", copy=False), copy=False)
+    inner = inner.select(exp.alias_(cnt, "__cnt", copy=False), copy=False)
+    inner = inner.from_(table(source), copy=False).where(_not_null("__v"), copy=False)
+    ranked = exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__ranked")))
+    num, den = stat.q.numerator, stat.q.denominator
+    reach = (stat.window + 2) * den
+    centre = exp.Mul(this=lit(num), expression=exp.column("__cnt"))
+    scaled_rank = exp.Mul(this=exp.column("__rn"), expression=lit(den))
+    low = exp.GTE(this=scaled_rank, expression=exp.Sub(this=centre, expression=lit(reach)))
+    high = exp.LTE(
+        this=scaled_rank.copy(), expression=exp.Add(this=centre.copy(), expression=lit(reach))
+    )
+    query = exp.select(
+        *[k.copy() for k in keys], exp.column("__cnt"), exp.column("__rn"), exp.column("__v")
+    )
+    return query.from_(ranked, copy=False).where(exp.And(this=low, expression=high), copy=False)
+
+
+def _chunks(
+    ctx: RewriteContext, stat: StatPlan, source: str, keys: list[exp.Expression]
+) -> exp.Select:
+    """Each chunk's statistic; the chunk of a row is a keyed hash of its unit modulo k."""
+    k = stat.chunks
+    unit_part = (exp.column(UNIT), ctx.unit_kind)
+    # A second, constant part: PostgreSQL reads a one-element (x) as x, not as ROW(x).
+    parts = [unit_part, (lit(1), None)]
+    h = row_hash(ctx.secret ^ 0x3C3C3C3C, parts, portable=False, dialect=ctx.dialect)
+    # PostgreSQL's hash is signed: ((h % k) + k) % k is in [0, k) on both engines.
+    chunk = exp.Mod(
+        this=exp.Paren(this=exp.Add(this=exp.Mod(this=h, expression=lit(k)), expression=lit(k))),
+        expression=lit(k),
+    )
+    query = exp.select(*[kk.copy() for kk in keys])
+    query = query.select(exp.alias_(chunk, "__chunk", copy=False), copy=False)
+    query = query.select(exp.alias_(_saa_statistic(ctx, stat), "__stat", copy=False), copy=False)
+    query = query.from_(table(source), copy=False)
+    return query.group_by(*[kk.copy() for kk in keys], exp.column("__chunk"), copy=False)
+
+
+def _saa_statistic(ctx: RewriteContext, stat: StatPlan) -> exp.Expression:
+    v = exp.column("__v")
+    name = _SAA_FUNCTIONS.get(stat.kind)
+    if name is not None:
+        args = [v] if stat.second is None else [v, exp.column("__w")]
+        return exp.Anonymous(this=name, expressions=args)
+    if not stat.kind.quantile:
+        raise InternalError(f"no per-chunk statistic for {stat.kind.value}")
+    assert stat.q is not None
+    cont = stat.kind in (AggKind.MEDIAN, AggKind.PERCENTILE_CONT)
+    q = lit(repr(float(stat.q)))
+    if ctx.dialect == "postgres":
+        func = exp.PercentileCont(this=q) if cont else exp.PercentileDisc(this=q)
+        order = exp.Order(expressions=[exp.Ordered(this=v, nulls_first=False)])
+        return exp.WithinGroup(this=func, expression=order)
+    return exp.Anonymous(this="QUANTILE_CONT" if cont else "QUANTILE_DISC", expressions=[v, q])
