@@ -14,7 +14,8 @@ Everything here rounds toward *more* noise: sensitivities up, distances down.
 the mean by a·|mean(removed) − mean(kept)|/n ≤ a·w/n; adding b ≤ K rows to m ≥ 1 rows moves it
 by b·w/(m + b) ≤ K·w/m; any two means lie in [lo, hi], so differ by ≤ w. Hence under
 add/remove LS(x) ≤ LS'(n) = min(w, K·w/n) (w when n = 0). A substitution is a removal then an
-addition: a·w/n + b·w/(n − a + b), largest at a = b = K, so LS(x) ≤ min(w, 2K·w/n). LS' is
+addition: a·w/n + b·w/(n − a + b), largest at a = b = K, so LS(x) ≤ min(w, 2K·w/n). (A direct
+count gives K·w/n; the factor 2 is kept as specified, on the safe side.) LS' is
 non-increasing in n, and a dataset k unit steps from x has at least max(n − kK, 0) rows, so
 A(f, x, k) = max_{d(x,y) ≤ k} LS(f, y) ≤ LS'(max(n − kK, 0)), a function of n only.
 
@@ -22,9 +23,11 @@ A(f, x, k) = max_{d(x,y) ≤ k} LS(f, y) ≤ LS'(max(n − kK, 0)), a function o
   with LS'(max(n − kK, 0)) > b. Every y within k' < d steps has LS(y) ≤ b, so d lower-bounds the
   distance to instability, and d ≥ 1 gives LS(x) ≤ b. Neighbours' n differ by ≤ K, and d is
   ⌊(n − T)/K⌋ + 1 (T = cKw/b), so it moves by at most 1: global sensitivity 1.
-* Smooth sensitivity (Nissim–Raskhodnikova–Smith 2007, Definition 2.1 and Lemma 2.3):
-  :func:`mean_smooth` is max_k e^{−βk}·LS'(max(n − kK, 0)). It is ≥ LS(x) (k = 0); and since a
-  neighbour x' has n' ≥ n − K, term k of x is ≤ e^β × term k + 1 of x', so S(x) ≤ e^β·S(x').
+* Smooth sensitivity (Nissim–Raskhodnikova–Smith 2007, Definition 2.1: S ≥ LS and
+  S(x) ≤ e^β·S(x') for neighbours; built as in their Lemma 2.3 from an upper bound U(x, k) on
+  A(f, x, k) with U(x', k) ≤ U(x, k + 1)): :func:`mean_smooth` is max_k e^{−βk}·U(k) with
+  U(k) = LS'(max(n − kK, 0)). It is ≥ LS(x) (k = 0); a neighbour x' has n' ≥ n − K, so term k
+  of x' is ≤ e^β × term k + 1 of x, hence S(x') ≤ e^β·S(x).
 
 **Order statistics.** x_(1) ≤ … ≤ x_(n) sorted, padded x_(i) = lo for i ≤ 0 and hi for i > n.
 :func:`quantile_ranks` gives (a, b) with f(x) ∈ [x_(a), x_(b)].
@@ -273,7 +276,7 @@ def quantile_local_bound(stat: Stat, a: int, b: int, radius: int, k: int) -> flo
     >>> quantile_local_bound(stat, 5, 6, 2, 1)  # x_(10) − x_(1)
     9.0
     """
-    j = max(k, 1) * radius
+    j = (k + 1) * radius
     return _diff_up(stat(b + j), stat(a - j))
 
 

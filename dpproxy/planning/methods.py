@@ -4,8 +4,10 @@ choice between them, and the calibration of the chosen one (a :class:`StatPlan`)
 Every prediction uses public information only — the schema's bounds, ε, δ, the contribution
 bound and a *reference size* n (the table's declared ``public_rows`` when the query neither
 filters nor groups, else :data:`REFERENCE_ROWS`) — so the choice never depends on the data.
-Where a method's error also depends on how the data is spread (order statistics), the
-prediction assumes values spread evenly over the bounds and says so.
+Predictions are *typical* 95% errors, not guarantees: where a method's error also depends on
+the data, they assume a mean near the middle of the bounds (GS, JOINT) or values spread evenly
+over the bounds (order statistics), and say so. ``benchmarks/LOCAL.md`` compares them with
+measured errors.
 
 Privacy arguments, per method, for one group (``rows`` = R rows of one unit in the group; a
 unit touches at most ``groups`` = G groups, so the plan costs G times the per-group figures by
@@ -57,6 +59,7 @@ DEFAULT_CHUNKS = 100  # SAA's k unless a hint sets it
 DEFAULT_BINS = 1000  # exponential mechanism: cells over a real interval
 INTEGER_CELLS = 10_000  # integer bounds this narrow get one cell per integer
 _Z95 = math.log(20)  # Laplace: P(|X| > b·ln 20) = 5%
+_LAPLACE_DIFFERENCE_95 = 4.12  # two Laplace(1): P(|X − Y| > 4.12) < 5%
 
 _MEAN_METHODS = (Method.GS, Method.JOINT, Method.PTR, Method.SMOOTH, Method.SAA)
 _QUANTILE_METHODS = (Method.EXPONENTIAL, Method.PTR, Method.SMOOTH, Method.SAA)
@@ -206,8 +209,10 @@ def _candidate(
         if budget.gaussian:
             return Candidate(m, None, "", False, "the schema asks for Gaussian noise")
         sens = budget.total_rows * (2 if budget.neighbouring is Neighbouring.SUBSTITUTE else 1)
-        c = w * sens / float(budget.epsilon) * math.log(40)
-        return Candidate(m, c / n, f"≈ ±{c:.4g}/n", True, size)
+        # With A ≈ B ≈ n/2 the mean's error is w·(e_A − e_B)/(2n); the difference of two
+        # Laplace(b) variables exceeds t with probability e^{−t/b}(1 + t/2b): below 5% at t = 4.12b.
+        c = w * sens / float(budget.epsilon) * _LAPLACE_DIFFERENCE_95 / 2
+        return Candidate(m, c / n, f"≈ ±{c:.4g}/n", True, size + ", mean mid-range")
     if m is Method.PTR:
         if dlt <= 0:
             return Candidate(m, None, "", False, "needs δ > 0")

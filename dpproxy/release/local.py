@@ -22,14 +22,30 @@ def joint_mean(
 ) -> float:
     """Kulesza–Suresh–Wang: noisy A = Σ(x − lo)/w and B = Σ(hi − x)/w = n − A, one Laplace(scale)
     each; the mean is lo + w·A/(A + B), clipped to [lo, hi] (``reading/003``)."""
+    return joint_mean_with_span(n, total, lo, hi, scale, noise)[0]
+
+
+def joint_mean_with_span(
+    n: float, total: float, lo: Fraction, hi: Fraction, scale: Fraction, noise: NoiseSource
+) -> tuple[float, tuple[float, float]]:
+    """:func:`joint_mean` and a 95% interval for the noiseless mean (post-processing of the
+    noisy parts: each part is within b·ln 40 of its true value with probability 97.5%, and the
+    mean is increasing in A and decreasing in B)."""
     w = float(hi - lo)
     a = (total - n * float(lo)) / w
     b = n - a
     na, nb = noise.laplace([a, b], scale, integer=False)
-    na, nb = max(na, 0.0), max(nb, 0.0)
-    if na + nb <= 0:
-        return float((lo + hi) / 2)
-    return min(max(float(lo) + w * na / (na + nb), float(lo)), float(hi))
+    half = float(scale) * math.log(40)
+
+    def mean(x: float, y: float) -> float:
+        x, y = max(x, 0.0), max(y, 0.0)
+        if x + y <= 0:
+            return float((lo + hi) / 2)
+        return min(max(float(lo) + w * x / (x + y), float(lo)), float(hi))
+
+    low = float(lo) if na - half <= 0 else mean(na - half, nb + half)
+    high = float(hi) if nb - half <= 0 else mean(na + half, nb - half)
+    return mean(na, nb), (low, high)
 
 
 def ptr(

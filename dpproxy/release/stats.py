@@ -94,8 +94,7 @@ def _mean(
     mean = total / n if n else float(stat.center)
     mean = min(max(mean, float(lo)), float(hi))
     if stat.method is Method.JOINT:
-        value = mech.joint_mean(n, total, lo, hi, stat.scale, noise)
-        return value, None
+        return mech.joint_mean_with_span(n, total, lo, hi, stat.scale, noise)
     if stat.method is Method.PTR:
         assert stat.bound is not None
         d = local.mean_distance(n, width, stat.rows, stat.neighbouring, stat.bound)

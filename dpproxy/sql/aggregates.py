@@ -318,3 +318,53 @@ def check_post_constant(node: exp.Expression) -> None:
     for n in node.walk():
         if not isinstance(n, _POST_NODES):
             raise_unsupported(n)  # type: ignore[arg-type]
+
+
+def rates_as_means(node: exp.Expression) -> exp.Expression:
+    """``COUNT(*) FILTER (WHERE c) / COUNT(*)`` (also with ``SUM(CASE WHEN c THEN 1 ELSE 0
+    END)`` or ``COUNT(CASE WHEN c THEN 1 END)`` on top, and numeric casts) → ``AVG(CASE WHEN c
+    THEN 1 ELSE 0 END)``: the same rate (``/`` is real division in dpproxy), answered as one
+    mean of a 0/1 value, which the planner can release jointly (``reading/003``, KSW) instead
+    of as two noisy counts.
+    """
+
+    def strip(n: exp.Expression) -> exp.Expression:
+        while isinstance(n, exp.Paren | exp.Cast):
+            if isinstance(n, exp.Cast) and not n.to.is_type(*exp.DataType.NUMERIC_TYPES):
+                break
+            n = n.this
+        return n
+
+    def is_count_star(n: exp.Expression) -> bool:
+        return isinstance(n, exp.Count) and (n.this is None or isinstance(n.this, exp.Star))
+
+    def literal(n: exp.Expression | None, value: int) -> bool:
+        return (
+            isinstance(n, exp.Literal) and not n.is_string and n.this in (str(value), f"{value}.0")
+        )
+
+    def condition(n: exp.Expression) -> exp.Expression | None:
+        found: exp.Expression | None = None
+        if isinstance(n, exp.Filter) and is_count_star(n.this):
+            found = n.expression.this
+        elif isinstance(n, exp.Sum | exp.Count) and isinstance(n.this, exp.Case):
+            case = n.this
+            ifs = case.args.get("ifs") or []
+            default = case.args.get("default")
+            ok_default = default is None if isinstance(n, exp.Count) else literal(default, 0)
+            if len(ifs) == 1 and literal(ifs[0].args.get("true"), 1) and ok_default:
+                found = ifs[0].this
+        return found
+
+    def replace(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Div) and is_count_star(strip(n.expression)):
+            cond = condition(strip(n.this))
+            if cond is not None:
+                case = exp.Case(
+                    ifs=[exp.If(this=cond.copy(), true=exp.Literal.number(1))],
+                    default=exp.Literal.number(0),
+                )
+                return exp.Avg(this=case)
+        return n
+
+    return node.transform(replace)

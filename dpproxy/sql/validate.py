@@ -22,7 +22,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
-from dpproxy.sql.aggregates import PostBuilder, default_name
+from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
 from dpproxy.sql.scope import (
     AggKind,
     Aggregate,
@@ -229,7 +229,7 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
     outputs: list[OutputItem] = []
     for i, proj in enumerate(select.expressions):
         node = proj.unalias()
-        expr = post.build(node)
+        expr = post.build(rates_as_means(node))
         name = proj.alias or default_name(node, i)
         is_key = isinstance(expr, exp.Column) and expr.name.startswith("__key_")
         outputs.append(OutputItem(name, expr, post.type_of(expr), is_key))

@@ -219,7 +219,7 @@ def test_refusals_raise_dbapi_errors_with_sqlstate(con: dbapi.Connection) -> Non
         cur.execute("SELECT * FROM adult")
     assert info.value.sqlstate == "42501"
     with pytest.raises(dbapi.NotSupportedError):
-        cur.execute("SELECT MEDIAN(age) FROM adult")
+        cur.execute("SELECT MODE() WITHIN GROUP (ORDER BY age) FROM adult")
     with pytest.raises(dbapi.ProgrammingError) as syntax:
         cur.execute("SELEC COUNT(*) FROM adult")
     assert syntax.value.sqlstate == "42601"

@@ -301,3 +301,28 @@ def test_the_same_plans_on_postgresql(pg_dsn: str, demo_db: Path, demo_catalog: 
     finally:
         pg.close()
         duck.close()
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [
+        "COUNT(*) FILTER (WHERE income_class = '>50K') / COUNT(*)",
+        "SUM(CASE WHEN income_class = '>50K' THEN 1 ELSE 0 END) / CAST(COUNT(*) AS DOUBLE)",
+        "COUNT(CASE WHEN income_class = '>50K' THEN 1 END) / COUNT(*)",
+    ],
+)
+def test_rates_are_released_jointly(exact_engine: Engine, demo_db: Path, rate: str) -> None:
+    """A ratio of counts is the mean of a 0/1 value: one joint release, not two noisy counts."""
+    sql = f"SELECT sex, {rate} AS rate FROM adult GROUP BY sex"
+    plan = exact_engine.plan(sql)
+    assert [a.method for a in plan.aggregates] == [Method.JOINT]
+    truth = dict(
+        _direct(
+            demo_db,
+            "SELECT sex, AVG(CASE WHEN income_class = '>50K' THEN 1 ELSE 0 END) "
+            "FROM adult GROUP BY sex",
+        )
+    )
+    got = dict(exact_engine.run(sql, analyst="t").released.rows)
+    assert got == {k: pytest.approx(v, rel=1e-12) for k, v in truth.items()}
+    assert [c.name for c in exact_engine.run(sql, analyst="t").released.columns] == ["sex", "rate"]
