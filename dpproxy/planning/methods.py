@@ -56,6 +56,10 @@ from dpproxy.values import Interval, ln_up
 
 REFERENCE_ROWS = 1000  # n for predictions when the table declares no public size
 DEFAULT_CHUNKS = 100  # SAA's k unless a hint sets it
+# Chunk statistics (CORR/REGR/AVG sum squares) and cell indices ((x − lo)·B/w) are computed
+# on the clamped arguments: PostgreSQL raises on a float overflow, and an error that depends
+# on a row's value would leak it, so the arguments must stay far from the double range.
+SAA_ARGUMENT_LIMIT = Fraction(10) ** 100
 DEFAULT_BINS = 1000  # exponential mechanism: cells over a real interval
 INTEGER_CELLS = 10_000  # integer bounds this narrow get one cell per integer
 _Z95 = math.log(20)  # Laplace: P(|X| > b·ln 20) = 5%
@@ -92,6 +96,7 @@ class Budget:
     public_size: bool  # reference_rows comes from the schema's public_rows
     gaussian: bool  # the schema's noise for GS primitives is Gaussian
     integral: bool = False  # the measure takes integer values only
+    arguments_tame: bool = True  # every argument is bounded within ±SAA_ARGUMENT_LIMIT
 
     @property
     def per_group(self) -> tuple[Fraction, Fraction]:
@@ -187,6 +192,10 @@ def _candidate(
         and (bounds is None or not bounds.bounded)
     ):
         return Candidate(m, None, "", False, "the measure has no finite bounds")
+    if m is not Method.GS and not budget.arguments_tame:
+        return Candidate(
+            m, None, "", False, "needs arguments with bounds within ±1e100 in the schema"
+        )
     if m is Method.SAA:
         out = _saa_output(agg, bounds, opts)
         if out is None or not out.bounded:

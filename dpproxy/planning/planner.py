@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from dpproxy.analysis.bounds import bounds_of, integral, square
 from dpproxy.analysis.sensitivity import PrimitiveKind, Stability, sensitivity, stability
-from dpproxy.catalog.model import MechanismKind, Neighbouring, PrivacyPolicy
+from dpproxy.catalog.model import MechanismKind, Neighbouring, PrivacyPolicy, Table
 from dpproxy.errors import InvalidParameter, PrivacyParameterError, UnboundedColumn
 from dpproxy.mechanisms.base import (
     Gaussian,
@@ -37,6 +37,7 @@ from dpproxy.mechanisms.base import (
 )
 from dpproxy.planning.methods import (
     REFERENCE_ROWS,
+    SAA_ARGUMENT_LIMIT,
     Budget,
     MethodOptions,
     candidates,
@@ -244,6 +245,7 @@ def _plan_methods(
             public_size=public,
             gaussian=gaussian,
             integral=agg.measure is not None and integral(agg.measure, table),
+            arguments_tame=_tame(agg, table),
         )
         options = methods_for(agg.kind)
         if options == (Method.GS,):
@@ -265,6 +267,12 @@ def _plan_methods(
                     hint="declare lower/upper for the column in the schema, or clamp it with "
                     "LEAST(GREATEST(x, lo), hi)",
                 )
+        if agg.kind.bivariate and not budget.arguments_tame:
+            raise UnboundedColumn(
+                f"{agg.kind.value.upper()} needs arguments with finite bounds (within ±1e100)",
+                hint="declare lower/upper for the columns in the schema, or clamp them with "
+                "LEAST(GREATEST(x, lo), hi)",
+            )
         cands = candidates(agg, bounds, budget, opts)
         if Method.GS in options:
             cands = tuple(
@@ -331,6 +339,19 @@ def _plan_methods(
         rho = rho_gs * e / eps_gs if gaussian else Fraction(0)
         releases.append(_release(prim, stab, rel, mech, e, rho, grouped))
     return tuple(aggs), prims, releases, tuple(stats), (delta_gs if gaussian else Fraction(0))
+
+
+def _tame(agg: Aggregate, table: Table) -> bool:
+    """Are all of the aggregate's arguments bounded within ±SAA_ARGUMENT_LIMIT?"""
+    for arg in (agg.measure, agg.second):
+        if arg is None:
+            continue
+        iv = bounds_of(arg, table)
+        if iv is None:
+            continue  # always NULL
+        if not iv.bounded or iv.max_abs() > SAA_ARGUMENT_LIMIT:
+            return False
+    return True
 
 
 def _gs_candidate(

@@ -67,6 +67,12 @@ def _fraction_literal(node: exp.Expression | None, kind: AggKind) -> Fraction:
     q = Fraction(value.this)
     if isinstance(node, exp.Neg):
         q = -q
+    if q.denominator > 10**6:
+        # The rewritten SQL compares rank·denominator with numerator·n in 64-bit integers.
+        raise InvalidParameter(
+            f"the fraction of {kind.value.upper()} has too many digits",
+            hint="give the percentile with at most 6 decimals",
+        )
     if not 0 <= q <= 1:
         raise InvalidParameter(f"percentile value {float(q):g} is not between 0 and 1")
     return q

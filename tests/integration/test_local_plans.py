@@ -85,8 +85,9 @@ def test_the_planner_picks_the_joint_release_for_avg(exact_engine: Engine) -> No
     assert all(c.applicable for c in agg.candidates)  # the demo declares its public size
     joint, gs = by_method[Method.JOINT], by_method[Method.GS]
     assert joint.error95 is not None and gs.error95 is not None
-    # Kulesza–Suresh–Wang: the whole ε on each part instead of half: about half the error.
-    assert joint.error95 < 0.6 * gs.error95
+    # Kulesza–Suresh–Wang: the whole ε on each part instead of half (benchmarks/LOCAL.md
+    # measures 0.0062 against 0.010 at the 95th percentile).
+    assert joint.error95 < 0.75 * gs.error95
     # The joint release spends ε once; nothing is released at global sensitivity.
     assert plan.releases == () and plan.cost == Cost(Fraction(1))
 
