@@ -32,8 +32,8 @@ class NoiseSource(Protocol):
         ...
 
     def noisy_min_index(self, scores: Sequence[float], scale: Fraction) -> int:
-        """The index of the smallest score after independent Gumbel(scale) noise: the
-        exponential mechanism with utility −score (report-noisy-min)."""
+        """The index of the smallest score after independent noise of the given scale
+        (report-noisy-min): ε-DP with ε = 2Δ/scale when every score moves by at most Δ."""
         ...
 
 
@@ -60,8 +60,9 @@ def _measurement(kind: str, scale: float, integer: bool) -> Any:
 
 @lru_cache(maxsize=256)
 def _selector(scale: float, size: int) -> Any:
-    """OpenDP's report-noisy-min with Gumbel noise (``make_noisy_max``, ``negate=True``): the
-    exponential mechanism, sampled exactly (no floating-point inversion of a CDF)."""
+    """OpenDP's report-noisy-min (``make_noisy_max``, ``negate=True``, pure DP): exponential
+    noise on each score, which is permute-and-flip in distribution (McKenna & Sheldon 2020),
+    sampled exactly (no floating-point inversion of a CDF)."""
     dp = _opendp()
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
     metric = dp.linf_distance(T=float, monotonic=False)

@@ -119,7 +119,7 @@ class StatPlan:
     count: str | None = None  # exact primitive names (mean methods)
     total: str | None = None
     center: Fraction = Fraction(0)
-    scale: Fraction = Fraction(0)  # joint: per part; PTR: release; exp.: Gumbel; SAA: Laplace
+    scale: Fraction = Fraction(0)  # joint: per part; PTR: release; exp.: noisy-min; SAA: Laplace
     test_scale: Fraction = Fraction(0)  # PTR
     threshold: Fraction = Fraction(0)  # PTR
     bound: Fraction | None = None  # PTR's proposed local-sensitivity bound

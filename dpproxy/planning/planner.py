@@ -1,4 +1,4 @@
-"""ValidQuery + policy + requested (ε, δ) → a frozen :class:`QueryPlan`.
+r"""ValidQuery + policy + requested (ε, δ) → a frozen :class:`QueryPlan`.
 
 Every SQL aggregate becomes noisy *primitives* (per-group counts and sums) that the database
 computes exactly on the contribution-bounded relation:
@@ -16,6 +16,21 @@ VAR/STDDEV(x)         a count of x, a sum of x − c and a sum of (x − c)²
 Identical primitives are shared between aggregates. The budget is composed basically: under
 Laplace the per-query ε (less the partition-selection share, if any) is split equally between
 primitives; under Gaussian it is converted to a zCDP ρ, split equally, and converted back.
+
+AVG, order statistics (MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX) and statistics without a usable
+sensitivity (CORR, COVAR, REGR) have other plans too (``planning/methods.py``: joint release,
+propose-test-release, smooth sensitivity, the exponential mechanism, sample-and-aggregate). When
+a query has such an aggregate, each aggregate gets a share of (ε, δ) in proportion to the number
+of primitives its GS plan would use (:func:`methods.weight`), its candidates' errors are
+predicted, and the lowest wins (or the forced one). GS aggregates then release their
+primitives with their shares; the others are calibrated as :class:`StatPlan`\ s.
+
+No budget is spent on estimating the data's size to choose. For AVG every candidate's predicted
+error but SAA's (never chosen automatically) scales as 1/n, so their ranking is the same at
+every size; n — the schema's public size, or a reference size — only sets the figures
+``explain`` shows and PTR's automatic bound. For order statistics over a real-valued range the
+exponential mechanism's prediction adds half a cell's width, so there the reference size can
+decide between it and smooth sensitivity; declaring ``public_rows`` makes that choice exact.
 """
 
 from __future__ import annotations
@@ -249,28 +264,14 @@ def _plan_methods(
         )
         options = methods_for(agg.kind)
         if options == (Method.GS,):
-            plan = builder.aggregate(i)
-            for p in plan.parts:
-                e, d = released.get(p, (Fraction(0), Fraction(0)))
-                released[p] = (
-                    e + budget.epsilon / len(plan.parts),
-                    d + budget.delta / len(plan.parts),
-                )
-            aggs.append(plan)
+            aggs.append(_share(builder.aggregate(i), budget, released))
             continue
         bounds = bounds_of(agg.measure, table) if agg.measure is not None else None
-        if (bounds is None or not bounds.bounded) and not agg.kind.bivariate:
-            if opts.method is not Method.SAA or opts.saa_lower is None:
-                assert agg.measure is not None
-                raise UnboundedColumn(
-                    f"{agg.kind.value.upper()}({agg.measure.sql('postgres')}) has no finite bounds",
-                    hint="declare lower/upper for the column in the schema, or clamp it with "
-                    "LEAST(GREATEST(x, lo), hi)",
-                )
-        if agg.kind.bivariate and not budget.arguments_tame:
+        if not budget.arguments_tame:
+            args = ", ".join(a.sql("postgres") for a in (agg.measure, agg.second) if a is not None)
             raise UnboundedColumn(
-                f"{agg.kind.value.upper()} needs arguments with finite bounds (within ±1e100)",
-                hint="declare lower/upper for the columns in the schema, or clamp them with "
+                f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
+                hint="declare lower/upper for the column in the schema, or clamp it with "
                 "LEAST(GREATEST(x, lo), hi)",
             )
         cands = candidates(agg, bounds, budget, opts)
@@ -285,13 +286,7 @@ def _plan_methods(
         method, reason = choose(cands, forced, agg.kind)
         if method is Method.GS:
             plan = replace(builder.aggregate(i), candidates=cands, reason=reason)
-            for p in plan.parts:
-                e, d = released.get(p, (Fraction(0), Fraction(0)))
-                released[p] = (
-                    e + budget.epsilon / len(plan.parts),
-                    d + budget.delta / len(plan.parts),
-                )
-            aggs.append(plan)
+            aggs.append(_share(plan, budget, released))
             continue
         count = total = None
         center = Fraction(0)
@@ -339,6 +334,16 @@ def _plan_methods(
         rho = rho_gs * e / eps_gs if gaussian else Fraction(0)
         releases.append(_release(prim, stab, rel, mech, e, rho, grouped))
     return tuple(aggs), prims, releases, tuple(stats), (delta_gs if gaussian else Fraction(0))
+
+
+def _share(
+    plan: AggregatePlan, budget: Budget, released: dict[str, tuple[Fraction, Fraction]]
+) -> AggregatePlan:
+    """Add a GS aggregate's (ε, δ) share, split evenly over its parts, to their primitives."""
+    for p in plan.parts:
+        e, d = released.get(p, (Fraction(0), Fraction(0)))
+        released[p] = (e + budget.epsilon / len(plan.parts), d + budget.delta / len(plan.parts))
+    return plan
 
 
 def _tame(agg: Aggregate, table: Table) -> bool:
