@@ -104,7 +104,10 @@ def _stat_data(st: StatPlan) -> dict[str, Any]:
     elif st.method is Method.SMOOTH:
         d.update(beta=float(st.beta), noise="Laplace(2S/ε), S computed from the data")
     elif st.method is Method.EXPONENTIAL:
-        d.update(cells=st.cells, noise=f"report-noisy-min, scale {float(st.scale):.6g}, over the cells' scores")
+        d.update(
+            cells=st.cells,
+            noise=f"report-noisy-min, scale {float(st.scale):.6g}, over the cells' scores",
+        )
     elif st.method is Method.SAA:
         assert st.output is not None
         d.update(

@@ -62,8 +62,9 @@ Dataset = tuple[Unit, ...]
 
 @functools.cache
 def all_units(k_rows: int) -> tuple[Unit, ...]:
-    return tuple(u for size in range(k_rows + 1)
-                 for u in itertools.combinations_with_replacement(GRID, size))
+    return tuple(
+        u for size in range(k_rows + 1) for u in itertools.combinations_with_replacement(GRID, size)
+    )
 
 
 def canonical(units: Sequence[Unit]) -> Dataset:
@@ -77,7 +78,7 @@ def rows_of(d: Dataset) -> Rows:
 def neighbours(d: Dataset, rel: Neighbouring, k_rows: int) -> list[Dataset]:
     out: set[Dataset] = set()
     for i in range(len(d)):
-        rest = d[:i] + d[i + 1:]
+        rest = d[:i] + d[i + 1 :]
         if rel is Neighbouring.ADD_REMOVE:
             out.add(rest)
         else:
@@ -251,21 +252,22 @@ def test_mean_smooth_is_a_smooth_upper_bound(case: tuple[Neighbouring, int, Data
             assert_smooth(s_y, s, beta, f"{y} → {d}")
 
 
-def smooth_by_definition(n: int, k_rows: int, rel: Neighbouring, beta: Fraction,
-                         up: bool) -> Fraction:
+def smooth_by_definition(
+    n: int, k_rows: int, rel: Neighbouring, beta: Fraction, up: bool
+) -> Fraction:
     """max_k e^{−βk}·LS'(max(n − kK, 0)) with every exponential rounded up (or down), by the
     loop of the definition (k up to where n − kK reaches 0, the last term that can matter)."""
     bound = exp_up if up else exp_down
     step = local.size_step(rel, k_rows)
-    return max(bound(-beta * k) * ls_prime(max(n - k * step, 0), rel, k_rows)
-               for k in range(n // step + 2))
+    return max(
+        bound(-beta * k) * ls_prime(max(n - k * step, 0), rel, k_rows) for k in range(n // step + 2)
+    )
 
 
 @pytest.mark.parametrize("rel", RELATIONS)
 @pytest.mark.parametrize("k_rows", [1, 2, 3])
 @pytest.mark.parametrize("beta", [Fraction(1, 100), Fraction(1, 5), Fraction(2)])
-def test_mean_smooth_equals_the_definition(rel: Neighbouring, k_rows: int,
-                                           beta: Fraction) -> None:
+def test_mean_smooth_equals_the_definition(rel: Neighbouring, k_rows: int, beta: Fraction) -> None:
     """The O(1) closed form equals the maximum over all k, up to the upward rounding."""
     for n in [*range(0, 40), 97, 250, 1001]:
         s = local.mean_smooth(n, WIDTH, k_rows, rel, beta)
@@ -313,7 +315,7 @@ def rank_window(rows: Rows, q: Fraction, kind: str, j: int) -> tuple[Fraction, F
 def row_edits(rows: Rows) -> set[Rows]:
     """Every dataset one row insertion (any grid value) or deletion away."""
     out = {tuple(sorted((*rows, v))) for v in GRID}
-    out.update(rows[:i] + rows[i + 1:] for i in range(len(rows)))
+    out.update(rows[:i] + rows[i + 1 :] for i in range(len(rows)))
     return out
 
 
@@ -339,9 +341,13 @@ def check_quantile_bounds(rel: Neighbouring, k_rows: int, d: Dataset) -> None:
         f = quantile_fn(q, kind)
         a, b = local.quantile_ranks(q, len(h.rows), kind)
         assert true_ls(f, h.rows, h.near) <= Fraction(
-            local.quantile_local_bound(stat, a, b, radius, 0)), (d, q, kind)
-        assert true_a1(f, h) <= Fraction(
-            local.quantile_local_bound(stat, a, b, radius, 1)), (d, q, kind)
+            local.quantile_local_bound(stat, a, b, radius, 0)
+        ), (d, q, kind)
+        assert true_a1(f, h) <= Fraction(local.quantile_local_bound(stat, a, b, radius, 1)), (
+            d,
+            q,
+            kind,
+        )
 
 
 @BRUTE
@@ -382,8 +388,14 @@ def test_quantile_distance_has_sensitivity_one_and_guards_ls(
         a, b_rank = local.quantile_ranks(q, len(h.rows), kind)
         for b in QUANTILE_BOUNDS:
             dx = distance(h.rows, q, kind, b)
-            scan = next((k for k in range(kmax + 1) if local.quantile_local_bound(
-                padded(h.rows), a, b_rank, radius, k) > b), kmax + 1)
+            scan = next(
+                (
+                    k
+                    for k in range(kmax + 1)
+                    if local.quantile_local_bound(padded(h.rows), a, b_rank, radius, k) > b
+                ),
+                kmax + 1,
+            )
             assert dx == (math.inf if b >= WIDTH else scan), (d, q, kind, b)
             for y in h.near:
                 dy = distance(y, q, kind, b)
@@ -421,9 +433,14 @@ def test_quantile_smooth_is_a_smooth_upper_bound(
 
 
 @settings(max_examples=_BASE, deadline=None)
-@given(values=st.lists(st.integers(-50, 50), max_size=30), beta=st.sampled_from(BETAS),
-       kmax=st.integers(0, 40), radius=st.integers(1, 4), q=st.sampled_from(QS),
-       kind=st.sampled_from(KINDS))
+@given(
+    values=st.lists(st.integers(-50, 50), max_size=30),
+    beta=st.sampled_from(BETAS),
+    kmax=st.integers(0, 40),
+    radius=st.integers(1, 4),
+    q=st.sampled_from(QS),
+    kind=st.sampled_from(KINDS),
+)
 def test_quantile_smooth_equals_the_definition(
     values: list[int], beta: Fraction, kmax: int, radius: int, q: Fraction, kind: str
 ) -> None:
@@ -435,8 +452,9 @@ def test_quantile_smooth_equals_the_definition(
         return -50.0 if i < 1 else 50.0 if i > n else xs[i - 1]
 
     a, b = local.quantile_ranks(q, n, kind)
-    terms = [(k, Fraction(local.quantile_local_bound(stat, a, b, radius, k)))
-             for k in range(kmax + 1)] + [(kmax + 1, Fraction(100))]
+    terms = [
+        (k, Fraction(local.quantile_local_bound(stat, a, b, radius, k))) for k in range(kmax + 1)
+    ] + [(kmax + 1, Fraction(100))]
     lower = max(exp_down(-beta * k) * t for k, t in terms)
     upper = max(exp_up(-beta * k) * t for k, t in terms)
     s = Fraction(local.quantile_smooth(stat, a, b, radius, beta, -50, 50, kmax))
@@ -444,8 +462,10 @@ def test_quantile_smooth_equals_the_definition(
 
 
 @settings(max_examples=_BASE, deadline=None)
-@given(values=st.lists(st.floats(-1e6, 1e6, allow_subnormal=False), min_size=1, max_size=40),
-       q=st.one_of(st.sampled_from(QS), st.integers(0, 40).map(lambda i: Fraction(i, 40))))
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, allow_subnormal=False), min_size=1, max_size=40),
+    q=st.one_of(st.sampled_from(QS), st.integers(0, 40).map(lambda i: Fraction(i, 40))),
+)
 def test_quantile_value_agrees_with_numpy(values: list[float], q: Fraction) -> None:
     xs = sorted(values)
     n = len(xs)
@@ -456,16 +476,18 @@ def test_quantile_value_agrees_with_numpy(values: list[float], q: Fraction) -> N
     disc = local.quantile_value(stat, q, n, "disc")
     cont = local.quantile_value(stat, q, n, "cont")
     assert disc == np.quantile(xs, float(q), method="inverted_cdf")
-    assert math.isclose(cont, float(np.quantile(xs, float(q), method="linear")),
-                        rel_tol=1e-12, abs_tol=1e-9)
+    assert math.isclose(
+        cont, float(np.quantile(xs, float(q), method="linear")), rel_tol=1e-12, abs_tol=1e-9
+    )
     a, b = local.quantile_ranks(q, n, "cont")
     assert stat(a) <= cont <= stat(b)
 
 
 def test_quantile_value_of_the_empty_set_is_lo() -> None:
     for kind in KINDS:
-        assert local.quantile_value(lambda i: -3.0 if i < 1 else 7.0, Fraction(1, 2), 0,
-                                    kind) == -3.0
+        assert (
+            local.quantile_value(lambda i: -3.0 if i < 1 else 7.0, Fraction(1, 2), 0, kind) == -3.0
+        )
 
 
 def test_quantile_ranks() -> None:
@@ -476,8 +498,12 @@ def test_quantile_ranks() -> None:
     assert local.quantile_ranks(Fraction(9, 10), 10, "disc") == (9, 9)
     assert local.quantile_ranks(Fraction(1, 4), 10, "cont") == (3, 4)  # h = 3.25
     assert local.quantile_ranks(Fraction(1, 4), 5, "cont") == (2, 2)
-    for bad in ((Fraction(-1), 3, "disc"), (Fraction(2), 3, "cont"), (half, -1, "disc"),
-                (half, 3, "median")):
+    for bad in (
+        (Fraction(-1), 3, "disc"),
+        (Fraction(2), 3, "cont"),
+        (half, -1, "disc"),
+        (half, 3, "median"),
+    ):
         with pytest.raises(InternalError):
             local.quantile_ranks(*bad)
 
@@ -577,16 +603,14 @@ def test_quantile_scores_examples() -> None:
 
 @BRUTE
 @given(k_rows=st.integers(1, 2), data=st.data())
-def test_substitute_bounds_also_hold_with_k_instead_of_2k(k_rows: int,
-                                                          data: st.DataObject) -> None:
+def test_substitute_bounds_also_hold_with_k_instead_of_2k(k_rows: int, data: st.DataObject) -> None:
     """Slack, not safety: under substitution the formulas use the triangle bound 2K (removal
     then addition), but a direct count gives K: the mean moves by ≤ K·w/n (with a ≥ b rows
     removed/added the change is ≤ a·w/n, else ≤ b·w/(n − a + b)), and p insertions with d
     deletions keep an order statistic within max(p, d) ≤ K ranks. This documents that the
     substitute bounds are conservative by up to a factor 2 (evidence for tightening them)."""
     rel = Neighbouring.SUBSTITUTE
-    us = data.draw(st.lists(st.lists(st.sampled_from(GRID), max_size=k_rows),
-                            max_size=4 - k_rows))
+    us = data.draw(st.lists(st.lists(st.sampled_from(GRID), max_size=k_rows), max_size=4 - k_rows))
     d = canonical([tuple(sorted(u)) for u in us])
     h = hood(d, rel, k_rows)
     n = len(h.rows)
@@ -601,7 +625,8 @@ def test_substitute_bounds_also_hold_with_k_instead_of_2k(k_rows: int,
         f = quantile_fn(q, kind)
         a, b = local.quantile_ranks(q, n, kind)
         assert true_ls(f, h.rows, h.near) <= Fraction(
-            local.quantile_local_bound(stat, a, b, k_rows, 0))
+            local.quantile_local_bound(stat, a, b, k_rows, 0)
+        )
         assert true_a1(f, h) <= Fraction(local.quantile_local_bound(stat, a, b, k_rows, 1))
 
 
@@ -609,8 +634,9 @@ def test_substitute_bounds_also_hold_with_k_instead_of_2k(k_rows: int,
 # The oracle has teeth: wrong formulas are caught.
 
 
-def first_violation(rel: Neighbouring, k_rows: int, max_units: int,
-                    claim: Callable[[Hood], bool]) -> Hood | None:
+def first_violation(
+    rel: Neighbouring, k_rows: int, max_units: int, claim: Callable[[Hood], bool]
+) -> Hood | None:
     for d in small_datasets(k_rows, max_units):
         h = hood(d, rel, k_rows, depth=1)
         if not claim(h):
@@ -622,8 +648,9 @@ def test_oracle_rejects_the_teaching_texts_u_over_n_plus_1() -> None:
     """reading/000's LS = u/(n + 1) (adding one maximal row) ignores removals: with both
     bounds, w/(n + 1) is exceeded, e.g. by removing lo from {lo, hi}."""
     rel = Neighbouring.ADD_REMOVE
-    bad = first_violation(rel, 1, 3, lambda h: true_ls(mean_exact, h.rows, h.near)
-                          <= WIDTH / (len(h.rows) + 1))
+    bad = first_violation(
+        rel, 1, 3, lambda h: true_ls(mean_exact, h.rows, h.near) <= WIDTH / (len(h.rows) + 1)
+    )
     assert bad is not None
     assert true_ls(mean_exact, bad.rows, bad.near) <= ls_prime(len(bad.rows), rel, 1)
 
@@ -631,8 +658,14 @@ def test_oracle_rejects_the_teaching_texts_u_over_n_plus_1() -> None:
 def test_oracle_rejects_mean_bound_without_k() -> None:
     """min(w, w/n) is not a bound when a unit owns 2 rows."""
     for rel in RELATIONS:
-        bad = first_violation(rel, 2, 3, lambda h: true_ls(mean_exact, h.rows, h.near)
-                              <= min(WIDTH, WIDTH / max(len(h.rows), 1)))
+        bad = first_violation(
+            rel,
+            2,
+            3,
+            lambda h: (
+                true_ls(mean_exact, h.rows, h.near) <= min(WIDTH, WIDTH / max(len(h.rows), 1))
+            ),
+        )
         assert bad is not None, rel
 
 
@@ -667,8 +700,11 @@ def test_oracle_rejects_a_non_smooth_bound() -> None:
 def test_radius_and_step() -> None:
     assert local.row_radius(Neighbouring.ADD_REMOVE, 3) == 3
     assert local.row_radius(Neighbouring.SUBSTITUTE, 3) == 6
-    assert local.size_step(Neighbouring.ADD_REMOVE, 3) == local.size_step(
-        Neighbouring.SUBSTITUTE, 3) == 3
+    assert (
+        local.size_step(Neighbouring.ADD_REMOVE, 3)
+        == local.size_step(Neighbouring.SUBSTITUTE, 3)
+        == 3
+    )
     assert local.score_sensitivity(Neighbouring.SUBSTITUTE, 2) == 4
     with pytest.raises(InternalError):
         local.row_radius(Neighbouring.ADD_REMOVE, 0)
@@ -681,8 +717,10 @@ def test_mean_local_bound_values() -> None:
     assert local.mean_local_bound(4, w, 2, ar) == 5
     assert local.mean_local_bound(4, w, 2, sub) == w
     assert local.mean_local_bound(40, w, 2, sub) == 1
-    assert all(local.mean_local_bound(n, w, 3, sub) >= local.mean_local_bound(n + 1, w, 3, sub)
-               for n in range(50))
+    assert all(
+        local.mean_local_bound(n, w, 3, sub) >= local.mean_local_bound(n + 1, w, 3, sub)
+        for n in range(50)
+    )
     assert local.mean_distance(5, w, 1, ar, Fraction(0)) == 0
     assert local.mean_distance(100, w, 2, ar, Fraction(1)) == 41  # n − 2k < 20 from k = 41
     with pytest.raises(InternalError):
