@@ -138,6 +138,20 @@ def main() -> None:
     metavar="SECONDS",
     help="PostgreSQL only: cancel the query after this long (SQLSTATE 57014; default 60).",
 )
+@click.option(
+    "--ledger",
+    metavar="FILE|memory",
+    help="A SQLite budget ledger shared by every dpproxy process (default: $DPPROXY_LEDGER, "
+    "else budgets last for this command only).",
+)
+@click.option(
+    "--cache",
+    type=click.Choice(["analyst", "shared", "off"]),
+    default="analyst",
+    show_default=True,
+    help="Answer an identical query again from the ledger at no cost: per analyst, shared "
+    "between analysts, or never.",
+)
 def query(
     sql: str,
     database: str | None,
@@ -150,6 +164,8 @@ def query(
     fmt: str,
     errors: bool,
     statement_timeout: float | None,
+    ledger: str | None,
+    cache: str,
 ) -> None:
     """Answer one aggregate SQL query with differential privacy (spends budget).
 
@@ -169,13 +185,16 @@ def query(
             mechanism=mechanism,
             plan=plan,
             statement_timeout=statement_timeout,
+            ledger=ledger,
+            cache=cache,
         ) as con:
             cur = con.cursor().execute(_read_sql(sql))
             names = [d[0] for d in cur.description or ()]
             rows = cur.fetchall()
             _print_rows(names, rows, cur.error_bounds, fmt, errors)
+            again = " (the answer released before, from the cache)" if cur.cached else ""
             click.echo(
-                f"privacy cost: {cur.privacy_cost}; budget left for {analyst!r}: "
+                f"privacy cost: {cur.privacy_cost}{again}; budget left for {analyst!r}: "
                 f"{cur.remaining_budget}",
                 err=True,
             )
@@ -432,6 +451,20 @@ def _listen(value: str) -> tuple[str, int]:
     help="Cancel DP queries running longer (SQLSTATE 57014, still charged); the PostgreSQL "
     "backend also sets it as its statement_timeout (default there: 60).",
 )
+@click.option(
+    "--ledger",
+    metavar="FILE|memory",
+    help="The SQLite budget ledger (default: $DPPROXY_LEDGER, else "
+    "~/.local/share/dpproxy/ledger.sqlite); budgets and cached answers survive restarts. "
+    "'memory' keeps them in this process only.",
+)
+@click.option(
+    "--cache",
+    type=click.Choice(["analyst", "shared", "off"]),
+    default="analyst",
+    show_default=True,
+    help="Scope of the answer cache: an identical query is answered again at no cost.",
+)
 def serve(
     database: str | None,
     schema: str | None,
@@ -444,6 +477,8 @@ def serve(
     idle_timeout: float,
     max_message_size: int,
     statement_timeout: float | None,
+    ledger: str | None,
+    cache: str,
 ) -> None:
     """Serve the PostgreSQL wire protocol: psql, drivers and BI tools connect unchanged.
 
@@ -492,9 +527,23 @@ def serve(
     logger.addHandler(handler)
     logger.setLevel(os.environ.get("DPPROXY_LOG_LEVEL", "INFO"))
     try:
-        engine = open_engine(database, schema, progress=True, statement_timeout=statement_timeout)
+        from dpproxy.accounting.ledger import MEMORY, ledger_setting
+
+        where = ledger_setting(ledger, durable=True)
+        engine = open_engine(
+            database,
+            schema,
+            progress=True,
+            statement_timeout=statement_timeout,
+            ledger=where,
+            cache=cache,
+        )
     except DPProxyError as err:
         _fail(err)
+    if where == MEMORY:
+        click.echo("warning: --ledger memory: budgets reset when the server stops", err=True)
+    else:
+        click.echo(f"budget ledger: {where}", err=True)
     config = ServerConfig(
         host=host,
         port=port,

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpproxy import errors
+from dpproxy.accounting.ledger import ledger_setting
 from dpproxy.catalog.model import MechanismKind
 from dpproxy.engine import Engine, open_engine
 from dpproxy.explain import explain_text
@@ -112,6 +113,7 @@ class Cursor:
         self.error_bounds = rel.errors
         self.rowcount = len(self._rows)
         self.privacy_cost = answer.cost
+        self.cached = answer.cached
         self._pos = 0
         return self
 
@@ -232,11 +234,16 @@ def connect(
     budget_delta: float | str | None = None,
     noise: NoiseSource | None = None,
     statement_timeout: float | None = None,
+    ledger: str | None = None,
+    cache: str = "analyst",
 ) -> Connection:
     """Open a DB-API connection; with no database and schema, the bundled Adult demo.
 
     ``database`` is a DuckDB file or a ``postgresql://`` DSN; ``statement_timeout`` (seconds,
     PostgreSQL only) cancels a query that runs longer (SQLSTATE 57014, budget charged).
+    ``ledger`` is a SQLite file that keeps budgets and released answers across processes and
+    restarts (default ``$DPPROXY_LEDGER``, else in this process only); ``cache`` is the scope of
+    the answer cache: ``analyst``, ``shared`` or ``off``.
 
     ``epsilon``/``delta`` are the per-query privacy parameters (default: the schema's);
     ``plan`` forces a plan for every query (gs, joint, ptr, smooth, exponential, saa; default:
@@ -270,7 +277,13 @@ def connect(
     if statement_timeout is not None and not statement_timeout > 0:
         raise errors.InvalidParameter("statement_timeout must be a positive number of seconds")
     engine = open_engine(
-        database, schema, noise=noise, budget=budget, statement_timeout=statement_timeout
+        database,
+        schema,
+        noise=noise,
+        budget=budget,
+        statement_timeout=statement_timeout,
+        ledger=ledger_setting(ledger, durable=False),
+        cache=cache,
     )
     method = method_named(plan) if plan is not None else None
     return Connection(engine, analyst, eps, dlt, mech, method)

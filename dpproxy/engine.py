@@ -5,11 +5,13 @@ commit → post-process. The only owner of a backend, an accountant and a noise 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import secrets
 from dataclasses import dataclass
 from fractions import Fraction
 
+from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
 from dpproxy.backends import Backend, CancelToken, open_backend
 from dpproxy.catalog.model import Catalog, MechanismKind
@@ -19,6 +21,7 @@ from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
+from dpproxy.release.encoding import decode_released, encode_released
 from dpproxy.release.exact import ExactResult
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
@@ -48,9 +51,10 @@ class Prepared:
 @dataclass(frozen=True, slots=True)
 class Answer:
     released: Released
-    cost: Cost
+    cost: Cost  # what this call spent: zero for an answer from the cache
     remaining: Cost
     plan: QueryPlan
+    cached: bool = False  # the very answer released earlier for the same query
 
 
 class Engine:
@@ -159,7 +163,17 @@ class Engine:
             sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method
         )
         plan = prepared.plan
-        reservation = self.accountant.reserve(analyst, plan.cost)
+        accountant = self.accountant
+        query_text, normalised = self._normalised(sql, plan, mechanism, method)
+        key = accountant.cache_key(analyst, normalised)
+        hit = accountant.cached(key)
+        if hit is not None:
+            log.info("answered %s from the cache at no cost", analyst)
+            return Answer(
+                decode_released(hit), Cost.zero(), accountant.remaining(analyst), plan, True
+            )
+        record = ReleaseRecord(query_text, _plan_summary(plan), self._noise_name(mechanism))
+        reservation = accountant.reserve(analyst, plan.cost, record)
         touched = False  # has any statement reached the data?
         try:
             exact = None
@@ -175,26 +189,60 @@ class Engine:
                 extras[name] = done[statement]
         except BackendUnavailable:
             if touched:
-                self.accountant.commit(reservation)
+                accountant.commit(reservation)
             else:
-                self.accountant.rollback(reservation)  # provably never reached the data
+                accountant.rollback(reservation)  # provably never reached the data
             raise
         except BaseException:
-            self.accountant.commit(reservation)  # a data-dependent failure is charged
+            accountant.commit(reservation)  # a data-dependent failure is charged
             raise
         try:
             groups = apply_noise(plan, exact, self.noise, extras)
-        finally:
-            self.accountant.commit(reservation)
-        released = postprocess(plan, groups)
+            released = postprocess(plan, groups)
+        except BaseException:
+            accountant.commit(reservation)
+            raise
+        accountant.commit(reservation, (key, encode_released(released)))
         log.info("released %d rows for %s at %s", len(released.rows), analyst, plan.cost)
-        return Answer(released, plan.cost, self.accountant.remaining(analyst), plan)
+        return Answer(released, plan.cost, accountant.remaining(analyst), plan)
+
+    def _noise_name(self, mechanism: MechanismKind | None) -> str:
+        return (mechanism or self.catalog.policy.mechanism).value
+
+    def _normalised(
+        self,
+        sql: str,
+        plan: QueryPlan,
+        mechanism: MechanismKind | None,
+        method: Method | None,
+    ) -> tuple[str, str]:
+        """The normalised SQL, and what makes two queries the same release: that SQL, the
+        hints and forced plan, the privacy parameters and the noise. Equal → equal answer."""
+        text = parse(sql).sql(dialect="postgres", normalize=True, comments=False)
+        key = json.dumps(
+            [
+                text,
+                repr(parse_hints(sql, method)),
+                str(plan.requested.epsilon),
+                str(plan.requested.delta),
+                self._noise_name(mechanism),
+            ],
+            ensure_ascii=False,
+        )
+        return text, key
 
     def remaining(self, analyst: str) -> Cost:
         return self.accountant.remaining(analyst)
 
     def close(self) -> None:
         self.backend.close()
+
+
+def _plan_summary(plan: QueryPlan) -> str:
+    """The plan for the release log: each aggregate with its method, and the bound."""
+    parts = [f"{a.kind.value}:{a.method.value}" for a in plan.aggregates]
+    s = plan.stability
+    return f"{', '.join(parts)}; {s.rows} row(s)/unit, {s.groups} group(s)/unit"
 
 
 def open_engine(
@@ -205,6 +253,8 @@ def open_engine(
     budget: Cost | None = None,
     progress: bool = False,
     statement_timeout: float | None = None,
+    ledger: str | None = None,
+    cache: str = "analyst",
 ) -> Engine:
     """An engine over a database and a schema file; both default to the bundled demo.
 
@@ -220,7 +270,12 @@ def open_engine(
         )
     catalog = load_catalog(schema or demo_schema_path())
     path = database or str(demo_database_path(progress=progress))
-    accountant = MemoryAccountant(budget or catalog.policy.budget)
+    default = budget or catalog.policy.budget
+    accountant: Accountant
+    if ledger is None or ledger == MEMORY:
+        accountant = MemoryAccountant(default, cache=cache)
+    else:
+        accountant = Ledger(ledger, catalog.dataset, default, cache=cache)
     backend = open_backend(path, statement_timeout=statement_timeout)
     try:
         return Engine(catalog, backend, accountant=accountant, noise=noise)

@@ -51,6 +51,11 @@ settings.register_profile("dev", max_examples=50)
 settings.register_profile("ci", max_examples=500, derandomize=True, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
+# Every dpproxy process the tests start (servers, CLI runs) keeps budgets in memory unless a test
+# gives it a ledger file of its own: a developer's real ledger must never be touched, and tests
+# must not share spending through one.
+os.environ["DPPROXY_LEDGER"] = "memory"
+
 
 # ------------------------------------------------------------------------------------ demo
 

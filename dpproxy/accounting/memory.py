@@ -9,10 +9,11 @@ before the database saw the query (then it may be rolled back); a crash never re
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from dpproxy.errors import BudgetExhausted, InternalError
 from dpproxy.values import Cost
@@ -26,11 +27,16 @@ class Reservation:
 
 
 class Accountant(Protocol):
-    def reserve(self, analyst: str, cost: Cost) -> Reservation: ...
-    def commit(self, r: Reservation) -> None: ...
+    """Reserve before the data is touched, commit after noise; also keeps released answers so
+    that an identical query is answered again, identically, at no cost."""
+
+    def reserve(self, analyst: str, cost: Cost, record: Any = None) -> Reservation: ...
+    def commit(self, r: Reservation, cache: tuple[str, str] | None = None) -> None: ...
     def rollback(self, r: Reservation) -> None: ...
     def remaining(self, analyst: str) -> Cost: ...
     def spent(self, analyst: str) -> Cost: ...
+    def cache_key(self, analyst: str, normalised: str) -> str: ...
+    def cached(self, key: str) -> str | None: ...
 
 
 @dataclass
@@ -43,7 +49,15 @@ class _Account:
 class MemoryAccountant:
     """In-process accountant with basic composition; thread-safe."""
 
-    def __init__(self, default_budget: Cost, budgets: dict[str, Cost] | None = None) -> None:
+    def __init__(
+        self,
+        default_budget: Cost,
+        budgets: dict[str, Cost] | None = None,
+        *,
+        cache: str = "analyst",
+    ) -> None:
+        self.cache_scope = cache
+        self._cache: dict[str, str] = {}
         self._default = default_budget
         self._budgets = dict(budgets or {})
         self._accounts: dict[str, _Account] = {}
@@ -57,7 +71,7 @@ class MemoryAccountant:
             acct = self._accounts[analyst] = _Account(total, Cost.zero(), Cost.zero())
         return acct
 
-    def reserve(self, analyst: str, cost: Cost) -> Reservation:
+    def reserve(self, analyst: str, cost: Cost, record: Any = None) -> Reservation:
         with self._lock:
             acct = self._account(analyst)
             used = acct.spent + acct.reserved
@@ -82,10 +96,12 @@ class MemoryAccountant:
         acct.reserved = acct.reserved - r.cost
         return acct
 
-    def commit(self, r: Reservation) -> None:
+    def commit(self, r: Reservation, cache: tuple[str, str] | None = None) -> None:
         with self._lock:
             acct = self._close(r)
             acct.spent = acct.spent + r.cost
+            if cache is not None and self.cache_scope != "off":
+                self._cache.setdefault(cache[0], cache[1])
 
     def rollback(self, r: Reservation) -> None:
         """Only for failures that provably happened before the database saw the query."""
@@ -100,3 +116,12 @@ class MemoryAccountant:
     def spent(self, analyst: str) -> Cost:
         with self._lock:
             return self._account(analyst).spent
+
+    def cache_key(self, analyst: str, normalised: str) -> str:
+        return json.dumps([analyst if self.cache_scope == "analyst" else "*", normalised])
+
+    def cached(self, key: str) -> str | None:
+        if self.cache_scope == "off":
+            return None
+        with self._lock:
+            return self._cache.get(key)

@@ -103,12 +103,16 @@ def test_privacy_cost_and_remaining_budget(con: dbapi.Connection) -> None:
     assert start.delta == Fraction(1.0e-5)  # the schema's YAML float, at its exact binary value
     assert cur.privacy_cost is None
     previous = start
-    for _ in range(3):
-        cur.execute("SELECT COUNT(*) FROM adult")
-        assert cur.privacy_cost == Cost(Fraction(1))
+    for i in range(3):
+        cur.execute(f"SELECT COUNT(*) FROM adult WHERE age > {20 + i}")
+        assert cur.privacy_cost == Cost(Fraction(1)) and not cur.cached
         left = cur.remaining_budget
         assert left.epsilon == previous.epsilon - 1
         previous = left
+    # the same query again: the answer released before, from the cache, at no cost
+    first = cur.execute("SELECT COUNT(*) FROM adult WHERE age > 20").fetchall()
+    assert cur.cached and cur.privacy_cost == Cost.zero()
+    assert cur.execute("select count(*)  from ADULT where AGE > 20").fetchall() == first
     assert con.remaining_budget == previous
     assert con.cursor().remaining_budget == previous  # the budget belongs to the analyst
 
@@ -227,7 +231,7 @@ def test_refusals_raise_dbapi_errors_with_sqlstate(con: dbapi.Connection) -> Non
 
 
 def test_budget_exhaustion_through_the_cursor(demo_db: Path) -> None:
-    with dpproxy.connect(epsilon=4) as c:
+    with dpproxy.connect(epsilon=4, cache="off") as c:
         cur = c.cursor()
         cur.execute("SELECT COUNT(*) FROM adult")
         cur.execute("SELECT COUNT(*) FROM adult")
@@ -239,7 +243,7 @@ def test_budget_exhaustion_through_the_cursor(demo_db: Path) -> None:
 
 
 def test_budget_and_per_query_parameters(demo_db: Path) -> None:
-    with dpproxy.connect(epsilon="1/2", budget_epsilon=1, analyst="carol") as c:
+    with dpproxy.connect(epsilon="1/2", budget_epsilon=1, analyst="carol", cache="off") as c:
         cur = c.cursor()
         assert cur.remaining_budget.epsilon == 1
         cur.execute("SELECT COUNT(*) FROM adult")

@@ -1,0 +1,686 @@
+"""A durable privacy-budget ledger in SQLite: budgets that survive restarts and concurrency.
+
+One file (WAL mode) is shared by any number of threads and processes — every ``dpproxy serve``
+and ``dpproxy query --ledger`` that points at it. Per dataset it holds:
+
+* ``accounts``: per principal (an analyst, or a group of analysts) the total granted, the spent
+  and the reserved budget (ε, δ and the zCDP ρ of Gaussian releases), and an optional renewal
+  period;
+* ``members``: which analysts belong to which groups (a query is charged to the analyst *and*
+  to every group of theirs, and must fit in all of them);
+* ``reservations``: budget held for queries that have not finished;
+* ``log``: an append-only, hash-chained record of everything that changed an account — grants,
+  resets, renewals, reservations, releases (analyst, normalised query, plan, mechanism, cost,
+  time), rollbacks and reservations expired after a crash;
+* ``cache``: released answers, so an identical query is answered again at no cost with the very
+  same noisy values (re-asking can never average the noise away).
+
+Invariants (``tests/property/test_ledger_state_machine.py``): for every account,
+``spent + reserved ≤ total``; nothing spent is ever lost; an account row never changes without a
+log entry written in the same transaction. Reserving takes SQLite's write lock
+(``BEGIN IMMEDIATE``) before reading the balance, so concurrent reservations from any number of
+processes serialise and can never overspend. A reservation left by a crashed process counts as
+spent: it stays *reserved* until :meth:`Ledger.recover` (run when a ledger is opened) finds its
+process gone and turns it into *spent*; it is never refunded. ``dpproxy budget verify`` replays
+the log and recomputes the hash chain, so an edited, inserted or deleted entry — or an account
+row edited behind the log's back — is detected.
+
+Amounts are exact fractions stored as text (``"3/2"``); nothing is rounded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dpproxy.accounting.memory import Reservation
+from dpproxy.errors import BudgetExhausted, InternalError, InvalidParameter
+from dpproxy.values import Cost
+
+SCHEMA_VERSION = 1
+GENESIS = "0" * 64
+MEMORY = "memory"  # instead of a path: budgets kept in the process only (MemoryAccountant)
+LEDGER_ENV = "DPPROXY_LEDGER"
+
+
+def ledger_setting(explicit: str | None, *, durable: bool) -> str:
+    """Which ledger to use: ``explicit`` (a path or ``memory``), else ``$DPPROXY_LEDGER``, else
+    the default file when ``durable`` (``dpproxy serve``) or ``memory`` (one-off commands)."""
+    if explicit:
+        return explicit
+    env = os.environ.get(LEDGER_ENV)
+    if env:
+        return env
+    return str(default_ledger_path()) if durable else MEMORY
+
+
+def default_ledger_path() -> Path:
+    """``$DPPROXY_LEDGER``, else ``$XDG_DATA_HOME/dpproxy/ledger.sqlite`` (~/.local/share)."""
+    env = os.environ.get(LEDGER_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "dpproxy" / "ledger.sqlite"
+
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS accounts (
+    dataset TEXT NOT NULL, principal TEXT NOT NULL, kind TEXT NOT NULL,
+    total_eps TEXT NOT NULL, total_delta TEXT NOT NULL,
+    spent_eps TEXT NOT NULL, spent_delta TEXT NOT NULL, spent_rho TEXT NOT NULL,
+    reserved_eps TEXT NOT NULL, reserved_delta TEXT NOT NULL, reserved_rho TEXT NOT NULL,
+    period_seconds INTEGER, period_start REAL NOT NULL,
+    PRIMARY KEY (dataset, principal, kind));
+CREATE TABLE IF NOT EXISTS members (
+    dataset TEXT NOT NULL, grp TEXT NOT NULL, analyst TEXT NOT NULL,
+    PRIMARY KEY (dataset, grp, analyst));
+CREATE TABLE IF NOT EXISTS reservations (
+    token TEXT PRIMARY KEY, dataset TEXT NOT NULL, analyst TEXT NOT NULL,
+    groups TEXT NOT NULL, eps TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT NOT NULL,
+    host TEXT NOT NULL, pid INTEGER NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS log (
+    seq INTEGER PRIMARY KEY, time REAL NOT NULL, kind TEXT NOT NULL, dataset TEXT NOT NULL,
+    principal TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cache (
+    key TEXT PRIMARY KEY, dataset TEXT NOT NULL, analyst TEXT NOT NULL,
+    payload TEXT NOT NULL, created REAL NOT NULL);
+"""
+
+
+def _frac(text: str) -> Fraction:
+    return Fraction(text)
+
+
+def _text(f: Fraction) -> str:
+    return f"{f.numerator}/{f.denominator}"
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """One principal's budget on one dataset."""
+
+    principal: str
+    kind: str  # "analyst" | "group"
+    total: Cost
+    spent: Cost
+    reserved: Cost
+    period_seconds: int | None
+    period_start: float
+
+    @property
+    def remaining(self) -> Cost:
+        return self.total - (self.spent + self.reserved)
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    seq: int
+    time: float
+    kind: str
+    principal: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    ok: bool
+    entries: int
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRecord:
+    """What the log keeps about a release: never a value, only what was asked and how."""
+
+    query: str
+    plan: str
+    mechanism: str
+
+
+def _cost_body(c: Cost) -> dict[str, str]:
+    return {"eps": _text(c.epsilon), "delta": _text(c.delta), "rho": _text(c.rho)}
+
+
+def _body_cost(b: dict[str, Any]) -> Cost:
+    return Cost(_frac(b["eps"]), _frac(b["delta"]), _frac(b.get("rho", "0")))
+
+
+def _entry_hash(
+    prev: str, seq: int, t: float, kind: str, dataset: str, principal: str, body: str
+) -> str:
+    canon = json.dumps([prev, seq, repr(t), kind, dataset, principal, body], ensure_ascii=False)
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+class Ledger:
+    """The durable accountant (see the module docstring); thread-safe, multi-process safe."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        dataset: str,
+        default_budget: Cost,
+        *,
+        cache: str = "analyst",
+        busy_timeout: float = 60.0,
+        clock: Any = time.time,
+    ) -> None:
+        if cache not in ("analyst", "shared", "off"):
+            raise InvalidParameter(f"unknown cache scope {cache!r}", hint="analyst, shared or off")
+        self.path = Path(path)
+        self.dataset = dataset
+        self.default_budget = default_budget
+        self.cache_scope = cache
+        self._busy = busy_timeout
+        self._clock = clock
+        self._local = threading.local()
+        self._host = socket.gethostname()
+        self._records: dict[str, ReleaseRecord] = {}
+        self._records_lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con0 = self._con()
+        con0.executescript(_DDL)
+        row = con0.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        if row is None:
+            con0.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise InvalidParameter(
+                f"ledger {self.path} has format {row[0]}, this dpproxy reads {SCHEMA_VERSION}"
+            )
+        self.recover()
+
+    # ------------------------------------------------------------------ connections
+
+    def _con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(
+                self.path, timeout=self._busy, isolation_level=None, check_same_thread=True
+            )
+            con.execute("PRAGMA journal_mode = WAL")
+            con.execute("PRAGMA synchronous = FULL")
+            con.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
+            self._local.con = con
+        return con
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, holding SQLite's write lock from its first statement."""
+        con = self._con()
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+
+    def close(self) -> None:
+        con = getattr(self._local, "con", None)
+        if con is not None:
+            con.close()
+            self._local.con = None
+
+    # ------------------------------------------------------------------ the log
+
+    def _append(
+        self, con: sqlite3.Connection, kind: str, principal: str, body: dict[str, Any]
+    ) -> int:
+        last = con.execute("SELECT seq, hash FROM log ORDER BY seq DESC LIMIT 1").fetchone()
+        seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+        t = float(self._clock())
+        text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+        h = _entry_hash(prev, seq, t, kind, self.dataset, principal, text)
+        con.execute(
+            "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, t, kind, self.dataset, principal, text, prev, h),
+        )
+        return seq
+
+    # ------------------------------------------------------------------ accounts
+
+    def _account(self, con: sqlite3.Connection, principal: str, kind: str) -> Account | None:
+        row = con.execute(
+            "SELECT total_eps, total_delta, spent_eps, spent_delta, spent_rho, reserved_eps, "
+            "reserved_delta, reserved_rho, period_seconds, period_start FROM accounts "
+            "WHERE dataset = ? AND principal = ? AND kind = ?",
+            (self.dataset, principal, kind),
+        ).fetchone()
+        if row is None:
+            return None
+        return Account(
+            principal,
+            kind,
+            Cost(_frac(row[0]), _frac(row[1])),
+            Cost(_frac(row[2]), _frac(row[3]), _frac(row[4])),
+            Cost(_frac(row[5]), _frac(row[6]), _frac(row[7])),
+            row[8],
+            row[9],
+        )
+
+    def _store(self, con: sqlite3.Connection, a: Account) -> None:
+        con.execute(
+            "INSERT OR REPLACE INTO accounts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.dataset,
+                a.principal,
+                a.kind,
+                _text(a.total.epsilon),
+                _text(a.total.delta),
+                _text(a.spent.epsilon),
+                _text(a.spent.delta),
+                _text(a.spent.rho),
+                _text(a.reserved.epsilon),
+                _text(a.reserved.delta),
+                _text(a.reserved.rho),
+                a.period_seconds,
+                a.period_start,
+            ),
+        )
+
+    def _open_account(self, con: sqlite3.Connection, analyst: str) -> Account:
+        """The analyst's account, opened with the schema's default budget on first use."""
+        a = self._account(con, analyst, "analyst")
+        if a is None:
+            a = Account(
+                analyst,
+                "analyst",
+                self.default_budget,
+                Cost.zero(),
+                Cost.zero(),
+                None,
+                float(self._clock()),
+            )
+            self._append(con, "open", analyst, {"kind": "analyst", **_cost_body(a.total)})
+            self._store(con, a)
+        return self._renewed(con, a)
+
+    def _renewed(self, con: sqlite3.Connection, a: Account) -> Account:
+        """Start a new period (spent back to zero) if the account's period has run out."""
+        if not a.period_seconds:
+            return a
+        now = float(self._clock())
+        periods = int((now - a.period_start) // a.period_seconds)
+        if periods <= 0:
+            return a
+        start = a.period_start + periods * a.period_seconds
+        self._append(con, "renew", a.principal, {"kind": a.kind, "period_start": repr(start)})
+        a = Account(a.principal, a.kind, a.total, Cost.zero(), a.reserved, a.period_seconds, start)
+        self._store(con, a)
+        return a
+
+    def _groups(self, con: sqlite3.Connection, analyst: str) -> list[str]:
+        rows = con.execute(
+            "SELECT grp FROM members WHERE dataset = ? AND analyst = ? ORDER BY grp",
+            (self.dataset, analyst),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # ------------------------------------------------------------------ Accountant
+
+    def reserve(self, analyst: str, cost: Cost, record: ReleaseRecord | None = None) -> Reservation:
+        """Hold ``cost`` for ``analyst`` (and every group of theirs), or raise ZD001."""
+        with self._write() as con:
+            accounts = [self._open_account(con, analyst)]
+            for g in self._groups(con, analyst):
+                ga = self._account(con, g, "group")
+                if ga is not None:
+                    accounts.append(self._renewed(con, ga))
+            for a in accounts:
+                if not a.total.covers(a.spent + a.reserved + cost):
+                    who = "" if a.kind == "analyst" else f" (group {a.principal!r})"
+                    raise BudgetExhausted(
+                        f"privacy budget exhausted for analyst {analyst!r}{who}: the query "
+                        f"costs {cost}, {a.remaining} remains",
+                        hint="ask for a smaller epsilon (and delta), or ask the data steward "
+                        "for more budget (dpproxy budget grant)",
+                    )
+            token = secrets.token_hex(16)
+            groups = [a.principal for a in accounts[1:]]
+            for a in accounts:
+                self._store(
+                    con,
+                    Account(
+                        a.principal,
+                        a.kind,
+                        a.total,
+                        a.spent,
+                        a.reserved + cost,
+                        a.period_seconds,
+                        a.period_start,
+                    ),
+                )
+            con.execute(
+                "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    token,
+                    self.dataset,
+                    analyst,
+                    json.dumps(groups),
+                    _text(cost.epsilon),
+                    _text(cost.delta),
+                    _text(cost.rho),
+                    self._host,
+                    os.getpid(),
+                    float(self._clock()),
+                ),
+            )
+            body: dict[str, Any] = {"token": token, "groups": groups, **_cost_body(cost)}
+            self._append(con, "reserve", analyst, body)
+        r = Reservation(analyst, cost, token)
+        if record is not None:
+            with self._records_lock:
+                self._records[token] = record
+        return r
+
+    def _close(self, con: sqlite3.Connection, token: str) -> tuple[str, list[str], Cost]:
+        row = con.execute(
+            "SELECT analyst, groups, eps, delta, rho FROM reservations WHERE token = ? "
+            "AND dataset = ?",
+            (token, self.dataset),
+        ).fetchone()
+        if row is None:
+            raise InternalError("unknown or already closed budget reservation")
+        con.execute("DELETE FROM reservations WHERE token = ?", (token,))
+        return row[0], json.loads(row[1]), Cost(_frac(row[2]), _frac(row[3]), _frac(row[4]))
+
+    def _move(
+        self, con: sqlite3.Connection, analyst: str, groups: list[str], cost: Cost, spend: bool
+    ) -> None:
+        for principal, kind in [(analyst, "analyst"), *((g, "group") for g in groups)]:
+            a = self._account(con, principal, kind)
+            if a is None:
+                continue  # a group removed while the query ran: nothing to charge
+            spent = a.spent + cost if spend else a.spent
+            self._store(
+                con,
+                Account(
+                    a.principal,
+                    a.kind,
+                    a.total,
+                    spent,
+                    a.reserved - cost,
+                    a.period_seconds,
+                    a.period_start,
+                ),
+            )
+
+    def commit(self, r: Reservation, cache: tuple[str, str] | None = None) -> None:
+        """Turn a reservation into spent budget and log the release; ``cache`` is a
+        (key, payload) to keep in the same transaction."""
+        with self._records_lock:
+            record = self._records.pop(r.token, None)
+        with self._write() as con:
+            analyst, groups, cost = self._close(con, r.token)
+            self._move(con, analyst, groups, cost, spend=True)
+            body: dict[str, Any] = {"token": r.token, "groups": groups, **_cost_body(cost)}
+            if record is not None:
+                body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
+            self._append(con, "release", analyst, body)
+            if cache is not None and self.cache_scope != "off":
+                con.execute(
+                    "INSERT OR IGNORE INTO cache VALUES (?, ?, ?, ?, ?)",
+                    (cache[0], self.dataset, analyst, cache[1], float(self._clock())),
+                )
+
+    def rollback(self, r: Reservation) -> None:
+        """Only for failures that provably happened before the database saw the query."""
+        with self._records_lock:
+            self._records.pop(r.token, None)
+        with self._write() as con:
+            analyst, groups, cost = self._close(con, r.token)
+            self._move(con, analyst, groups, cost, spend=False)
+            self._append(con, "rollback", analyst, {"token": r.token, **_cost_body(cost)})
+
+    def remaining(self, analyst: str) -> Cost:
+        with self._write() as con:
+            a = self._open_account(con, analyst)
+            remaining = a.remaining
+            for g in self._groups(con, analyst):
+                ga = self._account(con, g, "group")
+                if ga is not None:
+                    ga = self._renewed(con, ga)
+                    remaining = Cost(
+                        min(remaining.epsilon, ga.remaining.epsilon),
+                        min(remaining.delta, ga.remaining.delta),
+                    )
+            return remaining
+
+    def spent(self, analyst: str) -> Cost:
+        with self._write() as con:
+            return self._open_account(con, analyst).spent
+
+    # ------------------------------------------------------------------ the answer cache
+
+    def cache_key(self, analyst: str, normalised: str) -> str:
+        scope = analyst if self.cache_scope == "analyst" else "*"
+        return hashlib.sha256(json.dumps([self.dataset, scope, normalised]).encode()).hexdigest()
+
+    def cached(self, key: str) -> str | None:
+        if self.cache_scope == "off":
+            return None
+        row = self._con().execute("SELECT payload FROM cache WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # ------------------------------------------------------------------ crash recovery
+
+    def recover(self) -> int:
+        """Reservations whose process is gone (same host, no such pid) become spent."""
+        expired = 0
+        with self._write() as con:
+            rows = con.execute(
+                "SELECT token, pid FROM reservations WHERE dataset = ? AND host = ?",
+                (self.dataset, self._host),
+            ).fetchall()
+            for token, pid in rows:
+                if pid == os.getpid() or _alive(pid):
+                    continue
+                analyst, groups, cost = self._close(con, token)
+                self._move(con, analyst, groups, cost, spend=True)
+                self._append(
+                    con, "expire", analyst, {"token": token, "groups": groups, **_cost_body(cost)}
+                )
+                expired += 1
+        return expired
+
+    # ------------------------------------------------------------------ administration
+
+    def grant(
+        self,
+        principal: str,
+        total: Cost,
+        *,
+        group: bool = False,
+        period_seconds: int | None = None,
+    ) -> Account:
+        """Set a principal's total budget (creating the account), optionally renewing."""
+        kind = "group" if group else "analyst"
+        if period_seconds is not None and period_seconds <= 0:
+            raise InvalidParameter("a renewal period must be positive")
+        with self._write() as con:
+            a = self._account(con, principal, kind)
+            now = float(self._clock())
+            if a is None:
+                a = Account(principal, kind, total, Cost.zero(), Cost.zero(), period_seconds, now)
+            else:
+                a = Account(
+                    principal, kind, total, a.spent, a.reserved, period_seconds, a.period_start
+                )
+            body: dict[str, Any] = {
+                "kind": kind,
+                "period_seconds": period_seconds,
+                **_cost_body(total),
+            }
+            self._append(con, "grant", principal, body)
+            self._store(con, a)
+            return a
+
+    def reset(self, principal: str, *, group: bool = False) -> Account:
+        """Forget what a principal spent (a new budget period, by hand). Logged."""
+        kind = "group" if group else "analyst"
+        with self._write() as con:
+            a = self._account(con, principal, kind)
+            if a is None:
+                raise InvalidParameter(f"no {kind} {principal!r} in the ledger")
+            a = Account(
+                a.principal,
+                a.kind,
+                a.total,
+                Cost.zero(),
+                a.reserved,
+                a.period_seconds,
+                float(self._clock()),
+            )
+            self._append(con, "reset", principal, {"kind": kind})
+            self._store(con, a)
+            return a
+
+    def add_member(self, group: str, analyst: str) -> None:
+        with self._write() as con:
+            if self._account(con, group, "group") is None:
+                raise InvalidParameter(
+                    f"no group {group!r}", hint="create it with dpproxy budget grant --group"
+                )
+            con.execute(
+                "INSERT OR IGNORE INTO members VALUES (?, ?, ?)", (self.dataset, group, analyst)
+            )
+            self._append(con, "join", analyst, {"group": group})
+
+    def remove_member(self, group: str, analyst: str) -> None:
+        with self._write() as con:
+            con.execute(
+                "DELETE FROM members WHERE dataset = ? AND grp = ? AND analyst = ?",
+                (self.dataset, group, analyst),
+            )
+            self._append(con, "leave", analyst, {"group": group})
+
+    def accounts(self) -> list[Account]:
+        rows = (
+            self._con()
+            .execute(
+                "SELECT principal, kind FROM accounts WHERE dataset = ? ORDER BY kind, principal",
+                (self.dataset,),
+            )
+            .fetchall()
+        )
+        con = self._con()
+        return [a for p, k in rows if (a := self._account(con, p, k)) is not None]
+
+    def account(self, principal: str, *, group: bool = False) -> Account | None:
+        return self._account(self._con(), principal, "group" if group else "analyst")
+
+    def entries(self, principal: str | None = None, limit: int | None = None) -> list[LogEntry]:
+        sql = "SELECT seq, time, kind, principal, body FROM log WHERE dataset = ?"
+        args: list[Any] = [self.dataset]
+        if principal is not None:
+            sql += " AND principal = ?"
+            args.append(principal)
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self._con().execute(sql, args).fetchall()
+        return [LogEntry(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in reversed(rows)]
+
+    # ------------------------------------------------------------------ verification
+
+    def verify(self) -> Verification:
+        """Recompute the hash chain over the whole file and replay this dataset's log."""
+        con = self._con()
+        problems: list[str] = []
+        prev, expected_seq = GENESIS, 1
+        rows = con.execute(
+            "SELECT seq, time, kind, dataset, principal, body, prev, hash FROM log ORDER BY seq"
+        ).fetchall()
+        for seq, t, kind, dataset, principal, body, stored_prev, stored in rows:
+            if seq != expected_seq:
+                problems.append(f"entry {expected_seq} is missing (next is {seq})")
+            if stored_prev != prev:
+                problems.append(f"entry {seq}: the link to the previous entry is broken")
+            if _entry_hash(stored_prev, seq, t, kind, dataset, principal, body) != stored:
+                problems.append(f"entry {seq}: its contents do not match its hash")
+            prev, expected_seq = stored, seq + 1
+        problems += self._replay(
+            [(r[2], r[4], json.loads(r[5])) for r in rows if r[3] == self.dataset]
+        )
+        return Verification(not problems, len(rows), tuple(problems))
+
+    def _replay(self, entries: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
+        """The accounts and open reservations the log implies, against the tables."""
+        accounts: dict[tuple[str, str], list[Cost]] = {}  # → [total, spent, reserved]
+        open_: dict[str, tuple[str, list[str], Cost]] = {}
+
+        def acct(p: str, k: str) -> list[Cost]:
+            return accounts.setdefault((p, k), [Cost.zero(), Cost.zero(), Cost.zero()])
+
+        for kind, principal, b in entries:
+            if kind in ("open", "grant"):
+                acct(principal, b["kind"])[0] = Cost(_frac(b["eps"]), _frac(b["delta"]))
+            elif kind in ("reset", "renew"):
+                acct(principal, b["kind"])[1] = Cost.zero()
+            elif kind == "reserve":
+                cost = _body_cost(b)
+                open_[b["token"]] = (principal, b["groups"], cost)
+                for p, k in [(principal, "analyst"), *((g, "group") for g in b["groups"])]:
+                    acct(p, k)[2] = acct(p, k)[2] + cost
+            elif kind in ("release", "rollback", "expire"):
+                if b["token"] not in open_:
+                    return [f"the log closes reservation {b['token'][:8]}… it never opened"]
+                who, groups, cost = open_.pop(b["token"])
+                for p, k in [(who, "analyst"), *((g, "group") for g in groups)]:
+                    a = acct(p, k)
+                    a[2] = a[2] - cost
+                    if kind != "rollback":
+                        a[1] = a[1] + cost
+        problems = []
+        con = self._con()
+        for (p, k), (total, spent, reserved) in accounts.items():
+            row = self._account(con, p, k)
+            if row is None:
+                problems.append(f"{k} {p!r}: the account row is missing")
+                continue
+            for what, have, want in (
+                ("total", row.total, total),
+                ("spent", row.spent, spent),
+                ("reserved", row.reserved, reserved),
+            ):
+                if (have.epsilon, have.delta) != (want.epsilon, want.delta):
+                    problems.append(f"{k} {p!r}: {what} {have} but the log says {want}")
+        tables = con.execute(
+            "SELECT principal, kind FROM accounts WHERE dataset = ?", (self.dataset,)
+        ).fetchall()
+        for p, k in tables:
+            if (p, k) not in accounts:
+                problems.append(f"{k} {p!r}: an account with no entry in the log")
+        held = {
+            r[0]
+            for r in con.execute(
+                "SELECT token FROM reservations WHERE dataset = ?", (self.dataset,)
+            ).fetchall()
+        }
+        if held != set(open_):
+            problems.append("the open reservations differ from the log's")
+        return problems
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
