@@ -61,7 +61,9 @@ def make_engine(demo_db: Path, demo_catalog: Catalog, multi_db: Any) -> Iterator
         else:
             catalog, path = multi_db.catalog(schema), multi_db.path
         backend = RecordingBackend(path)
-        engine = Engine(catalog, backend, accountant=MemoryAccountant(BUDGET, cache="off"), noise=NoNoise())
+        # no answer cache: the budget tests repeat identical queries and expect them charged
+        accountant = MemoryAccountant(BUDGET, cache="off")
+        engine = Engine(catalog, backend, accountant=accountant, noise=NoNoise())
         made.append(engine)
         return engine, backend
 
