@@ -16,6 +16,7 @@ from typing import Any
 
 from dpproxy import errors
 from dpproxy.accounting.ledger import ledger_setting
+from dpproxy.accounting.memory import BudgetStatus
 from dpproxy.catalog.model import MechanismKind
 from dpproxy.engine import Engine, open_engine
 from dpproxy.explain import explain_text
@@ -197,6 +198,12 @@ class Connection:
     @property
     def remaining_budget(self) -> Cost:
         return self.engine.remaining(self.analyst)
+
+    @property
+    def budget_status(self) -> BudgetStatus:
+        """Total, spent, reserved and remaining budget, and the tightest valid (ε, δ) of the
+        spending (Gaussian releases composed in zCDP)."""
+        return self.engine.accountant.status(self.analyst)
 
     def cursor(self) -> Cursor:
         if self.closed:

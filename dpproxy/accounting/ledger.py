@@ -45,7 +45,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpproxy.accounting.memory import Reservation
+from dpproxy.accounting.composition import tightest
+from dpproxy.accounting.memory import BudgetStatus, Reservation, Spending
 from dpproxy.errors import BudgetExhausted, InternalError, InvalidParameter
 from dpproxy.values import Cost
 
@@ -462,6 +463,39 @@ class Ledger:
     def spent(self, analyst: str) -> Cost:
         with self._write() as con:
             return self._open_account(con, analyst).spent
+
+    def status(self, analyst: str) -> BudgetStatus:
+        """The analyst's own account (groups aside) and the tightest (ε, δ) of its spending
+        in the current period."""
+        with self._write() as con:
+            a = self._open_account(con, analyst)
+        costs = [s.cost for s in self._period_releases(analyst)]
+        return BudgetStatus(a.total, a.spent, a.reserved, tightest(costs))
+
+    def releases(self, analyst: str) -> list[Spending]:
+        """Every release (and expired reservation) charged to the analyst, oldest first."""
+        out = []
+        for e in self.entries(analyst):
+            if e.kind in ("release", "expire"):
+                out.append(
+                    Spending(
+                        e.seq,
+                        e.time,
+                        e.kind,
+                        str(e.body.get("query", "")),
+                        str(e.body.get("plan", "")),
+                        str(e.body.get("mechanism", "")),
+                        _body_cost(e.body),
+                    )
+                )
+        return out
+
+    def _period_releases(self, analyst: str) -> list[Spending]:
+        since = 0
+        for e in self.entries(analyst):
+            if e.kind in ("reset", "renew") and e.body.get("kind") == "analyst":
+                since = e.seq
+        return [s for s in self.releases(analyst) if s.seq > since]
 
     # ------------------------------------------------------------------ the answer cache
 

@@ -1,8 +1,10 @@
 """Privacy budget accounting: reserve before the data is touched, commit after noise.
 
-The :class:`Accountant` protocol is what the engine uses; :class:`MemoryAccountant` keeps budgets
-in this process (embedded mode, tests, one CLI invocation). A durable ledger implements the same
-protocol later. Composition is basic: ε's and δ's add. Invariant, for every analyst:
+The :class:`Accountant` protocol is what the engine uses; :class:`MemoryAccountant` keeps
+budgets in this process (embedded mode, tests, one CLI invocation) and
+:class:`dpproxy.accounting.ledger.Ledger` durably, in SQLite. Budgets are checked with basic
+composition (ε's and δ's add); ``accounting/composition.py`` reports the tightest valid (ε, δ)
+of what was spent. Invariant, for every analyst:
 ``spent + reserved ≤ total``. A reservation is committed unless the failure provably happened
 before the database saw the query (then it may be rolled back); a crash never refunds.
 """
@@ -12,9 +14,11 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dpproxy.accounting.composition import tightest
 from dpproxy.errors import BudgetExhausted, InternalError
 from dpproxy.values import Cost
 
@@ -37,6 +41,35 @@ class Accountant(Protocol):
     def spent(self, analyst: str) -> Cost: ...
     def cache_key(self, analyst: str, normalised: str) -> str: ...
     def cached(self, key: str) -> str | None: ...
+    def status(self, analyst: str) -> BudgetStatus: ...
+    def releases(self, analyst: str) -> list[Spending]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Spending:
+    """One entry of an analyst's own release log (what ``dpproxy.spending`` shows them)."""
+
+    seq: int
+    time: float
+    kind: str  # "release", or "expire" for a reservation a crash left behind
+    query: str
+    plan: str
+    mechanism: str
+    cost: Cost
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """An analyst's budget: ``tightest`` is the tightest valid (ε, δ) of what was spent."""
+
+    total: Cost
+    spent: Cost
+    reserved: Cost
+    tightest: Cost
+
+    @property
+    def remaining(self) -> Cost:
+        return self.total - (self.spent + self.reserved)
 
 
 @dataclass
@@ -44,6 +77,7 @@ class _Account:
     total: Cost
     spent: Cost
     reserved: Cost
+    releases: list[Spending] = field(default_factory=list)
 
 
 class MemoryAccountant:
@@ -62,6 +96,7 @@ class MemoryAccountant:
         self._budgets = dict(budgets or {})
         self._accounts: dict[str, _Account] = {}
         self._open: dict[str, Reservation] = {}
+        self._records: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def _account(self, analyst: str) -> _Account:
@@ -87,6 +122,7 @@ class MemoryAccountant:
             acct.reserved = acct.reserved + cost
             r = Reservation(analyst, cost, secrets.token_hex(8))
             self._open[r.token] = r
+            self._records[r.token] = record
             return r
 
     def _close(self, r: Reservation) -> _Account:
@@ -98,14 +134,27 @@ class MemoryAccountant:
 
     def commit(self, r: Reservation, cache: tuple[str, str] | None = None) -> None:
         with self._lock:
+            record = self._records.pop(r.token, None)
             acct = self._close(r)
             acct.spent = acct.spent + r.cost
+            acct.releases.append(
+                Spending(
+                    len(acct.releases) + 1,
+                    time.time(),
+                    "release",
+                    getattr(record, "query", ""),
+                    getattr(record, "plan", ""),
+                    getattr(record, "mechanism", ""),
+                    r.cost,
+                )
+            )
             if cache is not None and self.cache_scope != "off":
                 self._cache.setdefault(cache[0], cache[1])
 
     def rollback(self, r: Reservation) -> None:
         """Only for failures that provably happened before the database saw the query."""
         with self._lock:
+            self._records.pop(r.token, None)
             self._close(r)
 
     def remaining(self, analyst: str) -> Cost:
@@ -116,6 +165,15 @@ class MemoryAccountant:
     def spent(self, analyst: str) -> Cost:
         with self._lock:
             return self._account(analyst).spent
+
+    def status(self, analyst: str) -> BudgetStatus:
+        with self._lock:
+            a = self._account(analyst)
+            return BudgetStatus(a.total, a.spent, a.reserved, tightest(s.cost for s in a.releases))
+
+    def releases(self, analyst: str) -> list[Spending]:
+        with self._lock:
+            return list(self._account(analyst).releases)
 
     def cache_key(self, analyst: str, normalised: str) -> str:
         return json.dumps([analyst if self.cache_scope == "analyst" else "*", normalised])

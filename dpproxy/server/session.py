@@ -43,7 +43,7 @@ from dpproxy.errors import (
 )
 from dpproxy.planning.plan import Method
 from dpproxy.release.postprocess import output_columns
-from dpproxy.server import pgtypes, protocol
+from dpproxy.server import pgtypes, protocol, spending
 from dpproxy.server.protocol import Field, Payload
 from dpproxy.server.sqltext import (
     infer_parameter_types,
@@ -503,6 +503,12 @@ class Session:
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
+        if spending.mentions_spending(sql):
+            engine = self.server.engine
+            status = engine.accountant.status(self.user)
+            releases = engine.accountant.releases(self.user)
+            fields, rows = await asyncio.to_thread(spending.answer, sql, status, releases)
+            return Result(fields, rows, f"SELECT {len(rows)}")
         if self.server.is_catalog_query(self, sql):
             cached = self._catalog_answers.get(sql)
             if cached is not None:
@@ -637,6 +643,11 @@ class Session:
         command = _describe_session_command(sql)
         if command is not None:
             return command
+        if spending.mentions_spending(sql):
+            engine = self.server.engine
+            status = engine.accountant.status(self.user)
+            fields, _ = spending.answer(sql, status, [])
+            return fields
         if self.server.is_catalog_query(self, sql):
             cached = self._catalog_answers.get(sql)
             if cached is not None:
@@ -853,7 +864,7 @@ class Session:
         engine = self.server.engine
         policy = engine.catalog.policy
         if name == "dpproxy.budget":
-            return f"remaining {engine.remaining(self.user)} of {policy.budget}"
+            return spending.describe_budget(engine.accountant.status(self.user))
         if name == "dpproxy.epsilon":
             eps = self.state.epsilon if self.state.epsilon is not None else policy.epsilon
             return f"{float(eps):g}"

@@ -224,6 +224,37 @@ def test_a_session_can_force_a_plan_and_hints_override_it(con: psycopg.Connectio
     con.execute("RESET dpproxy.epsilon")
 
 
+def test_own_spending_is_a_read_only_virtual_table(con: psycopg.Connection) -> None:
+    con.execute("SET dpproxy.epsilon = 0.25")
+    con.execute("SELECT COUNT(*) FROM adult WHERE age > 77")
+    rows = con.execute(
+        "SELECT query, plan, mechanism, epsilon FROM dpproxy.spending WHERE query LIKE '%age > 77%'"
+    ).fetchall()
+    assert rows == [
+        (
+            "SELECT COUNT(*) FROM adult WHERE age > 77",
+            "count(*):gs; 1 row(s)/unit, 1 group(s)/unit",
+            "laplace",
+            0.25,
+        )
+    ]
+    # the same query again comes from the answer cache: identical and not charged again
+    assert (
+        len(con.execute("SELECT * FROM dpproxy.spending WHERE query LIKE '%> 77%'").fetchall()) == 1
+    )
+    ((total, spent, remaining),) = con.execute(
+        "SELECT total_epsilon, spent_epsilon, remaining_epsilon FROM dpproxy.budget"
+    ).fetchall()
+    assert remaining == total - spent and spent >= 0.25
+    (shown,) = con.execute("SHOW dpproxy.budget").fetchone()  # type: ignore[misc]
+    assert shown.startswith("remaining ε=") and "spent ε=" in shown
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        con.execute("SELECT * FROM read_csv('/etc/passwd'), dpproxy.spending")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        con.execute("DELETE FROM dpproxy.spending")
+    con.execute("RESET dpproxy.epsilon")
+
+
 def test_server_side_cursor_pages_without_recharging(con: psycopg.Connection) -> None:
     con.autocommit = False
     before = None
