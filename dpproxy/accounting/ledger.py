@@ -447,18 +447,34 @@ class Ledger:
             self._append(con, "rollback", analyst, {"token": r.token, **_cost_body(cost)})
 
     def remaining(self, analyst: str) -> Cost:
-        with self._write() as con:
-            a = self._open_account(con, analyst)
-            remaining = a.remaining
-            for g in self._groups(con, analyst):
-                ga = self._account(con, g, "group")
-                if ga is not None:
-                    ga = self._renewed(con, ga)
-                    remaining = Cost(
-                        min(remaining.epsilon, ga.remaining.epsilon),
-                        min(remaining.delta, ga.remaining.delta),
-                    )
-            return remaining
+        """What the analyst can still spend: their own account's and every group's remaining,
+        whichever is smaller. Read without the write lock unless an account must be opened or
+        renewed first."""
+        con = self._con()
+        accounts = [self._account(con, analyst, "analyst")]
+        accounts += [self._account(con, g, "group") for g in self._groups(con, analyst)]
+        now = float(self._clock())
+        if accounts[0] is None or any(
+            a is not None and a.period_seconds and now - a.period_start >= a.period_seconds
+            for a in accounts
+        ):
+            with self._write() as wcon:
+                accounts = [self._open_account(wcon, analyst)]
+                for g in self._groups(wcon, analyst):
+                    ga = self._account(wcon, g, "group")
+                    accounts.append(None if ga is None else self._renewed(wcon, ga))
+        remaining: Cost | None = None
+        for a in accounts:
+            if a is None:
+                continue
+            r = a.remaining
+            remaining = (
+                r
+                if remaining is None
+                else Cost(min(remaining.epsilon, r.epsilon), min(remaining.delta, r.delta))
+            )
+        assert remaining is not None
+        return remaining
 
     def spent(self, analyst: str) -> Cost:
         with self._write() as con:
