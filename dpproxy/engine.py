@@ -206,6 +206,21 @@ class Engine:
         log.info("released %d rows for %s at %s", len(released.rows), analyst, plan.cost)
         return Answer(released, plan.cost, accountant.remaining(analyst), plan)
 
+    def is_cached(
+        self,
+        sql: str,
+        *,
+        analyst: str,
+        epsilon: Fraction | None = None,
+        delta: Fraction | None = None,
+        mechanism: MechanismKind | None = None,
+        method: Method | None = None,
+    ) -> bool:
+        """Would :meth:`run` answer this from the cache, at no cost? (Spends nothing.)"""
+        plan = self.plan(sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method)
+        _, normalised = self._normalised(sql, plan, mechanism, method)
+        return self.accountant.cached(self.accountant.cache_key(analyst, normalised)) is not None
+
     def _noise_name(self, mechanism: MechanismKind | None) -> str:
         return (mechanism or self.catalog.policy.mechanism).value
 

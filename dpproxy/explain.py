@@ -11,6 +11,7 @@ from sqlglot import exp
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.sql.validate import AggKind
+from dpproxy.values import Cost
 
 _COUNTS = (AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS)
 
@@ -147,7 +148,19 @@ def aggregate_plans(plan: QueryPlan) -> list[dict[str, Any]]:
     return out
 
 
-def explain_data(plan: QueryPlan, sql: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class BudgetView:
+    """What the analyst's ledger says about this query: the budget, and whether the same query
+    was answered before (then asking again costs nothing)."""
+
+    analyst: str
+    remaining: Cost
+    spent: Cost
+    tightest: Cost  # the tightest valid (ε, δ) of what was spent
+    cached: bool
+
+
+def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) -> dict[str, Any]:
     """A JSON-ready description of the plan; ``sql`` is every statement the backend runs."""
     q = plan.query
     grouping: str
@@ -200,13 +213,34 @@ def explain_data(plan: QueryPlan, sql: str) -> dict[str, Any]:
         ],
         "aggregate_plans": aggregate_plans(plan),
         "cost": {"epsilon": float(plan.cost.epsilon), "delta": float(plan.cost.delta)},
+        "budget": _budget_data(plan, budget),
         "rewritten_sql": sql,
     }
 
 
-def explain_text(plan: QueryPlan, sql: str) -> str:
+def _budget_data(plan: QueryPlan, budget: BudgetView | None) -> dict[str, Any] | None:
+    if budget is None:
+        return None
+    remaining = budget.remaining
+    return {
+        "analyst": budget.analyst,
+        "cached": budget.cached,
+        "would_spend": {"epsilon": 0.0, "delta": 0.0}
+        if budget.cached
+        else {"epsilon": float(plan.cost.epsilon), "delta": float(plan.cost.delta)},
+        "affordable": budget.cached or remaining.covers(plan.cost),
+        "remaining": {"epsilon": float(remaining.epsilon), "delta": float(remaining.delta)},
+        "spent": {"epsilon": float(budget.spent.epsilon), "delta": float(budget.spent.delta)},
+        "spent_tightest": {
+            "epsilon": float(budget.tightest.epsilon),
+            "delta": float(budget.tightest.delta),
+        },
+    }
+
+
+def explain_text(plan: QueryPlan, sql: str, budget: BudgetView | None = None) -> str:
     """The plan as text for a terminal."""
-    d = explain_data(plan, sql)
+    d = explain_data(plan, sql, budget)
     lines = [
         f"query:        {d['query']}",
         f"neighbours:   {d['neighbouring'].replace('_', '/')} one privacy unit",
@@ -219,6 +253,7 @@ def explain_text(plan: QueryPlan, sql: str) -> str:
         ),
         f"grouping:     {d['grouping']}",
         f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g}",
+        *_budget_lines(d["budget"]),
         "",
         "noisy primitives:",
     ]
@@ -264,5 +299,19 @@ def explain_text(plan: QueryPlan, sql: str) -> str:
     return "\n".join(lines)
 
 
-def explain_json(plan: QueryPlan, sql: str) -> str:
-    return json.dumps(explain_data(plan, sql), indent=2, ensure_ascii=False)
+def _budget_lines(b: dict[str, Any] | None) -> list[str]:
+    if b is None:
+        return []
+    rem = b["remaining"]
+    head = (
+        f"budget:       {b['analyst']!r} has ε = {rem['epsilon']:.6g}, δ = {rem['delta']:.3g} left"
+    )
+    if b["cached"]:
+        return [head + "; answered before: asking again returns that answer and costs nothing"]
+    if not b["affordable"]:
+        return [head + "; NOT enough for this query (ZD001)"]
+    return [head]
+
+
+def explain_json(plan: QueryPlan, sql: str, budget: BudgetView | None = None) -> str:
+    return json.dumps(explain_data(plan, sql, budget), indent=2, ensure_ascii=False)

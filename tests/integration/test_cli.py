@@ -374,3 +374,22 @@ def test_schema_check_needs_a_file(run: Run) -> None:
     proc = run("schema", "check")
     assert proc.returncode == 2
     assert "Usage:" in proc.stderr
+
+
+def test_a_ledger_keeps_budgets_and_answers_across_runs(run: Run, tmp_path: Path) -> None:
+    """Two `dpproxy query` processes on one ledger: the second sees the first's spending, an
+    identical query is answered again identically at no cost, and explain says so."""
+    ledger = str(tmp_path / "ledger.sqlite")
+    sql = "SELECT AVG(age) FROM adult"
+    first = _ok(run("query", "--ledger", ledger, "--format", "json", sql))
+    assert "budget left for 'analyst': ε=9" in first.stderr
+    again = _ok(run("query", "--ledger", ledger, "--format", "json", "select avg(AGE) from adult"))
+    assert json.loads(again.stdout) == json.loads(first.stdout)
+    assert "ε=0 (the answer released before, from the cache)" in again.stderr
+    explained = _ok(run("explain", "--ledger", ledger, "--analyst", "analyst", sql)).stdout
+    assert "answered before: asking again returns that answer and costs nothing" in explained
+    other = _ok(run("explain", "--ledger", ledger, "-a", "analyst", "--format", "json",
+                    "SELECT COUNT(*) FROM adult"))
+    budget = json.loads(other.stdout)["budget"]
+    assert budget["remaining"]["epsilon"] == 9 and not budget["cached"]
+    assert budget["affordable"] is True
