@@ -251,6 +251,18 @@ def _print_rows(
     show_default=True,
     help="Output format.",
 )
+@click.option(
+    "--analyst",
+    "-a",
+    default=None,
+    help="Also show this analyst's remaining budget and whether the query was answered "
+    "before (then it is free).",
+)
+@click.option(
+    "--ledger",
+    metavar="FILE",
+    help="The budget ledger to read for --analyst (default: $DPPROXY_LEDGER).",
+)
 def explain(
     sql: str,
     database: str | None,
@@ -260,12 +272,14 @@ def explain(
     mechanism: str | None,
     plan: str | None,
     fmt: str,
+    analyst: str | None,
+    ledger: str | None,
 ) -> None:
     """Show the plan of a query without running it: rewritten SQL, sensitivities,
     mechanisms, noise scales, 95% errors and the ε/δ cost, and for AVG, medians, percentiles
     and other statistics every candidate plan with its predicted error. Spends nothing."""
     from dpproxy.dbapi import connect
-    from dpproxy.explain import explain_json, explain_text
+    from dpproxy.explain import BudgetView, explain_json, explain_text
 
     try:
         with connect(
@@ -275,17 +289,31 @@ def explain(
             delta=delta,
             mechanism=mechanism,
             plan=plan,
+            ledger=ledger,
         ) as con:
             c = con
+            text = _read_sql(sql)
             prepared = c.engine.prepare(
-                _read_sql(sql),
+                text,
                 epsilon=c.epsilon,
                 delta=c.delta,
                 mechanism=c.mechanism,
                 method=c.method,
             )
+            view = None
+            if analyst is not None:
+                status = c.engine.accountant.status(analyst)
+                cached = c.engine.is_cached(
+                    text,
+                    analyst=analyst,
+                    epsilon=c.epsilon,
+                    delta=c.delta,
+                    mechanism=c.mechanism,
+                    method=c.method,
+                )
+                view = BudgetView(analyst, status.remaining, status.spent, status.tightest, cached)
             render = explain_json if fmt == "json" else explain_text
-            click.echo(render(prepared.plan, ";\n".join(prepared.statements)))
+            click.echo(render(prepared.plan, ";\n".join(prepared.statements), view))
     except DPProxyError as err:
         _fail(err)
 
@@ -589,6 +617,15 @@ def _register_user_commands() -> None:
 
 
 _register_user_commands()
+
+
+def _register_budget_commands() -> None:
+    from dpproxy.accounting.budget_cli import budget
+
+    main.add_command(budget)
+
+
+_register_budget_commands()
 
 
 if __name__ == "__main__":

@@ -165,3 +165,15 @@ class StabilityTestFailed(DPProxyError):
     itself spent budget, so the query is charged."""
 
     sqlstate = "ZD005"
+
+
+class LedgerTampered(DPProxyError):
+    """``dpproxy budget verify``: the budget ledger's hash chain or its replay disagrees with
+    the file (an entry edited, inserted or deleted, or an account changed behind the log's
+    back); ``problems`` lists every finding."""
+
+    sqlstate = "ZD006"
+
+    def __init__(self, message: str, problems: tuple[str, ...] = (), **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.problems = problems
