@@ -137,9 +137,13 @@ class LogEntry:
 
 @dataclass(frozen=True, slots=True)
 class Verification:
+    """``head`` is the hash of the last entry: keep it elsewhere to detect a truncated log
+    (removing the newest entries leaves a consistent chain that only the head can expose)."""
+
     ok: bool
     entries: int
     problems: tuple[str, ...]
+    head: str = GENESIS
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +309,8 @@ class Ledger:
                 None,
                 float(self._clock()),
             )
-            self._append(con, "open", analyst, {"kind": "analyst", **_cost_body(a.total)})
+            body = {"kind": "analyst", "period_start": repr(a.period_start), **_cost_body(a.total)}
+            self._append(con, "open", analyst, body)
             self._store(con, a)
         return self._renewed(con, a)
 
@@ -572,6 +577,7 @@ class Ledger:
             body: dict[str, Any] = {
                 "kind": kind,
                 "period_seconds": period_seconds,
+                "period_start": repr(a.period_start),
                 **_cost_body(total),
             }
             self._append(con, "grant", principal, body)
@@ -594,7 +600,9 @@ class Ledger:
                 a.period_seconds,
                 float(self._clock()),
             )
-            self._append(con, "reset", principal, {"kind": kind})
+            self._append(
+                con, "reset", principal, {"kind": kind, "period_start": repr(a.period_start)}
+            )
             self._store(con, a)
             return a
 
@@ -604,18 +612,32 @@ class Ledger:
                 raise InvalidParameter(
                     f"no group {group!r}", hint="create it with dpproxy budget grant --group"
                 )
-            con.execute(
+            added = con.execute(
                 "INSERT OR IGNORE INTO members VALUES (?, ?, ?)", (self.dataset, group, analyst)
-            )
-            self._append(con, "join", analyst, {"group": group})
+            ).rowcount
+            if added:
+                self._append(con, "join", analyst, {"group": group})
 
     def remove_member(self, group: str, analyst: str) -> None:
         with self._write() as con:
-            con.execute(
+            removed = con.execute(
                 "DELETE FROM members WHERE dataset = ? AND grp = ? AND analyst = ?",
                 (self.dataset, group, analyst),
+            ).rowcount
+            if removed:
+                self._append(con, "leave", analyst, {"group": group})
+
+    def members(self) -> list[tuple[str, str]]:
+        """(group, analyst) pairs of this dataset."""
+        rows = (
+            self._con()
+            .execute(
+                "SELECT grp, analyst FROM members WHERE dataset = ? ORDER BY grp, analyst",
+                (self.dataset,),
             )
-            self._append(con, "leave", analyst, {"group": group})
+            .fetchall()
+        )
+        return [(r[0], r[1]) for r in rows]
 
     def accounts(self) -> list[Account]:
         rows = (
@@ -663,52 +685,95 @@ class Ledger:
             if _entry_hash(stored_prev, seq, t, kind, dataset, principal, body) != stored:
                 problems.append(f"entry {seq}: its contents do not match its hash")
             prev, expected_seq = stored, seq + 1
-        problems += self._replay(
-            [(r[2], r[4], json.loads(r[5])) for r in rows if r[3] == self.dataset]
-        )
-        return Verification(not problems, len(rows), tuple(problems))
+        entries: list[tuple[str, str, dict[str, Any]]] = []
+        for seq, _t, kind, dataset, principal, body, _p, _h in rows:
+            if dataset != self.dataset:
+                continue
+            try:
+                parsed = json.loads(body)
+                if not isinstance(parsed, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                problems.append(f"entry {seq}: its body cannot be read")
+                continue
+            entries.append((kind, principal, parsed))
+        try:
+            problems += self._replay(entries)
+        except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:
+            problems.append(f"the log cannot be replayed: {type(e).__name__}: {e}")
+        return Verification(not problems, len(rows), tuple(problems), prev)
 
     def _replay(self, entries: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
-        """The accounts and open reservations the log implies, against the tables."""
-        accounts: dict[tuple[str, str], list[Cost]] = {}  # → [total, spent, reserved]
+        """The accounts, periods, memberships and open reservations the log implies, against
+        the tables."""
+        accounts: dict[tuple[str, str], dict[str, Any]] = {}
         open_: dict[str, tuple[str, list[str], Cost]] = {}
+        members: set[tuple[str, str]] = set()
 
-        def acct(p: str, k: str) -> list[Cost]:
-            return accounts.setdefault((p, k), [Cost.zero(), Cost.zero(), Cost.zero()])
+        def acct(p: str, k: str) -> dict[str, Any]:
+            return accounts.setdefault(
+                (p, k),
+                {
+                    "total": Cost.zero(),
+                    "spent": Cost.zero(),
+                    "reserved": Cost.zero(),
+                    "period_seconds": None,
+                    "period_start": None,
+                },
+            )
 
         for kind, principal, b in entries:
             if kind in ("open", "grant"):
-                acct(principal, b["kind"])[0] = Cost(_frac(b["eps"]), _frac(b["delta"]))
+                a = acct(principal, b["kind"])
+                a["total"] = Cost(_frac(b["eps"]), _frac(b["delta"]))
+                if kind == "grant":
+                    a["period_seconds"] = b.get("period_seconds")
+                if a["period_start"] is None or kind == "open":
+                    a["period_start"] = b.get("period_start")
             elif kind in ("reset", "renew"):
-                acct(principal, b["kind"])[1] = Cost.zero()
+                a = acct(principal, b["kind"])
+                a["spent"] = Cost.zero()
+                a["period_start"] = b.get("period_start")
             elif kind == "reserve":
                 cost = _body_cost(b)
                 open_[b["token"]] = (principal, b["groups"], cost)
                 for p, k in [(principal, "analyst"), *((g, "group") for g in b["groups"])]:
-                    acct(p, k)[2] = acct(p, k)[2] + cost
+                    acct(p, k)["reserved"] = acct(p, k)["reserved"] + cost
             elif kind in ("release", "rollback", "expire"):
                 if b["token"] not in open_:
                     return [f"the log closes reservation {b['token'][:8]}… it never opened"]
                 who, groups, cost = open_.pop(b["token"])
                 for p, k in [(who, "analyst"), *((g, "group") for g in groups)]:
                     a = acct(p, k)
-                    a[2] = a[2] - cost
+                    a["reserved"] = a["reserved"] - cost
                     if kind != "rollback":
-                        a[1] = a[1] + cost
+                        a["spent"] = a["spent"] + cost
+            elif kind == "join":
+                members.add((b["group"], principal))
+            elif kind == "leave":
+                members.discard((b["group"], principal))
         problems = []
         con = self._con()
-        for (p, k), (total, spent, reserved) in accounts.items():
+        for (p, k), want in accounts.items():
             row = self._account(con, p, k)
             if row is None:
                 problems.append(f"{k} {p!r}: the account row is missing")
                 continue
-            for what, have, want in (
-                ("total", row.total, total),
-                ("spent", row.spent, spent),
-                ("reserved", row.reserved, reserved),
+            for what, have in (
+                ("total", row.total),
+                ("spent", row.spent),
+                ("reserved", row.reserved),
             ):
-                if (have.epsilon, have.delta) != (want.epsilon, want.delta):
-                    problems.append(f"{k} {p!r}: {what} {have} but the log says {want}")
+                w = want[what]
+                same = (have.epsilon, have.delta) == (w.epsilon, w.delta)
+                if what != "total":
+                    same = same and have.rho == w.rho
+                if not same:
+                    problems.append(f"{k} {p!r}: {what} {have} but the log says {w}")
+            if row.period_seconds != want["period_seconds"]:
+                problems.append(f"{k} {p!r}: the renewal period differs from the log's")
+            if want["period_start"] is not None and repr(row.period_start) != want["period_start"]:
+                problems.append(f"{k} {p!r}: the period start differs from the log's")
         tables = con.execute(
             "SELECT principal, kind FROM accounts WHERE dataset = ?", (self.dataset,)
         ).fetchall()
@@ -723,6 +788,8 @@ class Ledger:
         }
         if held != set(open_):
             problems.append("the open reservations differ from the log's")
+        if set(self.members()) != members:
+            problems.append("the group memberships differ from the log's")
         return problems
 
 
