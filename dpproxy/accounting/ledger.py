@@ -15,15 +15,19 @@ and ``dpproxy query --ledger`` that points at it. Per dataset it holds:
 * ``cache``: released answers, so an identical query is answered again at no cost with the very
   same noisy values (re-asking can never average the noise away).
 
-Invariants (``tests/property/test_ledger_state_machine.py``): for every account,
-``spent + reserved ≤ total``; nothing spent is ever lost; an account row never changes without a
-log entry written in the same transaction. Reserving takes SQLite's write lock
+Invariants (``tests/property/test_ledger_state_machine.py``): a reservation is granted only if
+``spent + reserved + cost ≤ total`` for the analyst and each of their groups, so spending never
+exceeds a total (a steward may *lower* a total below what was already used: then nothing more
+can be spent); nothing spent is ever lost; an account row never changes without a log entry
+written in the same transaction. Reserving takes SQLite's write lock
 (``BEGIN IMMEDIATE``) before reading the balance, so concurrent reservations from any number of
 processes serialise and can never overspend. A reservation left by a crashed process counts as
 spent: it stays *reserved* until :meth:`Ledger.recover` (run when a ledger is opened) finds its
-process gone and turns it into *spent*; it is never refunded. ``dpproxy budget verify`` replays
-the log and recomputes the hash chain, so an edited, inserted or deleted entry — or an account
-row edited behind the log's back — is detected.
+process gone — same host, and no process with that pid and start time — and turns it into
+*spent*; it is never refunded. (A reservation from a host whose name changed, such as a
+recreated container, stays reserved: never refunded, never spendable.)
+``dpproxy budget verify`` replays the log and recomputes the hash chain, so an edited, inserted
+or deleted entry — or an account row edited behind the log's back — is detected.
 
 Amounts are exact fractions stored as text (``"3/2"``); nothing is rounded.
 """
@@ -91,7 +95,7 @@ CREATE TABLE IF NOT EXISTS members (
 CREATE TABLE IF NOT EXISTS reservations (
     token TEXT PRIMARY KEY, dataset TEXT NOT NULL, analyst TEXT NOT NULL,
     groups TEXT NOT NULL, eps TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT NOT NULL,
-    host TEXT NOT NULL, pid INTEGER NOT NULL, created REAL NOT NULL);
+    host TEXT NOT NULL, pid INTEGER NOT NULL, started TEXT NOT NULL, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS log (
     seq INTEGER PRIMARY KEY, time REAL NOT NULL, kind TEXT NOT NULL, dataset TEXT NOT NULL,
     principal TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL);
@@ -215,7 +219,17 @@ class Ledger:
             con = sqlite3.connect(
                 self.path, timeout=self._busy, isolation_level=None, check_same_thread=True
             )
-            con.execute("PRAGMA journal_mode = WAL")
+            # Switching a new file to WAL needs the write lock and does not wait for it on
+            # its own: retry until the busy timeout (two processes creating one ledger).
+            deadline = time.monotonic() + self._busy
+            while True:
+                try:
+                    con.execute("PRAGMA journal_mode = WAL")
+                    break
+                except sqlite3.OperationalError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
             con.execute("PRAGMA synchronous = FULL")
             con.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
             self._local.con = con
@@ -370,7 +384,7 @@ class Ledger:
                     ),
                 )
             con.execute(
-                "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     token,
                     self.dataset,
@@ -381,10 +395,13 @@ class Ledger:
                     _text(cost.rho),
                     self._host,
                     os.getpid(),
+                    _started(os.getpid()),
                     float(self._clock()),
                 ),
             )
             body: dict[str, Any] = {"token": token, "groups": groups, **_cost_body(cost)}
+            if record is not None:
+                body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
             self._append(con, "reserve", analyst, body)
         r = Reservation(analyst, cost, token)
         if record is not None:
@@ -537,11 +554,12 @@ class Ledger:
         expired = 0
         with self._write() as con:
             rows = con.execute(
-                "SELECT token, pid FROM reservations WHERE dataset = ? AND host = ?",
+                "SELECT token, pid, started FROM reservations WHERE dataset = ? AND host = ?",
                 (self.dataset, self._host),
             ).fetchall()
-            for token, pid in rows:
-                if pid == os.getpid() or _alive(pid):
+            me = (os.getpid(), _started(os.getpid()))
+            for token, pid, started in rows:
+                if (pid, started) == me or _alive(pid, started):
                     continue
                 analyst, groups, cost = self._close(con, token)
                 self._move(con, analyst, groups, cost, spend=True)
@@ -571,9 +589,9 @@ class Ledger:
             if a is None:
                 a = Account(principal, kind, total, Cost.zero(), Cost.zero(), period_seconds, now)
             else:
-                a = Account(
-                    principal, kind, total, a.spent, a.reserved, period_seconds, a.period_start
-                )
+                # A period given to an account that had none starts now.
+                start = a.period_start if a.period_seconds or not period_seconds else now
+                a = Account(principal, kind, total, a.spent, a.reserved, period_seconds, start)
             body: dict[str, Any] = {
                 "kind": kind,
                 "period_seconds": period_seconds,
@@ -728,8 +746,7 @@ class Ledger:
                 a["total"] = Cost(_frac(b["eps"]), _frac(b["delta"]))
                 if kind == "grant":
                     a["period_seconds"] = b.get("period_seconds")
-                if a["period_start"] is None or kind == "open":
-                    a["period_start"] = b.get("period_start")
+                a["period_start"] = b.get("period_start")  # the account's start afterwards
             elif kind in ("reset", "renew"):
                 a = acct(principal, b["kind"])
                 a["spent"] = Cost.zero()
@@ -793,11 +810,24 @@ class Ledger:
         return problems
 
 
-def _alive(pid: int) -> bool:
+def _started(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or "" where /proc is
+    unavailable: with the pid it names one run of a process, so a later process that got the
+    same pid — dpproxy as PID 1 in a restarted container — is not taken for the one that made
+    a reservation."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(pid: int, started: str) -> bool:
+    """Is the process that made a reservation still running?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return not started or _started(pid) == started
