@@ -50,7 +50,9 @@ def measure(runs: int) -> list[dict[str, object]]:
         for eps in EPSILONS:
             step += 1
             started = time.perf_counter()
-            con = dpproxy.connect(epsilon=str(eps), budget_epsilon=10**9, budget_delta="0.5")
+            con = dpproxy.connect(
+                epsilon=str(eps), budget_epsilon=10**9, budget_delta="0.5", cache="off"
+            )
             cur = con.cursor()
             errors: list[float] = []
             bounds: list[float] = []
@@ -66,18 +68,23 @@ def measure(runs: int) -> list[dict[str, object]]:
                         covered += err <= bound
             con.close()
             errors.sort()
-            results.append({
-                "query": name,
-                "epsilon": eps,
-                "median_abs_error": statistics.median(errors),
-                "p95_abs_error": errors[int(0.95 * (len(errors) - 1))],
-                "median_reported_bound95": statistics.median(bounds) if bounds else None,
-                "coverage": covered / len(bounds) if bounds else None,
-                "cells": len(errors),
-            })
-            print(f"[{step}/{steps}] {name} ε={eps}: median |error| "
-                  f"{results[-1]['median_abs_error']:.4g} "
-                  f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+            results.append(
+                {
+                    "query": name,
+                    "epsilon": eps,
+                    "median_abs_error": statistics.median(errors),
+                    "p95_abs_error": errors[int(0.95 * (len(errors) - 1))],
+                    "median_reported_bound95": statistics.median(bounds) if bounds else None,
+                    "coverage": covered / len(bounds) if bounds else None,
+                    "cells": len(errors),
+                }
+            )
+            print(
+                f"[{step}/{steps}] {name} ε={eps}: median |error| "
+                f"{results[-1]['median_abs_error']:.4g} "
+                f"({time.perf_counter() - started:.1f} s)",
+                file=sys.stderr,
+            )
     raw.close()
     return results
 
@@ -129,8 +136,7 @@ def main() -> None:
         "against the exact answer computed directly on DuckDB. *Coverage* is the share of cells "
         "whose exact value lay within the 95% error bound dpproxy reported for that cell.",
         "",
-        "| query | ε | median abs error | p95 abs error | reported 95% bound (median) "
-        "| coverage |",
+        "| query | ε | median abs error | p95 abs error | reported 95% bound (median) | coverage |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
@@ -145,6 +151,7 @@ def main() -> None:
     text = "\n".join(lines)
     (Path(__file__).resolve().parent / "ACCURACY.md").write_text(text)
     print(text)
+
 
 if __name__ == "__main__":
     main()

@@ -252,6 +252,7 @@ def bench_queries(
         schema=str(schema) if schema else None,
         budget_epsilon=10**9,
         budget_delta="0.5",
+        cache="off",  # every run is a fresh release, never an answer from the cache
     )
     cur = dp.cursor()
     engine = dp.engine
@@ -605,7 +606,9 @@ def bench_alternatives(db: Path, schema: Path, runs: int) -> dict[str, Any]:
     A formulation whose warm-up took over 1.5 s gets at most 2 timed runs, over 4 s just 1.
     """
     con = duckdb.connect(str(db), read_only=True)
-    dp = dpproxy.connect(str(db), schema=str(schema), budget_epsilon=10**9, budget_delta="0.5")
+    dp = dpproxy.connect(
+        str(db), schema=str(schema), budget_epsilon=10**9, budget_delta="0.5", cache="off"
+    )
     engine = dp.engine
     classes = ("count", "avg_grouped")
     jobs: list[tuple[Variant, str, int]] = [(v, c, BOUND) for v in VARIANTS for c in v.classes]

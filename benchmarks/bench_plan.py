@@ -151,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     info = machine()
-    engine = open_engine(budget=BIG_BUDGET)
-    engine_b = open_engine(str(nopk_copy()), str(demo_schema_path()), budget=BIG_BUDGET)
+    engine = open_engine(budget=BIG_BUDGET, cache="off")
+    engine_b = open_engine(
+        str(nopk_copy()), str(demo_schema_path()), budget=BIG_BUDGET, cache="off"
+    )
     results: dict = {
         "machine": info,
         "iterations": args.iterations,

@@ -317,9 +317,11 @@ def bench_all(
 ) -> dict[str, Any]:
     pg = psycopg.connect(url, autocommit=True, prepare_threshold=None)
     duck = duckdb.connect(str(duck_path), read_only=True)
-    pg_dp = dpproxy.connect(url, schema=str(schema), budget_epsilon=10**9, budget_delta="0.5")
+    pg_dp = dpproxy.connect(
+        url, schema=str(schema), budget_epsilon=10**9, budget_delta="0.5", cache="off"
+    )
     duck_dp = dpproxy.connect(
-        str(duck_path), schema=str(schema), budget_epsilon=10**9, budget_delta="0.5"
+        str(duck_path), schema=str(schema), budget_epsilon=10**9, budget_delta="0.5", cache="off"
     )
     ctx: dict[str, Any] = {
         "pg": pg,

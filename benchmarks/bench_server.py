@@ -158,6 +158,12 @@ def start_server(
         str(db),
         "--schema",
         str(schema),
+        # budgets in memory, never the user's ledger; no answer cache: repeated queries must
+        # measure real releases, not cache hits
+        "--ledger",
+        "memory",
+        "--cache",
+        "off",
     ]
     env = dict(os.environ, DPPROXY_LOG_LEVEL=log_level)
     t = time.perf_counter()
