@@ -1,0 +1,251 @@
+"""The dpproxy adapter of the peer comparison (INTERFACE.md), run with dpproxy's own interpreter.
+
+Set-up (timed as ``setup_s``): the CSV is loaded into a fresh DuckDB file with typed columns
+(pid, age, income BIGINT; the text columns VARCHAR) and ``PRIMARY KEY (pid)``, so dpproxy sees
+that every unit has one row and needs no contribution bounding; a privacy schema is written from
+``workload.COLUMNS`` (unit ``pid``, ``max_rows_per_unit: 1``, ``public_rows`` = the data set's
+size, δ = 1e-5, a budget no run exhausts); then ``open_engine(..., cache="off")``: the answer
+cache would hand back the very same noisy answer for a repeated query, and accuracy needs fresh
+noise on every run. Each query is then ``engine.run(sql, epsilon=ε, delta=δ)``: SQL text in,
+released rows out. ``predicted_error95`` comes from ``dpproxy.explain.column_errors`` (no data
+read).
+
+``--raw`` measures the baseline instead: the query's exact SQL on a plain read-only DuckDB
+connection to the same file (``system: "duckdb"``, no privacy), in the same loop.
+``--rewritten`` times only the SQL dpproxy sends for the query (its rewrite, prepared once
+outside the timed loop) on a cursor of the same DuckDB database (``system: "dpproxy_sql"``): the
+difference to ``dpproxy`` is dpproxy's own work (parsing, noise, post-processing, accounting),
+the difference to ``duckdb`` what the private query asks of the database (clamping, the
+domain filter, quantile windows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+# This file is named like the package: keep its own folder off the path so `import dpproxy`
+# finds the package, and put the folder of workload.py on it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
+import workload  # noqa: E402
+
+BUDGET_EPSILON = Fraction(10**12)
+BUDGET_DELTA = Fraction(999, 1000)
+ANALYST = "bench"
+
+
+def build_database(csv_path: Path, db_path: Path) -> None:
+    import duckdb
+
+    types = {"int": "BIGINT", "text": "VARCHAR"}
+    cols = ", ".join(
+        f"{c.name} {types[c.type]} NOT NULL" + (" PRIMARY KEY" if c.name == workload.UNIT else "")
+        for c in workload.COLUMNS
+    )
+    read_types = ", ".join(f"'{c.name}': '{types[c.type]}'" for c in workload.COLUMNS)
+    con = duckdb.connect(str(db_path))
+    try:
+        con.execute(f"CREATE TABLE {workload.TABLE} ({cols})")
+        con.execute(
+            f"INSERT INTO {workload.TABLE} SELECT "
+            + ", ".join(c.name for c in workload.COLUMNS)
+            + f" FROM read_csv('{csv_path}', header = true, types = {{{read_types}}})"
+        )
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def schema_yaml(dataset: str, rows: int, delta: float) -> str:
+    lines = [
+        "version: 1",
+        f"dataset: {dataset}",
+        "privacy:",
+        "  neighbouring: add_remove",
+        "  epsilon: 1",
+        f'  delta: "{delta!r}"',
+        "  mechanism: laplace",
+        f'  budget: {{epsilon: {BUDGET_EPSILON}, delta: "{BUDGET_DELTA}"}}',
+        "tables:",
+        f"  {workload.TABLE}:",
+        "    private: true",
+        f"    privacy_unit: {workload.UNIT}",
+        "    max_rows_per_unit: 1",
+        f"    public_rows: {rows}",
+        "    columns:",
+    ]
+    for c in workload.COLUMNS:
+        if c.type == "int":
+            spec = "{type: integer"
+            if c.lower is not None and c.upper is not None:
+                spec += f", lower: {int(c.lower)}, upper: {int(c.upper)}"
+        else:
+            spec = "{type: text"
+            if c.domain:
+                spec += ", domain: [" + ", ".join(f'"{v}"' for v in c.domain) + "]"
+        lines.append(f"      {c.name}: {spec}}}")
+    return "\n".join(lines) + "\n"
+
+
+def _value(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _rows(columns: list[str], keys: int, rows: Any) -> list[list[Any]]:
+    out = [
+        [None if r[i] is None else str(r[i]) for i in range(keys)]
+        + [_value(r[i]) for i in range(keys, len(columns))]
+        for r in rows
+    ]
+    out.sort(key=lambda r: tuple("" if k is None else k for k in r[:keys]))
+    return out
+
+
+def _one_line(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return f"{type(e).__name__}: {msg}"[:500]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", required=True, choices=sorted(workload.DATASETS))
+    p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--queries", default="all")
+    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
+    p.add_argument("--runs", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--epsilon", type=float, default=workload.EPSILON)
+    p.add_argument("--delta", type=float, default=workload.DELTA)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--raw", action="store_true", help="the exact SQL on plain DuckDB instead")
+    p.add_argument("--rewritten", action="store_true",
+                   help="only dpproxy's rewritten SQL on DuckDB, no noise")
+    args = p.parse_args()
+
+    import duckdb
+
+    import dpproxy
+    from dpproxy.engine import open_engine
+    from dpproxy.explain import column_errors
+    from dpproxy.values import Cost
+
+    ids = [q.id for q in workload.QUERIES] if args.queries == "all" else args.queries.split(",")
+    queries = [workload.BY_ID[i] for i in ids]
+    system = "duckdb" if args.raw else ("dpproxy_sql" if args.rewritten else "dpproxy")
+    version = duckdb.__version__ if args.raw else dpproxy.__version__
+    eps = Fraction(str(args.epsilon))
+    delta = Fraction(str(args.delta))
+
+    tmp = Path(tempfile.mkdtemp(prefix="dpproxy-compare-"))
+    try:
+        started = time.perf_counter()
+        db = tmp / f"{args.dataset}.duckdb"
+        build_database(args.data_dir / f"{args.dataset}.csv", db)
+        if args.raw:
+            raw = duckdb.connect(str(db), read_only=True)
+            engine = None
+        else:
+            schema = tmp / "schema.yaml"
+            schema.write_text(
+                schema_yaml(args.dataset, workload.DATASETS[args.dataset], args.delta)
+            )
+            engine = open_engine(
+                str(db), str(schema), budget=Cost(BUDGET_EPSILON, BUDGET_DELTA), cache="off"
+            )
+        setup_s = time.perf_counter() - started
+
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("w") as out:
+            for q in queries:
+                rec: dict[str, Any] = {
+                    "system": system,
+                    "version": version,
+                    "dataset": args.dataset,
+                    "query": q.id,
+                    "mode": args.mode,
+                    "epsilon": args.epsilon,
+                    "supported": True,
+                    "error": None,
+                    "columns": [],
+                    "runs": [],
+                    "setup_s": setup_s,
+                    "predicted_error95": None,
+                }
+                try:
+                    if engine is not None and args.rewritten:
+                        prepared = engine.prepare(q.sql, epsilon=eps, delta=delta)
+                        statements = ([prepared.sql] if prepared.sql else []) + list(
+                            dict.fromkeys(st for _, st in prepared.extra))
+
+                        def once(sts: list[str] = statements) -> tuple[list[str], int, Any]:
+                            # The backend call dpproxy itself makes (a cursor, fetchall).
+                            for st in sts:
+                                res = engine.backend.execute(st)
+                            return list(res.columns), 0, res.rows
+
+                    elif engine is not None:
+
+                        def once(sql: str = q.sql) -> tuple[list[str], int, Any]:
+                            ans = engine.run(sql, analyst=ANALYST, epsilon=eps, delta=delta)
+                            rel = ans.released
+                            cols = [c.name for c in rel.columns]
+                            keys = sum(1 for o in ans.plan.query.outputs if o.is_key)
+                            return cols, keys, rel.rows
+
+                        plan = engine.plan(q.sql, epsilon=eps, delta=delta)
+                        rec["predicted_error95"] = [e.value for e in column_errors(plan)]
+                    else:
+
+                        def once(sql: str = q.sql) -> tuple[list[str], int, Any]:
+                            cur = raw.cursor()
+                            try:
+                                cur.execute(sql)
+                                rows = cur.fetchall()
+                                cols = [d[0] for d in cur.description]
+                            finally:
+                                cur.close()
+                            keys = sum(1 for r in rows[:1] for v in r if isinstance(v, str))
+                            return cols, keys, rows
+
+                    runs: list[dict[str, Any]] = []
+                    if args.mode == "latency":
+                        for _ in range(args.warmup):
+                            once()
+                    for _ in range(args.runs):
+                        t = time.perf_counter()
+                        cols, keys, rows = once()
+                        seconds = time.perf_counter() - t
+                        run: dict[str, Any] = {"seconds": seconds}
+                        if args.mode == "accuracy":
+                            run["rows"] = _rows(cols, keys, rows)
+                        runs.append(run)
+                        rec["columns"] = cols
+                    rec["runs"] = runs
+                except Exception as e:  # the query is not supported: say why, keep going
+                    rec.update(supported=False, error=_one_line(e), runs=[])
+                    print(f"{system} {q.id}: {_one_line(e)}", file=sys.stderr)
+                    if "--debug" in sys.argv:
+                        traceback.print_exc()
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+        if engine is not None:
+            engine.close()
+        else:
+            raw.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

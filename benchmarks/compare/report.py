@@ -1,0 +1,1012 @@
+"""Metrics, targets, ``RESULTS.md`` and figures of the peer comparison, from ``work/results/``.
+
+Reads every adapter JSON line (``*.jsonl``, INTERFACE.md) and ``run.json`` (what ``run.py``
+ran, on what machine, how long), computes the exact answers with DuckDB from the same CSVs,
+and writes the generated ``benchmarks/compare/RESULTS.md`` and
+``benchmarks/compare/figures/compare_{latency,error,error_vs_epsilon}.png``. Never edit those
+by hand: rerun ``python benchmarks/compare/report.py`` (``run.py`` calls it).
+
+Metrics per (system, data set, query):
+
+* supported or not, with the system's error message;
+* latency: median and 95th percentile of the timed runs (end to end, SQL text in → rows out)
+  and the one-time set-up cost (``setup_s``);
+* accuracy over all runs and true cells: the share of true cells released (a group the system
+  suppresses, or a null value, counts against it here), and on the released cells the median
+  relative error, the median and 95th-percentile absolute error; released groups that are not
+  in the exact answer are counted as spurious;
+* dpproxy: the predicted 95% error (``explain``) next to the measured 95th percentile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # _common.py
+sys.path.insert(0, str(HERE))
+
+import workload  # noqa: E402
+from _common import fmt_ms, fmt_ratio, machine_line, md_table, percentile  # noqa: E402
+
+RESULTS = HERE / "work" / "results"
+DATA_DIR = HERE / "work" / "data"
+FIGURES = HERE / "figures"
+OUT_MD = HERE / "RESULTS.md"
+PEERS = ("smartnoise", "qrlew", "tumult")
+SYSTEMS = ("dpproxy", *PEERS)
+NAMES = {
+    "dpproxy": "dpproxy",
+    "smartnoise": "SmartNoise SQL",
+    "qrlew": "Qrlew",
+    "tumult": "Tumult Analytics",
+    "duckdb": "DuckDB (raw, no privacy)",
+    "dpproxy_sql": "dpproxy's SQL alone",
+}
+BASELINES = ("duckdb", "dpproxy_sql")  # latency only, from adapters/dpproxy.py --raw/--rewritten
+SWEEP = {"Q01": "COUNT(*)", "Q04": "AVG(age)", "Q11": "MEDIAN(age)"}
+# Targets of the issue.
+SPEED_PUMS = {"smartnoise": 10.0, "qrlew": 4.0}  # dpproxy at least this many times faster
+AVG_VS_SMARTNOISE = 1.5  # dpproxy's AVG median relative error this many times lower
+RAW_FACTOR = 1.5  # dpproxy on 1 M rows within this factor of raw DuckDB
+BOOTSTRAP = 2000
+# Why a target can be missed on a query, for the summary (written after reading the results;
+# shown only when the target is actually missed on that query).
+EXPLAIN: dict[tuple[str, str], str] = {}
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load_records(results: Path) -> list[dict[str, Any]]:
+    """Every adapter JSON line under ``results`` (one per system, data set, mode, ε, query)."""
+    out = []
+    for path in sorted(results.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def load_manifest(results: Path) -> dict[str, Any]:
+    path = results / "run.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+Answer = tuple[list[str], int, list[list[Any]]]  # columns, number of key columns, rows
+
+
+def exact_answers(
+    data_dir: Path, datasets: Iterable[str], queries: Iterable[str] | None = None
+) -> dict[tuple[str, str], Answer]:
+    """The exact answer of every query on every data set, computed by DuckDB from the CSVs."""
+    import duckdb
+
+    ids = list(queries) if queries is not None else [q.id for q in workload.QUERIES]
+    types = {"int": "BIGINT", "text": "VARCHAR"}
+    read_types = ", ".join(f"'{c.name}': '{types[c.type]}'" for c in workload.COLUMNS)
+    out: dict[tuple[str, str], Answer] = {}
+    for ds in datasets:
+        path = data_dir / f"{ds}.csv"
+        if not path.is_file():
+            continue
+        con = duckdb.connect()
+        con.execute(
+            f"CREATE TABLE {workload.TABLE} AS SELECT * FROM "
+            f"read_csv('{path}', header = true, types = {{{read_types}}})"
+        )
+        for qid in ids:
+            cur = con.execute(workload.BY_ID[qid].sql)
+            desc = cur.description
+            rows = cur.fetchall()
+            keys = sum(1 for d in desc if str(d[1]).upper() in ("VARCHAR", "STRING"))
+            cols = [d[0] for d in desc]
+            out[(ds, qid)] = (cols, keys, normalise_rows(rows, keys))
+        con.close()
+    return out
+
+
+def _key(v: Any) -> str | None:
+    if v is None:
+        return None
+    s = str(v)
+    try:
+        f = float(s)
+    except ValueError:
+        return s
+    return str(int(f)) if f.is_integer() else s
+
+
+def normalise_rows(rows: Iterable[Sequence[Any]], keys: int) -> list[list[Any]]:
+    """Keys as canonical strings ("1.0" → "1"), values as floats (None stays None), sorted."""
+    out = []
+    for r in rows:
+        out.append(
+            [_key(v) for v in r[:keys]]
+            + [None if v is None or _nan(v) else float(v) for v in r[keys:]]
+        )
+    out.sort(key=lambda r: tuple("" if k is None else k for k in r[:keys]))
+    return out
+
+
+def _nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+# ---------------------------------------------------------------------------- metrics
+
+
+@dataclass
+class Accuracy:
+    runs: int
+    true_cells: int  # cells of the exact answer (per run)
+    released: int  # true cells released, over all runs
+    spurious: int  # released groups not in the exact answer, over all runs
+    abs_errors: list[float] = field(default_factory=list)
+    rel_errors: list[float] = field(default_factory=list)
+
+    @property
+    def share_released(self) -> float:
+        total = self.runs * self.true_cells
+        return self.released / total if total else float("nan")
+
+    @property
+    def median_rel(self) -> float | None:
+        return statistics.median(self.rel_errors) if self.rel_errors else None
+
+    @property
+    def median_abs(self) -> float | None:
+        return statistics.median(self.abs_errors) if self.abs_errors else None
+
+    @property
+    def p95_abs(self) -> float | None:
+        return percentile(self.abs_errors, 95) if self.abs_errors else None
+
+
+def accuracy(rec: dict[str, Any], exact: Answer) -> Accuracy | None:
+    """Errors of one accuracy record against the exact answer; None if nothing was run."""
+    if not rec.get("supported") or not rec.get("runs"):
+        return None
+    _, keys, truth = exact
+    truth_by_key = {tuple(r[:keys]): r[keys:] for r in truth}
+    acc = Accuracy(runs=0, true_cells=sum(len(v) for v in truth_by_key.values()), released=0,
+                   spurious=0)
+    for run in rec["runs"]:
+        rows = run.get("rows")
+        if rows is None:
+            continue
+        acc.runs += 1
+        got = {tuple(r[:keys]): r[keys:] for r in normalise_rows(rows, keys)}
+        acc.spurious += sum(1 for k in got if k not in truth_by_key)
+        for k, true_values in truth_by_key.items():
+            values = got.get(k)
+            for j, t in enumerate(true_values):
+                v = values[j] if values is not None and j < len(values) else None
+                if v is None or t is None:
+                    continue
+                acc.released += 1
+                err = abs(v - t)
+                acc.abs_errors.append(err)
+                if t != 0:
+                    acc.rel_errors.append(err / abs(t))
+    return acc if acc.runs else None
+
+
+@dataclass
+class Latency:
+    median: float
+    p95: float
+    runs: int
+    setup_s: float | None
+
+
+def latency(rec: dict[str, Any]) -> Latency | None:
+    if not rec.get("supported") or not rec.get("runs"):
+        return None
+    secs = [r["seconds"] for r in rec["runs"] if r.get("seconds") is not None]
+    if not secs:
+        return None
+    return Latency(percentile(secs, 50), percentile(secs, 95), len(secs), rec.get("setup_s"))
+
+
+def ratio_ci(a: Sequence[float], b: Sequence[float], seed: int = 7) -> tuple[float, float]:
+    """A bootstrap 95% interval of median(a) / median(b), resampling the cells of each."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ma = np.median(xa[rng.integers(0, len(xa), (BOOTSTRAP, len(xa)))], axis=1)
+    mb = np.median(xb[rng.integers(0, len(xb), (BOOTSTRAP, len(xb)))], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(mb > 0, ma / np.where(mb > 0, mb, 1), np.where(ma > 0, np.inf, 1.0))
+    return float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
+
+
+def safe_ratio(a: float | None, b: float | None) -> float | None:
+    """a / b with 0/0 = 1 (both exact) and x/0 = inf."""
+    if a is None or b is None:
+        return None
+    if b == 0:
+        return 1.0 if a == 0 else math.inf
+    return a / b
+
+
+class Metrics:
+    """Everything the report needs, indexed by (system, dataset, mode, ε, query)."""
+
+    def __init__(self, records: list[dict[str, Any]], exact: dict[tuple[str, str], Answer]):
+        self.records: dict[tuple[str, str, str, float, str], dict[str, Any]] = {}
+        for r in records:
+            key = (r["system"], r["dataset"], r["mode"], float(r["epsilon"]), r["query"])
+            self.records[key] = r
+        self.exact = exact
+        self._acc: dict[tuple[str, str, float, str], Accuracy | None] = {}
+
+    def systems(self) -> list[str]:
+        seen = {k[0] for k in self.records}
+        order = [*SYSTEMS, *BASELINES]
+        return [s for s in order if s in seen] + sorted(seen - set(order))
+
+    def record(self, system: str, dataset: str, mode: str, qid: str,
+               eps: float = workload.EPSILON) -> dict[str, Any] | None:
+        return self.records.get((system, dataset, mode, float(eps), qid))
+
+    def supported(self, system: str, dataset: str, mode: str, qid: str) -> bool | None:
+        r = self.record(system, dataset, mode, qid)
+        return None if r is None else bool(r.get("supported"))
+
+    def error(self, system: str, qid: str) -> str | None:
+        """The first error the system gave for the query (any data set or mode)."""
+        for k, r in self.records.items():
+            if k[0] == system and k[4] == qid and not r.get("supported"):
+                return r.get("error") or "unsupported"
+        return None
+
+    def accuracy(self, system: str, dataset: str, qid: str,
+                 eps: float = workload.EPSILON) -> Accuracy | None:
+        key = (system, dataset, float(eps), qid)
+        if key not in self._acc:
+            r = self.record(system, dataset, "accuracy", qid, eps)
+            ex = self.exact.get((dataset, qid))
+            self._acc[key] = None if r is None or ex is None else accuracy(r, ex)
+        return self._acc[key]
+
+    def latency(self, system: str, dataset: str, qid: str) -> Latency | None:
+        r = self.record(system, dataset, "latency", qid)
+        return None if r is None else latency(r)
+
+    def setup(self, system: str, dataset: str) -> float | None:
+        vals = [r.get("setup_s") for k, r in self.records.items()
+                if k[0] == system and k[1] == dataset and k[2] == "latency"
+                and r.get("setup_s") is not None]
+        return statistics.median(vals) if vals else None
+
+    def version(self, system: str) -> str | None:
+        for k, r in self.records.items():
+            if k[0] == system and r.get("version"):
+                return str(r["version"])
+        return None
+
+    def predicted(self, qid: str, dataset: str = "pums") -> float | None:
+        """dpproxy's predicted 95% error of the query's (last) aggregate column."""
+        r = self.record("dpproxy", dataset, "accuracy", qid)
+        if r is None or not r.get("predicted_error95"):
+            return None
+        return r["predicted_error95"][-1]
+
+    def epsilons(self) -> list[float]:
+        return sorted({k[3] for k in self.records if k[2] == "accuracy" and k[1] == "pums"})
+
+
+# ---------------------------------------------------------------------------- targets
+
+
+@dataclass
+class Target:
+    name: str
+    goal: str
+    status: str  # "met" | "not met" | "not evaluated"
+    measured: str
+    why: str = ""
+
+
+def _fmt_num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if x == 0:
+        return "0"
+    if math.isinf(x):
+        return "∞"
+    ax = abs(x)
+    if ax >= 1e5 or ax < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}" if ax < 1000 else f"{x:,.0f}"
+
+
+def _x(r: float | None) -> str:
+    if r is None:
+        return "–"
+    if math.isinf(r):
+        return "∞"
+    return fmt_ratio(r)
+
+
+def _explain(target: str, qids: Iterable[str]) -> str:
+    notes = [f"{q}: {EXPLAIN[(target, q)]}" for q in qids if (target, q) in EXPLAIN]
+    return (" " + " ".join(notes)) if notes else ""
+
+
+def ran(m: Metrics, system: str) -> bool:
+    return any(k[0] == system for k in m.records)
+
+
+def targets(m: Metrics, not_run: dict[str, str] | None = None) -> list[Target]:
+    not_run = not_run or {}
+    ids = [q.id for q in workload.QUERIES]
+    out: list[Target] = []
+
+    # Coverage: every workload query answered by dpproxy, on every data set and mode.
+    if ran(m, "dpproxy"):
+        miss = sorted({k[4] for k, r in m.records.items()
+                       if k[0] == "dpproxy" and not r.get("supported")})
+        answered = [q for q in ids if q not in miss and any(
+            k[0] == "dpproxy" and k[4] == q for k in m.records)]
+        out.append(Target(
+            "Coverage", "every workload query answered by dpproxy",
+            "met" if not miss and len(answered) == len(ids) else "not met",
+            f"{len(answered)}/{len(ids)} queries",
+            "" if not miss else "unanswered: " + "; ".join(
+                f"{q} ({m.error('dpproxy', q)})" for q in miss),
+        ))
+    else:
+        out.append(Target("Coverage", "every workload query answered by dpproxy",
+                          "not evaluated", "–", "dpproxy was not run"))
+
+    peers = [p for p in PEERS if ran(m, p)]
+    # Accuracy: on every query, median relative error at ε = 1 no worse than the best peer's.
+    goal = "on every query, dpproxy's median relative error at ε = 1 (pums) ≤ the best peer's"
+    if not ran(m, "dpproxy") or not peers:
+        out.append(Target("Accuracy vs the best peer", goal, "not evaluated", "–",
+                          "no peer was run" if ran(m, "dpproxy") else "dpproxy was not run"))
+    else:
+        rows = accuracy_vs_best(m)
+        compared = [r for r in rows if r["ratio"] is not None]
+        worse = [r for r in compared if r["ratio"] > 1]
+        noise = [r for r in worse if r["ci"] is not None and r["ci"][0] <= 1]
+        worst = max(compared, key=lambda r: r["ratio"]) if compared else None
+        measured = (f"worst ratio {_x(worst['ratio'])} ({worst['query']} vs "
+                    f"{NAMES[worst['best']]}); {len(compared) - len(worse)}/{len(compared)} "
+                    "queries ≤ 1" if worst else "no query answered by a peer")
+        why = ""
+        if worse:
+            why = "worse on " + ", ".join(
+                f"{r['query']} ({_x(r['ratio'])} vs {NAMES[r['best']]}"
+                + (", within sampling noise" if r in noise else "") + ")" for r in worse
+            ) + "." + _explain("accuracy", [r["query"] for r in worse])
+        out.append(Target("Accuracy vs the best peer", goal,
+                          "met" if compared and not worse else "not met", measured, why))
+
+    # AVG: at least 1.5× lower median relative error than SmartNoise SQL's.
+    goal = f"AVG (Q04, Q05, Q15): dpproxy's median relative error ≥ {AVG_VS_SMARTNOISE}× lower " \
+           "than SmartNoise SQL's"
+    avg_ids = [q.id for q in workload.QUERIES if q.kind == "avg"]
+    if not ran(m, "smartnoise") or not ran(m, "dpproxy"):
+        why = not_run.get("smartnoise", "SmartNoise SQL was not run")
+        out.append(Target("AVG vs SmartNoise SQL", goal, "not evaluated", "–", why))
+    else:
+        parts, bad, none = [], [], []
+        for q in avg_ids:
+            a, b = m.accuracy("dpproxy", "pums", q), m.accuracy("smartnoise", "pums", q)
+            r = safe_ratio(b.median_rel if b else None, a.median_rel if a else None)
+            if r is None:
+                none.append(q)
+                continue
+            parts.append(f"{q} {_x(r)}")
+            if r < AVG_VS_SMARTNOISE:
+                bad.append(q)
+        status = "met" if parts and not bad and not none else "not met"
+        why = ""
+        if bad:
+            why += "below the target on " + ", ".join(bad) + "." + _explain("avg", bad)
+        if none:
+            why += (" " if why else "") + "not comparable on " + ", ".join(
+                f"{q} ({m.error('smartnoise', q) or m.error('dpproxy', q) or 'no data'})"
+                for q in none)
+        out.append(Target("AVG vs SmartNoise SQL", goal, status,
+                          "SmartNoise/dpproxy: " + ", ".join(parts) if parts else "–", why))
+
+    # Speed on 1,000 rows: ≥ 10× lower than SmartNoise SQL, ≥ 4× lower than Qrlew.
+    for peer, factor in SPEED_PUMS.items():
+        goal = f"1,000 rows: dpproxy's median latency ≥ {factor:g}× lower than {NAMES[peer]}'s " \
+               "on every query both answer"
+        name = f"Speed vs {NAMES[peer]}"
+        if not ran(m, peer) or not ran(m, "dpproxy"):
+            out.append(Target(name, goal, "not evaluated", "–",
+                              not_run.get(peer, f"{NAMES[peer]} was not run")))
+            continue
+        ratios = speed_ratios(m, peer)
+        if not ratios:
+            out.append(Target(name, goal, "not evaluated", "–", "no query answered by both"))
+            continue
+        low = [(q, r) for q, r in ratios.items() if r < factor]
+        worst = min(ratios.items(), key=lambda kv: kv[1])
+        gm = geomean(ratios.values())
+        measured = (f"{peer}/dpproxy: min {_x(worst[1])} ({worst[0]}), geometric mean "
+                    f"{_x(gm)}, {len(ratios) - len(low)}/{len(ratios)} queries ≥ {factor:g}×")
+        why = ("below on " + ", ".join(f"{q} ({_x(r)})" for q, r in low) + "."
+               + _explain(f"speed_{peer}", [q for q, _ in low])) if low else ""
+        out.append(Target(name, goal, "met" if not low else "not met", measured, why))
+
+    # 1 M rows: within 1.5× of the same aggregate on raw DuckDB (no contribution bounding).
+    goal = f"1 M rows: dpproxy's median latency ≤ {RAW_FACTOR:g}× raw DuckDB's on every query " \
+           "(pid is a primary key: no contribution bounding)"
+    ratios = raw_ratios(m)
+    if not ratios:
+        out.append(Target("1 M rows vs raw DuckDB", goal, "not evaluated", "–",
+                          "no latency runs on synthetic_1m"))
+    else:
+        high = [(q, r) for q, r in ratios.items() if r > RAW_FACTOR]
+        worst = max(ratios.items(), key=lambda kv: kv[1])
+        measured = (f"dpproxy/raw: max {_x(worst[1])} ({worst[0]}), geometric mean "
+                    f"{_x(geomean(ratios.values()))}, {len(ratios) - len(high)}/{len(ratios)} "
+                    f"queries ≤ {RAW_FACTOR:g}×")
+        why = ""
+        if high:
+            why = "above on " + ", ".join(f"{q} ({_x(r)})" for q, r in high) + "."
+            split = latency_split(m, [q for q, _ in high])
+            if split:
+                why += (f" On those, dpproxy's rewritten SQL alone takes {split['sql']} of raw "
+                        "DuckDB's time (geometric mean): it clamps every value (a CASE per "
+                        "row), filters GROUP BY keys to their public domain, and fetches order "
+                        "statistics for quantiles; dpproxy's own work (plan, noise, "
+                        f"post-processing, accounting) adds {split['own']} per query (median).")
+            why += _explain("raw", [q for q, _ in high])
+        out.append(Target("1 M rows vs raw DuckDB", goal, "met" if not high else "not met",
+                          measured, why))
+    return out
+
+
+def accuracy_vs_best(m: Metrics, dataset: str = "pums") -> list[dict[str, Any]]:
+    """Per query: dpproxy's median relative error, the best peer's, their ratio and its CI."""
+    rows = []
+    for q in workload.QUERIES:
+        a = m.accuracy("dpproxy", dataset, q.id)
+        best, best_acc = None, None
+        for p in PEERS:
+            b = m.accuracy(p, dataset, q.id)
+            if b is None or b.median_rel is None:
+                continue
+            if best_acc is None or b.median_rel < (best_acc.median_rel or 0):
+                best, best_acc = p, b
+        ratio = ci = None
+        if a is not None and a.median_rel is not None and best_acc is not None:
+            ratio = safe_ratio(a.median_rel, best_acc.median_rel)
+            if ratio is not None and ratio > 1:
+                ci = ratio_ci(a.rel_errors, best_acc.rel_errors)
+        rows.append({"query": q.id, "dpproxy": a.median_rel if a else None, "best": best,
+                     "best_value": best_acc.median_rel if best_acc else None,
+                     "ratio": ratio, "ci": ci})
+    return rows
+
+
+def speed_ratios(m: Metrics, peer: str, dataset: str = "pums") -> dict[str, float]:
+    out = {}
+    for q in workload.QUERIES:
+        a, b = m.latency("dpproxy", dataset, q.id), m.latency(peer, dataset, q.id)
+        if a and b and a.median > 0:
+            out[q.id] = b.median / a.median
+    return out
+
+
+def raw_ratios(m: Metrics, dataset: str = "synthetic_1m") -> dict[str, float]:
+    out = {}
+    for q in workload.QUERIES:
+        a, b = m.latency("dpproxy", dataset, q.id), m.latency("duckdb", dataset, q.id)
+        if a and b and b.median > 0:
+            out[q.id] = a.median / b.median
+    return out
+
+
+def latency_split(m: Metrics, qids: Iterable[str],
+                  dataset: str = "synthetic_1m") -> dict[str, str] | None:
+    """Where dpproxy's time over raw DuckDB goes: its SQL alone vs raw, and its own work."""
+    sql, own = [], []
+    for q in qids:
+        a, b, c = (m.latency("dpproxy", dataset, q), m.latency("dpproxy_sql", dataset, q),
+                   m.latency("duckdb", dataset, q))
+        if a and b and c and c.median > 0:
+            sql.append(b.median / c.median)
+            own.append(a.median - b.median)
+    if not sql:
+        return None
+    return {"sql": _x(geomean(sql)), "own": f"{fmt_ms(statistics.median(own))} ms"}
+
+
+def geomean(values: Iterable[float]) -> float:
+    v = [x for x in values if x > 0 and not math.isinf(x)]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
+
+
+# ---------------------------------------------------------------------------- figures
+
+
+def plot(m: Metrics, figures: Path) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[bench]'): no figures",
+              file=sys.stderr)
+        return []
+    figures.mkdir(parents=True, exist_ok=True)
+    ids = [q.id for q in workload.QUERIES]
+    colors = {"dpproxy": "C0", "smartnoise": "C1", "qrlew": "C2", "tumult": "C3",
+              "duckdb": "0.5", "dpproxy_sql": "#9ecae1"}
+    paths = []
+
+    def bars(ax: Any, series: dict[str, list[float | None]], floor: float) -> None:
+        n = len(series)
+        width = 0.8 / max(n, 1)
+        for i, (s, vals) in enumerate(series.items()):
+            xs = [j + (i - (n - 1) / 2) * width for j in range(len(ids))]
+            ys = [v if v is not None and v > 0 else (floor if v == 0 else 0) for v in vals]
+            ax.bar(xs, ys, width, label=NAMES.get(s, s), color=colors.get(s))
+            for x, v in zip(xs, vals, strict=True):
+                if v is None:
+                    ax.text(x, floor * 1.2, "×", ha="center", va="bottom", fontsize=7,
+                            color=colors.get(s))
+        ax.set_xticks(range(len(ids)))
+        ax.set_xticklabels(ids, rotation=0, fontsize=8)
+        ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+
+    systems = m.systems()
+    # Latency: median per system and query, both data sets.
+    datasets = [d for d in workload.DATASETS if any(k[1] == d and k[2] == "latency"
+                                                    for k in m.records)]
+    if datasets:
+        fig, axes = plt.subplots(len(datasets), 1, figsize=(13, 3.6 * len(datasets)),
+                                 squeeze=False)
+        for ax, d in zip(axes[:, 0], datasets, strict=True):
+            series = {}
+            for s in systems:
+                if not any(k[0] == s and k[1] == d and k[2] == "latency" for k in m.records):
+                    continue
+                series[s] = [
+                    (lat.median * 1e3 if (lat := m.latency(s, d, q)) else None) for q in ids
+                ]
+            bars(ax, series, floor=1e-2)
+            ax.set_ylabel("median latency (ms)")
+            ax.set_title(f"{d} ({workload.DATASETS[d]:,} rows): end-to-end latency per query "
+                         "(× = not answered)", fontsize=10)
+        axes[0, 0].legend(fontsize=8, ncol=5)
+        fig.tight_layout()
+        path = figures / "compare_latency.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+
+    # Error: median relative error at ε = 1 on pums per system and query.
+    dp_systems = [s for s in systems if s not in BASELINES]
+    if any(k[2] == "accuracy" for k in m.records):
+        fig, ax = plt.subplots(figsize=(13, 3.8))
+        series = {}
+        for s in dp_systems:
+            series[s] = [(a.median_rel if (a := m.accuracy(s, "pums", q)) else None)
+                         for q in ids]
+        bars(ax, series, floor=1e-5)
+        ax.set_ylabel("median relative error")
+        ax.set_title("pums (1,000 rows), ε = 1: median relative error per query "
+                     "(× = not answered; 0 drawn at 1e-5)", fontsize=10)
+        ax.legend(fontsize=8, ncol=4)
+        fig.tight_layout()
+        path = figures / "compare_error.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+
+    # Error against ε for COUNT, AVG, MEDIAN.
+    eps = m.epsilons()
+    if len(eps) > 1:
+        fig, axes = plt.subplots(1, len(SWEEP), figsize=(4.4 * len(SWEEP), 3.6))
+        for ax, (qid, title) in zip(axes, SWEEP.items(), strict=True):
+            for s in dp_systems:
+                pts = [(e, a.median_abs) for e in eps
+                       if (a := m.accuracy(s, "pums", qid, e)) and a.median_abs is not None]
+                if pts:
+                    ax.plot([p[0] for p in pts], [max(p[1], 1e-3) for p in pts], "o-",
+                            label=NAMES[s], color=colors.get(s))
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{qid} {title}", fontsize=10)
+            ax.set_xlabel("ε")
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("median absolute error")
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        path = figures / "compare_error_vs_epsilon.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------- markdown
+
+
+def _ms(lat: Latency | None) -> str:
+    return "–" if lat is None else f"{fmt_ms(lat.median)} ({fmt_ms(lat.p95)})"
+
+
+def _cell_supported(m: Metrics, s: str, q: str, foot: dict[str, int]) -> str:
+    statuses = [r.get("supported") for k, r in m.records.items() if k[0] == s and k[4] == q]
+    if not statuses:
+        return "–"
+    if all(statuses):
+        return "✓"
+    err = m.error(s, q) or "unsupported"
+    n = foot.setdefault(f"{NAMES[s]} {q}: {err}", len(foot) + 1)
+    return f"✗ [{n}]" if not any(statuses) else f"partly [{n}]"
+
+
+def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
+    systems = [s for s in m.systems() if s not in BASELINES]
+    not_run = {s: info.get("status", "not run")
+               for s, info in manifest.get("systems", {}).items()
+               if not str(info.get("status", "")).startswith("run")}
+    for s in SYSTEMS:
+        if s not in systems and s not in not_run:
+            not_run[s] = "not run"
+    ts = targets(m, {s: f"{NAMES[s]} {v}" for s, v in not_run.items()})
+    settings = manifest.get("settings", {})
+    out: list[str] = []
+    w = out.append
+
+    w("# dpproxy against SmartNoise SQL, Qrlew and Tumult Analytics")
+    w("")
+    w("_Generated by `benchmarks/compare/report.py` from the results of "
+      "`benchmarks/compare/run.py`; do not edit by hand._")
+    w("")
+    w("One shared workload (16 SQL queries, [workload.py](workload.py)) runs through dpproxy "
+      "and each peer, every system in its own virtual environment with pinned versions, with "
+      "the same bounds, the same privacy unit (`pid`, one row per person), ε = 1 per query and "
+      "δ = 1e-5 where a mechanism needs one. The harness and the adapter contract are described "
+      "in [INTERFACE.md](INTERFACE.md).")
+    w("")
+    w("To rerun everything (data, virtual environments, measurements, this file and the "
+      "figures) from the repository root, in dpproxy's virtual environment with the `bench` "
+      "extra (Java 17 on the PATH for Tumult's PySpark):")
+    w("")
+    w("```console")
+    w("$ python benchmarks/compare/run.py")
+    w("```")
+    w("")
+    if manifest:
+        total = manifest.get("total_s")
+        w(f"This report: `{manifest.get('command', 'python benchmarks/compare/run.py')}`, "
+          f"started {manifest.get('started', '?')}"
+          + (f", measured in {total / 60:.1f} min" if total else "") + ".")
+        w("")
+        if manifest.get("machine"):
+            java = f" Java: {manifest['java']}." if manifest.get("java") else ""
+            w(f"Machine: {machine_line(manifest['machine'])}.{java}")
+            w("")
+
+    # Versions.
+    w("## Systems and versions")
+    w("")
+    rows = []
+    for s in SYSTEMS:
+        info = manifest.get("systems", {}).get(s, {})
+        pk = info.get("packages") or {}
+        pkgs = ", ".join(f"{k} {v}" for k, v in pk.items()) or "–"
+        status = "run" if s in systems else not_run.get(s, "not run")
+        rows.append([NAMES[s], m.version(s) or "–", pkgs, status])
+    w(md_table(["system", "version (adapter)", "packages in its environment", "status"], rows,
+               "llll"))
+    w("")
+    missing = [s for s in SYSTEMS if s not in systems]
+    if missing:
+        w("**Not run:** " + "; ".join(f"{NAMES[s]} ({not_run.get(s, 'not run')})"
+                                      for s in missing)
+          + ". Targets that need a system that was not run are marked *not evaluated*.")
+        w("")
+
+    # Summary.
+    w("## Summary")
+    w("")
+    w(md_table(["target", "goal", "status", "measured", "why / where"],
+               [[t.name, t.goal, f"**{t.status}**", t.measured, t.why or ""] for t in ts],
+               "lllll"))
+    w("")
+    w(summary_table(m, systems))
+    w("")
+    w("*Coverage*: queries answered on every data set and mode. *Median relative error*: the "
+      "median over the 16 queries of each query's median relative error at ε = 1 on pums "
+      "(queries the system answers). *Latency*: the median over queries of the median "
+      "end-to-end latency; a system that answers fewer queries is averaged over fewer.")
+    w("")
+
+    # Coverage.
+    w("## Coverage")
+    w("")
+    foot: dict[str, int] = {}
+    rows = [[q.id, q.title] + [_cell_supported(m, s, q.id, foot) for s in systems]
+            for q in workload.QUERIES]
+    w(md_table(["query", "what", *[NAMES[s] for s in systems]], rows,
+               "ll" + "c" * len(systems)).replace("---:", ":---:"))
+    w("")
+    for text, n in foot.items():
+        w(f"{n}. {text}")
+    if foot:
+        w("")
+
+    # Accuracy.
+    w(f"## Accuracy on pums (1,000 rows), ε = 1, {settings.get('accuracy_runs', '?')} runs")
+    w("")
+    w("Median relative error over all runs and released cells (lower is better); the best "
+      "system per query in bold. *ratio* is dpproxy's error over the best peer's (≤ 1: dpproxy "
+      "at least as accurate); in brackets a bootstrap 95% interval where the ratio is above 1.")
+    w("")
+    vs = {r["query"]: r for r in accuracy_vs_best(m)}
+    rows = []
+    for q in workload.QUERIES:
+        vals = {s: (a.median_rel if (a := m.accuracy(s, "pums", q.id)) else None)
+                for s in systems}
+        best = min((v for v in vals.values() if v is not None), default=None)
+        cells = [("**" + _fmt_num(v) + "**") if v is not None and v == best else _fmt_num(v)
+                 for v in vals.values()]
+        r = vs[q.id]
+        ratio = _x(r["ratio"]) + (f" [{r['ci'][0]:.2f}–{r['ci'][1]:.2f}]" if r["ci"] else "")
+        rows.append([f"{q.id} {q.title}", *cells, ratio])
+    w(md_table(["query", *[NAMES[s] for s in systems], "ratio"], rows))
+    w("")
+    w("Absolute error: median / 95th percentile over all runs and released cells.")
+    w("")
+    rows = []
+    for q in workload.QUERIES:
+        cells = []
+        for s in systems:
+            a = m.accuracy(s, "pums", q.id)
+            cells.append("–" if a is None else f"{_fmt_num(a.median_abs)} / {_fmt_num(a.p95_abs)}")
+        rows.append([q.id, *cells])
+    w(md_table(["query", *[NAMES[s] for s in systems]], rows))
+    w("")
+
+    # Partition selection.
+    w("### Groups released (partition selection, HAVING/LIMIT)")
+    w("")
+    w("Share of the exact answer's groups that a system released, over all runs, and released "
+      "groups not in the exact answer (per run). Q09 groups by `educ`, which has no public "
+      "domain: groups must be chosen by differentially private partition selection, so small "
+      "groups may be missing. Q14 keeps the three largest races with more than 50 people; a "
+      "noisy count can swap a group in or out. Errors above are computed on released cells "
+      "only.")
+    w("")
+    rows = []
+    for qid in ("Q09", "Q14", "Q08"):
+        cells = []
+        for s in systems:
+            a = m.accuracy(s, "pums", qid)
+            cells.append("–" if a is None else
+                         f"{a.share_released:.1%} ({a.spurious / a.runs:.2f} extra)")
+        rows.append([f"{qid} {workload.BY_ID[qid].title}", *cells])
+    w(md_table(["query", *[NAMES[s] for s in systems]], rows))
+    w("")
+
+    # Predicted vs measured.
+    if "dpproxy" in systems:
+        w("### dpproxy: predicted 95% error against the measured one")
+        w("")
+        w("`dpproxy explain` predicts each aggregate's 95% absolute error from the plan alone "
+          "(no data read; blank where the prediction depends on the data, e.g. variances). "
+          "*Within* is the share of released cells whose error was at most the prediction "
+          "(≥ 95% expected).")
+        w("")
+        rows = []
+        for q in workload.QUERIES:
+            a = m.accuracy("dpproxy", "pums", q.id)
+            pred = m.predicted(q.id)
+            within = ""
+            if a is not None and pred is not None and a.abs_errors:
+                within = f"{sum(e <= pred + 1e-9 for e in a.abs_errors) / len(a.abs_errors):.1%}"
+            rows.append([f"{q.id} {q.title}", _fmt_num(pred),
+                         _fmt_num(a.p95_abs if a else None), within])
+        w(md_table(["query", "predicted 95% error", "measured p95 |error|", "within"], rows))
+        w("")
+
+    # Error against ε.
+    eps = m.epsilons()
+    if len(eps) > 1:
+        w(f"### Error against ε (pums, {settings.get('epsilon_runs', '?')} runs per ε; ε = 1 "
+          "from the accuracy runs)")
+        w("")
+        w("Median absolute error.")
+        w("")
+        rows = []
+        for qid, title in SWEEP.items():
+            for s in systems:
+                cells = [_fmt_num(a.median_abs) if (a := m.accuracy(s, "pums", qid, e)) else "–"
+                         for e in eps]
+                rows.append([f"{qid} {title}", NAMES[s], *cells])
+        w(md_table(["query", "system", *[f"ε = {e:g}" for e in eps]], rows, "ll" + "r" * len(eps)))
+        w("")
+    for p in figures:
+        if p.name == "compare_error_vs_epsilon.png":
+            w("![error against ε](figures/compare_error_vs_epsilon.png)")
+            w("")
+    if any(p.name == "compare_error.png" for p in figures):
+        w("![median relative error per query](figures/compare_error.png)")
+        w("")
+
+    # Accuracy on 1 M rows.
+    if any(k[1] == "synthetic_1m" and k[2] == "accuracy" for k in m.records):
+        w(f"### Accuracy on synthetic_1m (1,000,000 rows), ε = 1, "
+          f"{settings.get('accuracy_runs_large', '?')} runs")
+        w("")
+        w("Median relative error (the noise is the same; the answers are 1,000 times larger).")
+        w("")
+        rows = []
+        for q in workload.QUERIES:
+            rows.append([f"{q.id} {q.title}"] + [
+                _fmt_num(a.median_rel) if (a := m.accuracy(s, "synthetic_1m", q.id)) else "–"
+                for s in systems])
+        w(md_table(["query", *[NAMES[s] for s in systems]], rows))
+        w("")
+
+    # Latency.
+    w(f"## Latency ({settings.get('latency_runs', '?')} timed runs after "
+      f"{settings.get('warmup', '?')} warm-up run{'' if settings.get('warmup') == 1 else 's'})")
+    w("")
+    w("Median (95th percentile) end-to-end milliseconds per query: SQL text in, released rows "
+      "out, on a system already set up. *DuckDB (raw)* is the query's exact SQL on a plain "
+      "read-only DuckDB connection to the file dpproxy uses, with no privacy; *dpproxy's SQL "
+      "alone* is the SQL dpproxy sends to DuckDB for the query (its rewrite), timed without "
+      "dpproxy around it, so dpproxy − SQL alone is dpproxy's own work and SQL alone − raw is "
+      "what the private query asks of the database.")
+    w("")
+    lat_systems = [s for s in m.systems() if any(k[0] == s and k[2] == "latency"
+                                                 for k in m.records)]
+    for d in workload.DATASETS:
+        if not any(k[1] == d and k[2] == "latency" for k in m.records):
+            continue
+        w(f"### {d} ({workload.DATASETS[d]:,} rows)")
+        w("")
+        # Ratios: (numerator, denominator, header).
+        extra: list[tuple[str, str, str]] = []
+        if d == "pums":
+            extra = [(p, "dpproxy", f"{NAMES[p]} / dpproxy") for p in SPEED_PUMS
+                     if p in lat_systems]
+        if d == "synthetic_1m" and "duckdb" in lat_systems:
+            extra = [("dpproxy", "duckdb", "dpproxy / raw"),
+                     ("dpproxy_sql", "duckdb", "dpproxy's SQL / raw")]
+        cols = [s for s in lat_systems if any(k[0] == s and k[1] == d and k[2] == "latency"
+                                              for k in m.records)]
+        rows = []
+        for q in workload.QUERIES:
+            cells = [_ms(m.latency(s, d, q.id)) for s in cols]
+            ratios = []
+            for num, den, _ in extra:
+                a, b = m.latency(num, d, q.id), m.latency(den, d, q.id)
+                ratios.append(_x(a.median / b.median) if a and b and b.median > 0 else "–")
+            rows.append([f"{q.id} {q.title}", *cells, *ratios])
+        head = [NAMES[s] for s in cols] + [h for _, _, h in extra]
+        w(md_table(["query", *head], rows))
+        w("")
+    w("One-time set-up per adapter process (seconds): loading the CSV and preparing the system "
+      "(dpproxy: a DuckDB file with typed columns and the engine; SmartNoise: the reader over "
+      "the data and its metadata; Qrlew: the dataset and its relations; Tumult: a Spark "
+      "session and the session object).")
+    w("")
+    rows = []
+    for s in lat_systems:
+        rows.append([NAMES[s]] + [_fmt_num(m.setup(s, d)) for d in workload.DATASETS])
+    w(md_table(["system", *[f"{d}" for d in workload.DATASETS]], rows))
+    w("")
+    if any(p.name == "compare_latency.png" for p in figures):
+        w("![latency per system and query](figures/compare_latency.png)")
+        w("")
+
+    # Run notes.
+    calls = manifest.get("calls", [])
+    if calls:
+        w("## Run")
+        w("")
+        per: dict[str, float] = defaultdict(float)
+        for c in calls:
+            per[c["system"]] += c.get("seconds", 0.0)
+        env_s = {s: info.get("env_s") for s, info in manifest.get("systems", {}).items()}
+        w(md_table(["system", "environment (s)", "measurements (s)"],
+                   [[NAMES.get(s, s), _fmt_num(env_s.get(s)), f"{v:.0f}"]
+                    for s, v in per.items()]))
+        w("")
+        overrides = settings.get("peer_runs") or []
+        if overrides:
+            w("Runs reduced for slow peers (to keep the whole comparison under 30 minutes): "
+              + ", ".join(f"`{o}`" for o in overrides) + ".")
+            w("")
+        inc = [(c["system"], c["dataset"], c["mode"], i) for c in calls
+               for i in c.get("incidents", [])]
+        if inc:
+            w("Adapter incidents (a hung or crashed adapter is killed and restarted for the "
+              "remaining queries; the query is counted as unsupported):")
+            w("")
+            for s, d, mode, i in inc:
+                w(f"- {NAMES.get(s, s)} {d} {mode}: {i['query']}: {i['error']}")
+            w("")
+    w("## Method")
+    w("")
+    w("- Exact answers: the workload SQL on DuckDB over the same CSV files "
+      "(`benchmarks/compare/work/data/`, written by `data.py`: PUMS as shipped, and a "
+      "synthetic table of 1,000,000 rows from a fixed seed).")
+    w("- Relative error = |released − exact| / |exact| per released cell; medians and 95th "
+      "percentiles are over all runs and cells. A group a system does not release is not an "
+      "error cell; it lowers the *share released* instead.")
+    w("- Latency: each adapter times one call of its system per run, on the same process after "
+      "set-up. Systems run one after the other, never concurrently.")
+    w("- Peers: each in its own venv (`envs.py`), driven by `adapters/<system>.py` with the "
+      "pins listed above; a query a system cannot express or refuses is reported with the "
+      "system's own error.")
+    w("")
+    return "\n".join(out)
+
+
+def summary_table(m: Metrics, systems: list[str]) -> str:
+    rows = []
+    ids = [q.id for q in workload.QUERIES]
+    for s in systems:
+        answered = [q for q in ids if (r := m.record(s, "pums", "accuracy", q)) and r.get(
+            "supported")]
+        everywhere = [q for q in ids if all(
+            r.get("supported") for k, r in m.records.items() if k[0] == s and k[4] == q
+        ) and any(k[0] == s and k[4] == q for k in m.records)]
+        rels = [a.median_rel for q in ids
+                if (a := m.accuracy(s, "pums", q)) and a.median_rel is not None]
+        lat = {d: [la.median for q in ids if (la := m.latency(s, d, q))]
+               for d in workload.DATASETS}
+        rows.append([
+            NAMES[s], f"{len(everywhere)}/{len(ids)}" + (
+                f" ({len(answered)} on pums)" if len(answered) != len(everywhere) else ""),
+            _fmt_num(statistics.median(rels)) if rels else "–",
+            *[(fmt_ms(statistics.median(v)) if v else "–") for v in lat.values()],
+            _fmt_num(m.setup(s, "pums")),
+        ])
+    return md_table(["system", "coverage", "median relative error (ε = 1)",
+                     *[f"latency {d} (ms)" for d in workload.DATASETS], "set-up pums (s)"],
+                    rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    p.add_argument("--out", type=Path, default=OUT_MD)
+    p.add_argument("--figures", type=Path, default=FIGURES)
+    args = p.parse_args(argv)
+    records = load_records(args.results)
+    if not records:
+        raise SystemExit(f"no results under {args.results}: run benchmarks/compare/run.py")
+    manifest = load_manifest(args.results)
+    datasets = sorted({r["dataset"] for r in records})
+    queries = sorted({r["query"] for r in records})
+    exact = exact_answers(args.data_dir, datasets, queries)
+    m = Metrics(records, exact)
+    figures = plot(m, args.figures)
+    text = render(m, manifest, figures)
+    args.out.write_text(text)
+    print(f"report: wrote {args.out} and {len(figures)} figures", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

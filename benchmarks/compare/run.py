@@ -1,0 +1,313 @@
+"""The one command of the peer comparison: data → venvs → every adapter → report.
+
+For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the system's adapter
+(``adapters/<system>.py``, INTERFACE.md) with the system's own interpreter, one subprocess per
+(system, data set, mode):
+
+* accuracy: ``--accuracy-runs`` runs (default 200) of every query on pums; ``--accuracy-runs-large``
+  (default 20) on synthetic_1m;
+* latency: ``--latency-runs`` timed runs (default 20) after ``--warmup`` (3) untimed ones, on
+  pums and synthetic_1m;
+* error against ε: Q01 (COUNT), Q04 (AVG), Q11 (MEDIAN) at each of ``--epsilons`` with
+  ``--epsilon-runs`` runs (default 100) on pums (ε = 1 reuses the accuracy runs);
+* the raw DuckDB baseline (``adapters/dpproxy.py --raw``): every query's exact SQL in the same
+  latency loop, on both data sets; and dpproxy's rewritten SQL alone (``--rewritten``), to
+  split dpproxy's latency into what it asks of the database and its own work.
+
+A hung or crashed adapter cannot stop the run: when an adapter writes no line for
+``--query-timeout`` seconds (``--setup-timeout`` before its first line), it is killed, the query
+it was on is recorded as unsupported with the timeout as its error, and it is restarted for the
+queries left. A system whose adapter file does not exist is recorded as not run.
+
+Results go to ``work/results/*.jsonl`` and ``work/results/run.json``; then ``report.py`` writes
+``RESULTS.md`` and ``figures/compare_*.png``. Usage::
+
+    python benchmarks/compare/run.py                 # the full comparison
+    python benchmarks/compare/run.py --quick         # a smoke run (20 accuracy, 5 latency runs)
+    python benchmarks/compare/run.py --systems dpproxy --skip-envs
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # _common.py
+sys.path.insert(0, str(HERE))  # first: benchmarks/ has a report.py of its own
+
+import data as data_mod  # noqa: E402
+import envs  # noqa: E402
+import workload  # noqa: E402
+
+WORK = HERE / "work"
+RESULTS = WORK / "results"
+ADAPTERS = HERE / "adapters"
+SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def result_name(system: str, dataset: str, mode: str, epsilon: float | None = None) -> str:
+    tail = "" if epsilon is None else f"_eps{epsilon:g}"
+    return f"{system}_{dataset}_{mode}{tail}.jsonl"
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.endswith(b"\n"))
+
+
+def _stub(system: str, dataset: str, mode: str, epsilon: float, qid: str, error: str) -> str:
+    return json.dumps({
+        "system": system, "version": None, "dataset": dataset, "query": qid, "mode": mode,
+        "epsilon": epsilon, "supported": False, "error": error, "columns": [], "runs": [],
+        "setup_s": None, "predicted_error95": None,
+    })
+
+
+def run_adapter(
+    system: str,
+    python: str,
+    dataset: str,
+    mode: str,
+    queries: list[str],
+    runs: int,
+    warmup: int,
+    epsilon: float,
+    out: Path,
+    setup_timeout: float,
+    query_timeout: float,
+    variant: str | None = None,
+) -> dict[str, Any]:
+    """Run one adapter call to completion, restarting past a hung or crashed query.
+
+    Returns what happened: seconds, restarts, per-restart stderr tails."""
+    label = {None: system, "raw": "duckdb", "rewritten": "dpproxy_sql"}[variant]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    todo = list(queries)
+    incidents: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    while todo:
+        part = out.with_suffix(f".part{len(incidents)}")
+        part.unlink(missing_ok=True)
+        cmd = [
+            python, str(ADAPTERS / f"{system}.py"),
+            "--dataset", dataset, "--data-dir", str(data_mod.DATA_DIR),
+            "--queries", ",".join(todo), "--mode", mode, "--runs", str(runs),
+            "--warmup", str(warmup), "--epsilon", f"{epsilon:g}",
+            "--delta", f"{workload.DELTA:g}", "--out", str(part),
+        ] + ([f"--{variant}"] if variant else [])
+        errlog = out.with_suffix(".stderr")
+        with errlog.open("a") as err:
+            err.write(f"$ {' '.join(cmd)}\n")
+            err.flush()
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True, cwd=str(HERE))
+            done, last = 0, time.perf_counter()
+            timed_out = False
+            while proc.poll() is None:
+                time.sleep(0.2)
+                n = _count_lines(part)
+                if n != done:
+                    done, last = n, time.perf_counter()
+                limit = setup_timeout if done == 0 else query_timeout
+                if time.perf_counter() - last > limit:
+                    timed_out = True
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    break
+        got = part.read_text().splitlines() if part.exists() else []
+        got = [g for g in got if g.strip()]
+        part.unlink(missing_ok=True)
+        seen = {json.loads(g)["query"] for g in got}
+        lines += got
+        todo = [q for q in todo if q not in seen]
+        if not todo:
+            break
+        stuck = todo.pop(0)
+        if timed_out:
+            limit = setup_timeout if not got else query_timeout
+            why = f"TimeoutError: no answer within {limit:.0f} s (killed by run.py)"
+        else:
+            tail = errlog.read_text().strip().splitlines()[-1:] if errlog.exists() else []
+            why = f"AdapterCrashed: exit status {proc.returncode}" + (
+                f"; {tail[0][:300]}" if tail else "")
+        incidents.append({"query": stuck, "error": why})
+        progress(f"    {label} {dataset} {mode}: {stuck}: {why}")
+        lines.append(_stub(label, dataset, mode, epsilon, stuck, why))
+    out.write_text("".join(line + "\n" for line in lines))
+    return {"seconds": time.perf_counter() - started, "incidents": incidents}
+
+
+def _java_version() -> str | None:
+    try:
+        res = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (res.stderr or res.stdout).strip().splitlines()
+    return lines[0] if lines else None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--systems", default="dpproxy,smartnoise,qrlew,tumult")
+    p.add_argument("--datasets", default="pums,synthetic_1m")
+    p.add_argument("--queries", default="all", help="comma-separated ids or all")
+    p.add_argument("--accuracy-runs", type=int, default=200, help="accuracy runs on pums")
+    p.add_argument("--accuracy-runs-large", type=int, default=20,
+                   help="accuracy runs on synthetic_1m")
+    p.add_argument("--latency-runs", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--epsilons", default="0.1,0.5,1,2",
+                   help="ε values of the error-vs-ε sweep (Q01, Q04, Q11 on pums); '' skips it")
+    p.add_argument("--epsilon-runs", type=int, default=100)
+    p.add_argument("--peer-runs", action="append", default=[], metavar="SYSTEM:MODE:DATASET=N",
+                   help="override the runs of one peer, e.g. tumult:accuracy:synthetic_1m=10 "
+                        "(repeatable; used when a peer is too slow for the time budget)")
+    p.add_argument("--setup-timeout", type=float, default=300,
+                   help="seconds an adapter may take before its first answer")
+    p.add_argument("--query-timeout", type=float, default=300,
+                   help="seconds an adapter may take per further query (all its runs)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 20/5 accuracy runs, 5 latency runs, 1 warm-up, 10 per ε")
+    p.add_argument("--skip-envs", action="store_true", help="use the venvs as they are")
+    p.add_argument("--no-report", action="store_true")
+    args = p.parse_args()
+    if args.quick:
+        args.accuracy_runs, args.accuracy_runs_large = 20, 5
+        args.latency_runs, args.warmup, args.epsilon_runs = 5, 1, 10
+
+    t0 = time.perf_counter()
+    started_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    from _common import loadavg, machine
+
+    mach = machine()
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    queries = ([q.id for q in workload.QUERIES] if args.queries == "all"
+               else args.queries.split(","))
+    epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
+    overrides: dict[tuple[str, str, str], int] = {}
+    for spec in args.peer_runs:
+        key, _, n = spec.partition("=")
+        s, m, d = key.split(":")
+        overrides[(s, m, d)] = int(n)
+
+    progress(f"compare: systems {', '.join(systems)}; data sets {', '.join(datasets)}; "
+             f"{len(queries)} queries")
+    t = time.perf_counter()
+    data_mod.prepare()
+    data_s = time.perf_counter() - t
+
+    manifest: dict[str, Any] = {
+        "started": started_at,
+        "command": "python benchmarks/compare/run.py " + " ".join(sys.argv[1:]),
+        "machine": mach,
+        "data_s": data_s,
+        "java": _java_version(),
+        "settings": {k: v for k, v in vars(args).items()},
+        "systems": {},
+        "calls": [],
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for old in RESULTS.glob("*.jsonl"):
+        old.unlink()
+    for old in RESULTS.glob("*.stderr"):
+        old.unlink()
+
+    # Which systems can run: adapter present, venv ready.
+    ready: dict[str, str] = {}
+    for system in systems:
+        info: dict[str, Any] = {"pins": envs.PINS.get(system, [])}
+        manifest["systems"][system] = info
+        if not (ADAPTERS / f"{system}.py").exists():
+            info["status"] = f"not run: no adapter (adapters/{system}.py missing)"
+            progress(f"compare: {system}: {info['status']}")
+            continue
+        try:
+            if args.skip_envs and system != "dpproxy":
+                info["env_s"] = 0.0
+                if not envs.venv_python(system).exists():
+                    raise RuntimeError(f"no venv at {envs.venv_python(system)}")
+            else:
+                info["env_s"] = envs.ensure(system)["seconds"]
+        except Exception as e:
+            info["status"] = f"not run: environment failed ({type(e).__name__}: {e})"
+            progress(f"compare: {system}: {info['status']}")
+            continue
+        info["status"] = "run"
+        info["python"] = str(envs.venv_python(system))
+        have = envs.installed_versions(envs.venv_python(system), envs.REPORTED.get(system, []))
+        info["packages"] = {k: v for k, v in have.items() if v}
+        ready[system] = info["python"]
+
+    # The plan: (label, system, python, dataset, mode, runs, warmup, ε, queries, variant).
+    plan: list[tuple[str, str, str, str, str, int, int, float, list[str], str | None]] = []
+    for system, python in ready.items():
+        for dataset in datasets:
+            acc = args.accuracy_runs if dataset == "pums" else args.accuracy_runs_large
+            acc = overrides.get((system, "accuracy", dataset), acc)
+            lat = overrides.get((system, "latency", dataset), args.latency_runs)
+            plan.append((system, system, python, dataset, "accuracy", acc, 0,
+                         workload.EPSILON, queries, None))
+            plan.append((system, system, python, dataset, "latency", lat, args.warmup,
+                         workload.EPSILON, queries, None))
+        sweep = [q for q in SWEEP_QUERIES if q in queries]
+        if "pums" in datasets and sweep:
+            n = overrides.get((system, "epsilon", "pums"), args.epsilon_runs)
+            for eps in epsilons:
+                if eps == workload.EPSILON:
+                    continue  # the accuracy runs at ε = 1 serve
+                plan.append((system, system, python, "pums", "accuracy", n, 0, eps, sweep,
+                             None))
+    if "dpproxy" in ready:  # the baselines: raw DuckDB, and dpproxy's rewritten SQL alone
+        for variant, label in (("raw", "duckdb"), ("rewritten", "dpproxy_sql")):
+            for dataset in datasets:
+                plan.append((label, "dpproxy", ready["dpproxy"], dataset, "latency",
+                             args.latency_runs, args.warmup, workload.EPSILON, queries,
+                             variant))
+
+    for i, (label, system, python, dataset, mode, runs, warmup, eps, qs, variant) in enumerate(
+        plan, 1
+    ):
+        sweep_eps = None if eps == workload.EPSILON else eps
+        out = RESULTS / result_name(label, dataset, mode, sweep_eps)
+        res = run_adapter(system, python, dataset, mode, qs, runs, warmup, eps, out,
+                          args.setup_timeout, args.query_timeout, variant=variant)
+        ok = sum(1 for line in out.read_text().splitlines()
+                 if json.loads(line).get("supported"))
+        eps_note = f" ε={eps:g}" if sweep_eps is not None else ""
+        progress(f"[{i}/{len(plan)}] {label} {dataset} {mode}{eps_note}: {len(qs)} queries "
+                 f"({ok} answered), {runs} runs, {res['seconds']:.1f} s")
+        manifest["calls"].append({
+            "system": label, "dataset": dataset, "mode": mode, "epsilon": eps, "runs": runs,
+            "warmup": warmup, "queries": len(qs), "answered": ok, "file": out.name, **res,
+        })
+
+    mach["loadavg_end"] = loadavg()
+    manifest["total_s"] = time.perf_counter() - t0
+    (RESULTS / "run.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    progress(f"compare: measured in {manifest['total_s'] / 60:.1f} min")
+    if not args.no_report:
+        import report
+
+        report.main([])
+    progress(f"compare: done in {(time.perf_counter() - t0) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""``benchmarks/compare/report.py``: metrics and target verdicts on synthetic adapter JSON.
+
+No virtual environments, no peers, no data files: the exact answers are given, not computed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+COMPARE = Path(__file__).resolve().parents[2] / "benchmarks" / "compare"
+
+
+def _load(name: str) -> ModuleType:
+    saved = list(sys.path)
+    try:
+        spec = importlib.util.spec_from_file_location(f"compare_{name}", COMPARE / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path[:] = saved
+
+
+report = _load("report")
+workload = report.workload
+IDS = [q.id for q in workload.QUERIES]
+GROUPED = {"Q08": ["0", "1"], "Q09": ["1", "2", "3"], "Q10": ["0", "1"], "Q14": ["1", "3", "4"],
+           "Q16": ["0", "1"]}
+
+
+def exact() -> dict[tuple[str, str], Any]:
+    """Every query's exact answer on 'pums': 100 per cell (keys as listed in GROUPED)."""
+    out = {}
+    for q in IDS:
+        keys = GROUPED.get(q)
+        if keys:
+            out[("pums", q)] = (["k", "v"], 1, [[k, 100.0] for k in keys])
+        else:
+            out[("pums", q)] = (["v"], 0, [[100.0]])
+    return out
+
+
+def rec(system: str, qid: str, mode: str = "accuracy", *, value: float = 100.0,
+        seconds: float = 0.01, runs: int = 4, dataset: str = "pums",
+        supported: bool = True, epsilon: float = 1.0) -> dict[str, Any]:
+    keys = GROUPED.get(qid)
+    row = [[k, value] for k in keys] if keys else [[value]]
+    return {
+        "system": system, "version": "9.9", "dataset": dataset, "query": qid, "mode": mode,
+        "epsilon": epsilon, "supported": supported, "error": None if supported else "Nope: x",
+        "columns": ["k", "v"] if keys else ["v"],
+        "runs": [] if not supported else [
+            {"seconds": seconds, **({"rows": row} if mode == "accuracy" else {})}
+            for _ in range(runs)
+        ],
+        "setup_s": 0.5, "predicted_error95": [3.0] if system == "dpproxy" else None,
+    }
+
+
+def by_name(targets: list[Any]) -> dict[str, Any]:
+    return {t.name: t for t in targets}
+
+
+def test_accuracy_counts_missing_and_spurious_groups_and_errors_on_released_cells() -> None:
+    truth = (["k", "v"], 1, [["1", 10.0], ["2", 20.0], ["3", 40.0]])
+    r = {
+        "supported": True,
+        "runs": [
+            {"rows": [["1", 11.0], ["2", 18.0], ["3", 40.0]], "seconds": 0.1},
+            {"rows": [["1.0", 10.0], ["9", 5.0]], "seconds": 0.1},  # "1.0" is key "1"
+            {"rows": [["2", None], ["3", 44.0]], "seconds": 0.1},  # a null value: not released
+        ],
+    }
+    a = report.accuracy(r, truth)
+    assert a.runs == 3 and a.true_cells == 3
+    assert a.released == 5  # 3 + 1 + 1 of 9 cells
+    assert a.share_released == pytest.approx(5 / 9)
+    assert a.spurious == 1
+    assert sorted(a.abs_errors) == [0.0, 0.0, 1.0, 2.0, 4.0]
+    assert sorted(a.rel_errors) == pytest.approx([0.0, 0.0, 0.1, 0.1, 0.1])
+    assert a.median_rel == pytest.approx(0.1)
+    assert a.median_abs == 1.0
+    assert a.p95_abs == pytest.approx(2.0 + 0.8 * 2.0)  # linear interpolation
+
+
+def test_accuracy_of_an_unsupported_record_is_none() -> None:
+    truth = (["v"], 0, [[1.0]])
+    assert report.accuracy({"supported": False, "runs": []}, truth) is None
+
+
+def test_latency_median_and_p95() -> None:
+    r = {"supported": True, "setup_s": 1.5,
+         "runs": [{"seconds": s} for s in (0.01 * i for i in range(1, 21))]}
+    lat = report.latency(r)
+    assert lat.median == pytest.approx(0.105)
+    assert lat.p95 == pytest.approx(0.1905)
+    assert lat.runs == 20 and lat.setup_s == 1.5
+
+
+def test_safe_ratio() -> None:
+    assert report.safe_ratio(0, 0) == 1.0
+    assert report.safe_ratio(1, 0) == float("inf")
+    assert report.safe_ratio(2, 4) == 0.5
+    assert report.safe_ratio(None, 1) is None
+
+
+def _world(overrides: dict[tuple[str, str], float] | None = None) -> Any:
+    """dpproxy, SmartNoise and Qrlew on every query, plus both DuckDB baselines."""
+    overrides = overrides or {}
+    records = []
+    for q in IDS:
+        records.append(rec("dpproxy", q, value=overrides.get(("dp", q), 101.0)))
+        records.append(rec("smartnoise", q, value=overrides.get(("sn", q), 104.0)))
+        records.append(rec("qrlew", q, value=102.0))
+        records.append(rec("dpproxy", q, "latency", seconds=0.001))
+        records.append(rec("smartnoise", q, "latency", seconds=overrides.get(("sn_s", q), 0.02)))
+        records.append(rec("qrlew", q, "latency", seconds=0.005))
+        records.append(rec("dpproxy", q, "latency", dataset="synthetic_1m",
+                           seconds=overrides.get(("dp_1m", q), 0.012)))
+        records.append(rec("dpproxy_sql", q, "latency", dataset="synthetic_1m", seconds=0.011))
+        records.append(rec("duckdb", q, "latency", dataset="synthetic_1m", seconds=0.010))
+    return report.Metrics(records, exact())
+
+
+def test_targets_all_met() -> None:
+    t = by_name(report.targets(_world()))
+    assert t["Coverage"].status == "met"
+    assert t["Accuracy vs the best peer"].status == "met"  # 1% against 2% (Qrlew)
+    assert t["AVG vs SmartNoise SQL"].status == "met"  # 4% / 1% = 4×
+    assert "Q04 4.00×" in t["AVG vs SmartNoise SQL"].measured
+    assert t["Speed vs SmartNoise SQL"].status == "met"  # 20×
+    assert t["Speed vs Qrlew"].status == "met"  # 5×
+    assert t["1 M rows vs raw DuckDB"].status == "met"  # 1.2×
+    assert "Tumult" not in " ".join(x.why for x in t.values())
+
+
+def test_targets_missed_say_where_and_by_how_much() -> None:
+    m = _world({("dp", "Q11"): 110.0, ("sn", "Q05"): 101.2, ("sn_s", "Q03"): 0.005,
+                ("dp_1m", "Q12"): 0.05})
+    t = by_name(report.targets(m))
+    acc = t["Accuracy vs the best peer"]
+    assert acc.status == "not met"
+    assert "Q11 (5.00× vs Qrlew" in acc.why  # 10% against Qrlew's 2%
+    avg = t["AVG vs SmartNoise SQL"]
+    assert avg.status == "not met" and "Q05" in avg.why and "Q05 1.20×" in avg.measured
+    speed = t["Speed vs SmartNoise SQL"]
+    assert speed.status == "not met" and "Q03 (5.00×)" in speed.why
+    assert "15/16 queries" in speed.measured
+    raw = t["1 M rows vs raw DuckDB"]
+    assert raw.status == "not met" and "Q12 (5.00×)" in raw.why
+    # The split: dpproxy's SQL alone is 1.1× raw; its own work 50 - 11 = 39 ms.
+    assert "1.10×" in raw.why and "39.0 ms" in raw.why
+
+
+def test_coverage_not_met_names_the_query_and_the_error() -> None:
+    m = _world()
+    m.records[("dpproxy", "pums", "accuracy", 1.0, "Q07")] = rec("dpproxy", "Q07",
+                                                                 supported=False)
+    t = by_name(report.targets(m))
+    assert t["Coverage"].status == "not met"
+    assert t["Coverage"].measured == "15/16 queries"
+    assert "Q07 (Nope: x)" in t["Coverage"].why
+
+
+def test_a_peer_that_was_not_run_leaves_its_targets_not_evaluated() -> None:
+    m = _world()
+    m.records = {k: v for k, v in m.records.items() if k[0] != "smartnoise"}
+    t = by_name(report.targets(m, {"smartnoise": "SmartNoise SQL not run: no adapter"}))
+    assert t["AVG vs SmartNoise SQL"].status == "not evaluated"
+    assert t["Speed vs SmartNoise SQL"].status == "not evaluated"
+    assert "no adapter" in t["Speed vs SmartNoise SQL"].why
+    assert t["Accuracy vs the best peer"].status == "met"  # against Qrlew alone
+
+
+def test_render_lists_systems_not_run_and_every_target() -> None:
+    m = _world()
+    manifest = {"systems": {"tumult": {"status": "not run: no adapter"}},
+                "settings": {"accuracy_runs": 4, "latency_runs": 4, "warmup": 1}}
+    text = report.render(m, manifest, [])
+    assert "**Not run:** Tumult Analytics (not run: no adapter)" in text
+    for name in ("Coverage", "Accuracy vs the best peer", "AVG vs SmartNoise SQL",
+                 "Speed vs SmartNoise SQL", "Speed vs Qrlew", "1 M rows vs raw DuckDB"):
+        assert f"| {name} |" in text
+    assert "do not edit by hand" in text
+
+
+def test_a_hung_adapter_is_killed_and_the_rest_still_runs(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _load("run")
+    adapters = tmp_path / "adapters"
+    adapters.mkdir()
+    # A fake adapter: answers every query at once, except that it hangs on Q02.
+    (adapters / "fake.py").write_text(textwrap.dedent("""
+        import json, sys, time
+        args = sys.argv[1:]
+        queries = args[args.index("--queries") + 1].split(",")
+        out = open(args[args.index("--out") + 1], "w")
+        for q in queries:
+            if q == "Q02":
+                time.sleep(60)
+            out.write(json.dumps({"system": "fake", "query": q, "supported": True,
+                                  "runs": [{"seconds": 0.1}]}) + "\\n")
+            out.flush()
+    """))
+    monkeypatch.setattr(run, "ADAPTERS", adapters)
+    out = tmp_path / "fake.jsonl"
+    res = run.run_adapter("fake", sys.executable, "pums", "latency", ["Q01", "Q02", "Q03"],
+                          1, 0, 1.0, out, setup_timeout=0.6, query_timeout=0.6)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["query"] for x in lines] == ["Q01", "Q02", "Q03"]
+    assert [x["supported"] for x in lines] == [True, False, True]
+    assert lines[1]["error"].startswith("TimeoutError")
+    assert res["incidents"] == [{"query": "Q02", "error": lines[1]["error"]}]
