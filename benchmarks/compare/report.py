@@ -61,7 +61,41 @@ RAW_FACTOR = 1.5  # dpproxy on 1 M rows within this factor of raw DuckDB
 BOOTSTRAP = 2000
 # Why a target can be missed on a query, for the summary (written after reading the results;
 # shown only when the target is actually missed on that query).
-EXPLAIN: dict[tuple[str, str], str] = {}
+_GROUPED = ("dpproxy's SQL keeps only rows whose key is in the public domain (`WHERE sex IN "
+            "('0', '1')`, so that the released groups are exactly the domain's): on 1 M rows "
+            "that string filter costs DuckDB several times its plain GROUP BY.")
+_CLAMP = ("dpproxy's SQL clamps every value to its public bounds (a CAST and a CASE per row; "
+          "AVG and the rate also sum a centred, clamped copy), which DuckDB's plain aggregate "
+          "does not do.")
+_FIXED = ("Here the SQL is not the problem: the raw query takes only milliseconds, and "
+          "dpproxy's fixed cost per query (parse, plan lookup, noise, post-processing, "
+          "accounting) is of the same order.")
+EXPLAIN: dict[tuple[str, str], str] = {
+    ("accuracy", "Q01"): (
+        "Qrlew clips a count to the table size, which it reads from the data at set-up (a "
+        "COUNT(*) it then treats as public); the exact answer is that size, so most of its "
+        "answers are exactly right. dpproxy does not treat the size as public (the schema's "
+        "`public_rows` only feeds the error predictions) and adds unclipped noise."
+    ),
+    ("raw", "Q03"): _CLAMP,
+    ("raw", "Q04"): _CLAMP,
+    ("raw", "Q05"): _CLAMP,
+    ("raw", "Q13"): _CLAMP,
+    ("raw", "Q15"): _CLAMP,
+    ("raw", "Q08"): _GROUPED,
+    ("raw", "Q10"): _GROUPED + " " + _CLAMP,
+    ("raw", "Q14"): _GROUPED.replace("sex IN ('0', '1')", "race IN ('1', …, '6')"),
+    ("raw", "Q16"): _GROUPED + " " + _CLAMP,
+    ("raw", "Q09"): (
+        "For partition selection dpproxy's SQL also counts the units of every group "
+        "(`COUNT(pid)` next to `COUNT(*)`)."
+    ),
+    ("raw", "Q12"): (
+        "For its exponential mechanism dpproxy fetches the order statistics around the 90th "
+        "percentile with a window (ROW_NUMBER over all 1 M clamped values); DuckDB's own "
+        "PERCENTILE_CONT is a single selection."
+    ),
+}
 
 
 # ---------------------------------------------------------------------------- loading
@@ -168,6 +202,10 @@ class Accuracy:
         return statistics.median(self.abs_errors) if self.abs_errors else None
 
     @property
+    def mean_abs(self) -> float | None:
+        return statistics.fmean(self.abs_errors) if self.abs_errors else None
+
+    @property
     def p95_abs(self) -> float | None:
         return percentile(self.abs_errors, 95) if self.abs_errors else None
 
@@ -228,7 +266,8 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], seed: int = 7) -> tuple[flo
     mb = np.median(xb[rng.integers(0, len(xb), (BOOTSTRAP, len(xb)))], axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(mb > 0, ma / np.where(mb > 0, mb, 1), np.where(ma > 0, np.inf, 1.0))
-    return float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
+    r = np.sort(r)  # order statistics: no arithmetic on infinities
+    return float(r[int(0.025 * (len(r) - 1))]), float(r[int(0.975 * (len(r) - 1))])
 
 
 def safe_ratio(a: float | None, b: float | None) -> float | None:
@@ -317,6 +356,7 @@ class Target:
     status: str  # "met" | "not met" | "not evaluated"
     measured: str
     why: str = ""
+    details: list[str] = field(default_factory=list)  # bullets for "where and why"
 
 
 def _fmt_num(x: float | None, digits: int = 3) -> str:
@@ -340,8 +380,30 @@ def _x(r: float | None) -> str:
     return fmt_ratio(r)
 
 
+def _ci(x: float) -> str:
+    return "∞" if math.isinf(x) else f"{x:.2f}"
+
+
+def runs_note(m: Metrics, dataset: str, mode: str, eps: float = workload.EPSILON) -> str:
+    """'runs: dpproxy 200, SmartNoise SQL 200, ...' from the records themselves."""
+    parts = []
+    for s in m.systems():
+        if s in BASELINES:
+            continue
+        n = [len(r.get("runs") or []) for k, r in m.records.items()
+             if k[0] == s and k[1] == dataset and k[2] == mode and k[3] == eps
+             and r.get("supported")]
+        if n:
+            parts.append(f"{NAMES[s]} {max(n)}")
+    return "runs per query: " + ", ".join(parts) if parts else "no runs"
+
+
 def _explain(target: str, qids: Iterable[str]) -> str:
-    notes = [f"{q}: {EXPLAIN[(target, q)]}" for q in qids if (target, q) in EXPLAIN]
+    by_note: dict[str, list[str]] = {}
+    for q in qids:
+        if (target, q) in EXPLAIN:
+            by_note.setdefault(EXPLAIN[(target, q)], []).append(q)
+    notes = [f"{', '.join(qs)}: {note}" for note, qs in by_note.items()]
     return (" " + " ".join(notes)) if notes else ""
 
 
@@ -349,7 +411,18 @@ def ran(m: Metrics, system: str) -> bool:
     return any(k[0] == system for k in m.records)
 
 
-def targets(m: Metrics, not_run: dict[str, str] | None = None) -> list[Target]:
+def run_time(manifest: dict[str, Any]) -> float | None:
+    """Seconds one full invocation takes: environments, data, every adapter call (kept calls
+    count with the time they took then), and a few seconds for the report."""
+    calls = manifest.get("calls")
+    if not calls:
+        return None
+    envs_s = sum(float(i.get("env_s") or 0) for i in manifest.get("systems", {}).values())
+    return envs_s + float(manifest.get("data_s") or 0) + sum(c["seconds"] for c in calls) + 10
+
+
+def targets(m: Metrics, not_run: dict[str, str] | None = None,
+            manifest: dict[str, Any] | None = None) -> list[Target]:
     not_run = not_run or {}
     ids = [q.id for q in workload.QUERIES]
     out: list[Target] = []
@@ -381,7 +454,8 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None) -> list[Target]:
         rows = accuracy_vs_best(m)
         compared = [r for r in rows if r["ratio"] is not None]
         worse = [r for r in compared if r["ratio"] > 1]
-        noise = [r for r in worse if r["ci"] is not None and r["ci"][0] <= 1]
+        noise = [r for r in worse if r["ci"] is not None and r["ci"][0] <= 1
+                 and not math.isinf(r["ratio"])]
         worst = max(compared, key=lambda r: r["ratio"]) if compared else None
         measured = (f"worst ratio {_x(worst['ratio'])} ({worst['query']} vs "
                     f"{NAMES[worst['best']]}); {len(compared) - len(worse)}/{len(compared)} "
@@ -459,19 +533,38 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None) -> list[Target]:
         measured = (f"dpproxy/raw: max {_x(worst[1])} ({worst[0]}), geometric mean "
                     f"{_x(geomean(ratios.values()))}, {len(ratios) - len(high)}/{len(ratios)} "
                     f"queries ≤ {RAW_FACTOR:g}×")
-        why = ""
+        why, details = "", []
         if high:
             why = "above on " + ", ".join(f"{q} ({_x(r)})" for q, r in high) + "."
             split = latency_split(m, [q for q, _ in high])
             if split:
-                why += (f" On those, dpproxy's rewritten SQL alone takes {split['sql']} of raw "
-                        "DuckDB's time (geometric mean): it clamps every value (a CASE per "
-                        "row), filters GROUP BY keys to their public domain, and fetches order "
-                        "statistics for quantiles; dpproxy's own work (plan, noise, "
-                        f"post-processing, accounting) adds {split['own']} per query (median).")
-            why += _explain("raw", [q for q, _ in high])
+                why += (f" There dpproxy's SQL alone takes {split['sql']} raw DuckDB's time "
+                        f"(geometric mean) and dpproxy's own work adds {split['own']} per "
+                        "query (median); see below.")
+            details = raw_details(m, [q for q, _ in high])
         out.append(Target("1 M rows vs raw DuckDB", goal, "met" if not high else "not met",
-                          measured, why))
+                          measured, why, details))
+
+    # One command in under 30 minutes.
+    total = run_time(manifest or {})
+    if total is not None and manifest is not None:
+        per: dict[str, float] = defaultdict(float)
+        for c in manifest["calls"]:
+            per[c["system"]] += c["seconds"]
+        slowest = sorted(per.items(), key=lambda kv: -kv[1])
+        la = (manifest.get("machine") or {}).get("loadavg_start")
+        why = ""
+        if total > 1800:
+            why = ("the slowest systems: " + ", ".join(
+                f"{NAMES.get(s, s)} {v / 60:.1f} min" for s, v in slowest[:2]) + ".")
+            if la and la[0] > 1.5:
+                why += (f" The machine was shared with other jobs (load average {la[0]:.1f} "
+                        f"on {(manifest.get('machine') or {}).get('cores', '?')} cores at the "
+                        "start), which slows every system.")
+        out.append(Target(
+            "Run time", "one command reruns the whole comparison in under 30 minutes",
+            "met" if total <= 1800 else "not met",
+            f"{total / 60:.1f} min (environments, data, every adapter call, report)", why))
     return out
 
 
@@ -531,6 +624,36 @@ def latency_split(m: Metrics, qids: Iterable[str],
     return {"sql": _x(geomean(sql)), "own": f"{fmt_ms(statistics.median(own))} ms"}
 
 
+def raw_details(m: Metrics, qids: list[str], dataset: str = "synthetic_1m") -> list[str]:
+    """Why dpproxy is slower than raw DuckDB on these queries, grouped by cause, from the
+    split into dpproxy's SQL alone and dpproxy's own work."""
+    groups: dict[str, list[tuple[str, float, float, float]]] = {}
+    for q in qids:
+        a, b, c = (m.latency("dpproxy", dataset, q), m.latency("dpproxy_sql", dataset, q),
+                   m.latency("duckdb", dataset, q))
+        if not (a and b and c and c.median > 0):
+            continue
+        sql_ratio, own = b.median / c.median, a.median - b.median
+        note = (EXPLAIN.get(("raw", q), "dpproxy's SQL does more work than the raw query.")
+                if sql_ratio > RAW_FACTOR else _FIXED)
+        groups.setdefault(note, []).append((q, sql_ratio, own, c.median))
+    out = []
+    for note, items in groups.items():
+        qs = ", ".join(i[0] for i in items)
+        lo, hi = min(i[1] for i in items), max(i[1] for i in items)
+        own = [i[2] for i in items]
+        span = _x(lo) if _x(lo) == _x(hi) else f"{_x(lo)}–{_x(hi)}"
+
+        def ms(x: float) -> str:
+            return "≈ 0" if x < 0.05e-3 else fmt_ms(x)  # below zero: measurement noise
+
+        own_s = (f"{ms(min(own))} ms" if ms(min(own)) == ms(max(own))
+                 else f"{ms(min(own))}–{ms(max(own))} ms")
+        out.append(f"{qs}: dpproxy's SQL alone takes {span} raw DuckDB's time, dpproxy's own "
+                   f"work adds {own_s}. {note}")
+    return out
+
+
 def geomean(values: Iterable[float]) -> float:
     v = [x for x in values if x > 0 and not math.isinf(x)]
     return math.exp(sum(math.log(x) for x in v) / len(v)) if v else float("nan")
@@ -556,16 +679,20 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
     paths = []
 
     def bars(ax: Any, series: dict[str, list[float | None]], floor: float) -> None:
+        from matplotlib.transforms import blended_transform_factory
+
         n = len(series)
         width = 0.8 / max(n, 1)
+        where = blended_transform_factory(ax.transData, ax.transAxes)
         for i, (s, vals) in enumerate(series.items()):
             xs = [j + (i - (n - 1) / 2) * width for j in range(len(ids))]
-            ys = [v if v is not None and v > 0 else (floor if v == 0 else 0) for v in vals]
-            ax.bar(xs, ys, width, label=NAMES.get(s, s), color=colors.get(s))
+            shown = [(x, max(v, floor)) for x, v in zip(xs, vals, strict=True) if v is not None]
+            ax.bar([x for x, _ in shown], [y for _, y in shown], width,
+                   label=NAMES.get(s, s), color=colors.get(s))
             for x, v in zip(xs, vals, strict=True):
                 if v is None:
-                    ax.text(x, floor * 1.2, "×", ha="center", va="bottom", fontsize=7,
-                            color=colors.get(s))
+                    ax.text(x, 0.01, "×", ha="center", va="bottom", fontsize=8,
+                            color=colors.get(s), transform=where)
         ax.set_xticks(range(len(ids)))
         ax.set_xticklabels(ids, rotation=0, fontsize=8)
         ax.set_yscale("log")
@@ -589,9 +716,10 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
             bars(ax, series, floor=1e-2)
             ax.set_ylabel("median latency (ms)")
             ax.set_title(f"{d} ({workload.DATASETS[d]:,} rows): end-to-end latency per query "
-                         "(× = not answered)", fontsize=10)
-        axes[0, 0].legend(fontsize=8, ncol=5)
-        fig.tight_layout()
+                         "(× = not answered or not run)", fontsize=10)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=6, fontsize=8)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / (3.6 * len(datasets))))
         path = figures / "compare_latency.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
@@ -609,8 +737,9 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
         ax.set_ylabel("median relative error")
         ax.set_title("pums (1,000 rows), ε = 1: median relative error per query "
                      "(× = not answered; 0 drawn at 1e-5)", fontsize=10)
-        ax.legend(fontsize=8, ncol=4)
-        fig.tight_layout()
+        handles, labels = ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=4, fontsize=8)
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
         path = figures / "compare_error.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
@@ -622,8 +751,8 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(SWEEP), figsize=(4.4 * len(SWEEP), 3.6))
         for ax, (qid, title) in zip(axes, SWEEP.items(), strict=True):
             for s in dp_systems:
-                pts = [(e, a.median_abs) for e in eps
-                       if (a := m.accuracy(s, "pums", qid, e)) and a.median_abs is not None]
+                pts = [(e, a.mean_abs) for e in eps
+                       if (a := m.accuracy(s, "pums", qid, e)) and a.mean_abs is not None]
                 if pts:
                     ax.plot([p[0] for p in pts], [max(p[1], 1e-3) for p in pts], "o-",
                             label=NAMES[s], color=colors.get(s))
@@ -632,7 +761,7 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
             ax.set_title(f"{qid} {title}", fontsize=10)
             ax.set_xlabel("ε")
             ax.grid(alpha=0.3)
-        axes[0].set_ylabel("median absolute error")
+        axes[0].set_ylabel("mean absolute error (0 drawn at 1e-3)")
         axes[0].legend(fontsize=8)
         fig.tight_layout()
         path = figures / "compare_error_vs_epsilon.png"
@@ -668,7 +797,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     for s in SYSTEMS:
         if s not in systems and s not in not_run:
             not_run[s] = "not run"
-    ts = targets(m, {s: f"{NAMES[s]} {v}" for s, v in not_run.items()})
+    ts = targets(m, {s: f"{NAMES[s]} {v}" for s, v in not_run.items()}, manifest)
     settings = manifest.get("settings", {})
     out: list[str] = []
     w = out.append
@@ -686,17 +815,28 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     w("")
     w("To rerun everything (data, virtual environments, measurements, this file and the "
       "figures) from the repository root, in dpproxy's virtual environment with the `bench` "
-      "extra (Java 17 on the PATH for Tumult's PySpark):")
+      "extra (`pip install -e '.[bench]'`), with Java 17 on the PATH (Tumult's PySpark) and a "
+      "PostgreSQL server at `postgresql://postgres@127.0.0.1:5432` or `$QRLEW_PG_URL` (Qrlew "
+      "runs its rewritten SQL there, its usual set-up); the peers are installed from PyPI "
+      "into `benchmarks/compare/work/venvs/`:")
     w("")
     w("```console")
     w("$ python benchmarks/compare/run.py")
     w("```")
     w("")
     if manifest:
-        total = manifest.get("total_s")
-        w(f"This report: `{manifest.get('command', 'python benchmarks/compare/run.py')}`, "
-          f"started {manifest.get('started', '?')}"
-          + (f", measured in {total / 60:.1f} min" if total else "") + ".")
+        total = run_time(manifest)
+        calls = manifest.get("calls", [])
+        kept = sum(1 for c in calls if c.get("reused"))
+        text = (f"This report: `{manifest.get('command', 'python benchmarks/compare/run.py')}`, "
+                f"started {manifest.get('started', '?')}")
+        if total:
+            text += f"; the whole comparison took {total / 60:.1f} min"
+        if kept:
+            text += (f" ({kept} of its {len(calls)} adapter calls were kept from an "
+                     f"interrupted invocation started {manifest.get('resumed_from', '?')}, "
+                     "with the time they took then)")
+        w(text + ".")
         w("")
         if manifest.get("machine"):
             java = f" Java: {manifest['java']}." if manifest.get("java") else ""
@@ -730,6 +870,13 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
                [[t.name, t.goal, f"**{t.status}**", t.measured, t.why or ""] for t in ts],
                "lllll"))
     w("")
+    detailed = [t for t in ts if t.details]
+    for t in detailed:
+        w(f"**{t.name}, where and why:**")
+        w("")
+        for d in t.details:
+            w(f"- {d}")
+        w("")
     w(summary_table(m, systems))
     w("")
     w("*Coverage*: queries answered on every data set and mode. *Median relative error*: the "
@@ -753,7 +900,9 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
         w("")
 
     # Accuracy.
-    w(f"## Accuracy on pums (1,000 rows), ε = 1, {settings.get('accuracy_runs', '?')} runs")
+    w("## Accuracy on pums (1,000 rows), ε = 1")
+    w("")
+    w(runs_note(m, "pums", "accuracy") + ".")
     w("")
     w("Median relative error over all runs and released cells (lower is better); the best "
       "system per query in bold. *ratio* is dpproxy's error over the best peer's (≤ 1: dpproxy "
@@ -768,7 +917,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
         cells = [("**" + _fmt_num(v) + "**") if v is not None and v == best else _fmt_num(v)
                  for v in vals.values()]
         r = vs[q.id]
-        ratio = _x(r["ratio"]) + (f" [{r['ci'][0]:.2f}–{r['ci'][1]:.2f}]" if r["ci"] else "")
+        ratio = _x(r["ratio"]) + (f" [{_ci(r['ci'][0])}–{_ci(r['ci'][1])}]" if r["ci"] else "")
         rows.append([f"{q.id} {q.title}", *cells, ratio])
     w(md_table(["query", *[NAMES[s] for s in systems], "ratio"], rows))
     w("")
@@ -829,16 +978,18 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     # Error against ε.
     eps = m.epsilons()
     if len(eps) > 1:
-        w(f"### Error against ε (pums, {settings.get('epsilon_runs', '?')} runs per ε; ε = 1 "
-          "from the accuracy runs)")
+        w("### Error against ε (pums)")
         w("")
-        w("Median absolute error.")
+        sweep_eps = next((e for e in eps if e != workload.EPSILON), workload.EPSILON)
+        w(f"Median / mean absolute error (the figure shows the mean: the median of a count's "
+          f"integer noise moves in steps of 1). {runs_note(m, 'pums', 'accuracy', sweep_eps)} "
+          "(per ε ≠ 1; ε = 1 comes from the accuracy runs above).")
         w("")
         rows = []
         for qid, title in SWEEP.items():
             for s in systems:
-                cells = [_fmt_num(a.median_abs) if (a := m.accuracy(s, "pums", qid, e)) else "–"
-                         for e in eps]
+                cells = [f"{_fmt_num(a.median_abs)} / {_fmt_num(a.mean_abs)}"
+                         if (a := m.accuracy(s, "pums", qid, e)) else "–" for e in eps]
                 rows.append([f"{qid} {title}", NAMES[s], *cells])
         w(md_table(["query", "system", *[f"ε = {e:g}" for e in eps]], rows, "ll" + "r" * len(eps)))
         w("")
@@ -852,10 +1003,10 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
 
     # Accuracy on 1 M rows.
     if any(k[1] == "synthetic_1m" and k[2] == "accuracy" for k in m.records):
-        w(f"### Accuracy on synthetic_1m (1,000,000 rows), ε = 1, "
-          f"{settings.get('accuracy_runs_large', '?')} runs")
+        w("### Accuracy on synthetic_1m (1,000,000 rows), ε = 1")
         w("")
-        w("Median relative error (the noise is the same; the answers are 1,000 times larger).")
+        w("Median relative error (the noise is the same; the answers are 1,000 times larger). "
+          + runs_note(m, "synthetic_1m", "accuracy") + ".")
         w("")
         rows = []
         for q in workload.QUERIES:
@@ -866,8 +1017,12 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
         w("")
 
     # Latency.
-    w(f"## Latency ({settings.get('latency_runs', '?')} timed runs after "
-      f"{settings.get('warmup', '?')} warm-up run{'' if settings.get('warmup') == 1 else 's'})")
+    w("## Latency")
+    w("")
+    w(f"Timed runs after {settings.get('warmup', '?')} warm-up "
+      f"run{'' if settings.get('warmup') == 1 else 's'} (fewer for the slow peers: see "
+      f"[Run](#run)); pums {runs_note(m, 'pums', 'latency')}; synthetic_1m "
+      f"{runs_note(m, 'synthetic_1m', 'latency')}.")
     w("")
     w("Median (95th percentile) end-to-end milliseconds per query: SQL text in, released rows "
       "out, on a system already set up. *DuckDB (raw)* is the query's exact SQL on a plain "
@@ -911,11 +1066,24 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     w("")
     rows = []
     for s in lat_systems:
+        if s in BASELINES:
+            continue  # measured in dpproxy's process, on its set-up
         rows.append([NAMES[s]] + [_fmt_num(m.setup(s, d)) for d in workload.DATASETS])
     w(md_table(["system", *[f"{d}" for d in workload.DATASETS]], rows))
     w("")
     if any(p.name == "compare_latency.png" for p in figures):
         w("![latency per system and query](figures/compare_latency.png)")
+        w("")
+
+    notes = observations(m)
+    if notes:
+        w("## Observations")
+        w("")
+        w("Things the numbers above show that a reader should know (each printed only when "
+          "the results show it).")
+        w("")
+        for n in notes:
+            w(f"- {n}")
         w("")
 
     # Run notes.
@@ -931,11 +1099,28 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
                    [[NAMES.get(s, s), _fmt_num(env_s.get(s)), f"{v:.0f}"]
                     for s, v in per.items()]))
         w("")
-        overrides = settings.get("peer_runs") or []
-        if overrides:
-            w("Runs reduced for slow peers (to keep the whole comparison under 30 minutes): "
-              + ", ".join(f"`{o}`" for o in overrides) + ".")
-            w("")
+        w("Runs per query of every call (timed runs + warm-up runs for latency; a dash: not "
+          "run). The slow peers get fewer runs than the defaults (`SLOW_PEERS` in `run.py`) so "
+          "that the whole comparison stays under 30 minutes on a 2-core machine; their "
+          "medians are correspondingly less precise.")
+        w("")
+        cols = [("pums", "accuracy", 1.0), ("pums", "latency", 1.0),
+                ("synthetic_1m", "accuracy", 1.0), ("synthetic_1m", "latency", 1.0)]
+        sweep = sorted({c["epsilon"] for c in calls if c["epsilon"] != workload.EPSILON})
+        rows = []
+        for s in per:
+            row = [NAMES.get(s, s)]
+            for d, mode, e in cols:
+                c = next((c for c in calls if c["system"] == s and c["dataset"] == d
+                          and c["mode"] == mode and c["epsilon"] == e), None)
+                row.append("–" if c is None else (
+                    f"{c['runs']} + {c['warmup']}" if mode == "latency" else str(c["runs"])))
+            c = next((c for c in calls if c["system"] == s and c["epsilon"] in sweep), None)
+            row.append("–" if c is None else str(c["runs"]))
+            rows.append(row)
+        w(md_table(["system", "pums accuracy", "pums latency", "1 M accuracy", "1 M latency",
+                    "ε sweep (" + ", ".join(f"{e:g}" for e in sweep) + ")"], rows))
+        w("")
         inc = [(c["system"], c["dataset"], c["mode"], i) for c in calls
                for i in c.get("incidents", [])]
         if inc:
@@ -960,6 +1145,49 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
       "system's own error.")
     w("")
     return "\n".join(out)
+
+
+def observations(m: Metrics) -> list[str]:
+    """Notes on behaviour the results show, each guarded by the condition that shows it."""
+    out = []
+    a = m.accuracy("qrlew", "pums", "Q06")
+    if a is not None and a.median_rel is not None and a.median_rel > 1:
+        out.append(
+            f"Qrlew's `VAR(age)` is far off (median relative error {_fmt_num(a.median_rel)}): "
+            "its answers lie near E[age²] (≈ 2,300 on pums) rather than the variance "
+            "(≈ 309), as if its VARIANCE did not subtract the squared mean.")
+    a, d = m.accuracy("qrlew", "pums", "Q01"), m.accuracy("dpproxy", "pums", "Q01")
+    if a is not None and a.abs_errors and sum(e == 0 for e in a.abs_errors) > len(
+            a.abs_errors) / 2:
+        out.append(
+            f"Qrlew's `COUNT(*)` is exact in {sum(e == 0 for e in a.abs_errors)} of "
+            f"{len(a.abs_errors)} runs: it clips counts to the table size, which it reads from "
+            "the data when the dataset is set up (`COUNT(*)`, taken as public), and the exact "
+            "count is that size. Its noise is otherwise larger (95th-percentile error "
+            f"{_fmt_num(a.p95_abs)}" + (f" against dpproxy's {_fmt_num(d.p95_abs)}" if d else "")
+            + ").")
+    for s in PEERS:
+        for q in workload.QUERIES:
+            statuses = {k[2]: r.get("supported") for k, r in m.records.items()
+                        if k[0] == s and k[4] == q.id and k[1] == "pums"}
+            if len(set(statuses.values())) > 1:
+                out.append(
+                    f"{NAMES[s]} answered {q.id} in some calls and failed in others "
+                    f"({m.error(s, q.id)}); one failed run marks the whole call's query as "
+                    "unsupported, so its accuracy is missing here.")
+    for q in workload.QUERIES:
+        a, pred = m.accuracy("dpproxy", "pums", q.id), m.predicted(q.id)
+        if a is None or pred is None or not a.abs_errors:
+            continue
+        within = sum(e <= pred + 1e-9 for e in a.abs_errors) / len(a.abs_errors)
+        if within < 0.9:
+            cause = (" The query has a WHERE clause, and the prediction assumes the table's "
+                     "`public_rows`, not the (smaller) filtered count." if " WHERE " in
+                     q.sql.upper() else "")
+            out.append(f"dpproxy's predicted 95% error for {q.id} ({_fmt_num(pred)}) "
+                       f"under-states the measured one: only {within:.0%} of its cells were "
+                       f"within it.{cause}")
+    return out
 
 
 def summary_table(m: Metrics, systems: list[str]) -> str:

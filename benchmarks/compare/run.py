@@ -10,9 +10,10 @@ For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the sy
   pums and synthetic_1m;
 * error against ε: Q01 (COUNT), Q04 (AVG), Q11 (MEDIAN) at each of ``--epsilons`` with
   ``--epsilon-runs`` runs (default 100) on pums (ε = 1 reuses the accuracy runs);
-* the raw DuckDB baseline (``adapters/dpproxy.py --raw``): every query's exact SQL in the same
-  latency loop, on both data sets; and dpproxy's rewritten SQL alone (``--rewritten``), to
-  split dpproxy's latency into what it asks of the database and its own work.
+* with dpproxy's latency runs, interleaved run by run (``adapters/dpproxy.py
+  --with-baselines``): the raw DuckDB baseline (every query's exact SQL on plain DuckDB), and
+  dpproxy's rewritten SQL alone, which splits dpproxy's latency into what it asks of the
+  database and its own work.
 
 A hung or crashed adapter cannot stop the run: when an adapter writes no line for
 ``--query-timeout`` seconds (``--setup-timeout`` before its first line), it is killed, the query
@@ -25,6 +26,8 @@ Results go to ``work/results/*.jsonl`` and ``work/results/run.json``; then ``rep
     python benchmarks/compare/run.py                 # the full comparison
     python benchmarks/compare/run.py --quick         # a smoke run (20 accuracy, 5 latency runs)
     python benchmarks/compare/run.py --systems dpproxy --skip-envs
+    python benchmarks/compare/run.py --resume        # after an interruption: redo only what
+                                                     # run.json does not list as done
 """
 
 from __future__ import annotations
@@ -52,6 +55,26 @@ WORK = HERE / "work"
 RESULTS = WORK / "results"
 ADAPTERS = HERE / "adapters"
 SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
+# Fewer runs for the slow peers, so that the whole comparison stays near 30 minutes on a
+# 2-core machine: (system, mode, data set) → (runs, warm-up runs[, only these queries]);
+# mode "epsilon" is the ε sweep; 0 runs skips the call. Measured per query and run (2 cores,
+# shared with other jobs): SmartNoise SQL ≈ 0.1 s on pums and 1–3 s on 1 M rows (its
+# in-memory SQLite), Qrlew ≈ 15 ms on pums and 2–16 s on 1 M rows (its rewritten SQL on
+# PostgreSQL), Tumult ≈ 1–7 s on pums and 15–80 s on 1 M rows (Spark jobs per evaluation).
+# `--peer-runs SYSTEM:MODE:DATASET=N` overrides an entry, `--full-peers` drops them all
+# (every system then gets the full counts: hours with Tumult).
+TUMULT_1M = ("Q01", "Q04", "Q08", "Q11")  # COUNT, AVG, grouped COUNT, MEDIAN
+SLOW_PEERS: dict[tuple[str, str, str], tuple[Any, ...]] = {
+    ("smartnoise", "accuracy", "synthetic_1m"): (2, 0),
+    ("smartnoise", "latency", "synthetic_1m"): (3, 1),
+    ("qrlew", "accuracy", "synthetic_1m"): (0, 0),
+    ("qrlew", "latency", "synthetic_1m"): (2, 1),
+    ("tumult", "accuracy", "pums"): (10, 0),
+    ("tumult", "latency", "pums"): (5, 1),
+    ("tumult", "epsilon", "pums"): (5, 0),
+    ("tumult", "accuracy", "synthetic_1m"): (0, 0),
+    ("tumult", "latency", "synthetic_1m"): (1, 1, TUMULT_1M),
+}
 
 
 def progress(msg: str) -> None:
@@ -68,6 +91,25 @@ def _count_lines(path: Path) -> int:
         return 0
     with path.open("rb") as f:
         return sum(1 for line in f if line.endswith(b"\n"))
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the adapter's whole session: its process group, and the groups its JVM or worker
+    daemons made for themselves (PySpark's daemon does) inside the session."""
+    pids = [proc.pid]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == proc.pid:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.wait()
 
 
 def _stub(system: str, dataset: str, mode: str, epsilon: float, qid: str, error: str) -> str:
@@ -95,7 +137,8 @@ def run_adapter(
     """Run one adapter call to completion, restarting past a hung or crashed query.
 
     Returns what happened: seconds, restarts, per-restart stderr tails."""
-    label = {None: system, "raw": "duckdb", "rewritten": "dpproxy_sql"}[variant]
+    label = {None: system, "with-baselines": system, "raw": "duckdb",
+             "rewritten": "dpproxy_sql"}[variant]
     out.parent.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     todo = list(queries)
@@ -119,17 +162,20 @@ def run_adapter(
                                     start_new_session=True, cwd=str(HERE))
             done, last = 0, time.perf_counter()
             timed_out = False
-            while proc.poll() is None:
-                time.sleep(0.2)
-                n = _count_lines(part)
-                if n != done:
-                    done, last = n, time.perf_counter()
-                limit = setup_timeout if done == 0 else query_timeout
-                if time.perf_counter() - last > limit:
-                    timed_out = True
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    break
+            try:
+                while proc.poll() is None:
+                    time.sleep(0.2)
+                    n = _count_lines(part)
+                    if n != done:
+                        done, last = n, time.perf_counter()
+                    limit = setup_timeout if done == 0 else query_timeout
+                    if time.perf_counter() - last > limit:
+                        timed_out = True
+                        _kill(proc)
+                        break
+            except BaseException:  # interrupted: take the adapter (and its JVM) down too
+                _kill(proc)
+                raise
         got = part.read_text().splitlines() if part.exists() else []
         got = [g for g in got if g.strip()]
         part.unlink(missing_ok=True)
@@ -177,7 +223,9 @@ def main() -> None:
     p.add_argument("--epsilon-runs", type=int, default=100)
     p.add_argument("--peer-runs", action="append", default=[], metavar="SYSTEM:MODE:DATASET=N",
                    help="override the runs of one peer, e.g. tumult:accuracy:synthetic_1m=10 "
-                        "(repeatable; used when a peer is too slow for the time budget)")
+                        "(repeatable; MODE accuracy, latency or epsilon; 0 skips)")
+    p.add_argument("--full-peers", action="store_true",
+                   help="no reduced runs for slow peers (SLOW_PEERS): far over 30 minutes")
     p.add_argument("--setup-timeout", type=float, default=300,
                    help="seconds an adapter may take before its first answer")
     p.add_argument("--query-timeout", type=float, default=300,
@@ -185,6 +233,9 @@ def main() -> None:
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 20/5 accuracy runs, 5 latency runs, 1 warm-up, 10 per ε")
     p.add_argument("--skip-envs", action="store_true", help="use the venvs as they are")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results of calls an earlier run completed with the same "
+                        "settings (work/results/run.json) and run only the others")
     p.add_argument("--no-report", action="store_true")
     args = p.parse_args()
     if args.quick:
@@ -201,11 +252,20 @@ def main() -> None:
     queries = ([q.id for q in workload.QUERIES] if args.queries == "all"
                else args.queries.split(","))
     epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
-    overrides: dict[tuple[str, str, str], int] = {}
+    overrides: dict[tuple[str, str, str], tuple[Any, ...]] = (
+        {} if args.full_peers else dict(SLOW_PEERS))
     for spec in args.peer_runs:
         key, _, n = spec.partition("=")
         s, m, d = key.split(":")
-        overrides[(s, m, d)] = int(n)
+        overrides[(s, m, d)] = (int(n), overrides.get((s, m, d), (0, args.warmup))[1])
+
+    def runs_for(system: str, mode: str, dataset: str, runs: int, warmup: int,
+                 qs: list[str]) -> tuple[int, int, list[str]]:
+        """The runs, warm-up and queries of one call: the defaults, or a slow peer's fewer."""
+        if (system, mode, dataset) not in overrides:
+            return runs, warmup, qs
+        n, w, *only = overrides[(system, mode, dataset)]
+        return min(n, runs), min(w, warmup), [q for q in qs if not only or q in only[0]]
 
     progress(f"compare: systems {', '.join(systems)}; data sets {', '.join(datasets)}; "
              f"{len(queries)} queries")
@@ -224,10 +284,14 @@ def main() -> None:
         "calls": [],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    for old in RESULTS.glob("*.jsonl"):
-        old.unlink()
-    for old in RESULTS.glob("*.stderr"):
-        old.unlink()
+    previous: list[dict[str, Any]] = []
+    if args.resume and (RESULTS / "run.json").is_file():
+        old_manifest = json.loads((RESULTS / "run.json").read_text())
+        previous = old_manifest.get("calls", [])
+        manifest["resumed_from"] = old_manifest.get("started")
+    elif not args.resume:
+        for old in [*RESULTS.glob("*.jsonl"), *RESULTS.glob("*.stderr"), *RESULTS.glob("*.part*")]:
+            old.unlink()
 
     # Which systems can run: adapter present, venv ready.
     ready: dict[str, str] = {}
@@ -260,46 +324,55 @@ def main() -> None:
     for system, python in ready.items():
         for dataset in datasets:
             acc = args.accuracy_runs if dataset == "pums" else args.accuracy_runs_large
-            acc = overrides.get((system, "accuracy", dataset), acc)
-            lat = overrides.get((system, "latency", dataset), args.latency_runs)
-            plan.append((system, system, python, dataset, "accuracy", acc, 0,
-                         workload.EPSILON, queries, None))
-            plan.append((system, system, python, dataset, "latency", lat, args.warmup,
-                         workload.EPSILON, queries, None))
-        sweep = [q for q in SWEEP_QUERIES if q in queries]
-        if "pums" in datasets and sweep:
-            n = overrides.get((system, "epsilon", "pums"), args.epsilon_runs)
+            acc, _, qa = runs_for(system, "accuracy", dataset, acc, 0, queries)
+            lat, warm, ql = runs_for(system, "latency", dataset, args.latency_runs,
+                                     args.warmup, queries)
+            if acc and qa:
+                plan.append((system, system, python, dataset, "accuracy", acc, 0,
+                             workload.EPSILON, qa, None))
+            if lat and ql:  # dpproxy: with the DuckDB baselines, interleaved run by run
+                plan.append((system, system, python, dataset, "latency", lat, warm,
+                             workload.EPSILON, ql,
+                             "with-baselines" if system == "dpproxy" else None))
+        n, _, sweep = runs_for(system, "epsilon", "pums", args.epsilon_runs, 0,
+                               [q for q in SWEEP_QUERIES if q in queries])
+        if "pums" in datasets and sweep and n:
             for eps in epsilons:
                 if eps == workload.EPSILON:
                     continue  # the accuracy runs at ε = 1 serve
                 plan.append((system, system, python, "pums", "accuracy", n, 0, eps, sweep,
                              None))
-    if "dpproxy" in ready:  # the baselines: raw DuckDB, and dpproxy's rewritten SQL alone
-        for variant, label in (("raw", "duckdb"), ("rewritten", "dpproxy_sql")):
-            for dataset in datasets:
-                plan.append((label, "dpproxy", ready["dpproxy"], dataset, "latency",
-                             args.latency_runs, args.warmup, workload.EPSILON, queries,
-                             variant))
 
     for i, (label, system, python, dataset, mode, runs, warmup, eps, qs, variant) in enumerate(
         plan, 1
     ):
         sweep_eps = None if eps == workload.EPSILON else eps
         out = RESULTS / result_name(label, dataset, mode, sweep_eps)
+        eps_note = f" ε={eps:g}" if sweep_eps is not None else ""
+        call = {"system": label, "dataset": dataset, "mode": mode, "epsilon": eps,
+                "runs": runs, "warmup": warmup, "queries": len(qs), "query_ids": qs,
+                "file": out.name}
+        same = next((c for c in previous if all(c.get(k) == v for k, v in call.items())),
+                    None)
+        if same is not None and out.is_file():
+            manifest["calls"].append({**same, "reused": True})
+            progress(f"[{i}/{len(plan)}] {label} {dataset} {mode}{eps_note}: kept from the "
+                     f"earlier run ({same['seconds']:.1f} s then)")
+            continue
         res = run_adapter(system, python, dataset, mode, qs, runs, warmup, eps, out,
                           args.setup_timeout, args.query_timeout, variant=variant)
         ok = sum(1 for line in out.read_text().splitlines()
-                 if json.loads(line).get("supported"))
-        eps_note = f" ε={eps:g}" if sweep_eps is not None else ""
+                 if (r := json.loads(line)).get("supported") and r.get("system") == label)
         progress(f"[{i}/{len(plan)}] {label} {dataset} {mode}{eps_note}: {len(qs)} queries "
                  f"({ok} answered), {runs} runs, {res['seconds']:.1f} s")
-        manifest["calls"].append({
-            "system": label, "dataset": dataset, "mode": mode, "epsilon": eps, "runs": runs,
-            "warmup": warmup, "queries": len(qs), "answered": ok, "file": out.name, **res,
-        })
+        manifest["calls"].append({**call, "answered": ok, **res})
+        manifest["calls_s"] = sum(c["seconds"] for c in manifest["calls"])
+        (RESULTS / "run.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
 
     mach["loadavg_end"] = loadavg()
     manifest["total_s"] = time.perf_counter() - t0
+    manifest["calls_s"] = sum(c["seconds"] for c in manifest["calls"])
+    manifest["complete"] = True
     (RESULTS / "run.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
     progress(f"compare: measured in {manifest['total_s'] / 60:.1f} min")
     if not args.no_report:

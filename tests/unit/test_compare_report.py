@@ -221,3 +221,16 @@ def test_a_hung_adapter_is_killed_and_the_rest_still_runs(tmp_path: Path,
     assert [x["supported"] for x in lines] == [True, False, True]
     assert lines[1]["error"].startswith("TimeoutError")
     assert res["incidents"] == [{"query": "Q02", "error": lines[1]["error"]}]
+
+
+def test_run_time_target_counts_every_call_and_names_the_slowest() -> None:
+    calls = [{"system": "tumult", "seconds": 1500.0}, {"system": "dpproxy", "seconds": 60.0},
+             {"system": "qrlew", "seconds": 300.0}]
+    manifest = {"calls": calls, "data_s": 3.0, "systems": {"tumult": {"env_s": 30.0}},
+                "machine": {"loadavg_start": [5.2, 5.0, 4.0], "cores": 2}}
+    t = by_name(report.targets(_world(), {}, manifest))["Run time"]
+    assert t.status == "not met"
+    assert t.measured.startswith("31.7 min")  # 1860 + 3 + 30 + 10 s for the report
+    assert "Tumult Analytics 25.0 min" in t.why and "load average 5.2" in t.why
+    calls[0]["seconds"] = 600.0
+    assert by_name(report.targets(_world(), {}, manifest))["Run time"].status == "met"

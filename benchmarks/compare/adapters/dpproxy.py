@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,9 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}"[:500]
 
 
+Once = Callable[[], tuple[list[str], int, Any]]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", required=True, choices=sorted(workload.DATASETS))
@@ -131,6 +135,11 @@ def main() -> None:
     p.add_argument("--raw", action="store_true", help="the exact SQL on plain DuckDB instead")
     p.add_argument("--rewritten", action="store_true",
                    help="only dpproxy's rewritten SQL on DuckDB, no noise")
+    p.add_argument("--with-baselines", action="store_true",
+                   help="latency: also --raw and --rewritten, interleaved run by run with "
+                        "dpproxy (three lines per query), so that background load hits all "
+                        "three alike")
+    p.add_argument("--debug", action="store_true")
     args = p.parse_args()
 
     import duckdb
@@ -142,8 +151,10 @@ def main() -> None:
 
     ids = [q.id for q in workload.QUERIES] if args.queries == "all" else args.queries.split(",")
     queries = [workload.BY_ID[i] for i in ids]
-    system = "duckdb" if args.raw else ("dpproxy_sql" if args.rewritten else "dpproxy")
-    version = duckdb.__version__ if args.raw else dpproxy.__version__
+    if args.with_baselines:
+        systems = ["dpproxy", "duckdb", "dpproxy_sql"]
+    else:
+        systems = ["duckdb" if args.raw else ("dpproxy_sql" if args.rewritten else "dpproxy")]
     eps = Fraction(str(args.epsilon))
     delta = Fraction(str(args.delta))
 
@@ -152,10 +163,14 @@ def main() -> None:
         started = time.perf_counter()
         db = tmp / f"{args.dataset}.duckdb"
         build_database(args.data_dir / f"{args.dataset}.csv", db)
-        if args.raw:
-            raw = duckdb.connect(str(db), read_only=True)
-            engine = None
-        else:
+        engine = raw = None
+        if "duckdb" in systems:
+            # A copy of its own: a second connection to dpproxy's file would share its
+            # database instance and settings.
+            raw_db = tmp / f"{args.dataset}_raw.duckdb"
+            shutil.copy(db, raw_db)
+            raw = duckdb.connect(str(raw_db), read_only=True)
+        if systems != ["duckdb"]:
             schema = tmp / "schema.yaml"
             schema.write_text(
                 schema_yaml(args.dataset, workload.DATASETS[args.dataset], args.delta)
@@ -165,86 +180,113 @@ def main() -> None:
             )
         setup_s = time.perf_counter() - started
 
+        def make(system: str, sql: str) -> Once:
+            if system == "dpproxy":
+                assert engine is not None
+
+                def once() -> tuple[list[str], int, Any]:
+                    ans = engine.run(sql, analyst=ANALYST, epsilon=eps, delta=delta)
+                    rel = ans.released
+                    keys = sum(1 for o in ans.plan.query.outputs if o.is_key)
+                    return [c.name for c in rel.columns], keys, rel.rows
+
+                return once
+            if system == "dpproxy_sql":
+                assert engine is not None
+                prepared = engine.prepare(sql, epsilon=eps, delta=delta)
+                statements = ([prepared.sql] if prepared.sql else []) + list(
+                    dict.fromkeys(st for _, st in prepared.extra))
+
+                def once() -> tuple[list[str], int, Any]:
+                    # The backend call dpproxy itself makes (a cursor, fetchall).
+                    for st in statements:
+                        res = engine.backend.execute(st)
+                    return list(res.columns), 0, res.rows
+
+                return once
+            assert raw is not None
+
+            def once() -> tuple[list[str], int, Any]:
+                cur = raw.cursor()
+                try:
+                    cur.execute(sql)
+                    rows = cur.fetchall()
+                    cols = [d[0] for d in cur.description]
+                finally:
+                    cur.close()
+                keys = sum(1 for r in rows[:1] for v in r if isinstance(v, str))
+                return cols, keys, rows
+
+            return once
+
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("w") as out:
             for q in queries:
-                rec: dict[str, Any] = {
-                    "system": system,
-                    "version": version,
-                    "dataset": args.dataset,
-                    "query": q.id,
-                    "mode": args.mode,
-                    "epsilon": args.epsilon,
-                    "supported": True,
-                    "error": None,
-                    "columns": [],
-                    "runs": [],
-                    "setup_s": setup_s,
-                    "predicted_error95": None,
-                }
-                try:
-                    if engine is not None and args.rewritten:
-                        prepared = engine.prepare(q.sql, epsilon=eps, delta=delta)
-                        statements = ([prepared.sql] if prepared.sql else []) + list(
-                            dict.fromkeys(st for _, st in prepared.extra))
-
-                        def once(sts: list[str] = statements) -> tuple[list[str], int, Any]:
-                            # The backend call dpproxy itself makes (a cursor, fetchall).
-                            for st in sts:
-                                res = engine.backend.execute(st)
-                            return list(res.columns), 0, res.rows
-
-                    elif engine is not None:
-
-                        def once(sql: str = q.sql) -> tuple[list[str], int, Any]:
-                            ans = engine.run(sql, analyst=ANALYST, epsilon=eps, delta=delta)
-                            rel = ans.released
-                            cols = [c.name for c in rel.columns]
-                            keys = sum(1 for o in ans.plan.query.outputs if o.is_key)
-                            return cols, keys, rel.rows
-
-                        plan = engine.plan(q.sql, epsilon=eps, delta=delta)
-                        rec["predicted_error95"] = [e.value for e in column_errors(plan)]
-                    else:
-
-                        def once(sql: str = q.sql) -> tuple[list[str], int, Any]:
-                            cur = raw.cursor()
-                            try:
-                                cur.execute(sql)
-                                rows = cur.fetchall()
-                                cols = [d[0] for d in cur.description]
-                            finally:
-                                cur.close()
-                            keys = sum(1 for r in rows[:1] for v in r if isinstance(v, str))
-                            return cols, keys, rows
-
-                    runs: list[dict[str, Any]] = []
-                    if args.mode == "latency":
-                        for _ in range(args.warmup):
-                            once()
-                    for _ in range(args.runs):
-                        t = time.perf_counter()
-                        cols, keys, rows = once()
-                        seconds = time.perf_counter() - t
+                recs: dict[str, dict[str, Any]] = {}
+                fns: dict[str, Once] = {}
+                for system in systems:
+                    rec: dict[str, Any] = {
+                        "system": system,
+                        "version": duckdb.__version__ if system == "duckdb"
+                        else dpproxy.__version__,
+                        "dataset": args.dataset,
+                        "query": q.id,
+                        "mode": args.mode,
+                        "epsilon": args.epsilon,
+                        "supported": True,
+                        "error": None,
+                        "columns": [],
+                        "runs": [],
+                        "setup_s": setup_s,
+                        "predicted_error95": None,
+                    }
+                    recs[system] = rec
+                    try:
+                        fns[system] = make(system, q.sql)
+                        if system == "dpproxy":
+                            plan = engine.plan(q.sql, epsilon=eps, delta=delta)
+                            rec["predicted_error95"] = [e.value for e in column_errors(plan)]
+                        if args.mode == "latency":
+                            for _ in range(args.warmup):
+                                fns[system]()
+                    except Exception as e:  # not supported: say why, keep going
+                        _refuse(rec, e, args.debug)
+                        fns.pop(system, None)
+                for i in range(args.runs):
+                    order = list(fns)
+                    k = i % len(order) if order else 0
+                    for system in order[k:] + order[:k]:  # rotate who goes first
+                        if recs[system]["supported"] is False:
+                            continue
+                        rec = recs[system]
+                        try:
+                            t = time.perf_counter()
+                            cols, keys, rows = fns[system]()
+                            seconds = time.perf_counter() - t
+                        except Exception as e:
+                            _refuse(rec, e, args.debug)
+                            continue
                         run: dict[str, Any] = {"seconds": seconds}
                         if args.mode == "accuracy":
                             run["rows"] = _rows(cols, keys, rows)
-                        runs.append(run)
+                        rec["runs"].append(run)
                         rec["columns"] = cols
-                    rec["runs"] = runs
-                except Exception as e:  # the query is not supported: say why, keep going
-                    rec.update(supported=False, error=_one_line(e), runs=[])
-                    print(f"{system} {q.id}: {_one_line(e)}", file=sys.stderr)
-                    if "--debug" in sys.argv:
-                        traceback.print_exc()
-                out.write(json.dumps(rec) + "\n")
+                for rec in recs.values():
+                    out.write(json.dumps(rec) + "\n")
                 out.flush()
         if engine is not None:
             engine.close()
-        else:
+        if raw is not None:
             raw.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refuse(rec: dict[str, Any], e: BaseException, debug: bool) -> None:
+    rec.update(supported=False, error=_one_line(e), runs=[])
+    print(f"{rec['system']} {rec['query']}: {_one_line(e)}", file=sys.stderr)
+    if debug:
+        traceback.print_exc()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,252 @@
+"""The SmartNoise SQL adapter of the peer comparison (INTERFACE.md), run with its own venv.
+
+SmartNoise SQL (``smartnoise-sql``) in its typical embedded use: a pandas DataFrame handed to
+``snsql.from_connection(df, ...)``, which builds a ``PandasReader`` (the DataFrame copied into an
+in-memory SQLite database through SQLAlchemy) wrapped in a ``PrivateReader``. That construction
+is ``setup_s``; reading the CSV into pandas is ``load_s``.
+
+Metadata, from ``workload.COLUMNS``: table ``PUMS.data`` (SmartNoise needs ``SCHEMA.TABLE``
+names, so ``FROM data`` becomes ``FROM PUMS.data``), ``row_privacy: False`` with ``pid`` as
+``private_id``, ``max_ids: 1``, the same lower/upper bounds on age and income, the text columns
+as strings (SmartNoise has no notion of a public domain). The other table options keep
+SmartNoise's defaults: ``censor_dims: True`` (a noisy count of distinct units per output row,
+rows under the threshold tau dropped; this is its partition selection, and it runs on ungrouped
+queries too), ``clamp_counts: False``, ``clamp_columns: True``, ``use_dpsu: False``. One option
+is set: ``sample_max_ids: False``, SmartNoise's way to declare that no unit ever has more than
+``max_ids`` rows (the workload's one row per ``pid``; dpproxy is told the same by a primary key).
+Its default, ``True``, bounds each unit's rows with a ``ROW_NUMBER() OVER (PARTITION BY pid
+ORDER BY RANDOM())`` reservoir sample in SQLite on every query, a no-op on this data that costs
+4-7x the query time at 1M rows; ``--sample-max-ids`` restores it.
+
+Budget: SmartNoise's ``Privacy(epsilon=...)`` is the ε of *each* noisy statistic, not of the
+query: ``AVG`` is a noisy SUM and a noisy COUNT, ``VAR`` three sums, and with ``censor_dims`` the
+distinct-unit count adds one more, each at the full ε (its odometer composes them). To give
+every system the same ε per query, the adapter counts the query's mechanisms k once (the
+rewrite, no data read; ``plan_s``) and runs it with ``Privacy(epsilon=ε/k, delta=δ)``, so the
+mechanisms add up to exactly ε (δ goes to the threshold only). The AVG = SUM/COUNT rewrite
+itself is SmartNoise's and is kept. ``epsilon_per_mechanism`` and ``mechanisms`` are in each
+line. ``--budget per-statistic`` runs SmartNoise's literal behaviour instead (ε per statistic).
+
+Dialect: only what SmartNoise spells differently: the table name, and ``VAR_SAMP``/
+``STDDEV_SAMP`` as its ``VAR``/``STDDEV`` (which compute the population variance,
+E[x²] − E[x]²). Everything else is sent as written; what it cannot parse or rewrite is reported
+as unsupported with its own exception.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
+import workload  # noqa: E402
+
+SYSTEM = "smartnoise"
+SCHEMA = "PUMS"  # SmartNoise wants SCHEMA.TABLE; any schema name works
+QUALIFIED = f"{SCHEMA}.{workload.TABLE}"
+DIALECT = (
+    (re.compile(rf"\bFROM\s+{workload.TABLE}\b", re.I), f"FROM {QUALIFIED}"),
+    (re.compile(r"\bVAR_SAMP\s*\(", re.I), "VAR("),
+    (re.compile(r"\bSTDDEV_SAMP\s*\(", re.I), "STDDEV("),
+)
+
+
+def translate(sql: str) -> str:
+    for pattern, repl in DIALECT:
+        sql = pattern.sub(repl, sql)
+    return sql
+
+
+def metadata(rows: int, sample_max_ids: bool = False) -> dict[str, Any]:
+    cols: dict[str, Any] = {}
+    for c in workload.COLUMNS:
+        if c.name == workload.UNIT:
+            cols[c.name] = {"type": "int", "private_id": True}
+        elif c.type == "int":
+            cols[c.name] = {"type": "int", "lower": int(c.lower), "upper": int(c.upper)}
+        else:
+            cols[c.name] = {"type": "string"}
+    table = {
+        "rows": rows,
+        "row_privacy": False,
+        "max_ids": 1,
+        "censor_dims": True,
+        "clamp_counts": False,
+        "clamp_columns": True,
+        "sample_max_ids": sample_max_ids,
+        "use_dpsu": False,
+        **cols,
+    }
+    return {"": {SCHEMA: {workload.TABLE: table}}}
+
+
+def group_keys(sql: str) -> list[str]:
+    """The GROUP BY columns of a workload query (plain column names there)."""
+    m = re.search(r"\bGROUP\s+BY\s+(.+?)(?:\s+HAVING\b|\s+ORDER\b|\s+LIMIT\b|$)", sql, re.I | re.S)
+    return [k.strip().lower() for k in m.group(1).split(",")] if m else []
+
+
+def _value(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def normalise(columns: list[str], rows: list[Any], keys: list[str]) -> tuple[list[str], list]:
+    """Key columns first (as strings), then the values (floats), sorted by the keys."""
+    lower = [c.lower() for c in columns]
+    key_idx = [lower.index(k) for k in keys if k in lower]
+    val_idx = [i for i in range(len(columns)) if i not in key_idx]
+    out = [
+        [None if r[i] is None else str(r[i]) for i in key_idx] + [_value(r[i]) for i in val_idx]
+        for r in rows
+    ]
+    nk = len(key_idx)
+    out.sort(key=lambda r: tuple("" if k is None else k for k in r[:nk]))
+    return [columns[i] for i in key_idx + val_idx], out
+
+
+def one_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {' '.join(msg.split())}"[:300]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--queries", default="all")
+    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
+    p.add_argument("--runs", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--epsilon", type=float, default=workload.EPSILON)
+    p.add_argument("--delta", type=float, default=workload.DELTA)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--budget",
+        choices=("per-query", "per-statistic"),
+        default="per-query",
+        help="per-query: ε/k for each of the query's k mechanisms (default); "
+        "per-statistic: SmartNoise's own meaning, ε for every mechanism",
+    )
+    p.add_argument(
+        "--sample-max-ids",
+        action="store_true",
+        help="SmartNoise's default reservoir sampling of each unit's rows (off: one row per pid)",
+    )
+    p.add_argument("--debug", action="store_true")
+    args = p.parse_args()
+
+    warnings.filterwarnings("ignore")
+    from importlib.metadata import version
+
+    import pandas as pd
+    import snsql
+    from snsql import Privacy
+
+    ids = [q.id for q in workload.QUERIES] if args.queries == "all" else args.queries.split(",")
+    queries = [workload.BY_ID[i] for i in ids]
+    sn_version = version("smartnoise-sql")
+
+    started = time.perf_counter()
+    text_cols = {c.name: str for c in workload.COLUMNS if c.type == "text"}
+    df = pd.read_csv(args.data_dir / f"{args.dataset}.csv", dtype=text_cols)
+    df = df[[c.name for c in workload.COLUMNS]]
+    for c in workload.COLUMNS:
+        if c.type == "int":
+            df[c.name] = df[c.name].astype("int64")
+    load_s = time.perf_counter() - started
+
+    started = time.perf_counter()
+    reader = snsql.from_connection(
+        df,
+        metadata=metadata(len(df), sample_max_ids=args.sample_max_ids),
+        privacy=Privacy(epsilon=args.epsilon, delta=args.delta),
+    )
+    setup_s = time.perf_counter() - started
+    engine = f"{reader.engine} ({type(reader.reader).__name__}: in-memory SQLite)"
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w") as out:
+        for q in queries:
+            sql = translate(q.sql)
+            rec: dict[str, Any] = {
+                "system": SYSTEM,
+                "version": sn_version,
+                "dataset": args.dataset,
+                "query": q.id,
+                "mode": args.mode,
+                "epsilon": args.epsilon,
+                "supported": True,
+                "error": None,
+                "columns": [],
+                "runs": [],
+                "setup_s": setup_s,
+                "predicted_error95": None,
+                "load_s": load_s,
+                "reader": engine,
+                "sql_sent": sql,
+                "budget": args.budget,
+                "sample_max_ids": args.sample_max_ids,
+                "mechanisms": None,
+                "epsilon_per_mechanism": None,
+                "plan_s": None,
+            }
+            try:
+                # The budget split: count the mechanisms of the rewritten query (no data read).
+                t = time.perf_counter()
+                reader.privacy = Privacy(epsilon=args.epsilon, delta=args.delta)
+                costs = [c for c in reader._get_mechanism_costs(sql) if c]
+                k = max(1, len(costs))
+                per = args.epsilon / k if args.budget == "per-query" else args.epsilon
+                reader.privacy = Privacy(epsilon=per, delta=args.delta)
+                reader._get_mechanism_costs(sql)  # the scales at ε/k (raises if they fail)
+                rec.update(mechanisms=k, epsilon_per_mechanism=per)
+                rec["plan_s"] = time.perf_counter() - t
+                keys = group_keys(q.sql)
+
+                def once(sql: str = sql) -> tuple[list[str], list[Any]]:
+                    res = reader.execute(sql)
+                    return list(res[0]), res[1:]
+
+                runs: list[dict[str, Any]] = []
+                if args.mode == "latency":
+                    for _ in range(args.warmup):
+                        once()
+                for _ in range(args.runs):
+                    t = time.perf_counter()
+                    cols, rows = once()
+                    seconds = time.perf_counter() - t
+                    columns, norm = normalise(cols, rows, keys)
+                    run: dict[str, Any] = {"seconds": seconds}
+                    if args.mode == "accuracy":
+                        run["rows"] = norm
+                    runs.append(run)
+                    rec["columns"] = columns
+                rec["runs"] = runs
+            except Exception as e:  # not supported: say why, go on
+                rec.update(supported=False, error=one_line(e), runs=[])
+                print(f"{SYSTEM} {q.id}: {one_line(e)}", file=sys.stderr)
+                if args.debug:
+                    traceback.print_exc()
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+
+
+if __name__ == "__main__":
+    main()
