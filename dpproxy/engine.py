@@ -8,24 +8,28 @@ import functools
 import json
 import logging
 import secrets
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
 from dpproxy.backends import Backend, CancelToken, open_backend
 from dpproxy.catalog.model import Catalog, MechanismKind
-from dpproxy.errors import BackendUnavailable, InvalidParameter
+from dpproxy.catalog.public import attach_public
+from dpproxy.errors import BackendUnavailable, InternalError, InvalidParameter
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
+from dpproxy.planning.truncation import scores as truncation_scores
 from dpproxy.release.encoding import decode_released, encode_released
 from dpproxy.release.exact import ExactResult
+from dpproxy.release.local import exponential_index
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
-from dpproxy.rewrite.pipeline import RewriteContext, rewrite
+from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import parse
 from dpproxy.sql.validate import validate
@@ -42,10 +46,13 @@ class Prepared:
     plan: QueryPlan
     sql: str | None
     extra: tuple[tuple[str, str], ...] = ()
+    truncation: str | None = None  # runs first when the rows per unit are chosen with DP
 
     @property
     def statements(self) -> tuple[str, ...]:
-        return ((self.sql,) if self.sql is not None else ()) + tuple(s for _, s in self.extra)
+        first = (self.truncation,) if self.truncation is not None else ()
+        main = (self.sql,) if self.sql is not None else ()
+        return first + main + tuple(s for _, s in self.extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +77,17 @@ class Engine:
         noise: NoiseSource | None = None,
     ) -> None:
         self.backend = backend
-        self.catalog = backend.attach_catalog(catalog)
+        self.catalog = attach_public(
+            backend.attach_catalog(catalog),
+            lambda sql: backend.execute(sql).rows,
+            backend.dialect,
+        )
         self.accountant = accountant or MemoryAccountant(catalog.policy.budget)
         self.noise = noise or OpenDPNoise()
+        # Rows-per-unit bounds drawn with DP, per analyst and relation: reusing a released
+        # value is post-processing, so a later query over the same rows pays nothing for it.
+        self._chosen: dict[tuple[str, str, str], int] = {}
+        self._chosen_lock = threading.Lock()
 
     def prepare(
         self,
@@ -83,6 +98,7 @@ class Engine:
         mechanism: MechanismKind | None = None,
         secret: int | None = None,
         method: Method | None = None,
+        analyst: str | None = None,
     ) -> Prepared:
         """Steps parse … rewrite; pure, touches neither the data nor the budget.
 
@@ -92,10 +108,69 @@ class Engine:
         hint in the SQL overrides it.
         """
         plan, unkeyed = self._plan(sql, epsilon, delta, mechanism, method)
+        if _needs_choice(plan):
+            tau = self._reusable(plan, analyst)
+            if tau is not None:
+                plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, True)
+                unkeyed = None
+            else:
+                statement = truncation_sql(plan, self.backend.dialect)
+                return replace(self._rewrite(plan, secret or 0), truncation=statement)
         if unkeyed is not None:
             return unkeyed
         key = secrets.randbits(62) if secret is None else secret
         return self._rewrite(plan, key)
+
+    def _choice_key(self, plan: QueryPlan, analyst: str) -> tuple[str, str, str]:
+        trunc = plan.truncation
+        assert trunc is not None
+        statement = truncation_sql(plan, self.backend.dialect)
+        return (analyst, statement, f"{trunc.coverage}")
+
+    def _reusable(self, plan: QueryPlan, analyst: str | None) -> int | None:
+        if analyst is None:
+            return None
+        with self._chosen_lock:
+            return self._chosen.get(self._choice_key(plan, analyst))
+
+    def _plan_chosen(
+        self,
+        sql: str,
+        epsilon: Fraction | None,
+        delta: Fraction | None,
+        mechanism: MechanismKind | None,
+        method: Method | None,
+        rows: int,
+        reused: bool,
+    ) -> QueryPlan:
+        """The plan once its rows per unit are drawn (or reused): calibrated at ``rows``."""
+        options = parse_hints(sql, method)
+        query = validate(parse(sql), self.catalog, sql)
+        plan = plan_query(
+            query,
+            self.catalog.policy,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+            options=options,
+            chosen_rows=rows,
+            reused=reused,
+        )
+        check_plan(plan)
+        return plan
+
+    def _choose_rows(self, plan: QueryPlan, cancel: CancelToken | None) -> int:
+        """Draw the rows-per-unit bound with DP (``planning/truncation.py``)."""
+        trunc = plan.truncation
+        assert trunc is not None and trunc.coverage is not None
+        exact = self.backend.execute(truncation_sql(plan, self.backend.dialect), cancel)
+        units = [0] * (len(trunc.grid) + 1)
+        for row in exact.rows:
+            units[int(row[0])] += int(row[1])
+        scale = 2 / trunc.epsilon
+        scores = truncation_scores(units, trunc.coverage, trunc.grid, scale)
+        index = exponential_index(scores, scale, self.noise)
+        return trunc.grid[index]
 
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
     def _plan(
@@ -160,7 +235,7 @@ class Engine:
         ``cancel`` lets another thread stop the query (``QueryCanceled``; still charged: it
         may have read the data)."""
         prepared = self.prepare(
-            sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method
+            sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method, analyst=analyst
         )
         plan = prepared.plan
         accountant = self.accountant
@@ -176,6 +251,15 @@ class Engine:
         reservation = accountant.reserve(analyst, plan.cost, record)
         touched = False  # has any statement reached the data?
         try:
+            if prepared.truncation is not None:
+                touched = True
+                tau = self._choose_rows(plan, cancel)
+                with self._chosen_lock:
+                    self._chosen[self._choice_key(plan, analyst)] = tau
+                plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, False)
+                if not plan.requested.covers(plan.cost) or plan.cost != prepared.plan.cost:
+                    raise InternalError("the chosen bound changed the cost of the plan")
+                prepared = self._rewrite(plan, secrets.randbits(62))
             exact = None
             if prepared.sql is not None:
                 exact = self.backend.execute(prepared.sql, cancel)
@@ -251,6 +335,11 @@ class Engine:
 
     def close(self) -> None:
         self.backend.close()
+
+
+def _needs_choice(plan: QueryPlan) -> bool:
+    t = plan.truncation
+    return t is not None and t.source == "dp" and not t.chosen
 
 
 def _plan_summary(plan: QueryPlan) -> str:

@@ -25,12 +25,22 @@ from dpproxy.catalog.model import (
     Neighbouring,
     PrivacyPolicy,
     Table,
+    UnitPath,
 )
 from dpproxy.errors import SchemaError
 from dpproxy.values import Cost
 
 _TOP_KEYS = {"version", "dataset", "privacy", "tables"}
-_PRIVACY_KEYS = {"neighbouring", "epsilon", "delta", "mechanism", "budget", "selection_share"}
+_PRIVACY_KEYS = {
+    "neighbouring",
+    "epsilon",
+    "delta",
+    "mechanism",
+    "budget",
+    "selection_share",
+    "truncation_share",
+    "truncation_coverage",
+}
 _TABLE_KEYS = {
     "private",
     "privacy_unit",
@@ -134,9 +144,36 @@ def _catalog(doc: Any, probs: _Problems) -> Catalog | None:
         t = _table(name, tdoc, probs)
         if t is not None:
             tables.append(t)
+    _check_paths(tables, probs)
     if probs.items:
         return None
     return Catalog(dataset=dataset, tables=tuple(tables), policy=policy, source=probs.source)
+
+
+def _check_paths(tables: list[Table], probs: _Problems) -> None:
+    """``privacy_unit: {via, references}`` must lead, without a cycle, to a table whose unit is
+    one of its own columns."""
+    by_name = {t.name.lower(): t for t in tables}
+    for t in tables:
+        seen = {t.name.lower()}
+        cur = t
+        while cur.unit_via is not None:
+            path = f"tables.{cur.name}.privacy_unit.references"
+            target = by_name.get(cur.unit_via.table.lower())
+            if target is None:
+                probs.add(path, f"table {cur.unit_via.table!r} is not in the schema")
+                break
+            if not target.private:
+                probs.add(path, f"table {target.name!r} is public: it has no privacy unit")
+                break
+            if target.column(cur.unit_via.key) is None:
+                probs.add(path, f"{cur.unit_via.key!r} is not a column of {target.name!r}")
+                break
+            if target.name.lower() in seen:
+                probs.add(path, "the references form a cycle: no table holds the unit itself")
+                break
+            seen.add(target.name.lower())
+            cur = target
 
 
 def _named_entries(doc: Any, path: str, kind: str, probs: _Problems) -> list[tuple[str, Any]]:
@@ -215,6 +252,14 @@ def _policy(doc: Any, probs: _Problems) -> PrivacyPolicy:
     share = _number(doc.get("selection_share", "1/2"), "privacy.selection_share", probs)
     if share is not None and not 0 < share < 1:
         probs.add("privacy.selection_share", "must be strictly between 0 and 1")
+    t_share = _number(doc.get("truncation_share", "1/10"), "privacy.truncation_share", probs)
+    if t_share is not None and not 0 < t_share < 1:
+        probs.add("privacy.truncation_share", "must be strictly between 0 and 1")
+    coverage = _number(
+        doc.get("truncation_coverage", "999/1000"), "privacy.truncation_coverage", probs
+    )
+    if coverage is not None and not 0 < coverage < 1:
+        probs.add("privacy.truncation_coverage", "must be strictly between 0 and 1")
     budget = default.budget
     bdoc = doc.get("budget", {})
     if not isinstance(bdoc, Mapping):
@@ -238,7 +283,8 @@ def _policy(doc: Any, probs: _Problems) -> PrivacyPolicy:
     if probs.items:
         return default
     assert eps is not None and delta is not None and share is not None
-    return PrivacyPolicy(neighbouring, eps, delta, mechanism, budget, share)
+    assert t_share is not None and coverage is not None
+    return PrivacyPolicy(neighbouring, eps, delta, mechanism, budget, share, t_share, coverage)
 
 
 def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
@@ -263,20 +309,20 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
     per_group = _positive_int(
         doc.get("max_rows_per_group_per_unit"), f"{path}.max_rows_per_group_per_unit", probs
     )
+    via: UnitPath | None = None
     if private:
-        if not isinstance(unit, str) or not unit:
+        if isinstance(unit, Mapping):
+            via = _unit_path(unit, f"{path}.privacy_unit", cols_doc, probs)
+            unit = None
+        elif not isinstance(unit, str) or not unit:
             probs.add(
                 f"{path}.privacy_unit",
-                "required for a private table: the column identifying the protected individual",
+                "required for a private table: the column identifying the protected individual, "
+                "or {via: COLUMN, references: TABLE.KEY} when rows belong to another table's unit",
             )
         elif isinstance(cols_doc, Mapping) and unit not in cols_doc:
             probs.add(f"{path}.privacy_unit", f"{unit!r} is not a column of the table")
-        if max_rows is None and per_group is None:
-            probs.add(
-                f"{path}.max_rows_per_unit",
-                "a private table needs max_rows_per_unit, or "
-                "max_groups_per_unit with max_rows_per_group_per_unit",
-            )
+        # Without max_rows_per_unit each query chooses its bound with DP (planning/truncation).
         if (max_groups is None) != (per_group is None):
             probs.add(
                 f"{path}.max_groups_per_unit",
@@ -291,10 +337,26 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
         name=name,
         private=private,
         columns=tuple(columns),
-        privacy_unit=unit if private else None,
+        privacy_unit=unit if private and isinstance(unit, str) else None,
         bound=ContributionBound(max_rows, max_groups, per_group),
         public_rows=public_rows,
+        unit_via=via,
     )
+
+
+def _unit_path(doc: Mapping[str, Any], path: str, cols: Any, probs: _Problems) -> UnitPath | None:
+    _unknown(doc, {"via", "references"}, f"{path}.", probs)
+    column, target = doc.get("via"), doc.get("references")
+    if not isinstance(column, str) or not column:
+        probs.add(f"{path}.via", "required: the column that references the unit's table")
+        return None
+    if isinstance(cols, Mapping) and column not in cols:
+        probs.add(f"{path}.via", f"{column!r} is not a column of the table")
+    if not isinstance(target, str) or target.count(".") != 1 or "" in target.split("."):
+        probs.add(f"{path}.references", "required: TABLE.KEY, a unique key of a private table")
+        return None
+    table, key = target.split(".")
+    return UnitPath(column, table, key)
 
 
 def _column(name: str, doc: Any, path: str, probs: _Problems) -> Column | None:

@@ -64,6 +64,11 @@ class ContributionBound:
     max_groups: int | None = None
     max_rows_per_group: int | None = None
 
+    @property
+    def declared(self) -> bool:
+        """Does the schema bound the unit's rows? (If not, each query chooses a bound with DP.)"""
+        return self.max_rows is not None or self.max_rows_per_group is not None
+
     def rows_total(self) -> int | None:
         """A bound on one unit's rows when there is no GROUP BY (one group)."""
         candidates = [v for v in (self.max_rows, self.max_rows_per_group) if v is not None]
@@ -71,19 +76,50 @@ class ContributionBound:
 
 
 @dataclass(frozen=True, slots=True)
+class UnitPath:
+    """A private table whose rows belong to the unit of the row they reference: ``column`` of
+    this table equals ``key`` of ``table`` (a private table in which ``key`` is unique)."""
+
+    column: str
+    table: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class Table:
+    """A table of the schema — or, for a join, the joined relation (``sql/joins.py``), whose
+    columns are the joined tables' columns and whose unit is ``__unit_of_row``."""
+
     name: str
     private: bool
     columns: tuple[Column, ...]
-    privacy_unit: str | None = None
+    privacy_unit: str | None = None  # the unit column; None with ``unit_via`` or when public
     bound: ContributionBound = ContributionBound()
     unit_is_unique: bool = False  # set by a backend that proves it with a constraint
     public_rows: int | None = None  # an approximate size the data steward declares public
+    unit_via: UnitPath | None = None  # the unit comes from the referenced private table
+    unit_columns: tuple[str, ...] = ()  # further columns equal to the unit (joined relations)
+    # Public tables only, read from the public data when a backend attaches the catalog:
+    # the most rows sharing one value, per column (the fan-out of a join on that column).
+    multiplicity: tuple[tuple[str, int], ...] = ()
 
     def column(self, name: str) -> Column | None:
         for c in self.columns:
             if c.name == name:
                 return c
+        return None
+
+    def is_unit(self, name: str) -> bool:
+        """Is ``name`` the privacy unit, or a column known to equal it on every row?"""
+        low = name.lower()
+        units = ((self.privacy_unit,) if self.privacy_unit else ()) + self.unit_columns
+        return any(u.lower() == low for u in units)
+
+    def fan_out(self, name: str) -> int | None:
+        """Public tables: the most rows with one value of ``name`` (None: not measured)."""
+        for c, m in self.multiplicity:
+            if c.lower() == name.lower():
+                return m
         return None
 
 
@@ -95,6 +131,10 @@ class PrivacyPolicy:
     mechanism: MechanismKind = MechanismKind.LAPLACE
     budget: Cost = Cost(Fraction(10), Fraction(1, 10**5))  # noqa: RUF009 (frozen, immutable)
     selection_share: Fraction = Fraction(1, 2)  # ε share spent on partition selection
+    # Contribution bounds chosen with DP (tables without a declared bound, joins): the share
+    # of a query's ε spent on the choice, and the share of units whose rows it keeps whole.
+    truncation_share: Fraction = Fraction(1, 10)
+    truncation_coverage: Fraction = Fraction(999, 1000)
 
 
 @dataclass(frozen=True, slots=True)

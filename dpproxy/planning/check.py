@@ -19,7 +19,7 @@ from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan
 from dpproxy.planning.planner import total_cost
-from dpproxy.values import ln_down
+from dpproxy.values import Cost, ln_down
 
 
 def check_plan(plan: QueryPlan) -> None:
@@ -42,6 +42,8 @@ def check_plan(plan: QueryPlan) -> None:
     delta_gauss = plan.cost.delta - (plan.selection.release.cost.delta if plan.selection else 0)
     delta_gauss -= sum((st.cost.delta for st in plan.stats), Fraction(0))
     recomputed = total_cost(plan.releases, plan.selection, delta_gauss, plan.stats)
+    if plan.truncation is not None and plan.truncation.epsilon:
+        recomputed = recomputed + Cost(plan.truncation.epsilon)
     if recomputed != plan.cost or not plan.requested.covers(recomputed):
         raise InternalError("plan check failed: composition", log_detail=repr(plan.cost))
     if plan.selection is not None:

@@ -72,9 +72,17 @@ def parse_hints(sql: str, method: Method | None = None) -> MethodOptions:
                 fields[k] = _number(k, value)
             elif k == "bins":
                 fields["bins"] = _count(k, value, 1)
+            elif k in ("max_rows", "max_rows_cap"):
+                fields[k] = _count(k, value, 1)
+            elif k == "coverage":
+                share = _number(k, value)
+                if not 0 < share < 1:
+                    raise InvalidParameter("hint coverage must be strictly between 0 and 1")
+                fields["coverage"] = share
             else:
                 raise InvalidParameter(
                     f"unknown dpproxy hint {key!r}",
-                    hint="mechanism, ptr_bound, saa_chunks, saa_lower, saa_upper or bins",
+                    hint="mechanism, ptr_bound, saa_chunks, saa_lower, saa_upper, bins, "
+                    "max_rows, max_rows_cap or coverage",
                 )
     return MethodOptions(**fields)  # type: ignore[arg-type]

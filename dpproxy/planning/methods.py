@@ -83,6 +83,10 @@ class MethodOptions:
     saa_lower: Fraction | None = None
     saa_upper: Fraction | None = None
     bins: int | None = None
+    # Rows per unit: a fixed bound, or the cap and target coverage of the DP choice.
+    max_rows: int | None = None
+    max_rows_cap: int | None = None
+    coverage: Fraction | None = None
 
 
 @dataclass(frozen=True, slots=True)

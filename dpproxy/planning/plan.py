@@ -12,6 +12,7 @@ from dpproxy.analysis.sensitivity import PrimitiveKind, Stability
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace, Mechanism, Sensitivity
+from dpproxy.planning.truncation import Truncation
 from dpproxy.sql.validate import AggKind, ValidQuery
 from dpproxy.values import Cost, Interval
 
@@ -163,6 +164,7 @@ class QueryPlan:
     aggregates: tuple[AggregatePlan, ...]
     requested: Cost
     cost: Cost
+    truncation: Truncation | None = None  # how the rows per unit are bounded, when not declared
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.primitives]

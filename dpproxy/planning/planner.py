@@ -42,7 +42,13 @@ from sqlglot import exp
 
 from dpproxy.analysis.bounds import bounds_of, integral, square
 from dpproxy.analysis.sensitivity import PrimitiveKind, Stability, sensitivity, stability
-from dpproxy.catalog.model import MechanismKind, Neighbouring, PrivacyPolicy, Table
+from dpproxy.catalog.model import (
+    ContributionBound,
+    MechanismKind,
+    Neighbouring,
+    PrivacyPolicy,
+    Table,
+)
 from dpproxy.errors import InvalidParameter, PrivacyParameterError, UnboundedColumn
 from dpproxy.mechanisms.base import (
     Gaussian,
@@ -71,6 +77,7 @@ from dpproxy.planning.plan import (
     Selection,
     StatPlan,
 )
+from dpproxy.planning.truncation import DEFAULT_CAP, Truncation, grid
 from dpproxy.sql.validate import AggKind, Aggregate, ValidQuery
 from dpproxy.values import Cost, Interval, ln_up
 
@@ -83,8 +90,14 @@ def plan_query(
     delta: Fraction | None = None,
     mechanism: MechanismKind | None = None,
     options: MethodOptions | None = None,
+    chosen_rows: int | None = None,
+    reused: bool = False,
 ) -> QueryPlan:
-    """Plan a validated query; see the module docstring."""
+    """Plan a validated query; see the module docstring.
+
+    ``chosen_rows`` is the bound on rows per unit the engine drew with DP
+    (``planning/truncation.py``) for a query that needs one; without it such a plan is
+    calibrated at the largest candidate, which is what explain shows."""
     eps = policy.epsilon if epsilon is None else epsilon
     dlt = policy.delta if delta is None else delta
     mech = mechanism or policy.mechanism
@@ -93,6 +106,9 @@ def plan_query(
         raise PrivacyParameterError("ε must be positive")
     if not 0 <= dlt < 1:
         raise PrivacyParameterError("δ must be in [0, 1)")
+    query, truncation = _truncation(query, policy, eps, opts, chosen_rows, reused)
+    if truncation is not None and truncation.epsilon:
+        eps = eps - truncation.epsilon
     grouped = bool(query.keys)
     table = query.table
     # A unique unit column (proved by a backend constraint) means one row per unit already.
@@ -152,6 +168,9 @@ def plan_query(
             Release(selection_prim, sens, lap, Cost(lap.epsilon(sens), delta_sel)), threshold
         )
     cost = total_cost(tuple(releases), selection, delta_gauss, stats)
+    if truncation is not None and truncation.epsilon:
+        cost = cost + Cost(truncation.epsilon)
+        eps = eps + truncation.epsilon
     # Contribution bounding is needed unless the unit column is unique — or unless nothing
     # reads the bounded relation (only ungrouped sample-and-aggregate, which needs no bound).
     reads_bounded = bool(prims) or any(st.bounded for st in stats) or private_keys
@@ -166,7 +185,54 @@ def plan_query(
         aggregates=aggs,
         requested=Cost(eps, dlt),
         cost=cost,
+        truncation=truncation,
     )
+
+
+def _truncation(
+    query: ValidQuery,
+    policy: PrivacyPolicy,
+    eps: Fraction,
+    opts: MethodOptions,
+    chosen_rows: int | None,
+    reused: bool = False,
+) -> tuple[ValidQuery, Truncation | None]:
+    """The query with the rows-per-unit bound it is planned at, and where that bound comes from.
+
+    A hint ``max_rows`` fixes it; a declared (or join-derived) bound is used as is; otherwise
+    it is chosen with DP (``planning/truncation.py``) at a share of ε."""
+    table = query.table
+    if not table.private:
+        return query, None
+    if table.unit_is_unique and opts.max_rows is None:
+        return query, None  # a constraint proves one row per unit
+    if opts.max_rows is not None:
+        tau = opts.max_rows
+        truncation = Truncation("hint", tau)
+    elif table.bound.declared:
+        if query.source is None:
+            return query, None
+        rows = table.bound.rows_total()
+        assert rows is not None
+        return query, Truncation("schema", rows, derivation=query.source.derivation)
+    else:
+        cap = opts.max_rows_cap or DEFAULT_CAP
+        candidates = grid(cap)
+        if chosen_rows is not None and chosen_rows not in candidates:
+            raise InvalidParameter(f"{chosen_rows} is not a candidate bound")
+        tau = chosen_rows if chosen_rows is not None else candidates[-1]
+        truncation = Truncation(
+            "dp",
+            tau,
+            Fraction(0) if reused and chosen_rows is not None else eps * policy.truncation_share,
+            opts.coverage or policy.truncation_coverage,
+            candidates,
+            chosen_rows is not None,
+            query.source.derivation if query.source is not None else "",
+            reused and chosen_rows is not None,
+        )
+    bounded = replace(table, bound=ContributionBound(max_rows=tau), unit_is_unique=False)
+    return replace(query, table=bounded), truncation
 
 
 def _even_releases(

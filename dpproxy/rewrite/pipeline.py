@@ -115,7 +115,13 @@ def rows_select(ctx: RewriteContext, measures: list[tuple[exp.Expression, str]])
         rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
     for m, alias in measures:
         rows = rows.select(exp.alias_(m, alias, copy=False), copy=False)
-    rows = rows.from_(table_ref(table.name), copy=False)
+    if q.source is not None:  # a join (sql/joins.py): its relation as a subquery
+        joined = exp.Subquery(
+            this=q.source.select.copy(), alias=exp.TableAlias(this=exp.to_identifier("__joined"))
+        )
+        rows = rows.from_(joined, copy=False)
+    else:
+        rows = rows.from_(table_ref(table.name), copy=False)
     conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
     if q.keys and q.public_keys:
         for k, key in zip(q.keys, guarded_keys, strict=True):
@@ -255,3 +261,31 @@ def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.E
         )
     summed = exp.Sum(this=_summand(p, column, plan.query.table))
     return exp.Coalesce(this=summed, expressions=[lit(0)])
+
+
+def truncation_sql(plan: QueryPlan, dialect: str = "duckdb") -> str:
+    """The statement behind a DP choice of rows per unit (``planning/truncation.py``): how many
+    units have their row count in each bin ``g_{j-1} < n ≤ g_j`` of the candidates (bin L: above
+    the largest). It reads the same rows as the query (joins, WHERE, public domain) and needs
+    no secret: nothing is truncated yet."""
+    trunc = plan.truncation
+    assert trunc is not None and trunc.grid
+    ctx = RewriteContext(plan, 0, dialect)
+    rows = rows_select(ctx, [])
+    bins = exp.Case(
+        ifs=[
+            exp.If(this=exp.LTE(this=exp.column("__n"), expression=lit(g)), true=lit(j))
+            for j, g in enumerate(trunc.grid)
+        ],
+        default=lit(len(trunc.grid)),
+    )
+    query = (
+        exp.select(exp.alias_(bins, "__bin", copy=False))
+        .select(exp.alias_(exp.Count(this=exp.Star()), "__units", copy=False), copy=False)
+        .from_(table_ref("__per_unit"), copy=False)
+        .group_by(exp.column("__bin"), copy=False)
+    )
+    tree = _with(query, [("__rows", rows), ("__per_unit", count_per_unit())])
+    if dialect == "postgres":
+        tree = to_postgres(tree, ctx.column_types)
+    return tree.sql(dialect=dialect, copy=False)

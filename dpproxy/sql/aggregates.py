@@ -217,7 +217,11 @@ class PostBuilder:
                 unit = self.scope.table.privacy_unit
                 items = arg.expressions
                 resolved = self.scope.resolve(items[0]) if len(items) == 1 else None
-                if unit is not None and isinstance(resolved, exp.Column) and resolved.name == unit:
+                if (
+                    unit is not None
+                    and isinstance(resolved, exp.Column)
+                    and self.scope.table.is_unit(resolved.name)
+                ):
                     return AggKind.COUNT_UNITS, None, None, None
                 raise UnsupportedQuery(
                     "COUNT(DISTINCT ...) is supported on the privacy unit column only",

@@ -6,7 +6,7 @@ A :class:`Scope` maps every visible name to an expression over the base table's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from typing import Any
@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Table
 from dpproxy.errors import (
+    AmbiguousColumn,
     DatatypeMismatch,
     Forbidden,
     GroupingError,
@@ -22,6 +23,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
+from dpproxy.sql.joins import JoinSource
 from dpproxy.sql.types import SqlType, type_of
 
 
@@ -116,6 +118,11 @@ class Scope:
     qualifiers: set[str]
     filters: list[exp.Expression]
     column_types: dict[str, SqlType]
+    # A join (sql/joins.py): its relation, and its column names that several tables share.
+    # ``names`` then also holds ``alias.column`` for every table's columns.
+    source: JoinSource | None = None
+    ambiguous: set[str] = field(default_factory=set)
+    joined_names: bool = False  # qualified names resolve as ``alias.column`` keys
 
     def resolve(self, node: exp.Expression) -> exp.Expression:
         """Substitute visible names by base expressions; refuse unknown names and constructs."""
@@ -127,11 +134,21 @@ class Scope:
                 name = n.name.lower()
                 if isinstance(n.this, exp.Star):
                     raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
+                if self.joined_names and n.table:
+                    qualified = f"{n.table.lower()}.{name}"
+                    if qualified not in self.names:
+                        raise UndefinedColumn(f"column {n.table}.{n.name} does not exist")
+                    return parenthesised(self.names[qualified].copy())
+                if name in self.ambiguous:
+                    raise AmbiguousColumn(
+                        f'column reference "{n.name}" is ambiguous',
+                        hint=f"qualify it with its table: t.{n.name}",
+                    )
                 if name not in self.names:
                     raise UndefinedColumn(
                         f'column "{n.name}" does not exist',
                         hint=f"columns of {self.table.name}: "
-                        + ", ".join(sorted(self.names))[:300],
+                        + ", ".join(sorted(k for k in self.names if "." not in k))[:300],
                     )
                 return parenthesised(self.names[name].copy())
             if isinstance(n, exp.Star):

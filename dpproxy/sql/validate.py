@@ -23,6 +23,7 @@ from dpproxy.errors import (
     UnsupportedQuery,
 )
 from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
+from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
 from dpproxy.sql.scope import (
     AggKind,
     Aggregate,
@@ -74,6 +75,7 @@ class ValidQuery:
     order: tuple[OrderItem, ...]
     limit: int | None
     offset: int
+    source: JoinSource | None = None  # a join: the relation ``table`` describes
 
     @property
     def public_keys(self) -> bool:
@@ -118,15 +120,13 @@ def _from_scope(
 ) -> Scope:
     if depth > 16:
         raise UnsupportedQuery("subqueries are nested too deeply")
-    if select.args.get("joins"):
-        raise UnsupportedQuery(
-            "joins are not supported yet", hint="query one private table at a time"
-        )
     if select.args.get("laterals") or select.args.get("pivots"):
         raise UnsupportedQuery("LATERAL and PIVOT are not supported")
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
         raise UnsupportedQuery("a query must read a table (FROM is missing)")
+    if needs_join(select, catalog):
+        return _join_scope(select, catalog, ctes)
     source = from_.this
     if isinstance(source, exp.Table):
         if source.args.get("db") or source.args.get("catalog"):
@@ -161,6 +161,21 @@ def _from_scope(
         scope.qualifiers = {source.alias_or_name.lower()} if source.alias else set()
         return scope
     raise UnsupportedQuery(f"unsupported FROM item: {source.sql('postgres')[:80]}")
+
+
+def _join_scope(select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expression]) -> Scope:
+    """Several tables (or a table whose unit is reached through references) as one relation."""
+    builder = JoinBuilder(select, catalog, ctes)
+    table, source, names, ambiguous = builder.build()
+    types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
+    qualifiers = {i.alias for i in builder.instances if not i.hidden}
+    scope = Scope(table, names, qualifiers, [], types, source, ambiguous, True)
+    for cond in builder.filters:  # ON conditions other than the join equalities
+        no_aggregates(cond, "JOIN conditions")
+        resolved = scope.resolve(cond)
+        expect_bool(resolved, scope, "JOIN/ON")
+        scope.filters.append(resolved)
+    return scope
 
 
 def _subquery_scope(
@@ -198,7 +213,9 @@ def _subquery_scope(
         if not out_name:
             raise UnsupportedQuery(f"give the subquery column {proj.sql('postgres')} a name (AS)")
         names[out_name] = scope.resolve(proj.unalias())
-    scope.names = names
+    scope.names = {k: v for k, v in names.items() if "." not in k}
+    scope.ambiguous = set()
+    scope.joined_names = False
     return scope
 
 
@@ -265,6 +282,7 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
         order=tuple(order),
         limit=limit,
         offset=offset,
+        source=scope.source,
     )
 
 
@@ -307,7 +325,7 @@ def _group_keys(
         if (
             scope.table.privacy_unit
             and resolved.find(exp.Column)
-            and all(c.name == scope.table.privacy_unit for c in resolved.find_all(exp.Column))
+            and all(scope.table.is_unit(c.name) for c in resolved.find_all(exp.Column))
         ):
             raise Forbidden("grouping by the privacy unit would release one group per person")
         keys.append(

@@ -360,9 +360,39 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], object], str]] = [
         f"{PEOPLE}.privacy_unit",
     ),
     (
-        "no-contribution-bound",
-        lambda d: people(d).pop("max_rows_per_unit"),
-        f"{PEOPLE}.max_rows_per_unit",
+        "via-not-a-column",
+        lambda d: people(d).update(privacy_unit={"via": "nope", "references": "people.age"}),
+        f"{PEOPLE}.privacy_unit.via",
+    ),
+    (
+        "via-unknown-table",
+        lambda d: people(d).update(privacy_unit={"via": "age", "references": "nobody.id"}),
+        f"{PEOPLE}.privacy_unit.references",
+    ),
+    (
+        "via-bad-reference",
+        lambda d: people(d).update(privacy_unit={"via": "age", "references": "nobody"}),
+        f"{PEOPLE}.privacy_unit.references",
+    ),
+    (
+        "via-cycle",
+        lambda d: people(d).update(privacy_unit={"via": "age", "references": "people.age"}),
+        f"{PEOPLE}.privacy_unit.references",
+    ),
+    (
+        "via-unknown-key",
+        lambda d: people(d).update(privacy_unit={"via": "age", "references": "people.x", "k": 1}),
+        f"{PEOPLE}.privacy_unit.k",
+    ),
+    (
+        "truncation-share-one",
+        lambda d: d["privacy"].update(truncation_share=1),
+        "privacy.truncation_share",
+    ),
+    (
+        "truncation-coverage-zero",
+        lambda d: d["privacy"].update(truncation_coverage=0),
+        "privacy.truncation_coverage",
     ),
     (
         "max-rows-zero",
@@ -530,7 +560,6 @@ def test_several_problems_are_reported_at_once(tmp_path: Path) -> None:
         f"{PEOPLE}.columns.score.lower",
         f"{PEOPLE}.columns.kind.type",
         "tables.extra.privacy_unit",
-        "tables.extra.max_rows_per_unit",
     ]
     for key in expected:
         assert_reports(problems, path, key)
@@ -586,3 +615,10 @@ def test_date_domain_accepts_yaml_dates(tmp_path: Path) -> None:
     table = load_catalog(path).tables[0]
     day = table.column("day")
     assert day is not None and day.domain is not None and len(day.domain) == 1
+
+
+def test_a_private_table_may_leave_its_bound_to_each_query(tmp_path: Path) -> None:
+    """Without max_rows_per_unit the bound is chosen with DP per query (planning/truncation)."""
+    doc = mutated(lambda d: people(d).pop("max_rows_per_unit"))
+    table = load_catalog(write(tmp_path, doc)).table("people")
+    assert table is not None and not table.bound.declared

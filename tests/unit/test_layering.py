@@ -12,9 +12,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpproxy"
 # Each layer may import itself and the layers before it.
 ORDER = [
     "errors", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite",
-    "release", "explain", "backends", "accounting", "demo", "engine", "dbapi", "server", "cli",
+    "release", "explain", "backends", "accounting", "demo", "tpch", "engine", "dbapi", "server", "cli",
 ]
-SHELL_ONLY = {"backends", "accounting", "demo"}  # I/O: only engine, dbapi and cli use them
+SHELL_ONLY = {"backends", "accounting", "demo", "tpch"}  # I/O: only engine, dbapi and cli use them
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",
         "explain"}
 IMPURE_MODULES = {"duckdb", "psycopg", "psycopg_pool", "socket", "sqlite3", "subprocess",

@@ -1,0 +1,584 @@
+r"""Joins and flat maps: the FROM clause of several tables as one private relation.
+
+A query may join private tables, public tables and flat maps (``UNNEST``) with inner equi-joins
+(``JOIN … ON``, ``JOIN … USING``, or a comma list with equalities in WHERE). The result is a
+*joined relation* that the rest of dpproxy treats like one private table (``Table``): its
+columns are the joined tables' columns, and every joined row carries exactly one privacy unit.
+
+Why one unit per row is enough (``../shared/reading/002_*``, protected change AddRowsWithID):
+
+* the neighbouring relation adds or removes one unit **together with its rows in every private
+  table**; a row of a table with ``privacy_unit: {via: COLUMN, references: TABLE.KEY}`` belongs
+  to the unit of the row it references (``KEY`` is unique in ``TABLE``);
+* each private table in the join gets its row's unit — its own unit column, or the unit reached
+  through the references (joining the referenced tables in the rewritten SQL when the query
+  does not) — and the join conditions must make all of them *equal* (the same equivalence class
+  of ``=`` conditions). So a joined row combines rows of one unit only, plus public rows and
+  flat-map elements, which are the same in both neighbours;
+* hence the joined relations of two neighbours differ exactly in the rows of the one unit that
+  differs. The rewrite then keeps at most τ rows per unit of the joined relation with the keyed
+  hash of ``rewrite/bound.py`` (a stable transformation), and every sensitivity of
+  ``analysis/sensitivity.py`` holds with K = τ — whatever the fan-out of the joins really is.
+
+τ is the schema's bound when every table in the join declares one (:attr:`JoinSource.derived`:
+the rows of one unit in the root table times each further table's fan-out — 1 through a unique
+key, the most rows per value of a public table's join column, read from the public data, or the
+declared rows per unit of a private table), otherwise it is chosen with DP per query
+(``planning/truncation.py``) or given by a hint.
+
+Refused: outer, natural, semi/anti and cross joins (every table must be connected to the
+others by an equality), a private table twice (self-joins), private tables whose units the
+join does not equate (a join of two people's rows would change with either of them), joins
+inside subqueries of a join, and flat maps over anything but a split string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpproxy.catalog.model import Catalog, Column, ColumnType, ContributionBound, Table
+from dpproxy.errors import AmbiguousColumn, Forbidden, UndefinedTable, UnsupportedQuery
+
+UNIT_OF_ROW = "__unit_of_row"
+MAX_INSTANCES = 12
+
+
+@dataclass
+class _Instance:
+    alias: str
+    table: Table | None  # None: a flat map
+    hidden: bool = False  # joined by dpproxy to reach a unit
+    unnest: exp.Expression | None = None  # the array expression of a flat map
+    element: str = ""  # the flat map's column name
+
+
+@dataclass(frozen=True, slots=True)
+class JoinSource:
+    """The joined relation as SQL, with what explain shows about it."""
+
+    select: exp.Select  # SELECT <columns AS virtual names>, <unit> AS __unit_of_row FROM …
+    description: str  # "lineitem l ⋈ orders o ⋈ nation n"
+    derived: int | None  # rows per unit from the schema; None when some fan-out is unknown
+    derivation: str  # how ``derived`` was computed, or why it is unknown
+    hidden: tuple[str, ...] = ()  # tables joined only to reach the unit
+
+
+@dataclass
+class _UnionFind:
+    parent: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def find(self, x: tuple[str, str]) -> tuple[str, str]:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: tuple[str, str], b: tuple[str, str]) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+
+def needs_join(select: exp.Select, catalog: Catalog) -> bool:
+    """Must this SELECT's FROM go through the join analysis?"""
+    if select.args.get("joins"):
+        return True
+    from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None or not isinstance(from_.this, exp.Table):
+        return False
+    t = catalog.table(from_.this.name)
+    return t is not None and t.private and t.unit_via is not None
+
+
+def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    if node is None:
+        return []
+    if isinstance(node, exp.Paren):
+        return conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    return [node]
+
+
+class JoinBuilder:
+    """Collects the FROM items and equalities of one SELECT and builds the joined relation."""
+
+    def __init__(self, select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expression]):
+        self.catalog = catalog
+        self.ctes = ctes
+        self.instances: list[_Instance] = []
+        self.uf = _UnionFind()
+        self.edges: list[tuple[tuple[str, str], tuple[str, str]]] = []
+        self.flat_links: list[tuple[str, str]] = []  # (flat map, the table whose column it splits)
+        self.filters: list[exp.Expression] = []  # ON conjuncts other than join equalities
+        from_ = select.args.get("from_") or select.args.get("from")
+        if from_ is None:
+            raise UnsupportedQuery("a query must read a table (FROM is missing)")
+        self._add_item(from_.this)
+        for join in select.args.get("joins") or []:
+            self._add_join(join)
+        where = select.args.get("where")
+        for c in conjuncts(where.this if where is not None else None):
+            self._equality(c, from_where=True)
+
+    # -- FROM items ----------------------------------------------------------------------
+
+    def _add_item(self, item: exp.Expression) -> _Instance:
+        if isinstance(item, exp.Lateral):
+            item = item.this
+        if isinstance(item, exp.Unnest):
+            return self._add_unnest(item)
+        if isinstance(item, exp.Subquery):
+            raise UnsupportedQuery(
+                "subqueries inside a join are not supported",
+                hint="join the tables directly and filter in the WHERE clause",
+            )
+        if not isinstance(item, exp.Table):
+            raise UnsupportedQuery(f"unsupported FROM item: {item.sql('postgres')[:80]}")
+        if item.args.get("db") or item.args.get("catalog"):
+            if item.db.lower() not in ("public", "main"):
+                raise UndefinedTable(f'relation "{item.sql("postgres")}" does not exist')
+        name = item.name.lower()
+        if name in self.ctes and not item.db:
+            raise UnsupportedQuery(
+                "a CTE inside a join is not supported",
+                hint="join the tables directly and filter in the WHERE clause",
+            )
+        table = self.catalog.table(name)
+        if table is None:
+            raise UndefinedTable(
+                f'relation "{item.name}" does not exist',
+                hint="tables: " + ", ".join(t.name for t in self.catalog.tables),
+            )
+        alias = item.alias_or_name.lower()
+        if table.private and any(
+            i.table is not None and i.table.name == table.name for i in self.instances
+        ):
+            raise UnsupportedQuery(
+                f'self-joins are not supported: the private table "{table.name}" appears twice',
+                hint="one unit's rows joined with themselves have no useful bound",
+            )
+        return self._register(_Instance(alias, table))
+
+    def _register(self, inst: _Instance) -> _Instance:
+        if any(i.alias == inst.alias for i in self.instances):
+            raise AmbiguousColumn(f'table name "{inst.alias}" specified more than once')
+        if len(self.instances) >= MAX_INSTANCES:
+            raise UnsupportedQuery(f"a join of more than {MAX_INSTANCES} tables")
+        self.instances.append(inst)
+        return inst
+
+    def _add_unnest(self, item: exp.Unnest) -> _Instance:
+        args = item.expressions
+        if len(args) != 1 or not isinstance(
+            args[0], exp.StringToArray | exp.Split | exp.Anonymous | exp.RegexpSplit
+        ):
+            raise UnsupportedQuery(
+                "UNNEST is supported over a split string only",
+                hint="UNNEST(string_to_array(column, ',')) AS t(element)",
+            )
+        arg = args[0]
+        if isinstance(arg, exp.Anonymous) and arg.name.lower() not in ("string_split",):
+            raise UnsupportedQuery(
+                f"UNNEST over {arg.name}() is not supported",
+                hint="UNNEST(string_to_array(column, ',')) AS t(element)",
+            )
+        parts = (
+            arg.expressions
+            if isinstance(arg, exp.Anonymous)
+            else [arg.this, arg.args.get("expression")]
+        )
+        if (
+            len(parts) != 2
+            or not isinstance(parts[0], exp.Column)
+            or not isinstance(parts[1], exp.Literal)
+            or not parts[1].is_string
+        ):
+            raise UnsupportedQuery(
+                "UNNEST splits one column by a literal separator",
+                hint="UNNEST(string_to_array(column, ',')) AS t(element)",
+            )
+        alias = item.args.get("alias")
+        if alias is None:
+            raise UnsupportedQuery("give the UNNEST a name: UNNEST(…) AS t(element)")
+        columns = alias.args.get("columns") or []
+        name = alias.name.lower() if alias.this else ""
+        element = columns[0].name.lower() if columns else name
+        if not element:
+            raise UnsupportedQuery("give the UNNEST a name: UNNEST(…) AS t(element)")
+        owner = self._owner(parts[0])
+        if owner is None:
+            raise UnsupportedQuery(
+                f'UNNEST must split a column of a table before it: "{parts[0].sql("postgres")}"'
+            )
+        column = _column(self._inst(owner[0]), owner[1])
+        if column.type is not ColumnType.TEXT:
+            raise UnsupportedQuery(f'UNNEST splits text; "{column.name}" is {column.type.value}')
+        split = exp.StringToArray(
+            this=exp.column(column.name, table=owner[0]), expression=parts[1].copy()
+        )
+        inst = self._register(_Instance(name or element, None, unnest=split, element=element))
+        self.flat_links.append((inst.alias, owner[0]))
+        return inst
+
+    def _add_join(self, join: exp.Join) -> None:
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        method = (join.args.get("method") or "").upper()
+        if side:
+            raise UnsupportedQuery(
+                f"{side} JOIN is not supported; only inner joins are",
+                hint="an outer join keeps unmatched rows with NULLs; write an inner join",
+            )
+        if method == "NATURAL":
+            raise UnsupportedQuery("NATURAL JOIN is not supported; name the columns (USING)")
+        if kind in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
+            raise UnsupportedQuery(f"{kind} JOIN is not supported")
+        target = join.this
+        is_flat = isinstance(target, exp.Unnest) or (
+            isinstance(target, exp.Lateral) and isinstance(target.this, exp.Unnest)
+        )
+        if isinstance(target, exp.Lateral) and not is_flat:
+            raise UnsupportedQuery("LATERAL is supported with UNNEST only")
+        inst = self._add_item(target)
+        if on := join.args.get("on"):
+            for c in conjuncts(on):
+                if not self._equality(c, from_where=False):
+                    self.filters.append(c)
+        for ident in join.args.get("using") or []:
+            self._using(ident.name.lower(), inst)
+
+    def _using(self, column: str, right: _Instance) -> None:
+        left = [
+            i
+            for i in self.instances
+            if i is not right and i.table is not None and i.table.column(column) is not None
+        ]
+        if right.table is None or right.table.column(column) is None or not left:
+            raise UnsupportedQuery(f'column "{column}" of USING must be in both joined tables')
+        if len(left) > 1:
+            raise AmbiguousColumn(f'common column name "{column}" appears more than once')
+        self._edge((left[0].alias, column), (right.alias, column))
+
+    # -- equalities ----------------------------------------------------------------------
+
+    def _owner(self, col: exp.Column) -> tuple[str, str] | None:
+        """(alias, column) of a column reference, if it names exactly one instance's column."""
+        name = col.name.lower()
+        if col.table:
+            for i in self.instances:
+                if i.alias == col.table.lower():
+                    return (i.alias, name) if _has(i, name) else None
+            return None
+        owners = [i for i in self.instances if _has(i, name)]
+        return (owners[0].alias, name) if len(owners) == 1 else None
+
+    def _equality(self, cond: exp.Expression, *, from_where: bool) -> bool:
+        """Record ``a.x = b.y`` between two tables as a join edge; is ``cond`` one?
+
+        Equalities in WHERE are also kept as filters (the validator resolves the whole WHERE),
+        which repeats them harmlessly on the joined rows."""
+        if not isinstance(cond, exp.EQ):
+            return False
+        a, b = cond.this, cond.expression
+        if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+            return False
+        oa, ob = self._owner(a), self._owner(b)
+        if oa is None or ob is None or oa[0] == ob[0]:
+            return False
+        self._edge(oa, ob)
+        return True
+
+    def _edge(self, a: tuple[str, str], b: tuple[str, str]) -> None:
+        self.uf.union(a, b)
+        self.edges.append((a, b))
+
+    # -- units ---------------------------------------------------------------------------
+
+    def _unit_of(self, inst: _Instance, depth: int = 0) -> tuple[str, str]:
+        """The (alias, column) holding this private instance's unit, joining tables as needed."""
+        assert inst.table is not None
+        t = inst.table
+        if t.unit_via is None:
+            assert t.privacy_unit is not None
+            return (inst.alias, t.privacy_unit.lower())
+        if depth > 8:
+            raise UnsupportedQuery("the privacy unit's references are nested too deeply")
+        via = t.unit_via
+        ref = self.uf.find((inst.alias, via.column.lower()))
+        for other in self.instances:
+            if (
+                other.table is not None
+                and other.table.name.lower() == via.table.lower()
+                and self.uf.find((other.alias, via.key.lower())) == ref
+            ):
+                return self._unit_of(other, depth + 1)
+        target = self.catalog.table(via.table)
+        assert target is not None  # the loader checked the references
+        hidden = self._register(_Instance(f"__via{len(self.instances)}", target, hidden=True))
+        self._edge((inst.alias, via.column.lower()), (hidden.alias, via.key.lower()))
+        return self._unit_of(hidden, depth + 1)
+
+    # -- the relation --------------------------------------------------------------------
+
+    def build(self) -> tuple[Table, JoinSource, dict[str, exp.Expression], set[str]]:
+        """The joined relation: its table, its SQL, the visible names and the ambiguous ones."""
+        private = [i for i in self.instances if i.table is not None and i.table.private]
+        if not private:
+            raise UnsupportedQuery(
+                "a join of public tables only is not answered by dpproxy",
+                hint="query the public tables in the database directly",
+            )
+        units = {i.alias: self._unit_of(i) for i in list(private)}
+        classes = {self.uf.find(u) for u in units.values()}
+        if len(classes) != 1:
+            names = ", ".join(sorted(i.table.name for i in private if i.table is not None))
+            raise Forbidden(
+                f"the join does not match the privacy unit of {names}: joined rows would "
+                "mix different people's rows",
+                hint="join private tables on the privacy unit or on the keys that lead to it "
+                "(schemas/README.md: privacy_unit via references)",
+            )
+        self._check_connected()
+        unit_class = classes.pop()
+        root_unit = next(iter(units.values()))
+        return self._relation(unit_class, root_unit)
+
+    def _inst(self, alias: str) -> _Instance:
+        return next(i for i in self.instances if i.alias == alias)
+
+    def _check_connected(self) -> None:
+        groups = _UnionFind()
+        for a, b in self.edges:
+            groups.union((a[0], ""), (b[0], ""))
+        for flat, owner in self.flat_links:
+            groups.union((flat, ""), (owner, ""))
+        roots = {groups.find((i.alias, "")) for i in self.instances}
+        if len(roots) > 1:
+            names = ", ".join(i.alias for i in self.instances if not i.hidden)
+            raise UnsupportedQuery(
+                f"cross join: no equality condition connects all of {names}; the fan-out of a "
+                "cross join cannot be bounded",
+                hint="join on keys: JOIN t ON a.key = t.key (or USING (key))",
+            )
+
+    def _relation(
+        self, unit_class: tuple[str, str], root_unit: tuple[str, str]
+    ) -> tuple[Table, JoinSource, dict[str, exp.Expression], set[str]]:
+        visible = [i for i in self.instances if not i.hidden]
+        counts: dict[str, int] = {}
+        for inst in visible:
+            for name in _column_names(inst):
+                counts[name] = counts.get(name, 0) + 1
+        columns: list[Column] = []
+        names: dict[str, exp.Expression] = {}
+        ambiguous: set[str] = set()
+        unit_columns: list[str] = []
+        select = exp.select()
+        for inst in visible:
+            for name in _column_names(inst):
+                vname = name if counts[name] == 1 else f"{inst.alias}__{name}"
+                column = _column(inst, name)
+                columns.append(
+                    Column(
+                        vname,
+                        column.type,
+                        column.lower,
+                        column.upper,
+                        column.nullable,
+                        column.domain,
+                    )
+                )
+                if inst.unnest is not None:
+                    value: exp.Expression = exp.column(inst.element, table=inst.alias)
+                else:
+                    assert inst.table is not None
+                    value = exp.column(column.name, table=inst.alias)
+                select = select.select(exp.alias_(value, vname, copy=False), copy=False)
+                names[f"{inst.alias}.{name}"] = exp.column(vname)
+                if counts[name] == 1:
+                    names[name] = exp.column(vname)
+                else:
+                    ambiguous.add(name)
+                if self.uf.find((inst.alias, name)) == unit_class:
+                    unit_columns.append(vname)
+        root = next(i for i in self.instances if i.alias == root_unit[0])
+        assert root.table is not None
+        unit_type = _column(root, root_unit[1]).type
+        select = select.select(
+            exp.alias_(exp.column(root_unit[1], table=root_unit[0]), UNIT_OF_ROW, copy=False),
+            copy=False,
+        )
+        select = select.from_(_from_item(self.instances[0]), copy=False)
+        for inst in self.instances[1:]:
+            select = select.join(
+                _from_item(inst), join_type="CROSS" if inst.unnest else None, copy=False
+            )
+        done: set[frozenset[tuple[str, str]]] = set()
+        for a, b in self.edges:  # only equalities dpproxy built, never the analyst's text
+            if frozenset((a, b)) in done:
+                continue
+            done.add(frozenset((a, b)))
+            cond = exp.EQ(
+                this=exp.column(_column(self._inst(a[0]), a[1]).name, table=a[0]),
+                expression=exp.column(_column(self._inst(b[0]), b[1]).name, table=b[0]),
+            )
+            select = select.where(cond, copy=False)
+        derived, derivation = self._derived_bound()
+        described = " ⋈ ".join(
+            (i.table.name if i.table is not None else "UNNEST")
+            + ("" if i.table is not None and i.alias == i.table.name.lower() else f" {i.alias}")
+            for i in visible
+        )
+        hidden = tuple(i.table.name for i in self.instances if i.hidden and i.table is not None)
+        if hidden:
+            described += " (⋈ " + ", ".join(hidden) + " for the unit)"
+        columns.append(Column(UNIT_OF_ROW, unit_type))
+        table = Table(
+            name=described,
+            private=True,
+            columns=tuple(columns),
+            privacy_unit=UNIT_OF_ROW,
+            bound=ContributionBound(max_rows=derived)
+            if derived is not None
+            else ContributionBound(),
+            unit_columns=tuple(unit_columns),
+        )
+        return table, JoinSource(select, described, derived, derivation, hidden), names, ambiguous
+
+    def _derived_bound(self) -> tuple[int | None, str]:
+        """Rows of one unit in the joined relation, from the schema and the public data.
+
+        Start from one private table (its declared rows per unit) and add the others along the
+        equalities: a table joined on a column that is unique in it (a referenced key, or the
+        unit of a one-row-per-unit table) adds a factor 1; a public table adds the most rows
+        sharing one value of its join column; another private table its rows per unit; a flat
+        map an unknown factor. The smallest product over the possible starting tables wins."""
+        best: tuple[int, str] | None = None
+        reason = ""
+        for start in self.instances:
+            if start.table is None or not start.table.private:
+                continue
+            k = start.table.bound.rows_total()
+            if k is None:
+                reason = f"{start.table.name} declares no max_rows_per_unit"
+                continue
+            total, parts = k, [f"{start.table.name} {k}"]
+            joined = {start.alias}
+            ok = True
+            while ok and len(joined) < len(self.instances):
+                step = self._next_factor(joined)
+                if step is None:
+                    ok = False
+                    break
+                alias, factor, why = step
+                joined.add(alias)
+                if factor is None:
+                    reason = why
+                    ok = False
+                    break
+                total *= factor
+                parts.append(why)
+            if ok and (best is None or total < best[0]):
+                best = (total, " × ".join(parts))
+        if best is None:
+            return None, reason or "no table declares its rows per unit"
+        return best
+
+    def _next_factor(self, joined: set[str]) -> tuple[str, int | None, str] | None:
+        """The cheapest instance to add next: (alias, its fan-out, why)."""
+        options: list[tuple[str, int | None, str]] = []
+        for inst in self.instances:
+            if inst.alias in joined:
+                continue
+            if inst.unnest is not None:
+                if any(f == inst.alias and o in joined for f, o in self.flat_links):
+                    options.append((inst.alias, None, "UNNEST has no declared fan-out"))
+                continue
+            cols = {
+                mine[1]
+                for a, b in self.edges
+                for mine, other in ((a, b), (b, a))
+                if mine[0] == inst.alias and other[0] in joined
+            }
+            if not cols:
+                continue
+            assert inst.table is not None
+            options.append((inst.alias, *self._factor(inst, cols)))
+        if not options:
+            return None
+        known = [o for o in options if o[1] is not None]
+        if known:
+            return min(known, key=lambda o: o[1] or 0)
+        return options[0]
+
+    def _factor(self, inst: _Instance, cols: set[str]) -> tuple[int | None, str]:
+        t = inst.table
+        assert t is not None
+        if any(self._unique(t, c) for c in cols):
+            return 1, f"{t.name} 1 (unique key)"
+        if not t.private:
+            fan = [m for c in cols if (m := t.fan_out(c)) is not None]
+            if fan:
+                return min(fan), f"{t.name} {min(fan)} (most rows per {sorted(cols)[0]})"
+            return None, f"the fan-out of public table {t.name} was not measured"
+        k = t.bound.rows_total()
+        if k is None:
+            return None, f"{t.name} declares no max_rows_per_unit"
+        return k, f"{t.name} {k}"
+
+    def _unique(self, t: Table, column: str) -> bool:
+        """Is the column a key of the table (from the schema, or measured on public data)?"""
+        if not t.private:
+            return t.fan_out(column) == 1
+        if t.privacy_unit and t.privacy_unit.lower() == column and t.bound.rows_total() == 1:
+            return True
+        return any(
+            o.unit_via is not None
+            and o.unit_via.table.lower() == t.name.lower()
+            and o.unit_via.key.lower() == column
+            for o in self.catalog.tables
+        )
+
+
+def _has(inst: _Instance, name: str) -> bool:
+    if inst.unnest is not None:
+        return name == inst.element
+    assert inst.table is not None
+    return inst.table.column(name) is not None
+
+
+def _column_names(inst: _Instance) -> list[str]:
+    if inst.unnest is not None:
+        return [inst.element]
+    assert inst.table is not None
+    return [c.name.lower() for c in inst.table.columns]
+
+
+def _column(inst: _Instance, name: str) -> Column:
+    if inst.unnest is not None:
+        return Column(inst.element, ColumnType.TEXT, nullable=True)
+    assert inst.table is not None
+    for c in inst.table.columns:
+        if c.name.lower() == name:
+            return c
+    raise UnsupportedQuery(f'column "{name}" is not in {inst.table.name}')
+
+
+def _from_item(inst: _Instance) -> exp.Expression:
+    if inst.unnest is not None:
+        return exp.Unnest(
+            expressions=[inst.unnest.copy()],
+            alias=exp.TableAlias(
+                this=exp.to_identifier(inst.alias),
+                columns=[exp.to_identifier(inst.element)],
+            ),
+        )
+    assert inst.table is not None
+    return exp.Table(
+        this=exp.to_identifier(inst.table.name),
+        alias=exp.TableAlias(this=exp.to_identifier(inst.alias)),
+    )
