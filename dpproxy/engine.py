@@ -115,7 +115,8 @@ class Engine:
                 unkeyed = None
             else:
                 statement = truncation_sql(plan, self.backend.dialect)
-                return replace(self._rewrite(plan, secret or 0), truncation=statement)
+                key = secrets.randbits(62) if secret is None else secret
+                return replace(self._rewrite(plan, key), truncation=statement)
         if unkeyed is not None:
             return unkeyed
         key = secrets.randbits(62) if secret is None else secret

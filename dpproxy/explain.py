@@ -179,14 +179,22 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
             f"{float(plan.selection.threshold):.4g}"
         )
     s = plan.stability
+    t = plan.truncation
     return {
         "query": q.sql,
         "neighbouring": plan.neighbouring.value,
+        "relation": q.source.description if q.source is not None else q.table.name,
         "contribution_bound": {
             "rows_per_unit": s.rows,
             "groups_per_unit": s.groups,
             "rows_per_group_per_unit": s.rows_per_group,
             "enforced_in_sql": plan.needs_bounding,
+            "source": t.source if t is not None else "schema",
+            "chosen": t.chosen if t is not None else True,
+            "choice_epsilon": float(t.epsilon) if t is not None else 0.0,
+            "coverage": float(t.coverage) if t is not None and t.coverage is not None else None,
+            "candidates": list(t.grid) if t is not None else [],
+            "how": t.describe() if t is not None else "declared in the schema",
         },
         "grouping": grouping,
         "primitives": [
@@ -244,6 +252,7 @@ def explain_text(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
     lines = [
         f"query:        {d['query']}",
         f"neighbours:   {d['neighbouring'].replace('_', '/')} one privacy unit",
+        f"relation:     {d['relation']}",
         "bound:        {rows_per_unit} row(s) per unit, {groups_per_unit} group(s) per unit, "
         "{rows_per_group_per_unit} row(s) per group{e}".format(
             **d["contribution_bound"],
@@ -251,6 +260,7 @@ def explain_text(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
             if d["contribution_bound"]["enforced_in_sql"]
             else " (unit column is unique: no bounding needed)",
         ),
+        f"              {d['contribution_bound']['how']}",
         f"grouping:     {d['grouping']}",
         f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g}",
         *_budget_lines(d["budget"]),

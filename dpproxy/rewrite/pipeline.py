@@ -115,14 +115,16 @@ def rows_select(ctx: RewriteContext, measures: list[tuple[exp.Expression, str]])
         rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
     for m, alias in measures:
         rows = rows.select(exp.alias_(m, alias, copy=False), copy=False)
+    conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
     if q.source is not None:  # a join (sql/joins.py): its relation as a subquery
-        joined = exp.Subquery(
-            this=q.source.select.copy(), alias=exp.TableAlias(this=exp.to_identifier("__joined"))
-        )
-        rows = rows.from_(joined, copy=False)
+        used = {
+            c.name
+            for e in (*guarded_keys, *(m for m, _ in measures), *conditions)
+            for c in e.find_all(exp.Column)
+        }
+        rows = rows.from_(_joined(q.source.select, used | {table.privacy_unit or ""}), copy=False)
     else:
         rows = rows.from_(table_ref(table.name), copy=False)
-    conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
     if q.keys and q.public_keys:
         for k, key in zip(q.keys, guarded_keys, strict=True):
             assert k.domain is not None
@@ -130,6 +132,13 @@ def rows_select(ctx: RewriteContext, measures: list[tuple[exp.Expression, str]])
     for c in conditions:
         rows = rows.where(exp.Paren(this=c), copy=False)
     return rows
+
+
+def _joined(source: exp.Select, used: set[str]) -> exp.Subquery:
+    """The join's relation with only the columns the query reads (shorter SQL to read)."""
+    select = source.copy()
+    select.set("expressions", [e for e in select.expressions if e.alias_or_name in used])
+    return exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier("__joined")))
 
 
 def _summand(p: Primitive, column: str, table: Table) -> exp.Expression:
