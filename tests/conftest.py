@@ -75,6 +75,26 @@ def demo_db(demo_cache_dir: Path) -> Path:
     return demo_database_path(progress=False)
 
 
+@dataclass(frozen=True)
+class TpchDB:
+    """TPC-H at scale 0.01 in DuckDB (1,500 customers) and its privacy schema."""
+
+    path: Path
+    schema: Path
+
+    def catalog(self) -> Catalog:
+        return load_catalog(self.schema)
+
+
+@pytest.fixture(scope="session")
+def tpch_db(tmp_path_factory: pytest.TempPathFactory) -> TpchDB:
+    """TPC-H scale 0.01, generated offline with tpchgen-cli once per session (≈ 2 s)."""
+    from dpproxy.tpch import generate_tpch
+
+    path = generate_tpch(tmp_path_factory.mktemp("tpch") / "tpch.duckdb", 0.01)
+    return TpchDB(path, Path(_ROOT) / "schemas" / "tpch.yaml")
+
+
 @pytest.fixture(scope="session")
 def demo_catalog() -> Catalog:
     """The demo's privacy schema (``dpproxy/data/adult.yaml``)."""

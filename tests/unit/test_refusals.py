@@ -51,19 +51,24 @@ Factory = Callable[[str], tuple[Engine, RecordingBackend]]
 
 
 @pytest.fixture
-def make_engine(demo_db: Path, demo_catalog: Catalog, multi_db: Any) -> Iterator[Factory]:
+def make_engine(
+    demo_db: Path, demo_catalog: Catalog, multi_db: Any, tpch_db: Any
+) -> Iterator[Factory]:
     """A fresh engine (budget ε=10, δ=1e-5, no noise) over a recording backend, per schema."""
     made: list[Engine] = []
 
     def make(schema: str) -> tuple[Engine, RecordingBackend]:
         if schema == "adult":
             catalog, path = demo_catalog, demo_db
+        elif schema == "tpch":
+            catalog, path = tpch_db.catalog(), tpch_db.path
         else:
             catalog, path = multi_db.catalog(schema), multi_db.path
         backend = RecordingBackend(path)
         # no answer cache: the budget tests repeat identical queries and expect them charged
         accountant = MemoryAccountant(BUDGET, cache="off")
         engine = Engine(catalog, backend, accountant=accountant, noise=NoNoise())
+        backend.executed.clear()  # opening reads the public tables (catalog/public.py)
         made.append(engine)
         return engine, backend
 
@@ -91,7 +96,7 @@ def test_every_refusal_class_has_fixtures() -> None:
     assert {c.get("sqlstate") for c in CASES} >= REQUIRED_CODES
     for c in CASES:
         assert len(c.statements) == 1, c.id
-        assert c.get("schema") in ("adult", "visits_rows", "visits_groups"), c.id
+        assert c.get("schema") in ("adult", "visits_rows", "visits_groups", "tpch"), c.id
     assert len({c.id for c in CASES}) == len(CASES)
 
 

@@ -40,10 +40,10 @@ from tests.noise import NoNoise
 SECRET = 12345
 CASES = load_cases("rewrite/*.sql")
 EXECUTED = [c for c in CASES if c.flag("execute")]
-SCHEMAS = ("adult", "visits_rows", "visits_groups")
+SCHEMAS = ("adult", "visits_rows", "visits_groups", "tpch")
 FILES = (
     "clamp_measures", "bound_contributions", "split_avg", "variance", "public_groups",
-    "private_groups", "guards", "subqueries_ctes", "post_processing", "filters",
+    "private_groups", "guards", "subqueries_ctes", "post_processing", "filters", "joins",
 )
 # The queries of the issue that must appear (verbatim) among the fixture inputs.
 DEMO_QUERIES = (
@@ -59,7 +59,9 @@ def _ids(case: Case) -> str:
 
 
 @pytest.fixture(scope="module")
-def engines(demo_db: Any, demo_catalog: Any, multi_db: Any) -> Iterator[dict[str, Engine]]:
+def engines(
+    demo_db: Any, demo_catalog: Any, multi_db: Any, tpch_db: Any
+) -> Iterator[dict[str, Engine]]:
     """One engine per schema, without noise and with a budget that never runs out."""
     made = {
         "adult": Engine(demo_catalog, DuckDBBackend(demo_db),
@@ -68,19 +70,25 @@ def engines(demo_db: Any, demo_catalog: Any, multi_db: Any) -> Iterator[dict[str
     for name in ("visits_rows", "visits_groups"):
         made[name] = Engine(multi_db.catalog(name), DuckDBBackend(multi_db.path),
                             accountant=MemoryAccountant(HUGE), noise=NoNoise())
+    made["tpch"] = Engine(tpch_db.catalog(), DuckDBBackend(tpch_db.path),
+                          accountant=MemoryAccountant(HUGE), noise=NoNoise())
     yield made
     for e in made.values():
         e.close()
 
 
 @pytest.fixture(scope="module")
-def direct(demo_db: Any, multi_db: Any) -> Iterator[dict[str, duckdb.DuckDBPyConnection]]:
+def direct(
+    demo_db: Any, multi_db: Any, tpch_db: Any
+) -> Iterator[dict[str, duckdb.DuckDBPyConnection]]:
     """Plain read-only DuckDB connections, for the exact answers."""
     adult = duckdb.connect(str(demo_db), read_only=True)
     visits = duckdb.connect(str(multi_db.path), read_only=True)
-    yield {"adult": adult, "visits_rows": visits, "visits_groups": visits}
+    tpch = duckdb.connect(str(tpch_db.path), read_only=True)
+    yield {"adult": adult, "visits_rows": visits, "visits_groups": visits, "tpch": tpch}
     adult.close()
     visits.close()
+    tpch.close()
 
 
 # ------------------------------------------------------------------------------ the files
