@@ -37,11 +37,82 @@ def _bytewise(e: exp.Expression, ctx: RewriteContext) -> exp.Expression:
     return bytewise(e) if ctx.dialect == "postgres" and ctx.portable_hash else e
 
 
-def bound_contributions(ctx: RewriteContext, measures: list[tuple[str, SqlType]]) -> exp.Select:
-    """``SELECT * FROM (__rows + ranks) WHERE ranks within the bound``.
+def bounding_ctes(
+    ctx: RewriteContext, measures: list[tuple[str, SqlType]]
+) -> list[tuple[str, exp.Expression]]:
+    """``__light`` and ``__bounded``: the contribution-bounded rows.
+
+    Ranking every row is the costly part (a sort per unit), and most units own fewer rows than
+    their bound: a unit with at most L rows (L the smallest of the limits) keeps all of them
+    under any ranking. So ``__light`` lists those units, their rows pass whole, and only the
+    other units' rows (and rows with a NULL unit, which rank together as one unit) are ranked.
+    The kept rows are exactly those of ranking everything, so the stability argument above is
+    unchanged; on TPC-H SF1 line items this made the bounding about 5x faster
+    (benchmarks/JOINS.md). DuckDB tests membership with IN (a hash semi-join); PostgreSQL with
+    EXISTS, which it plans as a semi/anti-join where NOT IN would be a per-row subplan.
 
     >>> # see tests/fixtures/rewrite/*.sql for the full SQL of each case
     """
+    from dpproxy.rewrite.pipeline import UNIT, key_alias
+
+    ranked, limit = bound_contributions(ctx, measures)
+    columns = [
+        UNIT,
+        *(key_alias(i) for i in range(len(ctx.plan.query.keys))),
+        *(m for m, _ in measures),
+    ]
+    light = (
+        exp.select(exp.column(UNIT))
+        .from_(table("__rows"), copy=False)
+        .group_by(exp.column(UNIT), copy=False)
+        .having(exp.LTE(this=exp.Count(this=exp.Star()), expression=lit(limit)), copy=False)
+    )
+
+    def member(negated: bool) -> exp.Expression:
+        if ctx.dialect == "postgres":
+            probe = exp.Exists(
+                this=exp.select(lit(1))
+                .from_(table("__light"), copy=False)
+                .where(
+                    exp.EQ(
+                        this=exp.column(UNIT, table="__light"),
+                        expression=exp.column(UNIT, table="__rows"),
+                    ),
+                    copy=False,
+                )
+            )
+            return exp.Not(this=probe) if negated else probe
+        units = (
+            exp.select(exp.column(UNIT))
+            .from_(table("__light"), copy=False)
+            .where(exp.Not(this=exp.Is(this=exp.column(UNIT), expression=exp.Null())))
+        )
+        inside = exp.In(this=exp.column(UNIT), query=exp.Subquery(this=units))
+        if not negated:
+            return inside
+        is_null = exp.Is(this=exp.column(UNIT), expression=exp.Null())
+        return exp.Or(this=is_null, expression=exp.Not(this=inside))
+
+    whole = (
+        exp.select(*[exp.column(c) for c in columns])
+        .from_(table("__rows"), copy=False)
+        .where(member(False), copy=False)
+    )
+    hashed = ranked.find(exp.Subquery)
+    assert hashed is not None and isinstance(hashed.this, exp.Select)
+    inner_rows = hashed.this.find(exp.Subquery)
+    assert inner_rows is not None and isinstance(inner_rows.this, exp.Select)
+    inner_rows.this.where(member(True), copy=False)
+    ranked.set("expressions", [exp.column(c) for c in columns])
+    bounded = exp.union(whole, ranked, distinct=False)
+    return [("__light", light), ("__bounded", bounded)]
+
+
+def bound_contributions(
+    ctx: RewriteContext, measures: list[tuple[str, SqlType]]
+) -> tuple[exp.Select, int]:
+    """``SELECT * FROM (__rows + ranks) WHERE ranks within the bound``, and the smallest
+    limit (a unit with at most that many rows keeps them all)."""
     from dpproxy.rewrite.pipeline import UNIT, key_alias
 
     plan = ctx.plan
@@ -110,7 +181,7 @@ def bound_contributions(ctx: RewriteContext, measures: list[tuple[str, SqlType]]
     outer = exp.select(exp.Star()).from_(ranked, copy=False)
     for name, _, limit in ranks:
         outer = outer.where(exp.LTE(this=exp.column(name), expression=lit(limit)), copy=False)
-    return outer
+    return outer, min(limit for _, _, limit in ranks)
 
 
 def count_per_unit() -> exp.Select:

@@ -25,7 +25,7 @@ from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import Primitive, QueryPlan
-from dpproxy.rewrite.bound import bound_contributions, count_per_unit, counted_rows
+from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, lit, number
@@ -215,7 +215,7 @@ def build(ctx: RewriteContext) -> exp.Select:
         query = query.from_(table_ref("__per_unit"), copy=False)
         return _with(query, ctes)
     if ctx.plan.needs_bounding:
-        ctes.append(("__bounded", bound_contributions(ctx, measure_columns)))
+        ctes.extend(bounding_ctes(ctx, measure_columns))
         source = "__bounded"
     for i in range(len(q.keys)):
         query = query.select(exp.column(key_alias(i)), copy=False)

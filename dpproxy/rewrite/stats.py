@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import Method, StatPlan
-from dpproxy.rewrite.bound import bound_contributions
+from dpproxy.rewrite.bound import bounding_ctes
 from dpproxy.rewrite.dialect import row_hash, to_postgres
 from dpproxy.rewrite.guard import clamp, lit, number, table
 from dpproxy.rewrite.pipeline import (
@@ -71,7 +71,7 @@ def _statement(ctx: RewriteContext, stat: StatPlan) -> exp.Select:
     if stat.bounded and ctx.plan.needs_bounding:
         types = ctx.column_types
         kinds = [(alias, type_of(m, types)) for m, alias in measures]
-        ctes.append(("__bounded", bound_contributions(ctx, kinds)))
+        ctes.extend(bounding_ctes(ctx, kinds))
         source = "__bounded"
     keys: list[exp.Expression] = [exp.column(key_alias(i)) for i in range(len(ctx.plan.query.keys))]
     if stat.method is Method.EXPONENTIAL:

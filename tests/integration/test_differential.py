@@ -44,6 +44,7 @@ from dpproxy.rewrite.dialect import canonical_text, to_postgres
 from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import guard_row_expression
 from dpproxy.sql.types import SqlType
+from dpproxy.tpch import load_tpch_postgres
 from dpproxy.values import Cost
 from tests.fixtures import Case, load_cases
 from tests.noise import NoNoise
@@ -84,28 +85,31 @@ def _copy_table(src: Path, table: str, dsn: str, primary_key: str | None) -> Non
 
 
 @pytest.fixture(scope="module")
-def pg_data(pg_session_dsn: str, demo_db: Path, multi_db: Any) -> str:
+def pg_data(pg_session_dsn: str, demo_db: Path, multi_db: Any, tpch_db: Any) -> str:
     _copy_table(demo_db, "adult", pg_session_dsn, "person_id")
     _copy_table(multi_db.path, "visits", pg_session_dsn, None)
+    load_tpch_postgres(tpch_db.path, pg_session_dsn)
     return pg_session_dsn
 
 
-def _catalogs(demo_catalog: Catalog, multi_db: Any) -> dict[str, Catalog]:
+def _catalogs(demo_catalog: Catalog, multi_db: Any, tpch_db: Any) -> dict[str, Catalog]:
     return {
         "adult": demo_catalog,
         "visits_rows": multi_db.catalog("visits_rows"),
         "visits_groups": multi_db.catalog("visits_groups"),
+        "tpch": tpch_db.catalog(),
     }
 
 
 @pytest.fixture(scope="module")
 def engine_pairs(
-    pg_data: str, demo_db: Path, demo_catalog: Catalog, multi_db: Any
+    pg_data: str, demo_db: Path, demo_catalog: Catalog, multi_db: Any, tpch_db: Any
 ) -> Iterator[dict[str, tuple[Engine, Engine]]]:
     """Per schema: (DuckDB with the portable hash, PostgreSQL), both noiseless."""
     pairs: dict[str, tuple[Engine, Engine]] = {}
-    for name, catalog in _catalogs(demo_catalog, multi_db).items():
-        path = demo_db if name == "adult" else multi_db.path
+    for name, catalog in _catalogs(demo_catalog, multi_db, tpch_db).items():
+        paths = {"adult": demo_db, "tpch": tpch_db.path}
+        path = paths.get(name, multi_db.path)
         duck = Engine(
             catalog,
             DuckDBBackend(path, portable_hash=True),
