@@ -193,6 +193,8 @@ def query(
             rows = cur.fetchall()
             _print_rows(names, rows, cur.error_bounds, fmt, errors)
             again = " (the answer released before, from the cache)" if cur.cached else ""
+            if cur.bound_note is not None and not cur.cached:
+                click.echo(f"rows per unit: {cur.bound_note}", err=True)
             click.echo(
                 f"privacy cost: {cur.privacy_cost}{again}; budget left for {analyst!r}: "
                 f"{cur.remaining_budget}",

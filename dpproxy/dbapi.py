@@ -84,6 +84,7 @@ class Cursor:
         self.description: tuple[tuple[Any, ...], ...] | None = None
         self.rowcount = -1
         self.privacy_cost: Cost | None = None
+        self.bound_note: str | None = None  # how the rows per unit were bounded, for a join
         self.error_bounds: tuple[tuple[float | None, ...], ...] = ()
         self._rows: list[tuple[Any, ...]] = []
         self._pos = 0
@@ -115,6 +116,8 @@ class Cursor:
         self.rowcount = len(self._rows)
         self.privacy_cost = answer.cost
         self.cached = answer.cached
+        t = answer.plan.truncation
+        self.bound_note = t.describe() if t is not None else None
         self._pos = 0
         return self
 
