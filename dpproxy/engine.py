@@ -195,7 +195,12 @@ class Engine:
             options=options,
         )
         check_plan(plan)
-        keyless = not plan.needs_bounding and not any(s.method is Method.SAA for s in plan.stats)
+        two_units = plan.query.source is not None and plan.query.source.sides is not None
+        keyless = (
+            not plan.needs_bounding
+            and not two_units
+            and not any(s.method is Method.SAA for s in plan.stats)
+        )
         return plan, (self._rewrite(plan, 0) if keyless else None)
 
     def plan(

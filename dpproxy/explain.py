@@ -258,7 +258,11 @@ def explain_text(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
             **d["contribution_bound"],
             e=""
             if d["contribution_bound"]["enforced_in_sql"]
-            else " (unit column is unique: no bounding needed)",
+            else (
+                " (bounded inside the join, below)"
+                if d["contribution_bound"]["source"] == "join"
+                else " (unit column is unique: no bounding needed)"
+            ),
         ),
         f"              {d['contribution_bound']['how']}",
         f"grouping:     {d['grouping']}",

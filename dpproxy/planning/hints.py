@@ -72,7 +72,7 @@ def parse_hints(sql: str, method: Method | None = None) -> MethodOptions:
                 fields[k] = _number(k, value)
             elif k == "bins":
                 fields["bins"] = _count(k, value, 1)
-            elif k in ("max_rows", "max_rows_cap"):
+            elif k in ("max_rows", "max_rows_cap", "join_rows"):
                 fields[k] = _count(k, value, 1)
             elif k == "coverage":
                 share = _number(k, value)
@@ -83,6 +83,6 @@ def parse_hints(sql: str, method: Method | None = None) -> MethodOptions:
                 raise InvalidParameter(
                     f"unknown dpproxy hint {key!r}",
                     hint="mechanism, ptr_bound, saa_chunks, saa_lower, saa_upper, bins, "
-                    "max_rows, max_rows_cap or coverage",
+                    "max_rows, max_rows_cap, coverage or join_rows",
                 )
     return MethodOptions(**fields)  # type: ignore[arg-type]

@@ -87,6 +87,7 @@ class MethodOptions:
     max_rows: int | None = None
     max_rows_cap: int | None = None
     coverage: Fraction | None = None
+    join_rows: int | None = None  # DropExcess(T) of a join between two units' rows
 
 
 @dataclass(frozen=True, slots=True)

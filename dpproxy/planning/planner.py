@@ -49,7 +49,12 @@ from dpproxy.catalog.model import (
     PrivacyPolicy,
     Table,
 )
-from dpproxy.errors import InvalidParameter, PrivacyParameterError, UnboundedColumn
+from dpproxy.errors import (
+    InvalidParameter,
+    PrivacyParameterError,
+    UnboundedColumn,
+    UnsupportedQuery,
+)
 from dpproxy.mechanisms.base import (
     Gaussian,
     Laplace,
@@ -106,13 +111,23 @@ def plan_query(
         raise PrivacyParameterError("ε must be positive")
     if not 0 <= dlt < 1:
         raise PrivacyParameterError("δ must be in [0, 1)")
-    query, truncation = _truncation(query, policy, eps, opts, chosen_rows, reused)
+    if query.source is not None and query.source.sides is not None:
+        truncation = None  # set below: the join's stability, not a bound per unit
+    else:
+        query, truncation = _truncation(query, policy, eps, opts, chosen_rows, reused)
     if truncation is not None and truncation.epsilon:
         eps = eps - truncation.epsilon
     grouped = bool(query.keys)
     table = query.table
+    two_units = query.source is not None and query.source.sides is not None
+    if two_units:
+        stab, truncation = _two_units(query, policy, opts)
+        opts = replace(opts, method=Method.GS)
     # A unique unit column (proved by a backend constraint) means one row per unit already.
-    stab = Stability(1, 1, 1) if table.unit_is_unique else stability(table.bound, grouped=grouped)
+    elif table.unit_is_unique:
+        stab = Stability(1, 1, 1)
+    else:
+        stab = stability(table.bound, grouped=grouped)
     rel = policy.neighbouring
     kinds = [a.kind for a in query.aggregates]
     gs_only = all(methods_for(k) == (Method.GS,) for k in kinds)
@@ -178,7 +193,7 @@ def plan_query(
         query=query,
         neighbouring=rel,
         stability=stab,
-        needs_bounding=not table.unit_is_unique and reads_bounded,
+        needs_bounding=not table.unit_is_unique and reads_bounded and not two_units,
         primitives=tuple(prims) + ((selection_prim,) if selection_prim is not None else ()),
         releases=tuple(releases),
         selection=selection,
@@ -187,6 +202,63 @@ def plan_query(
         cost=cost,
         truncation=truncation,
     )
+
+
+GS_KINDS = frozenset(
+    {
+        AggKind.COUNT_STAR,
+        AggKind.COUNT,
+        AggKind.SUM,
+        AggKind.AVG,
+        AggKind.VAR_POP,
+        AggKind.VAR_SAMP,
+        AggKind.STDDEV_POP,
+        AggKind.STDDEV_SAMP,
+    }
+)
+
+
+def _two_units(
+    query: ValidQuery, policy: PrivacyPolicy, opts: MethodOptions
+) -> tuple[Stability, Truncation]:
+    """The stability of a join between two units' rows (``sql/joins.py``: reading/002's
+    T_a·S_b·M_b + T_b·S_a·M_a rows change when one unit is added or removed).
+
+    Those rows belong to no single unit, and a unit's removal can also let rows of others in
+    (DropExcess), so only what holds for any change of K rows is answered: counts and sums
+    of clamped values (and AVG, VAR, STDDEV from them) with global sensitivity, under
+    add/remove, and without private group keys (partition selection counts units)."""
+    assert query.source is not None and query.source.sides is not None
+    if policy.neighbouring is not Neighbouring.ADD_REMOVE:
+        raise UnsupportedQuery(
+            "a join of two people's rows is supported under add/remove neighbours only"
+        )
+    if query.keys and not query.public_keys:
+        raise UnsupportedQuery(
+            "a join of two people's rows can only be grouped by keys with a public domain",
+            hint="partition selection counts people, and these rows belong to two",
+        )
+    for agg in query.aggregates:
+        if agg.kind not in GS_KINDS or (
+            opts.method is not None and opts.method not in (Method.GS,)
+        ):
+            raise UnsupportedQuery(
+                f"{agg.kind.value.upper()} is not supported over a join of two people's rows",
+                hint="COUNT, SUM, AVG, VAR and STDDEV with global sensitivity are",
+            )
+    join_rows = opts.join_rows or 1
+    k = query.source.stability(join_rows)
+    a, b = query.source.sides
+    parts = []
+    for side in (a, b):
+        t, st = side.truncation(join_rows)
+        how = "DropNonUnique" if side.unique_key else f"DropExcess({t})"
+        parts.append(f"{side.description}: {how}, T = {t}, S = {st}, M = {side.rows_per_unit}")
+    derivation = (
+        f"{query.source.derivation}; " + "; ".join(parts) + f"; T_a·S_b·M_b + T_b·S_a·M_a = {k}"
+    )
+    stab = Stability(k, k, k) if query.keys else Stability(k, 1, k)
+    return stab, Truncation("join", k, derivation=derivation, join_rows=join_rows)
 
 
 def _truncation(

@@ -54,6 +54,7 @@ class Truncation:
     chosen: bool = True
     derivation: str = ""
     reused: bool = False  # τ was drawn for an earlier query over the same relation: free
+    join_rows: int = 0  # a join of two units' rows: T of each DropExcess side
 
     def describe(self) -> str:
         if self.source == "schema":
@@ -61,6 +62,8 @@ class Truncation:
             return f"{self.rows:,} row(s) per unit from the schema{why}"
         if self.source == "hint":
             return f"{self.rows:,} row(s) per unit, from the hint max_rows"
+        if self.source == "join":
+            return f"the join changes at most {self.rows:,} row(s) per unit ({self.derivation})"
         assert self.coverage is not None
         if self.reused:
             return (

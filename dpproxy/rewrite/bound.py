@@ -210,3 +210,84 @@ def counted_rows(units: bool, limit: int) -> exp.Expression:
     # __n is never NULL, so the plain function (not sqlglot's NULL-propagating Least) is exact.
     capped = exp.Anonymous(this="LEAST", expressions=[exp.column("__n"), lit(limit)])
     return exp.Coalesce(this=exp.Sum(this=capped), expressions=[lit(0)])
+
+
+def two_sided(ctx: RewriteContext) -> exp.Select:
+    """The relation of a join between two units' rows (``sql/joins.py``, reading/002).
+
+    Each side keeps at most M rows per unit (ranked by a keyed hash, like a single table), then
+    at most T rows per join key value: DropExcess(T) ranks the rows of a key value by another
+    keyed hash; DropNonUnique keeps a key value's row only if it is the only one. Then the two
+    truncated sides are joined on the keys."""
+    from dpproxy.catalog.model import ColumnType
+    from dpproxy.sql.joins import SIDE_UNIT
+    from dpproxy.sql.types import COLUMN_TYPES
+
+    plan = ctx.plan
+    source = plan.query.source
+    assert source is not None and source.sides is not None and plan.truncation is not None
+    join_rows = plan.truncation.join_rows
+    kinds: dict[str, SqlType | None] = {}
+    for c in plan.query.table.columns:
+        plain = c.type in (ColumnType.INTEGER, ColumnType.DATE)
+        kinds[c.name] = None if plain else COLUMN_TYPES[c.type]
+
+    def side_sql(n: int) -> exp.Select:
+        side = source.sides[n]  # type: ignore[index]
+        cols = [*side.columns, SIDE_UNIT]
+        parts: list[tuple[exp.Expression, SqlType | None]] = [
+            (exp.column(c), kinds.get(c, ctx.unit_kind)) for c in cols
+        ]
+        inner = exp.Subquery(
+            this=side.select.copy(), alias=exp.TableAlias(this=exp.to_identifier("__s"))
+        )
+        by_unit = row_hash(
+            ctx.secret ^ (0x1F1F << n), parts, portable=ctx.portable_hash, dialect=ctx.dialect
+        )
+        ranked = exp.select(
+            exp.Star(),
+            exp.alias_(
+                _window(exp.RowNumber(), [exp.column(SIDE_UNIT)], [_bytewise(by_unit, ctx)]),
+                "__rn_u",
+            ),
+        ).from_(inner, copy=False)
+        bounded = (
+            exp.select(*[exp.column(c) for c in cols])
+            .from_(exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier("__u"))))
+            .where(exp.LTE(this=exp.column("__rn_u"), expression=lit(side.rows_per_unit)))
+        )
+        keys: list[exp.Expression] = [exp.column(k) for k in side.keys]
+        keep: exp.Expression
+        if side.unique_key:
+            per_key: exp.Expression = exp.Window(this=exp.Count(this=exp.Star()), partition_by=keys)
+            keep = exp.EQ(this=exp.column("__k"), expression=lit(1))
+        else:
+            by_row = row_hash(
+                ctx.secret ^ (0x2E2E << n), parts, portable=ctx.portable_hash, dialect=ctx.dialect
+            )
+            per_key = _window(exp.RowNumber(), keys, [_bytewise(by_row, ctx)])
+            keep = exp.LTE(this=exp.column("__k"), expression=lit(join_rows))
+        counted = exp.select(exp.Star(), exp.alias_(per_key, "__k")).from_(
+            exp.Subquery(this=bounded, alias=exp.TableAlias(this=exp.to_identifier("__m")))
+        )
+        return (
+            exp.select(*[exp.column(c) for c in cols])
+            .from_(exp.Subquery(this=counted, alias=exp.TableAlias(this=exp.to_identifier("__t"))))
+            .where(keep)
+        )
+
+    a, b = source.sides
+    on: exp.Expression | None = None
+    for x, y in zip(a.keys, b.keys, strict=True):
+        eq = exp.EQ(this=exp.column(x, table="__a"), expression=exp.column(y, table="__b"))
+        on = eq if on is None else exp.And(this=on, expression=eq)
+    joined = source.select.copy()
+    joined = joined.from_(
+        exp.Subquery(this=side_sql(0), alias=exp.TableAlias(this=exp.to_identifier("__a"))),
+        copy=False,
+    )
+    return joined.join(
+        exp.Subquery(this=side_sql(1), alias=exp.TableAlias(this=exp.to_identifier("__b"))),
+        on=on,
+        copy=False,
+    )

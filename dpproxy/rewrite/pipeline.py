@@ -25,7 +25,7 @@ from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import Primitive, QueryPlan
-from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows
+from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows, two_sided
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, lit, number
@@ -116,7 +116,12 @@ def rows_select(ctx: RewriteContext, measures: list[tuple[exp.Expression, str]])
     for m, alias in measures:
         rows = rows.select(exp.alias_(m, alias, copy=False), copy=False)
     conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
-    if q.source is not None:  # a join (sql/joins.py): its relation as a subquery
+    if q.source is not None and q.source.sides is not None:  # two units' rows joined
+        joined = exp.Subquery(
+            this=two_sided(ctx), alias=exp.TableAlias(this=exp.to_identifier("__joined"))
+        )
+        rows = rows.from_(joined, copy=False)
+    elif q.source is not None:  # a join (sql/joins.py): its relation as a subquery
         used = {
             c.name
             for e in (*guarded_keys, *(m for m, _ in measures), *conditions)

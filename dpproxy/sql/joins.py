@@ -26,10 +26,14 @@ key, the most rows per value of a public table's join column, read from the publ
 declared rows per unit of a private table), otherwise it is chosen with DP per query
 (``planning/truncation.py``) or given by a hint.
 
+Two units: when the private tables fall into exactly two classes of units (``people p JOIN
+shops s ON p.city = s.city``), each joined row holds two people's rows; :meth:`_two_units`
+builds reading/002's private join with truncation per join key instead (see there).
+
 Refused: outer, natural, semi/anti and cross joins (every table must be connected to the
-others by an equality), a private table twice (self-joins), private tables whose units the
-join does not equate (a join of two people's rows would change with either of them), joins
-inside subqueries of a join, and flat maps over anything but a split string.
+others by an equality), a private table twice (self-joins), joins that mix more than two
+units, two units joined together with public tables or flat maps, joins inside subqueries of
+a join, and flat maps over anything but a split string.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from dpproxy.catalog.model import Catalog, Column, ColumnType, ContributionBound
 from dpproxy.errors import AmbiguousColumn, Forbidden, UndefinedTable, UnsupportedQuery
 
 UNIT_OF_ROW = "__unit_of_row"
+SIDE_UNIT = "__side_unit"
 MAX_INSTANCES = 12
 
 
@@ -55,6 +60,24 @@ class _Instance:
 
 
 @dataclass(frozen=True, slots=True)
+class Side:
+    """One side of a join between two units' rows: its rows (SQL), the columns it projects
+    (virtual names), its join key columns (aligned with the other side's), its rows per unit
+    M from the schema, and whether its key is unique (DropNonUnique) or not (DropExcess)."""
+
+    select: exp.Select  # SELECT <columns AS virtual names>, <unit> AS __side_unit FROM …
+    columns: tuple[str, ...]
+    keys: tuple[str, ...]
+    rows_per_unit: int
+    unique_key: bool
+    description: str
+
+    def truncation(self, join_rows: int) -> tuple[int, int]:
+        """(T, S): rows kept per key value and the strategy's stability (reading/002)."""
+        return (1, 1) if self.unique_key else (join_rows, 2)
+
+
+@dataclass(frozen=True, slots=True)
 class JoinSource:
     """The joined relation as SQL, with what explain shows about it."""
 
@@ -63,6 +86,18 @@ class JoinSource:
     derived: int | None  # rows per unit from the schema; None when some fan-out is unknown
     derivation: str  # how ``derived`` was computed, or why it is unknown
     hidden: tuple[str, ...] = ()  # tables joined only to reach the unit
+    # A join of two units' rows on other columns: both sides, truncated per join key in the
+    # rewrite (``rewrite/pipeline.py``), instead of one relation bounded per unit.
+    sides: tuple[Side, Side] | None = None
+
+    def stability(self, join_rows: int) -> int:
+        """Rows of the joined relation that one unit can change (reading/002):
+        T_a·S_b·M_b + T_b·S_a·M_a, with T, S = 1, 1 for DropNonUnique and T, 2 for
+        DropExcess(T); M is a side's rows per unit."""
+        assert self.sides is not None
+        a, b = self.sides
+        (ta, sa), (tb, sb) = a.truncation(join_rows), b.truncation(join_rows)
+        return ta * sb * b.rows_per_unit + tb * sa * a.rows_per_unit
 
 
 @dataclass
@@ -334,11 +369,14 @@ class JoinBuilder:
             )
         units = {i.alias: self._unit_of(i) for i in list(private)}
         classes = {self.uf.find(u) for u in units.values()}
+        if len(classes) == 2:
+            self._check_connected()
+            return self._two_units(units)
         if len(classes) != 1:
             names = ", ".join(sorted(i.table.name for i in private if i.table is not None))
             raise Forbidden(
                 f"the join does not match the privacy unit of {names}: joined rows would "
-                "mix different people's rows",
+                "mix the rows of more than two people",
                 hint="join private tables on the privacy unit or on the keys that lead to it "
                 "(schemas/README.md: privacy_unit via references)",
             )
@@ -346,6 +384,134 @@ class JoinBuilder:
         unit_class = classes.pop()
         root_unit = next(iter(units.values()))
         return self._relation(unit_class, root_unit)
+
+    def _two_units(
+        self, units: dict[str, tuple[str, str]]
+    ) -> tuple[Table, JoinSource, dict[str, exp.Expression], set[str]]:
+        """Private tables of two different units joined on other columns (reading/002's private
+        join): each side is bounded to its rows per unit M, then truncated per join key value —
+        DropNonUnique when the key is unique on that side (T = 1, stability 1), DropExcess(T)
+        otherwise (T rows per key value, stability 2) — and the join then changes by at most
+        T_a·S_b·M_b + T_b·S_a·M_a rows when one unit (with all its rows on both sides) is added
+        or removed. Its rows belong to no single unit, so the plan needs no further bounding
+        but answers only what row-level stability supports (``planning/planner.py``)."""
+        if any(i.table is None or not i.table.private for i in self.instances):
+            raise UnsupportedQuery(
+                "a join of two people's rows with public tables or UNNEST is not supported",
+                hint="join the two private tables alone, or join private tables on their unit",
+            )
+        side_of = {i.alias: self.uf.find(self._unit_of(i)) for i in self.instances}
+        roots = list(dict.fromkeys(side_of.values()))
+        groups = [[i for i in self.instances if side_of[i.alias] == r] for r in roots]
+        pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
+        for a, b in self.edges:
+            if side_of[a[0]] == side_of[b[0]]:
+                continue
+            pair = (a, b) if side_of[a[0]] == roots[0] else (b, a)
+            if pair not in pairs:
+                pairs.append(pair)
+        if any(self._inst(c[0]).hidden for pair in pairs for c in pair):
+            raise UnsupportedQuery("join the two units' tables on columns of the tables named")
+        visible = [i for i in self.instances if not i.hidden]
+        vnames, names, ambiguous, columns = self._virtual_columns(visible)
+        sides: list[Side] = []
+        for n, members in enumerate(groups):
+            bound, why = self._derived_bound(members)
+            tables = " ⋈ ".join(i.table.name for i in members if i.table and not i.hidden)
+            if bound is None:
+                raise UnsupportedQuery(
+                    f"a join of two people's rows needs declared rows per unit for {tables}: {why}",
+                    hint="declare max_rows_per_unit in the schema (schemas/README.md)",
+                )
+            keys = tuple(vnames[pair[n]] for pair in pairs)
+            unique = any(
+                (t := self._inst(pair[n][0]).table) is not None and self._unique(t, pair[n][1])
+                for pair in pairs
+            )
+            own = [vnames[(i.alias, c)] for i in members if not i.hidden for c in _column_names(i)]
+            select = exp.select()
+            for inst in members:
+                if inst.hidden:
+                    continue
+                for c in _column_names(inst):
+                    value = exp.column(_column(inst, c).name, table=inst.alias)
+                    select = select.select(exp.alias_(value, vnames[(inst.alias, c)]), copy=False)
+            unit = units.get(members[0].alias) or self._unit_of(members[0])
+            select = select.select(
+                exp.alias_(exp.column(unit[1], table=unit[0]), SIDE_UNIT), copy=False
+            )
+            select = self._from_where(select, members)
+            sides.append(Side(select, tuple(own), keys, bound, unique, tables))
+        first_side, second_side = sides
+        joined = exp.select(
+            *[exp.column(c, table="__a") for c in first_side.columns],
+            *[exp.column(c, table="__b") for c in second_side.columns],
+            exp.alias_(exp.column(SIDE_UNIT, table="__a"), UNIT_OF_ROW),
+        )
+        described = " ⋈ ".join(
+            i.table.name + ("" if i.alias == i.table.name.lower() else f" {i.alias}")
+            for i in visible
+            if i.table is not None
+        )
+        first = groups[0][0]
+        root = units.get(first.alias) or self._unit_of(first)
+        unit_type = _column(self._inst(root[0]), root[1]).type
+        columns.append(Column(UNIT_OF_ROW, unit_type))
+        table = Table(
+            name=described,
+            private=True,
+            columns=tuple(columns),
+            privacy_unit=UNIT_OF_ROW,
+            bound=ContributionBound(max_rows=1),  # unused: the plan takes the join's stability
+        )
+        on = ", ".join(f"{x} = {y}" for x, y in zip(first_side.keys, second_side.keys, strict=True))
+        derivation = f"two units' rows joined on {on}"
+        source = JoinSource(joined, described, None, derivation, sides=(first_side, second_side))
+        return table, source, names, ambiguous
+
+    def _virtual_columns(
+        self, visible: list[_Instance]
+    ) -> tuple[dict[tuple[str, str], str], dict[str, exp.Expression], set[str], list[Column]]:
+        counts: dict[str, int] = {}
+        for inst in visible:
+            for name in _column_names(inst):
+                counts[name] = counts.get(name, 0) + 1
+        vnames: dict[tuple[str, str], str] = {}
+        names: dict[str, exp.Expression] = {}
+        ambiguous: set[str] = set()
+        columns: list[Column] = []
+        for inst in visible:
+            for name in _column_names(inst):
+                vname = name if counts[name] == 1 else f"{inst.alias}__{name}"
+                vnames[(inst.alias, name)] = vname
+                c = _column(inst, name)
+                columns.append(Column(vname, c.type, c.lower, c.upper, c.nullable, c.domain))
+                names[f"{inst.alias}.{name}"] = exp.column(vname)
+                if counts[name] == 1:
+                    names[name] = exp.column(vname)
+                else:
+                    ambiguous.add(name)
+        return vnames, names, ambiguous, columns
+
+    def _from_where(self, select: exp.Select, members: list[_Instance]) -> exp.Select:
+        """FROM the members, WHERE the equalities among them (dpproxy's own, never the text)."""
+        aliases = {i.alias for i in members}
+        select = select.from_(_from_item(members[0]), copy=False)
+        for inst in members[1:]:
+            select = select.join(
+                _from_item(inst), join_type="CROSS" if inst.unnest else None, copy=False
+            )
+        done: set[frozenset[tuple[str, str]]] = set()
+        for a, b in self.edges:
+            if a[0] not in aliases or b[0] not in aliases or frozenset((a, b)) in done:
+                continue
+            done.add(frozenset((a, b)))
+            cond = exp.EQ(
+                this=exp.column(_column(self._inst(a[0]), a[1]).name, table=a[0]),
+                expression=exp.column(_column(self._inst(b[0]), b[1]).name, table=b[0]),
+            )
+            select = select.where(cond, copy=False)
+        return select
 
     def _inst(self, alias: str) -> _Instance:
         return next(i for i in self.instances if i.alias == alias)
@@ -449,7 +615,7 @@ class JoinBuilder:
         )
         return table, JoinSource(select, described, derived, derivation, hidden), names, ambiguous
 
-    def _derived_bound(self) -> tuple[int | None, str]:
+    def _derived_bound(self, subset: list[_Instance] | None = None) -> tuple[int | None, str]:
         """Rows of one unit in the joined relation, from the schema and the public data.
 
         Start from one private table (its declared rows per unit) and add the others along the
@@ -457,9 +623,10 @@ class JoinBuilder:
         unit of a one-row-per-unit table) adds a factor 1; a public table adds the most rows
         sharing one value of its join column; another private table its rows per unit; a flat
         map an unknown factor. The smallest product over the possible starting tables wins."""
+        members = self.instances if subset is None else subset
         best: tuple[int, str] | None = None
         reason = ""
-        for start in self.instances:
+        for start in members:
             if start.table is None or not start.table.private:
                 continue
             k = start.table.bound.rows_total()
@@ -469,8 +636,8 @@ class JoinBuilder:
             total, parts = k, [f"{start.table.name} {k}"]
             joined = {start.alias}
             ok = True
-            while ok and len(joined) < len(self.instances):
-                step = self._next_factor(joined)
+            while ok and len(joined) < len(members):
+                step = self._next_factor(joined, members)
                 if step is None:
                     ok = False
                     break
@@ -488,10 +655,12 @@ class JoinBuilder:
             return None, reason or "no table declares its rows per unit"
         return best
 
-    def _next_factor(self, joined: set[str]) -> tuple[str, int | None, str] | None:
+    def _next_factor(
+        self, joined: set[str], members: list[_Instance]
+    ) -> tuple[str, int | None, str] | None:
         """The cheapest instance to add next: (alias, its fan-out, why)."""
         options: list[tuple[str, int | None, str]] = []
-        for inst in self.instances:
+        for inst in members:
             if inst.alias in joined:
                 continue
             if inst.unnest is not None:
