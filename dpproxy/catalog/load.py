@@ -51,7 +51,7 @@ _TABLE_KEYS = {
     "description",
     "public_rows",
 }
-_COLUMN_KEYS = {"type", "lower", "upper", "nullable", "domain", "description"}
+_COLUMN_KEYS = {"type", "lower", "upper", "nullable", "domain", "description", "max_elements"}
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -404,7 +404,10 @@ def _column(name: str, doc: Any, path: str, probs: _Problems) -> Column | None:
                     probs.add(f"{path}.domain[{i}]", f"{v!r} is not a {ctype.value} value")
             if len({_domain_key(v) for v in domain}) != len(domain):
                 probs.add(f"{path}.domain", "values must be distinct")
-    return Column(name, ctype, lower, upper, nullable, domain)
+    most = _positive_int(doc.get("max_elements"), f"{path}.max_elements", probs)
+    if most is not None and ctype is not ColumnType.TEXT:
+        probs.add(f"{path}.max_elements", "applies to text columns (split by UNNEST) only")
+    return Column(name, ctype, lower, upper, nullable, domain, most)
 
 
 def _domain_value_ok(v: object, ctype: ColumnType) -> bool:

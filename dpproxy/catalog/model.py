@@ -41,6 +41,7 @@ class Column:
     upper: Fraction | None = None
     nullable: bool = False
     domain: tuple[object, ...] | None = None
+    max_elements: int | None = None  # text split by UNNEST: at most this many elements used
 
     @property
     def bounds(self) -> Interval:

@@ -72,7 +72,7 @@ def parse_hints(sql: str, method: Method | None = None) -> MethodOptions:
                 fields[k] = _number(k, value)
             elif k == "bins":
                 fields["bins"] = _count(k, value, 1)
-            elif k in ("max_rows", "max_rows_cap", "join_rows"):
+            elif k in ("max_rows", "max_rows_cap", "join_rows", "max_groups", "max_rows_per_group"):
                 fields[k] = _count(k, value, 1)
             elif k == "coverage":
                 share = _number(k, value)
@@ -83,6 +83,11 @@ def parse_hints(sql: str, method: Method | None = None) -> MethodOptions:
                 raise InvalidParameter(
                     f"unknown dpproxy hint {key!r}",
                     hint="mechanism, ptr_bound, saa_chunks, saa_lower, saa_upper, bins, "
-                    "max_rows, max_rows_cap, coverage or join_rows",
+                    "max_rows, max_rows_cap, max_groups, max_rows_per_group, coverage or join_rows",
                 )
+    if ("max_groups" in fields) != ("max_rows_per_group" in fields):
+        raise InvalidParameter(
+            "hints max_groups and max_rows_per_group go together",
+            hint="/*+ dpproxy max_groups=3 max_rows_per_group=10 */",
+        )
     return MethodOptions(**fields)  # type: ignore[arg-type]

@@ -88,6 +88,8 @@ class MethodOptions:
     max_rows_cap: int | None = None
     coverage: Fraction | None = None
     join_rows: int | None = None  # DropExcess(T) of a join between two units' rows
+    max_groups: int | None = None  # with max_rows_per_group: a G × R bound instead of rows
+    max_rows_per_group: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,6 +261,16 @@ def _two_units(
     return stab, Truncation("join", k, derivation=derivation, join_rows=join_rows)
 
 
+def _bound_text(bound: ContributionBound) -> str:
+    parts = []
+    if bound.max_rows is not None:
+        parts.append(f"max_rows={bound.max_rows}")
+    if bound.max_groups is not None:
+        parts.append(f"max_groups={bound.max_groups}")
+        parts.append(f"max_rows_per_group={bound.max_rows_per_group}")
+    return " ".join(parts)
+
+
 def _truncation(
     query: ValidQuery,
     policy: PrivacyPolicy,
@@ -276,11 +286,17 @@ def _truncation(
     table = query.table
     if not table.private:
         return query, None
-    if table.unit_is_unique and opts.max_rows is None:
+    hinted = opts.max_rows is not None or opts.max_groups is not None
+    if table.unit_is_unique and not hinted:
         return query, None  # a constraint proves one row per unit
-    if opts.max_rows is not None:
-        tau = opts.max_rows
-        truncation = Truncation("hint", tau)
+    if hinted:
+        bound = ContributionBound(opts.max_rows, opts.max_groups, opts.max_rows_per_group)
+        rows = bound.rows_total()
+        assert rows is not None
+        bounded = replace(table, bound=bound, unit_is_unique=False)
+        return replace(query, table=bounded), Truncation(
+            "hint", rows, derivation=_bound_text(bound)
+        )
     elif table.bound.declared:
         if query.source is None:
             return query, None

@@ -61,7 +61,7 @@ class Truncation:
             why = f" ({self.derivation})" if self.derivation else ""
             return f"{self.rows:,} row(s) per unit from the schema{why}"
         if self.source == "hint":
-            return f"{self.rows:,} row(s) per unit, from the hint max_rows"
+            return f"from the hint: {self.derivation}"
         if self.source == "join":
             return f"the join changes at most {self.rows:,} row(s) per unit ({self.derivation})"
         assert self.coverage is not None

@@ -57,6 +57,7 @@ class _Instance:
     hidden: bool = False  # joined by dpproxy to reach a unit
     unnest: exp.Expression | None = None  # the array expression of a flat map
     element: str = ""  # the flat map's column name
+    fan_out: int | None = None  # a flat map's most elements per row (schema or slice)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +209,11 @@ class JoinBuilder:
 
     def _add_unnest(self, item: exp.Unnest) -> _Instance:
         args = item.expressions
+        requested: int | None = None
+        if len(args) == 1 and isinstance(args[0], exp.Bracket):
+            requested = _slice_length(args[0])
+            inner = args[0].this
+            args = [inner.this if isinstance(inner, exp.Paren) else inner]
         if len(args) != 1 or not isinstance(
             args[0], exp.StringToArray | exp.Split | exp.Anonymous | exp.RegexpSplit
         ):
@@ -252,10 +258,21 @@ class JoinBuilder:
         column = _column(self._inst(owner[0]), owner[1])
         if column.type is not ColumnType.TEXT:
             raise UnsupportedQuery(f'UNNEST splits text; "{column.name}" is {column.type.value}')
-        split = exp.StringToArray(
+        split: exp.Expression = exp.StringToArray(
             this=exp.column(column.name, table=owner[0]), expression=parts[1].copy()
         )
-        inst = self._register(_Instance(name or element, None, unnest=split, element=element))
+        limits = [m for m in (requested, column.max_elements) if m is not None]
+        most = min(limits) if limits else None
+        if most is not None:  # keep the first ``most`` elements of each row
+            split = exp.Bracket(
+                this=exp.Paren(this=split),
+                expressions=[
+                    exp.Slice(this=exp.Literal.number(1), expression=exp.Literal.number(most))
+                ],
+            )
+        inst = self._register(
+            _Instance(name or element, None, unnest=split, element=element, fan_out=most)
+        )
         self.flat_links.append((inst.alias, owner[0]))
         return inst
 
@@ -665,7 +682,11 @@ class JoinBuilder:
                 continue
             if inst.unnest is not None:
                 if any(f == inst.alias and o in joined for f, o in self.flat_links):
-                    options.append((inst.alias, None, "UNNEST has no declared fan-out"))
+                    if inst.fan_out is None:
+                        options.append((inst.alias, None, "UNNEST has no declared fan-out"))
+                    else:
+                        why = f"UNNEST {inst.fan_out} (elements per row)"
+                        options.append((inst.alias, inst.fan_out, why))
                 continue
             cols = {
                 mine[1]
@@ -711,6 +732,24 @@ class JoinBuilder:
             and o.unit_via.key.lower() == column
             for o in self.catalog.tables
         )
+
+
+def _slice_length(bracket: exp.Bracket) -> int:
+    """The number of elements of ``array[lo:hi]`` with positive literal bounds (1-based)."""
+    slices = bracket.expressions
+    if len(slices) == 1 and isinstance(slices[0], exp.Slice):
+        lo, hi = slices[0].this, slices[0].expression
+        if (
+            isinstance(lo, exp.Literal)
+            and isinstance(hi, exp.Literal)
+            and lo.is_int
+            and hi.is_int
+            and 1 <= int(lo.name) <= int(hi.name)
+        ):
+            return int(hi.name) - int(lo.name) + 1
+    raise UnsupportedQuery(
+        "UNNEST of a slice needs literal bounds: UNNEST((string_to_array(c, ','))[1:5])"
+    )
 
 
 def _has(inst: _Instance, name: str) -> bool:

@@ -306,3 +306,50 @@ def test_postgres_gives_the_same_noise_free_answers(pg_dsn: str, tpch_db: Any) -
     finally:
         for e in engines.values():
             e.close()
+
+
+def test_a_flat_map_with_a_declared_fan_out_is_bounded_by_the_schema(tpch_db: Any) -> None:
+    """``max_elements`` on a split column: each row yields at most that many elements (the
+    rewrite slices the array) and the schema bound is the table's rows times it."""
+    from dataclasses import replace
+
+    catalog = tpch_db.catalog()
+    customer = catalog.table("customer")
+    columns = tuple(
+        replace(c, max_elements=4) if c.name == "c_comment" else c for c in customer.columns
+    )
+    tables = tuple(
+        replace(t, columns=columns) if t.name == "customer" else t for t in catalog.tables
+    )
+    engine = Engine(
+        replace(catalog, tables=tables),
+        DuckDBBackend(tpch_db.path),
+        accountant=MemoryAccountant(HUGE, cache="off"),
+        noise=NoNoise(),
+    )
+    try:
+        sql = (
+            "SELECT COUNT(*) FROM customer CROSS JOIN "
+            "UNNEST(string_to_array(c_comment, ' ')) AS w(word)"
+        )
+        plan = engine.prepare(sql).plan
+        assert plan.truncation is not None and plan.truncation.source == "schema"
+        assert plan.stability.rows == 4
+        assert "UNNEST 4 (elements per row)" in plan.truncation.derivation
+        (released,) = engine.run(sql, analyst="t").released.rows
+        con = duckdb.connect(str(tpch_db.path), read_only=True)
+        try:
+            (exact,) = con.execute(
+                "SELECT SUM(LEAST(len(string_split(c_comment, ' ')), 4)) FROM customer"
+            ).fetchone()
+        finally:
+            con.close()
+        assert released == (exact,)
+        # A slice in the query asks for fewer: the smaller of the two wins.
+        sliced = sql.replace(
+            "UNNEST(string_to_array(c_comment, ' '))",
+            "UNNEST((string_to_array(c_comment, ' '))[1:2])",
+        )
+        assert engine.prepare(sliced).plan.stability.rows == 2
+    finally:
+        engine.close()

@@ -257,9 +257,8 @@ def test_the_readme_example_loads(tmp_path: Path) -> None:
     readme = (REPO / "schemas" / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", readme, flags=re.DOTALL)
     assert blocks, "schemas/README.md has no yaml example"
-    for block in blocks:
-        cat = load_catalog(write(tmp_path, block))
-        assert cat.dataset == "adult"
+    datasets = [load_catalog(write(tmp_path, block)).dataset for block in blocks]
+    assert datasets[0] == "adult" and all(datasets)
 
 
 # ---------------------------------------------------------------------------- bad documents
@@ -383,6 +382,16 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], object], str]] = [
         "via-unknown-key",
         lambda d: people(d).update(privacy_unit={"via": "age", "references": "people.x", "k": 1}),
         f"{PEOPLE}.privacy_unit.k",
+    ),
+    (
+        "max-elements-on-a-number",
+        lambda d: cols(d)["age"].update(max_elements=3),
+        f"{AGE}.max_elements",
+    ),
+    (
+        "max-elements-zero",
+        lambda d: cols(d)["sex"].update(max_elements=0),
+        f"{PEOPLE}.columns.sex.max_elements",
     ),
     (
         "truncation-share-one",
