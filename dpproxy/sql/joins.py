@@ -552,64 +552,21 @@ class JoinBuilder:
         self, unit_class: tuple[str, str], root_unit: tuple[str, str]
     ) -> tuple[Table, JoinSource, dict[str, exp.Expression], set[str]]:
         visible = [i for i in self.instances if not i.hidden]
-        counts: dict[str, int] = {}
-        for inst in visible:
-            for name in _column_names(inst):
-                counts[name] = counts.get(name, 0) + 1
-        columns: list[Column] = []
-        names: dict[str, exp.Expression] = {}
-        ambiguous: set[str] = set()
-        unit_columns: list[str] = []
+        vnames, names, ambiguous, columns = self._virtual_columns(visible)
+        unit_columns = [v for key, v in vnames.items() if self.uf.find(key) == unit_class]
         select = exp.select()
-        for inst in visible:
-            for name in _column_names(inst):
-                vname = name if counts[name] == 1 else f"{inst.alias}__{name}"
-                column = _column(inst, name)
-                columns.append(
-                    Column(
-                        vname,
-                        column.type,
-                        column.lower,
-                        column.upper,
-                        column.nullable,
-                        column.domain,
-                    )
-                )
-                if inst.unnest is not None:
-                    value: exp.Expression = exp.column(inst.element, table=inst.alias)
-                else:
-                    assert inst.table is not None
-                    value = exp.column(column.name, table=inst.alias)
-                select = select.select(exp.alias_(value, vname, copy=False), copy=False)
-                names[f"{inst.alias}.{name}"] = exp.column(vname)
-                if counts[name] == 1:
-                    names[name] = exp.column(vname)
-                else:
-                    ambiguous.add(name)
-                if self.uf.find((inst.alias, name)) == unit_class:
-                    unit_columns.append(vname)
-        root = next(i for i in self.instances if i.alias == root_unit[0])
-        assert root.table is not None
-        unit_type = _column(root, root_unit[1]).type
+        for (alias, name), vname in vnames.items():
+            inst = self._inst(alias)
+            source = inst.element if inst.unnest is not None else _column(inst, name).name
+            select = select.select(
+                exp.alias_(exp.column(source, table=alias), vname, copy=False), copy=False
+            )
+        unit_type = _column(self._inst(root_unit[0]), root_unit[1]).type
         select = select.select(
             exp.alias_(exp.column(root_unit[1], table=root_unit[0]), UNIT_OF_ROW, copy=False),
             copy=False,
         )
-        select = select.from_(_from_item(self.instances[0]), copy=False)
-        for inst in self.instances[1:]:
-            select = select.join(
-                _from_item(inst), join_type="CROSS" if inst.unnest else None, copy=False
-            )
-        done: set[frozenset[tuple[str, str]]] = set()
-        for a, b in self.edges:  # only equalities dpproxy built, never the analyst's text
-            if frozenset((a, b)) in done:
-                continue
-            done.add(frozenset((a, b)))
-            cond = exp.EQ(
-                this=exp.column(_column(self._inst(a[0]), a[1]).name, table=a[0]),
-                expression=exp.column(_column(self._inst(b[0]), b[1]).name, table=b[0]),
-            )
-            select = select.where(cond, copy=False)
+        select = self._from_where(select, self.instances)
         derived, derivation = self._derived_bound()
         described = " ⋈ ".join(
             (i.table.name if i.table is not None else "UNNEST")
