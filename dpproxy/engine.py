@@ -258,8 +258,8 @@ class Engine:
         touched = False  # has any statement reached the data?
         try:
             if prepared.truncation is not None:
-                touched = True
                 tau = self._choose_rows(plan, cancel)
+                touched = True
                 with self._chosen_lock:
                     self._chosen[self._choice_key(plan, analyst)] = tau
                 plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, False)
