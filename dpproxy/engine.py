@@ -141,10 +141,10 @@ class Engine:
         delta: Fraction | None,
         mechanism: MechanismKind | None,
         method: Method | None,
-        rows: int,
-        reused: bool,
+        rows: int | None = None,
+        reused: bool = False,
     ) -> QueryPlan:
-        """The plan once its rows per unit are drawn (or reused): calibrated at ``rows``."""
+        """The checked plan; with ``rows``, calibrated at that drawn (or reused) bound."""
         options = parse_hints(sql, method)
         query = validate(parse(sql), self.catalog, sql)
         plan = plan_query(
@@ -184,17 +184,7 @@ class Engine:
     ) -> tuple[QueryPlan, Prepared | None]:
         """The checked plan, and its SQL when the rewrite needs no secret (nothing to bound
         and no sample-and-aggregate chunks to draw)."""
-        options = parse_hints(sql, method)
-        query = validate(parse(sql), self.catalog, sql)
-        plan = plan_query(
-            query,
-            self.catalog.policy,
-            epsilon=epsilon,
-            delta=delta,
-            mechanism=mechanism,
-            options=options,
-        )
-        check_plan(plan)
+        plan = self._plan_chosen(sql, epsilon, delta, mechanism, method)
         two_units = plan.query.source is not None and plan.query.source.sides is not None
         keyless = (
             not plan.needs_bounding
