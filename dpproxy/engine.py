@@ -9,6 +9,7 @@ import json
 import logging
 import secrets
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -36,6 +37,7 @@ from dpproxy.sql.validate import validate
 from dpproxy.values import Cost
 
 log = logging.getLogger("dpproxy")
+CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,7 @@ class Engine:
         self.noise = noise or OpenDPNoise()
         # Rows-per-unit bounds drawn with DP, per analyst and relation: reusing a released
         # value is post-processing, so a later query over the same rows pays nothing for it.
-        self._chosen: dict[tuple[str, str, str], int] = {}
+        self._chosen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self._chosen_lock = threading.Lock()
 
     def prepare(
@@ -132,7 +134,10 @@ class Engine:
         if analyst is None:
             return None
         with self._chosen_lock:
-            return self._chosen.get(self._choice_key(plan, analyst))
+            key = self._choice_key(plan, analyst)
+            if key in self._chosen:
+                self._chosen.move_to_end(key)
+            return self._chosen.get(key)
 
     def _plan_chosen(
         self,
@@ -252,6 +257,8 @@ class Engine:
                 touched = True
                 with self._chosen_lock:
                     self._chosen[self._choice_key(plan, analyst)] = tau
+                    while len(self._chosen) > CHOSEN_KEPT:  # the oldest is drawn again
+                        self._chosen.popitem(last=False)
                 plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, False)
                 if not plan.requested.covers(plan.cost) or plan.cost != prepared.plan.cost:
                     raise InternalError("the chosen bound changed the cost of the plan")

@@ -478,3 +478,37 @@ def _copy_all(
             for table in TABLES:
                 cur.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table.name)))
         _say(progress, f"analysed in {took[0]:.1f} s")
+
+
+# TPC-H Q1, Q3, Q5 and Q10 reduced to what dpproxy answers with the customer as the privacy unit
+# (schemas/tpch.yaml): Q3 and Q10 group by nation or ship priority instead of by order or
+# customer (one group per person would be refused), Q5 keeps its six-table join. The tests
+# (tests/integration/test_joins.py) and the benchmark (benchmarks/bench_joins.py) run these.
+Q1 = (
+    "SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sum_qty, "
+    "SUM(l_extendedprice * (1 - l_discount)) AS sum_disc_price, AVG(l_quantity) AS avg_qty, "
+    "COUNT(*) AS count_order FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' "
+    "GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus"
+)
+Q3 = (
+    "SELECT o_shippriority, SUM(l_extendedprice * (1 - l_discount)) AS revenue, "
+    "COUNT(*) AS lines FROM customer, orders, lineitem WHERE c_mktsegment = 'BUILDING' "
+    "AND c_custkey = o_custkey AND l_orderkey = o_orderkey AND o_orderdate < DATE '1995-03-15' "
+    "AND l_shipdate > DATE '1995-03-15' GROUP BY o_shippriority"
+)
+Q5 = (
+    "SELECT n_name, SUM(l_extendedprice * (1 - l_discount)) AS revenue FROM customer, orders, "
+    "lineitem, supplier, nation, region WHERE c_custkey = o_custkey AND l_orderkey = o_orderkey "
+    "AND l_suppkey = s_suppkey AND c_nationkey = s_nationkey AND s_nationkey = n_nationkey "
+    "AND n_regionkey = r_regionkey AND r_name = 'ASIA' AND o_orderdate >= DATE '1994-01-01' "
+    "AND o_orderdate < DATE '1995-01-01' GROUP BY n_name"
+)
+Q10 = (
+    "SELECT n.n_name, SUM(l.l_extendedprice * (1 - l.l_discount)) AS revenue, "
+    "COUNT(DISTINCT c.c_custkey) AS customers FROM customer AS c "
+    "JOIN orders AS o ON c.c_custkey = o.o_custkey "
+    "JOIN lineitem AS l ON l.l_orderkey = o.o_orderkey "
+    "JOIN nation AS n ON c.c_nationkey = n.n_nationkey WHERE o.o_orderdate >= DATE '1993-10-01' "
+    "AND o.o_orderdate < DATE '1994-01-01' AND l.l_returnflag = 'R' GROUP BY n.n_name"
+)
+QUERIES = {"q1": Q1, "q3": Q3, "q5": Q5, "q10": Q10}

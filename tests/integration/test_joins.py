@@ -27,42 +27,13 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.engine import Engine
 from dpproxy.mechanisms.noise import OpenDPNoise
-from dpproxy.tpch import load_tpch_postgres
+from dpproxy.tpch import Q1, Q3, Q5, Q10, QUERIES, load_tpch_postgres
 from dpproxy.values import Cost
 from tests.commands import dpproxy_command
 from tests.integration.test_server import start_server, stop_server
 from tests.noise import NoNoise
 
 HUGE = Cost(Fraction(10**6), Fraction(1, 2))
-
-Q1 = (
-    "SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sum_qty, "
-    "SUM(l_extendedprice * (1 - l_discount)) AS sum_disc_price, AVG(l_quantity) AS avg_qty, "
-    "COUNT(*) AS count_order FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' "
-    "GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus"
-)
-Q3 = (
-    "SELECT o_shippriority, SUM(l_extendedprice * (1 - l_discount)) AS revenue, "
-    "COUNT(*) AS lines FROM customer, orders, lineitem WHERE c_mktsegment = 'BUILDING' "
-    "AND c_custkey = o_custkey AND l_orderkey = o_orderkey AND o_orderdate < DATE '1995-03-15' "
-    "AND l_shipdate > DATE '1995-03-15' GROUP BY o_shippriority"
-)
-Q5 = (
-    "SELECT n_name, SUM(l_extendedprice * (1 - l_discount)) AS revenue FROM customer, orders, "
-    "lineitem, supplier, nation, region WHERE c_custkey = o_custkey AND l_orderkey = o_orderkey "
-    "AND l_suppkey = s_suppkey AND c_nationkey = s_nationkey AND s_nationkey = n_nationkey "
-    "AND n_regionkey = r_regionkey AND r_name = 'ASIA' AND o_orderdate >= DATE '1994-01-01' "
-    "AND o_orderdate < DATE '1995-01-01' GROUP BY n_name"
-)
-Q10 = (
-    "SELECT n.n_name, SUM(l.l_extendedprice * (1 - l.l_discount)) AS revenue, "
-    "COUNT(DISTINCT c.c_custkey) AS customers FROM customer AS c "
-    "JOIN orders AS o ON c.c_custkey = o.o_custkey "
-    "JOIN lineitem AS l ON l.l_orderkey = o.o_orderkey "
-    "JOIN nation AS n ON c.c_nationkey = n.n_nationkey WHERE o.o_orderdate >= DATE '1993-10-01' "
-    "AND o.o_orderdate < DATE '1994-01-01' AND l.l_returnflag = 'R' GROUP BY n.n_name"
-)
-QUERIES = {"q1": Q1, "q3": Q3, "q5": Q5, "q10": Q10}
 
 
 def hinted(sql: str, rows: int = 1000) -> str:
