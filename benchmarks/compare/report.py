@@ -1,8 +1,9 @@
 """Metrics, targets, ``RESULTS.md`` and figures of the peer comparison, from ``work/results/``.
 
 Reads every adapter JSON line (``*.jsonl``, INTERFACE.md) and ``run.json`` (what ``run.py``
-ran, on what machine, how long), computes the exact answers with DuckDB from the same CSVs,
-and writes the generated ``benchmarks/compare/RESULTS.md`` and
+ran, on what machine, how long), computes the exact answers with DuckDB from the same CSVs (and,
+for the TPC-H queries, from ``work/data/tpch/tpch.duckdb``), and writes the generated
+``benchmarks/compare/RESULTS.md`` and
 ``benchmarks/compare/figures/compare_{latency,error,error_vs_epsilon}.png``. Never edit those
 by hand: rerun ``python benchmarks/compare/report.py`` (``run.py`` calls it).
 
@@ -53,6 +54,9 @@ NAMES = {
     "dpproxy_sql": "dpproxy's SQL alone",
 }
 BASELINES = ("duckdb", "dpproxy_sql")  # latency only, from adapters/dpproxy.py --raw/--rewritten
+CORE = workload.queries_for("pums")  # the 16 queries of pums and synthetic_1m
+TPCH = workload.queries_for("tpch")  # the TPC-H queries (T01, T03)
+TPCH_TITLE = f"TPC-H scale {workload.TPCH_SCALE:g}"
 SWEEP = {"Q01": "COUNT(*)", "Q04": "AVG(age)", "Q11": "MEDIAN(age)"}
 # Targets of the issue.
 SPEED_PUMS = {"smartnoise": 10.0, "qrlew": 4.0}  # dpproxy at least this many times faster
@@ -122,7 +126,8 @@ Answer = tuple[list[str], int, list[list[Any]]]  # columns, number of key column
 def exact_answers(
     data_dir: Path, datasets: Iterable[str], queries: Iterable[str] | None = None
 ) -> dict[tuple[str, str], Answer]:
-    """The exact answer of every query on every data set, computed by DuckDB from the CSVs."""
+    """The exact answer of every query on every data set, computed by DuckDB from the CSVs
+    (tpch: from ``tpch/tpch.duckdb``, read-only). Only the queries of each data set."""
     import duckdb
 
     ids = list(queries) if queries is not None else [q.id for q in workload.QUERIES]
@@ -130,15 +135,22 @@ def exact_answers(
     read_types = ", ".join(f"'{c.name}': '{types[c.type]}'" for c in workload.COLUMNS)
     out: dict[tuple[str, str], Answer] = {}
     for ds in datasets:
-        path = data_dir / f"{ds}.csv"
-        if not path.is_file():
-            continue
-        con = duckdb.connect()
-        con.execute(
-            f"CREATE TABLE {workload.TABLE} AS SELECT * FROM "
-            f"read_csv('{path}', header = true, types = {{{read_types}}})"
-        )
-        for qid in ids:
+        mine = [q for q in ids if q in workload.BY_ID and ds in workload.BY_ID[q].datasets]
+        if ds == "tpch":
+            path = data_dir / "tpch" / "tpch.duckdb"
+            if not path.is_file() or not mine:
+                continue
+            con = duckdb.connect(str(path), read_only=True)
+        else:
+            path = data_dir / f"{ds}.csv"
+            if not path.is_file() or not mine:
+                continue
+            con = duckdb.connect()
+            con.execute(
+                f"CREATE TABLE {workload.TABLE} AS SELECT * FROM "
+                f"read_csv('{path}', header = true, types = {{{read_types}}})"
+            )
+        for qid in mine:
             cur = con.execute(workload.BY_ID[qid].sql)
             desc = cur.description
             rows = cur.fetchall()
@@ -411,6 +423,17 @@ def ran(m: Metrics, system: str) -> bool:
     return any(k[0] == system for k in m.records)
 
 
+def run_ids(m: Metrics) -> list[str]:
+    """The workload queries of the data sets that have any result (by any system)."""
+    seen = {k[1] for k in m.records}
+    return [q.id for q in workload.QUERIES if seen & set(q.datasets)]
+
+
+def home(qid: str) -> str:
+    """The data set on which a query's accuracy is compared: pums, or tpch for T01/T03."""
+    return workload.BY_ID[qid].datasets[0]
+
+
 def run_time(manifest: dict[str, Any]) -> float | None:
     """Seconds one full invocation takes: environments, data, every adapter call (kept calls
     count with the time they took then), and a few seconds for the report."""
@@ -424,7 +447,7 @@ def run_time(manifest: dict[str, Any]) -> float | None:
 def targets(m: Metrics, not_run: dict[str, str] | None = None,
             manifest: dict[str, Any] | None = None) -> list[Target]:
     not_run = not_run or {}
-    ids = [q.id for q in workload.QUERIES]
+    ids = run_ids(m)
     out: list[Target] = []
 
     # Coverage: every workload query answered by dpproxy, on every data set and mode.
@@ -446,7 +469,9 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None,
 
     peers = [p for p in PEERS if ran(m, p)]
     # Accuracy: on every query, median relative error at ε = 1 no worse than the best peer's.
-    goal = "on every query, dpproxy's median relative error at ε = 1 (pums) ≤ the best peer's"
+    goal = "on every query, dpproxy's median relative error at ε = 1 (pums" + (
+        f"; {', '.join(q.id for q in TPCH)} on {TPCH_TITLE}"
+        if any(k[1] == "tpch" for k in m.records) else "") + ") ≤ the best peer's"
     if not ran(m, "dpproxy") or not peers:
         out.append(Target("Accuracy vs the best peer", goal, "not evaluated", "–",
                           "no peer was run" if ran(m, "dpproxy") else "dpproxy was not run"))
@@ -472,7 +497,7 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None,
     # AVG: at least 1.5× lower median relative error than SmartNoise SQL's.
     goal = f"AVG (Q04, Q05, Q15): dpproxy's median relative error ≥ {AVG_VS_SMARTNOISE}× lower " \
            "than SmartNoise SQL's"
-    avg_ids = [q.id for q in workload.QUERIES if q.kind == "avg"]
+    avg_ids = [q.id for q in CORE if q.kind == "avg"]
     if not ran(m, "smartnoise") or not ran(m, "dpproxy"):
         why = not_run.get("smartnoise", "SmartNoise SQL was not run")
         out.append(Target("AVG vs SmartNoise SQL", goal, "not evaluated", "–", why))
@@ -569,13 +594,15 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None,
 
 
 def accuracy_vs_best(m: Metrics, dataset: str = "pums") -> list[dict[str, Any]]:
-    """Per query: dpproxy's median relative error, the best peer's, their ratio and its CI."""
+    """Per query: dpproxy's median relative error, the best peer's, their ratio and its CI
+    (the 16 queries on ``dataset``, the TPC-H queries on tpch)."""
     rows = []
     for q in workload.QUERIES:
-        a = m.accuracy("dpproxy", dataset, q.id)
+        ds = dataset if q in CORE else home(q.id)
+        a = m.accuracy("dpproxy", ds, q.id)
         best, best_acc = None, None
         for p in PEERS:
-            b = m.accuracy(p, dataset, q.id)
+            b = m.accuracy(p, ds, q.id)
             if b is None or b.median_rel is None:
                 continue
             if best_acc is None or b.median_rel < (best_acc.median_rel or 0):
@@ -593,7 +620,7 @@ def accuracy_vs_best(m: Metrics, dataset: str = "pums") -> list[dict[str, Any]]:
 
 def speed_ratios(m: Metrics, peer: str, dataset: str = "pums") -> dict[str, float]:
     out = {}
-    for q in workload.QUERIES:
+    for q in workload.queries_for(dataset):
         a, b = m.latency("dpproxy", dataset, q.id), m.latency(peer, dataset, q.id)
         if a and b and a.median > 0:
             out[q.id] = b.median / a.median
@@ -602,7 +629,7 @@ def speed_ratios(m: Metrics, peer: str, dataset: str = "pums") -> dict[str, floa
 
 def raw_ratios(m: Metrics, dataset: str = "synthetic_1m") -> dict[str, float]:
     out = {}
-    for q in workload.QUERIES:
+    for q in workload.queries_for(dataset):
         a, b = m.latency("dpproxy", dataset, q.id), m.latency("duckdb", dataset, q.id)
         if a and b and b.median > 0:
             out[q.id] = a.median / b.median
@@ -673,12 +700,12 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
               file=sys.stderr)
         return []
     figures.mkdir(parents=True, exist_ok=True)
-    ids = [q.id for q in workload.QUERIES]
     colors = {"dpproxy": "C0", "smartnoise": "C1", "qrlew": "C2", "tumult": "C3",
               "duckdb": "0.5", "dpproxy_sql": "#9ecae1"}
     paths = []
 
-    def bars(ax: Any, series: dict[str, list[float | None]], floor: float) -> None:
+    def bars(ax: Any, series: dict[str, list[float | None]], floor: float,
+             ids: list[str]) -> None:
         from matplotlib.transforms import blended_transform_factory
 
         n = len(series)
@@ -699,7 +726,7 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
         ax.grid(axis="y", alpha=0.3)
 
     systems = m.systems()
-    # Latency: median per system and query, both data sets.
+    # Latency: median per system and query, one panel per data set.
     datasets = [d for d in workload.DATASETS if any(k[1] == d and k[2] == "latency"
                                                     for k in m.records)]
     if datasets:
@@ -710,12 +737,15 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
             for s in systems:
                 if not any(k[0] == s and k[1] == d and k[2] == "latency" for k in m.records):
                     continue
+                ids = [q.id for q in workload.queries_for(d)]
                 series[s] = [
                     (lat.median * 1e3 if (lat := m.latency(s, d, q)) else None) for q in ids
                 ]
-            bars(ax, series, floor=1e-2)
+            bars(ax, series, floor=1e-2, ids=[q.id for q in workload.queries_for(d)])
             ax.set_ylabel("median latency (ms)")
-            ax.set_title(f"{d} ({workload.DATASETS[d]:,} rows): end-to-end latency per query "
+            label = (f"{TPCH_TITLE} ({workload.DATASETS[d]:,} line items)" if d == "tpch"
+                     else f"{d} ({workload.DATASETS[d]:,} rows)")
+            ax.set_title(f"{label}: end-to-end latency per query "
                          "(× = not answered or not run)", fontsize=10)
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=6, fontsize=8)
@@ -727,13 +757,14 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
 
     # Error: median relative error at ε = 1 on pums per system and query.
     dp_systems = [s for s in systems if s not in BASELINES]
-    if any(k[2] == "accuracy" for k in m.records):
+    if any(k[2] == "accuracy" and k[1] == "pums" for k in m.records):
         fig, ax = plt.subplots(figsize=(13, 3.8))
         series = {}
+        ids = [q.id for q in CORE]
         for s in dp_systems:
             series[s] = [(a.median_rel if (a := m.accuracy(s, "pums", q)) else None)
                          for q in ids]
-        bars(ax, series, floor=1e-5)
+        bars(ax, series, floor=1e-5, ids=ids)
         ax.set_ylabel("median relative error")
         ax.set_title("pums (1,000 rows), ε = 1: median relative error per query "
                      "(× = not answered; 0 drawn at 1e-5)", fontsize=10)
@@ -774,6 +805,12 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
 # ---------------------------------------------------------------------------- markdown
 
 
+def _anchor(title: str) -> str:
+    """The GitHub anchor of the TPC-H section's heading."""
+    heading = f"{title}: the customer as privacy unit".lower()
+    return "".join(c for c in heading.replace(" ", "-") if c.isalnum() or c in "-_")
+
+
 def _ms(lat: Latency | None) -> str:
     return "–" if lat is None else f"{fmt_ms(lat.median)} ({fmt_ms(lat.p95)})"
 
@@ -789,7 +826,10 @@ def _cell_supported(m: Metrics, s: str, q: str, foot: dict[str, int]) -> str:
     return f"✗ [{n}]" if not any(statuses) else f"partly [{n}]"
 
 
-def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
+def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
+           tpch_meta: dict[str, Any] | None = None) -> str:
+    """RESULTS.md. ``tpch_meta``: the TPC-H data's scale, generator and table sizes (from
+    ``tpch.duckdb``), shown in the TPC-H section when given."""
     systems = [s for s in m.systems() if s not in BASELINES]
     not_run = {s: info.get("status", "not run")
                for s, info in manifest.get("systems", {}).items()
@@ -807,9 +847,11 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     w("_Generated by `benchmarks/compare/report.py` from the results of "
       "`benchmarks/compare/run.py`; do not edit by hand._")
     w("")
-    w("One shared workload (16 SQL queries, [workload.py](workload.py)) runs through dpproxy "
+    w(f"One shared workload ({len(CORE)} SQL queries over one table, and {len(TPCH)} TPC-H "
+      "queries over several; [workload.py](workload.py)) runs through dpproxy "
       "and each peer, every system in its own virtual environment with pinned versions, with "
-      "the same bounds, the same privacy unit (`pid`, one row per person), ε = 1 per query and "
+      "the same bounds, the same privacy unit (`pid`, one row per person; on TPC-H the "
+      "customer, with all their orders and line items), ε = 1 per query and "
       "δ = 1e-5 where a mechanism needs one. The harness and the adapter contract are described "
       "in [INTERFACE.md](INTERFACE.md).")
     w("")
@@ -818,7 +860,12 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
       "extra (`pip install -e '.[bench]'`), with Java 17 on the PATH (Tumult's PySpark) and a "
       "PostgreSQL server at `postgresql://postgres@127.0.0.1:5432` or `$QRLEW_PG_URL` (Qrlew "
       "runs its rewritten SQL there, its usual set-up); the peers are installed from PyPI "
-      "into `benchmarks/compare/work/venvs/`:")
+      "into `benchmarks/compare/work/venvs/`. The data is prepared first under "
+      "`benchmarks/compare/work/data/` (`data.py`): the PUMS sample, a synthetic table of "
+      f"1,000,000 rows from a fixed seed, and {TPCH_TITLE} generated offline by `tpchgen-cli` "
+      "(in the `bench` extra; about 30 s and 570 MB): a DuckDB file, one Parquet file per "
+      f"table, and a copy in PostgreSQL schema `{workload.TPCH_PG_SCHEMA}` "
+      "(`--datasets pums,synthetic_1m` skips it):")
     w("")
     w("```console")
     w("$ python benchmarks/compare/run.py")
@@ -834,7 +881,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
             text += f"; the whole comparison took {total / 60:.1f} min"
         if kept:
             text += (f" ({kept} of its {len(calls)} adapter calls were kept from an "
-                     f"interrupted invocation started {manifest.get('resumed_from', '?')}, "
+                     f"earlier invocation started {manifest.get('resumed_from', '?')}, "
                      "with the time they took then)")
         w(text + ".")
         w("")
@@ -879,10 +926,12 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
         w("")
     w(summary_table(m, systems))
     w("")
-    w("*Coverage*: queries answered on every data set and mode. *Median relative error*: the "
-      "median over the 16 queries of each query's median relative error at ε = 1 on pums "
-      "(queries the system answers). *Latency*: the median over queries of the median "
-      "end-to-end latency; a system that answers fewer queries is averaged over fewer.")
+    w("*Coverage*: queries answered on every data set and mode (the TPC-H queries on tpch). "
+      f"*Median relative error*: the median over the {len(CORE)} one-table queries of each "
+      "query's median relative error at ε = 1 on pums (queries the system answers; the TPC-H "
+      f"queries are in [their own section](#{_anchor(TPCH_TITLE)})). *Latency*: the median "
+      "over queries of the median end-to-end latency; a system that answers fewer queries "
+      "is averaged over fewer.")
     w("")
 
     # Coverage.
@@ -890,7 +939,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     w("")
     foot: dict[str, int] = {}
     rows = [[q.id, q.title] + [_cell_supported(m, s, q.id, foot) for s in systems]
-            for q in workload.QUERIES]
+            for q in CORE]
     w(md_table(["query", "what", *[NAMES[s] for s in systems]], rows,
                "ll" + "c" * len(systems)).replace("---:", ":---:"))
     w("")
@@ -910,7 +959,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     w("")
     vs = {r["query"]: r for r in accuracy_vs_best(m)}
     rows = []
-    for q in workload.QUERIES:
+    for q in CORE:
         vals = {s: (a.median_rel if (a := m.accuracy(s, "pums", q.id)) else None)
                 for s in systems}
         best = min((v for v in vals.values() if v is not None), default=None)
@@ -924,7 +973,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     w("Absolute error: median / 95th percentile over all runs and released cells.")
     w("")
     rows = []
-    for q in workload.QUERIES:
+    for q in CORE:
         cells = []
         for s in systems:
             a = m.accuracy(s, "pums", q.id)
@@ -964,7 +1013,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
           "(≥ 95% expected).")
         w("")
         rows = []
-        for q in workload.QUERIES:
+        for q in CORE:
             a = m.accuracy("dpproxy", "pums", q.id)
             pred = m.predicted(q.id)
             within = ""
@@ -1009,7 +1058,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
           + runs_note(m, "synthetic_1m", "accuracy") + ".")
         w("")
         rows = []
-        for q in workload.QUERIES:
+        for q in CORE:
             rows.append([f"{q.id} {q.title}"] + [
                 _fmt_num(a.median_rel) if (a := m.accuracy(s, "synthetic_1m", q.id)) else "–"
                 for s in systems])
@@ -1034,8 +1083,8 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     lat_systems = [s for s in m.systems() if any(k[0] == s and k[2] == "latency"
                                                  for k in m.records)]
     for d in workload.DATASETS:
-        if not any(k[1] == d and k[2] == "latency" for k in m.records):
-            continue
+        if d == "tpch" or not any(k[1] == d and k[2] == "latency" for k in m.records):
+            continue  # tpch: in its own section below
         w(f"### {d} ({workload.DATASETS[d]:,} rows)")
         w("")
         # Ratios: (numerator, denominator, header).
@@ -1049,7 +1098,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
         cols = [s for s in lat_systems if any(k[0] == s and k[1] == d and k[2] == "latency"
                                               for k in m.records)]
         rows = []
-        for q in workload.QUERIES:
+        for q in workload.queries_for(d):
             cells = [_ms(m.latency(s, d, q.id)) for s in cols]
             ratios = []
             for num, den, _ in extra:
@@ -1060,20 +1109,26 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
         w(md_table(["query", *head], rows))
         w("")
     w("One-time set-up per adapter process (seconds): loading the CSV and preparing the system "
-      "(dpproxy: a DuckDB file with typed columns and the engine; SmartNoise: the reader over "
+      "(dpproxy: a DuckDB file with typed columns and the engine; on tpch only the engine "
+      "over the prepared DuckDB file; SmartNoise: the reader over "
       "the data and its metadata; Qrlew: the dataset and its relations; Tumult: a Spark "
       "session and the session object).")
     w("")
+    set_ds = [d for d in workload.DATASETS if any(k[1] == d and k[2] == "latency"
+                                                  for k in m.records)]
     rows = []
     for s in lat_systems:
         if s in BASELINES:
             continue  # measured in dpproxy's process, on its set-up
-        rows.append([NAMES[s]] + [_fmt_num(m.setup(s, d)) for d in workload.DATASETS])
-    w(md_table(["system", *[f"{d}" for d in workload.DATASETS]], rows))
+        rows.append([NAMES[s]] + [_fmt_num(m.setup(s, d)) for d in set_ds])
+    w(md_table(["system", *[f"{d}" for d in set_ds]], rows))
     w("")
     if any(p.name == "compare_latency.png" for p in figures):
         w("![latency per system and query](figures/compare_latency.png)")
         w("")
+
+    if any(k[1] == "tpch" for k in m.records):
+        out.extend(tpch_section(m, systems, settings, tpch_meta))
 
     notes = observations(m)
     if notes:
@@ -1105,7 +1160,8 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
           "medians are correspondingly less precise.")
         w("")
         cols = [("pums", "accuracy", 1.0), ("pums", "latency", 1.0),
-                ("synthetic_1m", "accuracy", 1.0), ("synthetic_1m", "latency", 1.0)]
+                ("synthetic_1m", "accuracy", 1.0), ("synthetic_1m", "latency", 1.0),
+                ("tpch", "accuracy", 1.0), ("tpch", "latency", 1.0)]
         sweep = sorted({c["epsilon"] for c in calls if c["epsilon"] != workload.EPSILON})
         rows = []
         for s in per:
@@ -1119,6 +1175,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
             row.append("–" if c is None else str(c["runs"]))
             rows.append(row)
         w(md_table(["system", "pums accuracy", "pums latency", "1 M accuracy", "1 M latency",
+                    "TPC-H accuracy", "TPC-H latency",
                     "ε sweep (" + ", ".join(f"{e:g}" for e in sweep) + ")"], rows))
         w("")
         inc = [(c["system"], c["dataset"], c["mode"], i) for c in calls
@@ -1134,7 +1191,10 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
     w("")
     w("- Exact answers: the workload SQL on DuckDB over the same CSV files "
       "(`benchmarks/compare/work/data/`, written by `data.py`: PUMS as shipped, and a "
-      "synthetic table of 1,000,000 rows from a fixed seed).")
+      "synthetic table of 1,000,000 rows from a fixed seed); for the TPC-H queries, the SQL on "
+      "DuckDB over `work/data/tpch/tpch.duckdb` (the file dpproxy reads; the Parquet files "
+      "and the PostgreSQL copy the peers read are exported from it), with no bound on the "
+      "rows per customer, so truncation counts as error.")
     w("- Relative error = |released − exact| / |exact| per released cell; medians and 95th "
       "percentiles are over all runs and cells. A group a system does not release is not an "
       "error cell; it lowers the *share released* instead.")
@@ -1145,6 +1205,224 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path]) -> str:
       "system's own error.")
     w("")
     return "\n".join(out)
+
+
+BOUND_KEYS = ("rows_per_unit", "max_rows_per_unit", "max_multiplicity", "max_ids")
+
+
+def taus(m: Metrics, qid: str, system: str = "dpproxy") -> list[int]:
+    """The bounds on rows per customer dpproxy drew with DP in its tpch runs (``tau``)."""
+    out = []
+    for mode in ("accuracy", "latency"):
+        r = m.record(system, "tpch", mode, qid)
+        if r and r.get("supported"):
+            out += [int(run["tau"]) for run in r.get("runs") or [] if run.get("tau") is not None]
+    return out
+
+
+def given_bound(m: Metrics, system: str) -> Any:
+    """The bound on rows per customer a peer's adapter reports it was given on tpch, if any."""
+    for k, r in m.records.items():
+        if k[0] == system and k[1] == "tpch":
+            for key in BOUND_KEYS:
+                if r.get(key) is not None:
+                    return r[key]
+    return None
+
+
+def column_rel(rec: dict[str, Any] | None, exact: Answer | None) -> list[float | None]:
+    """Median relative error per value column of one accuracy record (released cells)."""
+    if rec is None or exact is None or not rec.get("supported"):
+        return []
+    cols, keys, truth = exact
+    truth_by_key = {tuple(r[:keys]): r[keys:] for r in truth}
+    errs: list[list[float]] = [[] for _ in cols[keys:]]
+    for run in rec.get("runs") or []:
+        if run.get("rows") is None:
+            continue
+        got = {tuple(r[:keys]): r[keys:] for r in normalise_rows(run["rows"], keys)}
+        for k, true_values in truth_by_key.items():
+            values = got.get(k)
+            for j, t in enumerate(true_values):
+                v = values[j] if values is not None and j < len(values) else None
+                if v is not None and t:
+                    errs[j].append(abs(v - t) / abs(t))
+    return [statistics.median(e) if e else None for e in errs]
+
+
+def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
+                 tpch_meta: dict[str, Any] | None = None) -> list[str]:
+    """The TPC-H section: data, privacy unit, bounds per customer, coverage, accuracy,
+    latency."""
+    out: list[str] = []
+    w = out.append
+    meta = tpch_meta or {}
+    w(f"## {TPCH_TITLE}: the customer as privacy unit")
+    w("")
+    sizes = meta.get("rows") or {}
+    size_text = (", ".join(f"{sizes[t]:,} {t}" for t in ("customer", "orders", "lineitem")
+                           if t in sizes) or f"{workload.DATASETS['tpch']:,} line items")
+    gen = f" by {meta['generator']}" if meta.get("generator") else " by `tpchgen-cli`"
+    w(f"TPC-H at scale {workload.TPCH_SCALE:g} ({size_text}), generated offline{gen} "
+      "(`data.py`). The privacy unit is the customer with all their orders and line items, "
+      "the set-up of Wilson et al., \"Differentially Private SQL with Bounded User "
+      "Contribution\" (PoPETs 2020): orders belong to their customer through `o_custkey`, line "
+      "items to their order's customer (`l_orderkey` → `o_orderkey` → `o_custkey`), so "
+      "removing a customer removes all of those rows. Public bounds (the specification's): "
+      + ", ".join(f"`{c}` {lo:,g}..{hi:,g}"
+                  for c, (lo, hi) in workload.TPCH_BOUNDS.items())
+      + "; public domains for " + ", ".join(f"`{c}`" for c in workload.TPCH_DOMAINS)
+      + ". ε = 1 per query.")
+    w("")
+    for q in TPCH:
+        w(f"- **{q.id}** {q.title}: `{q.sql}`")
+    w("")
+
+    # Rows per customer: how each system bounded them.
+    w("**Rows per customer.** No customer has a fixed maximum of orders or line items, so "
+      "each system must bound a customer's contribution, and the bound sets the noise "
+      "(a larger bound: more noise) and the bias (rows over the bound are dropped).")
+    w("")
+    items = []
+    if ran(m, "dpproxy"):
+        drawn = []
+        for q in TPCH:
+            t = taus(m, q.id)
+            if t:
+                lo, hi = min(t), max(t)
+                span = f"{statistics.median(t):g}" + ("" if lo == hi else f" ({lo}–{hi})")
+                drawn.append(f"{q.id} {span}")
+        items.append(
+            "dpproxy is given no bound: it chooses one at every run with differential "
+            "privacy, from 10% of the query's ε (the rest answers the query), as the "
+            "smallest bound that keeps every row of about 99.9% of the customers (README, "
+            "*Joins and flat maps*); each run used a new analyst, so no earlier choice was "
+            "reused"
+            + (": median (range) of the bounds drawn: " + ", ".join(drawn) if drawn else "")
+            + ".")
+    for p in PEERS:
+        if not any(k[0] == p and k[1] == "tpch" for k in m.records):
+            continue
+        answered = [q.id for q in TPCH
+                    if (r := m.record(p, "tpch", "accuracy", q.id)) and r.get("supported")]
+        bound = given_bound(m, p)
+        if not answered:
+            items.append(f"{NAMES[p]} answered none of the TPC-H queries (see below)"
+                         + (f", although it was given {bound} rows per customer"
+                            if bound is not None else "") + ".")
+        elif bound is not None:
+            items.append(
+                f"{NAMES[p]} was given {bound} rows per customer (`TPCH_GUESS_ROWS`), a fixed "
+                "guess from the specification, chosen without looking at the data and paid for "
+                "with no ε, unlike dpproxy's choice.")
+        else:
+            items.append(
+                f"{NAMES[p]}'s adapter reports no bound; the workload gives peers that need "
+                f"one `TPCH_GUESS_ROWS` = {workload.TPCH_GUESS_ROWS} rows per customer, a "
+                "fixed guess paid for with no ε.")
+    for it in items:
+        w(f"- {it}")
+    w("")
+
+    # Coverage.
+    w(f"### Coverage ({TPCH_TITLE})")
+    w("")
+    foot: dict[str, int] = {}
+    rows = [[q.id, q.title] + [_cell_supported(m, s, q.id, foot) for s in systems]
+            for q in TPCH]
+    w(md_table(["query", "what", *[NAMES[s] for s in systems]], rows,
+               "ll" + "c" * len(systems)).replace("---:", ":---:"))
+    w("")
+    for text, n in foot.items():
+        w(f"{n}. {text}")
+    if foot:
+        w("")
+
+    # Accuracy.
+    acc_systems = [s for s in systems if any(k[0] == s and k[1] == "tpch" and k[2] == "accuracy"
+                                             for k in m.records)]
+    if acc_systems:
+        w(f"### Accuracy ({TPCH_TITLE}), ε = 1")
+        w("")
+        w(runs_note(m, "tpch", "accuracy") + ". Median relative error over all runs and "
+          "released cells (every aggregate of every group of the exact answer; lower is "
+          "better), then in brackets the share of the exact answer's cells released and the "
+          "released groups not in the exact answer per run. dpproxy releases every group of a "
+          "public domain, zero-filled when absent from the data (T01: 3 × 2 = 6 groups, of "
+          "which the data has 4), so its extra groups are expected. The exact answer keeps "
+          "every row of every customer: the rows a bound drops count as error.")
+        w("")
+        vs = {r["query"]: r for r in accuracy_vs_best(m)}
+        rows = []
+        for q in TPCH:
+            cells = []
+            for s in acc_systems:
+                a = m.accuracy(s, "tpch", q.id)
+                cells.append("–" if a is None else
+                             f"{_fmt_num(a.median_rel)} ({a.share_released:.0%}, "
+                             f"{a.spurious / a.runs:.2f} extra)")
+            r = vs.get(q.id) or {}
+            ratio = _x(r.get("ratio")) + (
+                f" [{_ci(r['ci'][0])}–{_ci(r['ci'][1])}]" if r.get("ci") else "")
+            rows.append([f"{q.id} {q.title}", *cells, ratio])
+        w(md_table(["query", *[NAMES[s] for s in acc_systems], "ratio"], rows))
+        w("")
+        w("*ratio*: dpproxy's median relative error over the best peer's (– where no peer "
+          "answered). Per aggregate (median relative error over runs and groups):")
+        w("")
+        rows = []
+        for q in TPCH:
+            ex = m.exact.get(("tpch", q.id))
+            if ex is None:
+                continue
+            cols, keys, _ = ex
+            per = {s: column_rel(m.record(s, "tpch", "accuracy", q.id), ex) for s in acc_systems}
+            for j, c in enumerate(cols[keys:]):
+                rows.append([q.id, f"`{c}`"] + [
+                    _fmt_num(per[s][j]) if per[s] and j < len(per[s]) else "–"
+                    for s in acc_systems])
+        w(md_table(["query", "aggregate", *[NAMES[s] for s in acc_systems]], rows))
+        w("")
+        if "dpproxy" in acc_systems:
+            notes = {q.id: r.get("predicted_note") for q in TPCH
+                     if (r := m.record("dpproxy", "tpch", "accuracy", q.id))
+                     and r.get("predicted_note")}
+            if notes:
+                w("dpproxy's predicted 95% errors (`explain`) are not shown for these queries: "
+                  "the bound is drawn at run time, and the plan `explain` sees is calibrated "
+                  "at the largest candidate bound, which would overstate the error many times.")
+                w("")
+
+    # Latency.
+    lat_systems = [s for s in m.systems() if any(k[0] == s and k[1] == "tpch"
+                                                 and k[2] == "latency" for k in m.records)]
+    if lat_systems:
+        w(f"### Latency ({TPCH_TITLE})")
+        w("")
+        w(f"Timed runs after up to {settings.get('warmup', '?')} warm-up runs (the peers: "
+          "see [Run](#run)); "
+          f"{runs_note(m, 'tpch', 'latency')}. Median (95th percentile) end-to-end "
+          "milliseconds per query. *DuckDB (raw)*: the query's SQL on a plain read-only "
+          "DuckDB connection to the same file, no privacy and no bound per customer; "
+          "*dpproxy's SQL alone*: the per-customer row count dpproxy's DP choice of the "
+          "bound reads, then its rewritten query at a drawn bound, run directly. dpproxy's "
+          "SQL for T01 also joins `orders` (a line item's customer is its order's), which the "
+          "raw SQL does not.")
+        w("")
+        extra = [("dpproxy", "duckdb", "dpproxy / raw")] if {"dpproxy", "duckdb"} <= set(
+            lat_systems) else []
+        rows = []
+        for q in TPCH:
+            cells = [_ms(m.latency(s, "tpch", q.id)) for s in lat_systems]
+            ratios = []
+            for num, den, _ in extra:
+                a, b = m.latency(num, "tpch", q.id), m.latency(den, "tpch", q.id)
+                ratios.append(_x(a.median / b.median) if a and b and b.median > 0 else "–")
+            rows.append([f"{q.id} {q.title}", *cells, *ratios])
+        w(md_table(["query", *[NAMES.get(s, s) for s in lat_systems],
+                    *[h for _, _, h in extra]], rows))
+        w("")
+    return out
 
 
 def observations(m: Metrics) -> list[str]:
@@ -1167,7 +1445,7 @@ def observations(m: Metrics) -> list[str]:
             f"{_fmt_num(a.p95_abs)}" + (f" against dpproxy's {_fmt_num(d.p95_abs)}" if d else "")
             + ").")
     for s in PEERS:
-        for q in workload.QUERIES:
+        for q in CORE:
             statuses = {k[2]: r.get("supported") for k, r in m.records.items()
                         if k[0] == s and k[4] == q.id and k[1] == "pums"}
             if len(set(statuses.values())) > 1:
@@ -1175,7 +1453,7 @@ def observations(m: Metrics) -> list[str]:
                     f"{NAMES[s]} answered {q.id} in some calls and failed in others "
                     f"({m.error(s, q.id)}); one failed run marks the whole call's query as "
                     "unsupported, so its accuracy is missing here.")
-    for q in workload.QUERIES:
+    for q in CORE:
         a, pred = m.accuracy("dpproxy", "pums", q.id), m.predicted(q.id)
         if a is None or pred is None or not a.abs_errors:
             continue
@@ -1192,27 +1470,50 @@ def observations(m: Metrics) -> list[str]:
 
 def summary_table(m: Metrics, systems: list[str]) -> str:
     rows = []
-    ids = [q.id for q in workload.QUERIES]
+    ids = run_ids(m)
+    core = [q.id for q in CORE]
+    datasets = [d for d in workload.DATASETS if any(k[1] == d for k in m.records)]
     for s in systems:
-        answered = [q for q in ids if (r := m.record(s, "pums", "accuracy", q)) and r.get(
+        answered = [q for q in ids if (r := m.record(s, home(q), "accuracy", q)) and r.get(
             "supported")]
         everywhere = [q for q in ids if all(
             r.get("supported") for k, r in m.records.items() if k[0] == s and k[4] == q
         ) and any(k[0] == s and k[4] == q for k in m.records)]
-        rels = [a.median_rel for q in ids
+        rels = [a.median_rel for q in core
                 if (a := m.accuracy(s, "pums", q)) and a.median_rel is not None]
-        lat = {d: [la.median for q in ids if (la := m.latency(s, d, q))]
-               for d in workload.DATASETS}
+        lat = {d: [la.median for q in workload.queries_for(d) if (la := m.latency(s, d, q.id))]
+               for d in datasets}
         rows.append([
             NAMES[s], f"{len(everywhere)}/{len(ids)}" + (
-                f" ({len(answered)} on pums)" if len(answered) != len(everywhere) else ""),
+                f" ({len(answered)} in accuracy runs)" if len(answered) != len(everywhere)
+                else ""),
             _fmt_num(statistics.median(rels)) if rels else "–",
             *[(fmt_ms(statistics.median(v)) if v else "–") for v in lat.values()],
             _fmt_num(m.setup(s, "pums")),
         ])
-    return md_table(["system", "coverage", "median relative error (ε = 1)",
-                     *[f"latency {d} (ms)" for d in workload.DATASETS], "set-up pums (s)"],
+    return md_table(["system", "coverage", "median relative error (ε = 1, pums)",
+                     *[f"latency {d} (ms)" for d in datasets], "set-up pums (s)"],
                     rows)
+
+
+def tpch_info(data_dir: Path) -> dict[str, Any] | None:
+    """Scale, generator and row counts of the TPC-H data (``tpch/tpch.duckdb``)."""
+    import duckdb
+
+    path = data_dir / "tpch" / "tpch.duckdb"
+    if not path.is_file():
+        return None
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        scale, generator = con.execute(
+            "SELECT scale_factor, generator FROM tpch_meta").fetchone() or (None, None)
+        rows = {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index]
+                for t in ("customer", "orders", "lineitem")}
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+    return {"scale": scale, "generator": generator, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -1231,7 +1532,8 @@ def main(argv: list[str] | None = None) -> None:
     exact = exact_answers(args.data_dir, datasets, queries)
     m = Metrics(records, exact)
     figures = plot(m, args.figures)
-    text = render(m, manifest, figures)
+    text = render(m, manifest, figures,
+                  tpch_info(args.data_dir) if "tpch" in datasets else None)
     args.out.write_text(text)
     print(f"report: wrote {args.out} and {len(figures)} figures", file=sys.stderr)
 

@@ -10,6 +10,10 @@ For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the sy
   pums and synthetic_1m;
 * error against ε: Q01 (COUNT), Q04 (AVG), Q11 (MEDIAN) at each of ``--epsilons`` with
   ``--epsilon-runs`` runs (default 100) on pums (ε = 1 reuses the accuracy runs);
+* tpch (TPC-H scale 1, the customer as privacy unit; only the queries whose ``datasets``
+  include it, T01 and T03): ``--accuracy-runs-tpch`` (default 20) accuracy runs and
+  ``--latency-runs-tpch`` (default 10) timed runs, with ``--tpch-timeout`` (default 600 s) as
+  both the set-up and the per-query timeout;
 * with dpproxy's latency runs, interleaved run by run (``adapters/dpproxy.py
   --with-baselines``): the raw DuckDB baseline (every query's exact SQL on plain DuckDB), and
   dpproxy's rewritten SQL alone, which splits dpproxy's latency into what it asks of the
@@ -28,6 +32,8 @@ Results go to ``work/results/*.jsonl`` and ``work/results/run.json``; then ``rep
     python benchmarks/compare/run.py --systems dpproxy --skip-envs
     python benchmarks/compare/run.py --resume        # after an interruption: redo only what
                                                      # run.json does not list as done
+    python benchmarks/compare/run.py --datasets tpch --resume   # just the TPC-H suite, keeping
+                                                     # the results of the other data sets
 """
 
 from __future__ import annotations
@@ -61,6 +67,10 @@ SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
 # shared with other jobs): SmartNoise SQL ≈ 0.1 s on pums and 1–3 s on 1 M rows (its
 # in-memory SQLite), Qrlew ≈ 15 ms on pums and 2–16 s on 1 M rows (its rewritten SQL on
 # PostgreSQL), Tumult ≈ 1–7 s on pums and 15–80 s on 1 M rows (Spark jobs per evaluation).
+# On tpch (6 M line items, joins) every peer gets a handful of runs so that the whole TPC-H suite
+# (all four systems, two queries) stays well under 10 minutes: SmartNoise SQL and Qrlew 5
+# accuracy and 3 latency runs, Tumult (a Spark job per evaluation over the Parquet files) 3 and
+# 2; dpproxy the defaults of --accuracy-runs-tpch and --latency-runs-tpch.
 # `--peer-runs SYSTEM:MODE:DATASET=N` overrides an entry, `--full-peers` drops them all
 # (every system then gets the full counts: hours with Tumult).
 TUMULT_1M = ("Q01", "Q04", "Q08", "Q11")  # COUNT, AVG, grouped COUNT, MEDIAN
@@ -74,6 +84,12 @@ SLOW_PEERS: dict[tuple[str, str, str], tuple[Any, ...]] = {
     ("tumult", "epsilon", "pums"): (5, 0),
     ("tumult", "accuracy", "synthetic_1m"): (0, 0),
     ("tumult", "latency", "synthetic_1m"): (1, 1, TUMULT_1M),
+    ("smartnoise", "accuracy", "tpch"): (5, 0),
+    ("smartnoise", "latency", "tpch"): (3, 1),
+    ("qrlew", "accuracy", "tpch"): (5, 0),
+    ("qrlew", "latency", "tpch"): (3, 1),
+    ("tumult", "accuracy", "tpch"): (3, 0),
+    ("tumult", "latency", "tpch"): (2, 1),
 }
 
 
@@ -211,12 +227,17 @@ def _java_version() -> str | None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--systems", default="dpproxy,smartnoise,qrlew,tumult")
-    p.add_argument("--datasets", default="pums,synthetic_1m")
+    p.add_argument("--datasets", default=",".join(workload.DATASETS),
+                   help="comma-separated: pums, synthetic_1m, tpch (default: all)")
     p.add_argument("--queries", default="all", help="comma-separated ids or all")
     p.add_argument("--accuracy-runs", type=int, default=200, help="accuracy runs on pums")
     p.add_argument("--accuracy-runs-large", type=int, default=20,
                    help="accuracy runs on synthetic_1m")
+    p.add_argument("--accuracy-runs-tpch", type=int, default=20,
+                   help="accuracy runs on tpch")
     p.add_argument("--latency-runs", type=int, default=20)
+    p.add_argument("--latency-runs-tpch", type=int, default=10,
+                   help="timed latency runs on tpch")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--epsilons", default="0.1,0.5,1,2",
                    help="ε values of the error-vs-ε sweep (Q01, Q04, Q11 on pums); '' skips it")
@@ -230,6 +251,8 @@ def main() -> None:
                    help="seconds an adapter may take before its first answer")
     p.add_argument("--query-timeout", type=float, default=300,
                    help="seconds an adapter may take per further query (all its runs)")
+    p.add_argument("--tpch-timeout", type=float, default=600,
+                   help="on tpch: the set-up and the per-query timeout")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 20/5 accuracy runs, 5 latency runs, 1 warm-up, 10 per ε")
     p.add_argument("--skip-envs", action="store_true", help="use the venvs as they are")
@@ -241,6 +264,7 @@ def main() -> None:
     if args.quick:
         args.accuracy_runs, args.accuracy_runs_large = 20, 5
         args.latency_runs, args.warmup, args.epsilon_runs = 5, 1, 10
+        args.accuracy_runs_tpch, args.latency_runs_tpch = 5, 3
 
     t0 = time.perf_counter()
     started_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -249,6 +273,9 @@ def main() -> None:
     mach = machine()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    unknown = [d for d in datasets if d not in workload.DATASETS]
+    if unknown:
+        p.error(f"unknown data set(s) {', '.join(unknown)}: one of {', '.join(workload.DATASETS)}")
     queries = ([q.id for q in workload.QUERIES] if args.queries == "all"
                else args.queries.split(","))
     epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
@@ -270,7 +297,8 @@ def main() -> None:
     progress(f"compare: systems {', '.join(systems)}; data sets {', '.join(datasets)}; "
              f"{len(queries)} queries")
     t = time.perf_counter()
-    data_mod.prepare()
+    # The PostgreSQL copy of TPC-H is Qrlew's only.
+    data_mod.prepare(datasets=datasets, postgres="qrlew" in systems)
     data_s = time.perf_counter() - t
 
     manifest: dict[str, Any] = {
@@ -285,10 +313,12 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     previous: list[dict[str, Any]] = []
+    old_systems: dict[str, Any] = {}
     if args.resume and (RESULTS / "run.json").is_file():
         old_manifest = json.loads((RESULTS / "run.json").read_text())
         previous = old_manifest.get("calls", [])
-        manifest["resumed_from"] = old_manifest.get("started")
+        old_systems = old_manifest.get("systems", {})
+        manifest["resumed_from"] = old_manifest.get("resumed_from") or old_manifest.get("started")
     elif not args.resume:
         for old in [*RESULTS.glob("*.jsonl"), *RESULTS.glob("*.stderr"), *RESULTS.glob("*.part*")]:
             old.unlink()
@@ -323,10 +353,12 @@ def main() -> None:
     plan: list[tuple[str, str, str, str, str, int, int, float, list[str], str | None]] = []
     for system, python in ready.items():
         for dataset in datasets:
-            acc = args.accuracy_runs if dataset == "pums" else args.accuracy_runs_large
-            acc, _, qa = runs_for(system, "accuracy", dataset, acc, 0, queries)
-            lat, warm, ql = runs_for(system, "latency", dataset, args.latency_runs,
-                                     args.warmup, queries)
+            mine = [q for q in queries if dataset in workload.BY_ID[q].datasets]
+            acc = {"pums": args.accuracy_runs, "tpch": args.accuracy_runs_tpch}.get(
+                dataset, args.accuracy_runs_large)
+            lat = args.latency_runs_tpch if dataset == "tpch" else args.latency_runs
+            acc, _, qa = runs_for(system, "accuracy", dataset, acc, 0, mine)
+            lat, warm, ql = runs_for(system, "latency", dataset, lat, args.warmup, mine)
             if acc and qa:
                 plan.append((system, system, python, dataset, "accuracy", acc, 0,
                              workload.EPSILON, qa, None))
@@ -342,6 +374,21 @@ def main() -> None:
                     continue  # the accuracy runs at ε = 1 serve
                 plan.append((system, system, python, "pums", "accuracy", n, 0, eps, sweep,
                              None))
+
+    # With --resume, the earlier calls this invocation does not make (other data sets, systems
+    # or ε) stay in the manifest as they were, as long as their result files are there.
+    planned = {(c[0], c[3], c[4], c[7]) for c in plan}
+    for c in previous:
+        if (c["system"], c["dataset"], c["mode"], c["epsilon"]) in planned:
+            continue
+        if not (RESULTS / c["file"]).is_file():
+            continue
+        manifest["calls"].append({**c, "reused": True})
+        if c["system"] not in manifest["systems"] and c["system"] in old_systems:
+            manifest["systems"][c["system"]] = old_systems[c["system"]]
+    if len(manifest["calls"]):
+        progress(f"compare: kept {len(manifest['calls'])} calls of the earlier run that this "
+                 "one does not repeat")
 
     for i, (label, system, python, dataset, mode, runs, warmup, eps, qs, variant) in enumerate(
         plan, 1
@@ -359,8 +406,11 @@ def main() -> None:
             progress(f"[{i}/{len(plan)}] {label} {dataset} {mode}{eps_note}: kept from the "
                      f"earlier run ({same['seconds']:.1f} s then)")
             continue
+        setup_timeout, query_timeout = (
+            (args.tpch_timeout, args.tpch_timeout) if dataset == "tpch"
+            else (args.setup_timeout, args.query_timeout))
         res = run_adapter(system, python, dataset, mode, qs, runs, warmup, eps, out,
-                          args.setup_timeout, args.query_timeout, variant=variant)
+                          setup_timeout, query_timeout, variant=variant)
         ok = sum(1 for line in out.read_text().splitlines()
                  if (r := json.loads(line)).get("supported") and r.get("system") == label)
         progress(f"[{i}/{len(plan)}] {label} {dataset} {mode}{eps_note}: {len(qs)} queries "

@@ -37,6 +37,7 @@ COLUMNS: tuple[Column, ...] = (
 DATASETS = {
     "pums": 1_000,  # ../shared/data/pums/PUMS_pid.csv
     "synthetic_1m": 1_000_000,  # data.py, fixed seed
+    "tpch": 6_001_215,  # the line items of TPC-H at scale 1 (data.py, tpchgen-cli)
 }
 
 
@@ -44,8 +45,9 @@ DATASETS = {
 class Query:
     id: str
     title: str
-    sql: str  # PostgreSQL dialect, table `data`
-    kind: str  # for the report's grouping: count, sum, avg, var, group, quantile, rate, post
+    sql: str  # PostgreSQL dialect; table `data`, or the TPC-H tables for the tpch queries
+    kind: str  # for the report's grouping: count, sum, avg, var, group, quantile, rate, post, join
+    datasets: tuple[str, ...] = ("pums", "synthetic_1m")  # the data sets it runs on
 
 
 QUERIES: tuple[Query, ...] = (
@@ -108,6 +110,70 @@ QUERIES: tuple[Query, ...] = (
         "SELECT sex, SUM(income) AS s FROM data GROUP BY sex",
         "group",
     ),
+    # TPC-H at scale 1 with the customer as the privacy unit (the set-up of Wilson et al.,
+    # "Differentially Private SQL with Bounded User Contribution", PoPETs 2020): a customer owns
+    # their orders, and the line items of those orders.
+    Query(
+        "T01",
+        "TPC-H Q1 style (line items, customer as unit)",
+        "SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sum_qty, "
+        "SUM(l_extendedprice) AS sum_base_price, AVG(l_discount) AS avg_disc, "
+        "COUNT(*) AS count_order FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' "
+        "GROUP BY l_returnflag, l_linestatus",
+        "join",
+        ("tpch",),
+    ),
+    Query(
+        "T03",
+        "TPC-H Q3 style (three-table join)",
+        "SELECT o_orderpriority, SUM(l_extendedprice) AS revenue, COUNT(*) AS lines "
+        "FROM customer JOIN orders ON c_custkey = o_custkey "
+        "JOIN lineitem ON l_orderkey = o_orderkey "
+        "WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15' "
+        "GROUP BY o_orderpriority",
+        "join",
+        ("tpch",),
+    ),
 )
 
 BY_ID = {q.id: q for q in QUERIES}
+
+
+def queries_for(dataset: str) -> tuple[Query, ...]:
+    """The workload queries that run on ``dataset`` (in workload order)."""
+    return tuple(q for q in QUERIES if dataset in q.datasets)
+
+
+# ---------------------------------------------------------------------------- TPC-H
+# The tpch data set: the TPC-H tables at scale TPCH_SCALE, generated offline by tpchgen-cli
+# (dpproxy.tpch.generate_tpch; data.py). Under <data dir>/tpch/: tpch.duckdb, and one Parquet
+# file per table (customer.parquet, orders.parquet, lineitem.parquet and the public tables);
+# in PostgreSQL, schema TPCH_PG_SCHEMA. Everything below is copied from schemas/tpch.yaml.
+TPCH_SCALE = 1.0
+TPCH_PG_SCHEMA = "compare_tpch"
+TPCH_TABLES = ("customer", "orders", "lineitem")  # the private tables the queries read
+# The privacy unit: a customer. Each private table's way to it, as the hops
+# (column, referenced table, referenced column) from the table to the customer.
+TPCH_UNIT = ("customer", "c_custkey")
+TPCH_UNIT_PATHS: dict[str, list[tuple[str, str, str]]] = {
+    "customer": [],
+    "orders": [("o_custkey", "customer", "c_custkey")],
+    "lineitem": [("l_orderkey", "orders", "o_orderkey"), ("o_custkey", "customer", "c_custkey")],
+}
+# Public bounds of the numeric columns the queries aggregate (TPC-H specification, clause 4.2.3).
+TPCH_BOUNDS: dict[str, tuple[float, float]] = {
+    "l_quantity": (1.0, 50.0),
+    "l_extendedprice": (0.0, 104_950.0),
+    "l_discount": (0.0, 0.10),
+}
+# Public domains of the text columns the queries group or filter by (clause 4.2.2.13, 4.2.3).
+TPCH_DOMAINS: dict[str, tuple[str, ...]] = {
+    "l_returnflag": ("A", "N", "R"),
+    "l_linestatus": ("F", "O"),
+    "o_orderpriority": ("1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"),
+    "c_mktsegment": ("AUTOMOBILE", "BUILDING", "FURNITURE", "MACHINERY", "HOUSEHOLD"),
+}
+# The bound on rows per customer given to a peer that needs one (a guess made without looking
+# at the data: at scale 1 a customer with orders has about 15 orders of 1 to 7 line items).
+# dpproxy is not given it: it chooses its bound per query with DP from a share of ε.
+TPCH_GUESS_ROWS = 100

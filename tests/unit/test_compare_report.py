@@ -234,3 +234,122 @@ def test_run_time_target_counts_every_call_and_names_the_slowest() -> None:
     assert "Tumult Analytics 25.0 min" in t.why and "load average 5.2" in t.why
     calls[0]["seconds"] = 600.0
     assert by_name(report.targets(_world(), {}, manifest))["Run time"].status == "met"
+
+
+# ---------------------------------------------------------------------------- TPC-H
+
+TPCH_KEYS = {"T01": [["A", "F"], ["N", "F"], ["N", "O"], ["R", "F"]],
+             "T03": [["1-URGENT"], ["2-HIGH"], ["3-MEDIUM"], ["4-NOT SPECIFIED"], ["5-LOW"]]}
+TPCH_VALUES = {"T01": 4, "T03": 2}  # aggregates per group
+
+
+def tpch_exact() -> dict[tuple[str, str], Any]:
+    """Every TPC-H query's exact answer: 100 in every cell."""
+    out = {}
+    for q, keys in TPCH_KEYS.items():
+        cols = [f"k{i}" for i in range(len(keys[0]))] + [f"v{j}" for j in range(TPCH_VALUES[q])]
+        out[("tpch", q)] = (cols, len(keys[0]), [[*k] + [100.0] * TPCH_VALUES[q] for k in keys])
+    return out
+
+
+def tpch_rec(system: str, qid: str, mode: str = "accuracy", *, value: float = 100.0,
+             seconds: float = 0.5, runs: int = 3, supported: bool = True,
+             extra_groups: int = 0, **extra: Any) -> dict[str, Any]:
+    keys = TPCH_KEYS[qid] + [["X", "O"][: len(TPCH_KEYS[qid][0])]] * extra_groups
+    rows = [[*k] + [value] * TPCH_VALUES[qid] for k in keys]
+    taus = extra.pop("taus", None)
+    return {
+        "system": system, "version": "9.9", "dataset": "tpch", "query": qid, "mode": mode,
+        "epsilon": 1.0, "supported": supported,
+        "error": None if supported else "ValueError: JOIN not allowed here",
+        "columns": [], "setup_s": 2.0, "predicted_error95": None,
+        "runs": [] if not supported else [
+            {"seconds": seconds, **({"rows": rows} if mode == "accuracy" else {}),
+             **({"tau": taus[i % len(taus)]} if taus else {})}
+            for i in range(runs)
+        ],
+        **extra,
+    }
+
+
+def _tpch_world() -> Any:
+    """The one-table world of _world(), plus the TPC-H queries: dpproxy (bound drawn with DP),
+    SmartNoise (cannot express them), Qrlew (given TPCH_GUESS_ROWS), and the baselines."""
+    m = _world()
+    records = list(m.records.values())
+    for q in TPCH_KEYS:
+        records.append(tpch_rec("dpproxy", q, value=101.0, taus=[150, 140, 160],
+                                extra_groups=1 if q == "T01" else 0,
+                                predicted_note="rows per unit chosen with DP at run time"))
+        records.append(tpch_rec("dpproxy", q, "latency", seconds=2.0, taus=[150]))
+        records.append(tpch_rec("duckdb", q, "latency", seconds=0.1))
+        records.append(tpch_rec("dpproxy_sql", q, "latency", seconds=1.5))
+        records.append(tpch_rec("smartnoise", q, supported=False))
+        records.append(tpch_rec("smartnoise", q, "latency", supported=False))
+        records.append(tpch_rec("qrlew", q, value=110.0, rows_per_unit=100))
+        records.append(tpch_rec("qrlew", q, "latency", seconds=20.0, rows_per_unit=100))
+    return report.Metrics(records, {**exact(), **tpch_exact()})
+
+
+def test_the_tpch_queries_run_on_tpch_only() -> None:
+    assert workload.DATASETS["tpch"] == 6_001_215 and workload.TPCH_SCALE == 1.0
+    assert [q.id for q in workload.queries_for("tpch")] == ["T01", "T03"]
+    assert len(workload.queries_for("pums")) == len(workload.queries_for("synthetic_1m")) == 16
+    assert all(q.kind == "join" for q in workload.queries_for("tpch"))
+    assert workload.TPCH_UNIT_PATHS["lineitem"][-1] == ("o_custkey", *workload.TPCH_UNIT)
+
+
+def test_tpch_counts_in_coverage_and_accuracy_and_renders_its_own_section() -> None:
+    m = _tpch_world()
+    t = by_name(report.targets(m))
+    assert t["Coverage"].status == "met" and t["Coverage"].measured == "18/18 queries"
+    acc = t["Accuracy vs the best peer"]
+    assert "T01, T03 on TPC-H scale 1" in acc.goal
+    assert acc.status == "met"  # 1% against Qrlew's 10% on T01/T03 too
+    assert "18/18 queries ≤ 1" in acc.measured
+    rows = {r["query"]: r for r in report.accuracy_vs_best(m)}
+    assert rows["T01"]["best"] == "qrlew" and rows["T01"]["ratio"] == pytest.approx(0.1)
+
+    text = report.render(m, {"settings": {"warmup": 1}}, [])
+    section = text.split("## TPC-H scale 1: the customer as privacy unit", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    assert "Wilson et al." in section
+    assert "T01 150 (140–160), T03 150 (140–160)" in section  # the bounds dpproxy drew
+    assert "Qrlew was given 100 rows per customer (`TPCH_GUESS_ROWS`)" in section
+    assert "SmartNoise SQL T01: ValueError: JOIN not allowed here" in section
+    assert "| T01 TPC-H Q1 style (line items, customer as unit) | ✓ | ✗ [1] | ✓ |" in section
+    # Accuracy: dpproxy 1% with one zero-filled extra group on T01; Qrlew 10%.
+    assert "| 0.01 (100%, 1.00 extra) | – | 0.1 (100%, 0.00 extra) | 0.10× |" in section
+    assert "| T01 | `v3` | 0.01 | – | 0.1 |" in section  # per aggregate
+    assert "predicted 95% errors (`explain`) are not shown" in section
+    # Latency: the raw baseline and the ratio.
+    assert "dpproxy / raw" in section and "| 20.0× |" in section
+    # The one-table sections stay at 16 queries; the runs table has TPC-H columns.
+    assert "T01" not in text.split("## Coverage", 1)[1].split("## Accuracy on pums", 1)[0]
+    assert "(#tpc-h-scale-1-the-customer-as-privacy-unit)" in text
+
+
+def test_exact_answers_of_the_tpch_queries_come_from_tpch_duckdb(tmp_path: Path) -> None:
+    import duckdb
+
+    (tmp_path / "tpch").mkdir()
+    con = duckdb.connect(str(tmp_path / "tpch" / "tpch.duckdb"))
+    con.execute("CREATE TABLE customer (c_custkey BIGINT, c_mktsegment VARCHAR)")
+    con.execute("CREATE TABLE orders (o_orderkey BIGINT, o_custkey BIGINT, o_orderdate DATE, "
+                "o_orderpriority VARCHAR)")
+    con.execute("CREATE TABLE lineitem (l_orderkey BIGINT, l_quantity DOUBLE, "
+                "l_extendedprice DOUBLE, l_discount DOUBLE, l_returnflag VARCHAR, "
+                "l_linestatus VARCHAR, l_shipdate DATE)")
+    con.execute("INSERT INTO customer VALUES (1, 'BUILDING'), (2, 'MACHINERY')")
+    con.execute("INSERT INTO orders VALUES (10, 1, DATE '1994-01-01', '1-URGENT'), "
+                "(20, 2, DATE '1994-01-01', '2-HIGH')")
+    con.execute("INSERT INTO lineitem VALUES (10, 5, 500, 0.05, 'R', 'F', DATE '1994-02-01'), "
+                "(10, 7, 700, 0.01, 'R', 'F', DATE '1994-02-01'), "
+                "(20, 1, 100, 0.1, 'N', 'O', DATE '1998-12-01')")
+    con.close()
+    ex = report.exact_answers(tmp_path, ["tpch"], ["Q01", "T01", "T03"])
+    assert set(ex) == {("tpch", "T01"), ("tpch", "T03")}  # Q01 is not a tpch query
+    cols, keys, rows = ex[("tpch", "T01")]
+    assert keys == 2 and cols[:2] == ["l_returnflag", "l_linestatus"]
+    assert rows == [["R", "F", 12.0, 1200.0, pytest.approx(0.03), 2.0]]  # shipped after the cut
+    assert ex[("tpch", "T03")][1:] == (1, [["1-URGENT", 1200.0, 2.0]])

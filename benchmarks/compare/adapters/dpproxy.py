@@ -10,6 +10,19 @@ noise on every run. Each query is then ``engine.run(sql, epsilon=ε, delta=δ)``
 released rows out. ``predicted_error95`` comes from ``dpproxy.explain.column_errors`` (no data
 read).
 
+On ``tpch`` (TPC-H scale 1, the customer as privacy unit): no database is built; the engine
+opens ``DIR/tpch/tpch.duckdb`` (written by data.py) read-only with ``schemas/tpch.yaml`` as it
+is (orders and line items belong to their customer through references, no
+``max_rows_per_unit`` on them), the same never-exhausted budget and ``cache="off"``. The bound on
+rows per customer is then chosen by dpproxy with DP at every run, from 10% of the query's ε
+(README, "Joins and flat maps"): every run uses a fresh analyst name, so no bound drawn for an
+earlier run is reused. The chosen bound of each run is in its ``tau``. ``explain``'s prediction
+is computed at the largest candidate bound (10,000) before the bound is drawn, far above what is
+drawn, so ``predicted_error95`` is null for those columns (``predicted_note`` says why). The raw
+baseline opens its own link (or copy) of the same file; ``dpproxy_sql`` times dpproxy's per-unit
+statement (the input of its DP choice) and its rewritten SQL at a bound drawn once before the
+timed runs.
+
 ``--raw`` measures the baseline instead: the query's exact SQL on a plain read-only DuckDB
 connection to the same file (``system: "duckdb"``, no privacy), in the same loop.
 ``--rewritten`` times only the SQL dpproxy sends for the query (its rewrite, prepared once
@@ -22,7 +35,9 @@ domain filter, quantile windows).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -44,6 +59,14 @@ import workload  # noqa: E402
 BUDGET_EPSILON = Fraction(10**12)
 BUDGET_DELTA = Fraction(999, 1000)
 ANALYST = "bench"
+REPO = HERE.parents[2]
+TPCH_SCHEMA = REPO / "schemas" / "tpch.yaml"
+_analysts = itertools.count(1)
+
+
+def fresh_analyst() -> str:
+    """A new analyst name: nothing drawn for an earlier run (the DP bound) is reused."""
+    return f"bench-{next(_analysts)}"
 
 
 def build_database(csv_path: Path, db_path: Path) -> None:
@@ -149,8 +172,11 @@ def main() -> None:
     from dpproxy.explain import column_errors
     from dpproxy.values import Cost
 
-    ids = [q.id for q in workload.QUERIES] if args.queries == "all" else args.queries.split(",")
-    queries = [workload.BY_ID[i] for i in ids]
+    ids = ([q.id for q in workload.queries_for(args.dataset)] if args.queries == "all"
+           else args.queries.split(","))
+    # Only the queries of this data set (INTERFACE.md).
+    queries = [workload.BY_ID[i] for i in ids if args.dataset in workload.BY_ID[i].datasets]
+    tpch = args.dataset == "tpch"
     if args.with_baselines:
         systems = ["dpproxy", "duckdb", "dpproxy_sql"]
     else:
@@ -161,40 +187,72 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="dpproxy-compare-"))
     try:
         started = time.perf_counter()
-        db = tmp / f"{args.dataset}.duckdb"
-        build_database(args.data_dir / f"{args.dataset}.csv", db)
+        if tpch:
+            db = args.data_dir / "tpch" / "tpch.duckdb"
+            if not db.is_file():
+                raise SystemExit(f"{db} is missing: run benchmarks/compare/data.py first")
+        else:
+            db = tmp / f"{args.dataset}.duckdb"
+            build_database(args.data_dir / f"{args.dataset}.csv", db)
         engine = raw = None
         if "duckdb" in systems:
-            # A copy of its own: a second connection to dpproxy's file would share its
-            # database instance and settings.
+            # A file of its own: a second connection to dpproxy's file would share its
+            # database instance and settings. TPC-H's 570 MB are linked rather than copied
+            # where the file system allows it (both sides only read).
             raw_db = tmp / f"{args.dataset}_raw.duckdb"
-            shutil.copy(db, raw_db)
+            try:
+                if not tpch:
+                    raise OSError
+                os.link(db, raw_db)
+            except OSError:
+                shutil.copy(db, raw_db)
             raw = duckdb.connect(str(raw_db), read_only=True)
         if systems != ["duckdb"]:
-            schema = tmp / "schema.yaml"
-            schema.write_text(
-                schema_yaml(args.dataset, workload.DATASETS[args.dataset], args.delta)
-            )
+            if tpch:
+                schema = TPCH_SCHEMA
+            else:
+                schema = tmp / "schema.yaml"
+                schema.write_text(
+                    schema_yaml(args.dataset, workload.DATASETS[args.dataset], args.delta)
+                )
             engine = open_engine(
                 str(db), str(schema), budget=Cost(BUDGET_EPSILON, BUDGET_DELTA), cache="off"
             )
         setup_s = time.perf_counter() - started
+        # The tpch schema leaves the rows per customer to a DP choice at every run: a fresh
+        # analyst per run, so that no earlier run's bound is reused for free.
+        analyst = fresh_analyst if tpch else (lambda: ANALYST)
+
+        taus: list[int | None] = []
 
         def make(system: str, sql: str) -> Once:
             if system == "dpproxy":
                 assert engine is not None
 
                 def once() -> tuple[list[str], int, Any]:
-                    ans = engine.run(sql, analyst=ANALYST, epsilon=eps, delta=delta)
+                    ans = engine.run(sql, analyst=analyst(), epsilon=eps, delta=delta)
                     rel = ans.released
                     keys = sum(1 for o in ans.plan.query.outputs if o.is_key)
+                    t = ans.plan.truncation
+                    taus.append(t.rows if t is not None and t.source == "dp" else None)
                     return [c.name for c in rel.columns], keys, rel.rows
 
                 return once
             if system == "dpproxy_sql":
                 assert engine is not None
                 prepared = engine.prepare(sql, epsilon=eps, delta=delta)
-                statements = ([prepared.sql] if prepared.sql else []) + list(
+                statements: list[str] = []
+                if prepared.truncation is not None:
+                    # The bound is drawn with DP at run time: its per-unit statement, then the
+                    # query's SQL at a bound drawn once here (not timed).
+                    statements.append(prepared.truncation)
+                    drawn = engine.run(sql, analyst=fresh_analyst(), epsilon=eps, delta=delta)
+                    assert drawn.plan.truncation is not None
+                    hinted = sql.replace(
+                        "SELECT ", f"SELECT /*+ dpproxy max_rows={drawn.plan.truncation.rows} */ ",
+                        1)
+                    prepared = engine.prepare(hinted, epsilon=eps, delta=delta)
+                statements += ([prepared.sql] if prepared.sql else []) + list(
                     dict.fromkeys(st for _, st in prepared.extra))
 
                 def once() -> tuple[list[str], int, Any]:
@@ -245,13 +303,25 @@ def main() -> None:
                         fns[system] = make(system, q.sql)
                         if system == "dpproxy":
                             plan = engine.plan(q.sql, epsilon=eps, delta=delta)
-                            rec["predicted_error95"] = [e.value for e in column_errors(plan)]
+                            errors = [e.value for e in column_errors(plan)]
+                            t = plan.truncation
+                            if t is not None and t.source == "dp" and not t.chosen:
+                                # Calibrated at the largest candidate bound, not the drawn one.
+                                keys = [o.is_key for o in plan.query.outputs]
+                                errors = [e if k else None
+                                          for e, k in zip(errors, keys, strict=True)]
+                                rec["predicted_note"] = (
+                                    f"rows per unit chosen with DP at run time (ε share "
+                                    f"{float(t.epsilon):g}, candidates {t.grid[0]}…{t.grid[-1]}): "
+                                    "explain's prediction is at the largest candidate, not given")
+                            rec["predicted_error95"] = errors
                         if args.mode == "latency":
                             for _ in range(args.warmup):
                                 fns[system]()
                     except Exception as e:  # not supported: say why, keep going
                         _refuse(rec, e, args.debug)
                         fns.pop(system, None)
+                taus.clear()  # the bounds dpproxy's runs drew (tpch), warm-up runs excluded
                 for i in range(args.runs):
                     order = list(fns)
                     k = i % len(order) if order else 0
@@ -267,6 +337,8 @@ def main() -> None:
                             _refuse(rec, e, args.debug)
                             continue
                         run: dict[str, Any] = {"seconds": seconds}
+                        if system == "dpproxy" and taus and taus[-1] is not None:
+                            run["tau"] = taus[-1]
                         if args.mode == "accuracy":
                             run["rows"] = _rows(cols, keys, rows)
                         rec["runs"].append(run)

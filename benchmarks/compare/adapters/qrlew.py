@@ -29,6 +29,48 @@ Dialect: ``VAR_SAMP``/``STDDEV_SAMP`` are sent as their PostgreSQL synonyms ``VA
 ``STDDEV``, the only aggregate spellings Qrlew's parser knows; the rest as written (Qrlew
 resolves the bare table name ``data``). What it cannot parse or rewrite (a Rust ``todo!()``
 surfaces as ``PanicException``) is reported as unsupported.
+
+TPC-H (``--dataset tpch``: T01, T03; scale 1). Not loaded here: the data step (``data.py``) puts
+the eight tables into schema ``compare_tpch`` (``workload.TPCH_PG_SCHEMA``) of the database that
+``--pg-url``/``$QRLEW_PG_URL`` names (``postgres`` when it names none); a missing table stops
+the adapter with that message (``load_s`` null). For pums and synthetic_1m only the server part
+of that URL is used, as before. Set-up (``setup_s``): ``Dataset.from_database`` on that schema
+(reflection and a ``COUNT(*)`` per table, ``lineitem``'s 6 M rows included), ``with_range`` for
+``workload.TPCH_BOUNDS`` (l_quantity 1..50, l_extendedprice 0..104950, l_discount 0..0.10) and
+``with_possible_values`` for ``workload.TPCH_DOMAINS`` (l_returnflag, l_linestatus,
+o_orderpriority, c_mktsegment). The privacy unit is the customer, given to Qrlew as its own
+privacy-unit paths through foreign keys (``workload.TPCH_UNIT_PATHS``, one entry per table,
+each ending on ``customer.c_custkey``)::
+
+    [("customer", [], "c_custkey"),
+     ("orders", [("o_custkey", "customer", "c_custkey")], "c_custkey"),
+     ("lineitem", [("l_orderkey", "orders", "o_orderkey"),
+                   ("o_custkey", "customer", "c_custkey")], "c_custkey")]
+
+Qrlew follows each path with joins in the SQL it writes (``lineitem`` → ``orders`` →
+``customer``), so that every row of a private table carries its customer (``_PRIVACY_UNIT_``, an
+MD5 of ``c_custkey``, Qrlew's default), and adds "same customer" to the condition of each join
+of the query. Keys with a public domain get every combination of their values, with no
+tau-thresholding (Qrlew LEFT JOINs the combinations to the noisy sums): T01 releases 3 × 2
+``(l_returnflag, l_linestatus)`` groups, where the data has 4; T03 the 5 priorities.
+
+``max_multiplicity = workload.TPCH_GUESS_ROWS`` (100 rows per customer; Qrlew's default too, set
+explicitly). Qrlew never counts, samples or drops a customer's rows by it: it is a factor of the
+per-unit contribution bound. Every aggregate becomes sums (COUNT: of a 1 per row, AVG: a sum
+and a count, SUM: the column); for each sum Qrlew adds up each customer's rows per group, takes
+the L2 norm of that customer's vector over the groups and scales the vector down to at most
+``C = max(|lower|, |upper|) × min(max_multiplicity, max_multiplicity_share × N)`` (the column's
+range bound; N is Qrlew's bound on the query's input size, so the share, 0.1 by default, does
+not bind), then adds Gaussian noise of σ = C·√(2 ln(1.25/δ'))/ε' (ε', δ': the budget split
+evenly among the sums of the query) and clamps the result to the sum's range. So the noise is
+that of 100 rows per customer at the bound (count: C = 100; revenue: C = 10,495,000), and only a
+customer above C (more than 100 line items, or sums above 100 × the bound, over all groups
+together) is scaled down. ``max_privacy_unit_groups`` (the groups a customer may contribute to;
+only tau-thresholding uses it, for keys without a public domain) is the number of key
+combinations when every key has a public domain, else TPCH_GUESS_ROWS.
+
+Dialect (TPC-H): the date literals ``DATE 'YYYY-MM-DD'`` are sent as ``CAST('YYYY-MM-DD' AS
+DATE)``: Qrlew's parser has no case for a typed string (``todo!()``).
 """
 
 from __future__ import annotations
@@ -44,6 +86,7 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
@@ -55,9 +98,13 @@ SYSTEM = "qrlew"
 DB_NAME = "qrlew_bench"
 DEFAULT_PG = os.environ.get("QRLEW_PG_URL", "postgresql://postgres@127.0.0.1:5432")
 PRIVACY_UNIT = [(workload.TABLE, [], workload.UNIT)]
+TPCH = "tpch"
+TPCH_SCHEMA = getattr(workload, "TPCH_PG_SCHEMA", "compare_tpch")
+TPCH_DEFAULT_DB = "postgres"  # when --pg-url names no database
 DIALECT = (
     (re.compile(r"\bVAR_SAMP\s*\(", re.I), "VARIANCE("),
     (re.compile(r"\bSTDDEV_SAMP\s*\(", re.I), "STDDEV("),
+    (re.compile(r"\bDATE\s*'(\d{4}-\d{2}-\d{2})'", re.I), r"CAST('\1' AS DATE)"),
 )
 PG_TYPES = {"int": "INTEGER", "text": "TEXT"}
 
@@ -66,6 +113,28 @@ def translate(sql: str) -> str:
     for pattern, repl in DIALECT:
         sql = pattern.sub(repl, sql)
     return sql
+
+
+def with_database(url: str, database: str | None) -> str:
+    """``url`` naming ``database`` instead of the one it names (None: no database, the server)."""
+    parts = urlsplit(url.rstrip("/"))
+    return urlunsplit(parts._replace(path=f"/{database}" if database else ""))
+
+
+def url_database(url: str) -> str | None:
+    return urlsplit(url).path.strip("/") or None
+
+
+def sqlalchemy_url(url: str) -> str:
+    return re.sub(r"^postgres(?:ql)?(?:\+\w+)?://", "postgresql+psycopg2://", url, count=1)
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
 def schema_name(dataset: str) -> str:
@@ -86,7 +155,7 @@ def ensure_loaded(pg_url: str, csv_path: Path, schema: str) -> tuple[float, bool
     import psycopg2
 
     started = time.perf_counter()
-    admin = psycopg2.connect(f"{pg_url}/postgres")
+    admin = psycopg2.connect(with_database(pg_url, "postgres"))
     admin.autocommit = True
     with admin.cursor() as cur:
         cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,))
@@ -98,7 +167,7 @@ def ensure_loaded(pg_url: str, csv_path: Path, schema: str) -> tuple[float, bool
     admin.close()
 
     tag = file_tag(csv_path)
-    conn = psycopg2.connect(f"{pg_url}/{DB_NAME}")
+    conn = psycopg2.connect(with_database(pg_url, DB_NAME))
     try:
         with conn.cursor() as cur:
             # Two adapters started together must not load the same table at once.
@@ -147,6 +216,53 @@ def build_dataset(engine: Any, schema: str) -> Any:
     return ds
 
 
+def tpch_privacy_unit() -> list[tuple[str, list[tuple[str, str, str]], str]]:
+    """Qrlew's privacy unit for TPC-H: each private table's foreign-key path to the customer."""
+    unit_table, unit_column = workload.TPCH_UNIT
+    unit = []
+    for table, path in workload.TPCH_UNIT_PATHS.items():
+        steps = [(str(a), str(b), str(c)) for a, b, c in path]
+        if (steps[-1][1] if steps else table) != unit_table:
+            raise SystemExit(f"qrlew: the unit path of {table} does not end on {unit_table}")
+        unit.append((table, steps, unit_column))
+    return unit
+
+
+def build_tpch_dataset(engine: Any, schema: str, shown: str) -> Any:
+    """The TPC-H tables of ``schema`` with the public bounds and domains of the workload."""
+    import sqlalchemy as sa
+    from pyqrlew import Dataset
+
+    inspector = sa.inspect(engine)
+    tables = set(inspector.get_table_names(schema=schema))
+    missing = [t for t in workload.TPCH_UNIT_PATHS if t not in tables]
+    if missing:
+        raise SystemExit(
+            f"qrlew: no table {', '.join(missing)} in schema {schema} of {shown}: "
+            "load TPC-H first (python benchmarks/compare/data.py --datasets tpch)"
+        )
+    table_of = {
+        c["name"]: t for t in sorted(tables) for c in inspector.get_columns(t, schema=schema)
+    }
+    unknown = [c for c in [*workload.TPCH_BOUNDS, *workload.TPCH_DOMAINS] if c not in table_of]
+    if unknown:
+        raise SystemExit(f"qrlew: no column {', '.join(unknown)} in schema {schema} of {shown}")
+    ds = Dataset.from_database(name=TPCH, engine=engine, schema_name=schema)
+    for col, (lo, hi) in workload.TPCH_BOUNDS.items():
+        ds = ds.with_range(schema, table_of[col], col, float(lo), float(hi))
+    for col, values in workload.TPCH_DOMAINS.items():
+        ds = ds.with_possible_values(schema, table_of[col], col, [str(v) for v in values])
+    return ds
+
+
+def tpch_max_groups(keys: list[str]) -> int:
+    """The groups a customer may be in: every key combination when all keys have a public
+    domain, else the bound on a customer's rows."""
+    if any(k not in workload.TPCH_DOMAINS for k in keys):
+        return int(workload.TPCH_GUESS_ROWS)
+    return max(1, math.prod(len(workload.TPCH_DOMAINS[k]) for k in keys))
+
+
 def group_keys(sql: str) -> list[str]:
     """The GROUP BY columns of a workload query (plain column names there)."""
     m = re.search(r"\bGROUP\s+BY\s+(.+?)(?:\s+HAVING\b|\s+ORDER\b|\s+LIMIT\b|$)", sql, re.I | re.S)
@@ -193,7 +309,11 @@ def main() -> None:
     p.add_argument("--epsilon", type=float, default=workload.EPSILON)
     p.add_argument("--delta", type=float, default=workload.DELTA)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--pg-url", default=DEFAULT_PG, help="server URL without a database name")
+    p.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG,
+        help="server URL; a database in it is used for tpch only (else postgres)",
+    )
     p.add_argument("--debug", action="store_true")
     args = p.parse_args()
     if not args.debug:
@@ -203,18 +323,34 @@ def main() -> None:
 
     import sqlalchemy as sa
 
-    ids = [q.id for q in workload.QUERIES] if args.queries == "all" else args.queries.split(",")
+    if args.queries == "all":
+        ids = [q.id for q in workload.QUERIES if args.dataset in getattr(q, "datasets", ())]
+        if not ids and args.dataset != TPCH:  # a workload.py without Query.datasets
+            ids = [q.id for q in workload.QUERIES]
+    else:
+        ids = args.queries.split(",")
     queries = [workload.BY_ID[i] for i in ids]
     qr_version = version("pyqrlew")
-    pg_url = args.pg_url.rstrip("/")
-    schema = schema_name(args.dataset)
+    server = with_database(args.pg_url, None)
 
-    load_s, loaded = ensure_loaded(pg_url, args.data_dir / f"{args.dataset}.csv", schema)
-
-    started = time.perf_counter()
-    url = pg_url.replace("postgresql://", "postgresql+psycopg2://", 1) + f"/{DB_NAME}"
-    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    dataset = build_dataset(engine, schema)
+    load_s: float | None
+    if args.dataset == TPCH:  # loaded by the data step
+        load_s, loaded = None, False
+        started = time.perf_counter()
+        tpch_url = with_database(args.pg_url, url_database(args.pg_url) or TPCH_DEFAULT_DB)
+        engine = sa.create_engine(sqlalchemy_url(tpch_url), isolation_level="AUTOCOMMIT")
+        dataset = build_tpch_dataset(engine, TPCH_SCHEMA, shown_url(tpch_url))
+        privacy_unit: Any = tpch_privacy_unit()
+        max_multiplicity = float(workload.TPCH_GUESS_ROWS)
+    else:
+        schema = schema_name(args.dataset)
+        load_s, loaded = ensure_loaded(server, args.data_dir / f"{args.dataset}.csv", schema)
+        started = time.perf_counter()
+        url = sqlalchemy_url(with_database(server, DB_NAME))
+        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        dataset = build_dataset(engine, schema)
+        privacy_unit = PRIVACY_UNIT
+        max_multiplicity = 1.0
     conn = engine.connect()
     setup_s = time.perf_counter() - started
     with conn.exec_driver_sql("SHOW server_version") as res:
@@ -246,15 +382,22 @@ def main() -> None:
                 "dp_event": None,
             }
             keys = group_keys(q.sql)
+            max_groups = tpch_max_groups(keys) if args.dataset == TPCH else 1
+            rec["max_multiplicity"] = max_multiplicity
+            rec["max_privacy_unit_groups"] = max_groups
             dp_event: list[Any] = []
 
             def once(
-                sql: str = sql, dp_event: list[Any] = dp_event
+                sql: str = sql, dp_event: list[Any] = dp_event, max_groups: int = max_groups
             ) -> tuple[list[str], list[Any], float]:
                 t = time.perf_counter()
                 relation = dataset.relation(sql)
                 rewritten = relation.rewrite_with_differential_privacy(
-                    dataset, PRIVACY_UNIT, budget, max_multiplicity=1.0, max_privacy_unit_groups=1
+                    dataset,
+                    privacy_unit,
+                    budget,
+                    max_multiplicity=max_multiplicity,
+                    max_privacy_unit_groups=max_groups,
                 )
                 dp_sql = rewritten.relation().to_query()
                 rewrite_s = time.perf_counter() - t

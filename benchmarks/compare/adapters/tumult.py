@@ -30,6 +30,45 @@ selection, ``get_groups(["educ"])`` (its geometric-noise count with a threshold 
 ``selection_share`` (and as Tumult's own experimental ``auto_partition_selection``). No key set
 is read from the data.
 
+TPC-H (``--dataset tpch``; T01, T03): three private tables in ONE ID space, the customer
+(``workload.TPCH_UNIT``): ``Session.Builder().with_id_space("customer")`` with
+``AddRowsWithID(id_column, id_space="customer")`` on ``customer`` (``c_custkey``), ``orders``
+(``o_custkey``) and ``lineitem`` (``l_custkey``). Tumult needs the privacy ID as a column of
+every private table, and line items have none: at set-up the adapter gives each line item its
+order's customer key by a join in Spark (``lineitem ⋈ orders`` on ``l_orderkey = o_orderkey``,
+the first step of ``workload.TPCH_UNIT_PATHS``). That is the data owner's preparation, done once
+and timed in ``setup_s`` (``tpch_prep_s`` in the lines); dpproxy follows the same path inside each
+query instead. Only the columns the TPC-H queries read are loaded (DECIMAL cast to double, the
+other types kept), and the three tables are cached. Every program then:
+
+* filters first (the SQL's WHERE, as Spark SQL strings), then truncates with
+  ``enforce(MaxRowsPerID(workload.TPCH_GUESS_ROWS))`` (100 rows per customer; Tumult has no
+  automatic choice, dpproxy draws its bound with DP). ``MaxRowsPerID`` rather than
+  ``MaxGroupsPerID(g)`` × ``MaxRowsPerGroupPerID(r)``: under PureDP (Laplace) Tumult's
+  sensitivity for the latter is g·r, so the same noise (g·r = 100) would cut every customer to
+  r rows *in each group* (T01: g = 4 flag/status groups, r = 25), dropping more rows than one
+  cap of 100 over all groups; the pair only pays under zCDP (√g);
+* groups by ``KeySet.from_dict`` over ``workload.TPCH_DOMAINS`` (T01: the 3 × 2 cross product
+  of l_returnflag × l_linestatus, so the two combinations that never occur, (A, O) and (R, O),
+  are released too, with pure noise; T03: the 5 priorities);
+* answers each SELECT aggregate as one Tumult aggregation (Tumult has one aggregation per
+  query) with an equal share of ε (T01: four of ε/4, T03: two of ε/2; sequential composition,
+  ε in all, checked against the Session), clamped with ``workload.TPCH_BOUNDS``: SUM as
+  ``sum(col, lo, hi)``, AVG as ``average(col, lo, hi)`` (Tumult splits its share between a
+  noisy sum and a noisy count), COUNT(*) as ``count()``; the released frames are merged on the
+  keys in pandas (post-processing). The filtered, truncated table is one in-session view per
+  run (``create_view(..., cache=True)``, free of budget, deleted after the run), so the
+  aggregations of a run share one truncation and one Spark pass over the source instead of
+  one each (``--tpch-view none`` builds each aggregation from the source tables instead).
+* T03 (customer ⋈ orders ⋈ lineitem) is a private join in the ID space: the three
+  ``QueryBuilder``s (each filtered and narrowed with ``select``) get their ID column renamed to
+  ``custkey`` (Tumult joins ID tables only on a common ID column name) and ``o_orderkey``/
+  ``l_orderkey`` to ``orderkey``, then ``customer.join_private(orders, join_columns=
+  ["custkey"]).join_private(lineitem, join_columns=["custkey", "orderkey"])``. The SQL joins
+  line items on the order key alone; adding the customer key changes nothing (an order has one
+  customer, the one the set-up attached), and Tumult needs it. No truncation at the joins
+  (Tumult needs none for ID tables); ``MaxRowsPerID`` on the joined rows.
+
 Spark: local mode on all cores (``local[*]``), ``spark.driver.memory`` 2g, 4 shuffle partitions,
 UI off, logging off (a log4j2 file in a temporary directory), the warehouse (where Tumult
 materialises every released table) in a temporary directory removed at exit.
@@ -39,7 +78,8 @@ bounds in a row-by-row Python map, as does Q13's 0/1 map), so they must import `
 ``java`` must be on PATH or ``JAVA_HOME`` set (Java 17 works; nothing else is needed).
 
 ``setup_s``: importing PySpark and Tumult, starting Spark, reading the CSV (all columns as text,
-age/income/pid cast to integers), caching it, and making the Sessions; its parts go to stderr.
+age/income/pid cast to integers), caching it, and making the Sessions (TPC-H: reading the three
+Parquet files, the ID join, caching, one PureDP Session); its parts go to stderr.
 ``seconds`` per run: build the program + ``evaluate`` + ``toPandas`` + post-processing.
 """
 
@@ -47,6 +87,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import json
 import logging
 import math
@@ -70,6 +111,25 @@ import workload  # noqa: E402
 SYSTEM = "tumult"
 SOURCE = "data"
 COL = {c.name: c for c in workload.COLUMNS}
+TPCH = "tpch"
+TPCH_SPACE = "customer"  # the one ID space of the three TPC-H tables
+# The privacy ID column of each private TPC-H table; lineitem's is made at set-up (load_tpch).
+TPCH_ID = {"customer": "c_custkey", "orders": "o_custkey", "lineitem": "l_custkey"}
+# The columns loaded (those the TPC-H queries read, and the keys of the ID join).
+TPCH_COLUMNS = {
+    "customer": ("c_custkey", "c_mktsegment"),
+    "orders": ("o_orderkey", "o_custkey", "o_orderdate", "o_orderpriority"),
+    "lineitem": (
+        "l_orderkey",
+        "l_quantity",
+        "l_extendedprice",
+        "l_discount",
+        "l_returnflag",
+        "l_linestatus",
+        "l_shipdate",
+    ),
+}
+TPCH_VIEW = "tpch_run"  # the per-run view of the filtered, truncated rows
 LOG4J2 = """\
 # The root at WARN, the level Spark's shell logic expects (else it prints a notice about it);
 # the console appender drops everything below FATAL.
@@ -101,18 +161,33 @@ def domain(name: str) -> list[str]:
     return list(c.domain)
 
 
+def tpch_bounds(name: str) -> tuple[float, float]:
+    lo, hi = workload.TPCH_BOUNDS[name]
+    return lo, hi
+
+
 class Ctx:
     """What a program needs: the Sessions, the budget, and the query builder of the table."""
 
     def __init__(
-        self, tmlt: Any, pure: Any, approx: Any, epsilon: float, delta: float, by_id: bool
+        self,
+        tmlt: Any,
+        pure: Any,
+        approx: Any,
+        epsilon: float,
+        delta: float,
+        by_id: bool,
+        rows_per_id: int = 1,
+        view: str = "cached",
     ) -> None:
         self.t = tmlt  # the tmlt.analytics module
         self.pure = pure
-        self.approx = approx
+        self.approx = approx  # None for TPC-H (pure queries only)
         self.epsilon = epsilon
         self.delta = delta
         self.by_id = by_id
+        self.rows_per_id = rows_per_id  # TPC-H: MaxRowsPerID
+        self.view = view  # TPC-H: "cached" (one view per run) or "none"
 
     def base(self) -> Any:
         q = self.t.QueryBuilder(SOURCE)
@@ -124,6 +199,39 @@ class Ctx:
     def pure_eval(self, query: Any) -> Any:
         """One pure query with the whole per-query ε; the released rows as pandas."""
         return self.pure.evaluate(query, self.t.PureDPBudget(self.epsilon)).toPandas()
+
+    def tpch_keys(self, *names: str) -> Any:
+        return self.t.KeySet.from_dict({n: list(workload.TPCH_DOMAINS[n]) for n in names})
+
+    def tpch_release(
+        self, rows: Callable[[], Any], keys: list[str], aggs: list[Callable[[Any], Any]]
+    ) -> Any:
+        """Several aggregates of one SELECT over the same rows, ε split equally among them.
+
+        ``rows()`` builds a fresh QueryBuilder of the (filtered, joined) rows; each of ``aggs``
+        turns the grouped builder into one aggregation. The rows are truncated to
+        ``MaxRowsPerID(rows_per_id)`` once; with ``view == "cached"`` that truncated table is a
+        cached in-session view for this run only (no budget), removed at the end. The released
+        frames are merged on the keys (post-processing).
+        """
+        t = self.t
+        keyset = self.tpch_keys(*keys)
+        share = t.PureDPBudget(self.epsilon / len(aggs))
+        truncated = t.MaxRowsPerID(self.rows_per_id)
+        frames = []
+        if self.view == "cached":
+            self.pure.create_view(rows().enforce(truncated), TPCH_VIEW, cache=True)
+            try:
+                for agg in aggs:
+                    q = agg(t.QueryBuilder(TPCH_VIEW).groupby(keyset))
+                    frames.append(self.pure.evaluate(q, share).toPandas())
+            finally:
+                self.pure.delete_view(TPCH_VIEW)
+        else:
+            for agg in aggs:
+                q = agg(rows().enforce(truncated).groupby(keyset))
+                frames.append(self.pure.evaluate(q, share).toPandas())
+        return functools.reduce(lambda a, b: a.merge(b, on=keys, how="outer"), frames)
 
 
 # A program: Ctx → the released rows (pandas, columns named as the SQL's aliases and keys).
@@ -212,6 +320,65 @@ def q16(c: Ctx) -> Any:  # SELECT sex, SUM(income) AS s FROM data GROUP BY sex
     return c.pure_eval(c.base().groupby(c.keys("sex")).sum("income", *bounds("income"), name="s"))
 
 
+def t01(c: Ctx) -> Any:  # TPC-H Q1-like: line items by return flag and line status
+    # SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sum_qty, SUM(l_extendedprice) AS
+    # sum_base_price, AVG(l_discount) AS avg_disc, COUNT(*) AS count_order FROM lineitem
+    # WHERE l_shipdate <= DATE '1998-09-02' GROUP BY l_returnflag, l_linestatus
+    def rows() -> Any:
+        return c.t.QueryBuilder("lineitem").filter("l_shipdate <= DATE '1998-09-02'")
+
+    qty, price, disc = (tpch_bounds(n) for n in ("l_quantity", "l_extendedprice", "l_discount"))
+    return c.tpch_release(
+        rows,
+        ["l_returnflag", "l_linestatus"],
+        [
+            lambda g: g.sum("l_quantity", *qty, name="sum_qty"),
+            lambda g: g.sum("l_extendedprice", *price, name="sum_base_price"),
+            lambda g: g.average("l_discount", *disc, name="avg_disc"),
+            lambda g: g.count(name="count_order"),
+        ],
+    )
+
+
+def t03(c: Ctx) -> Any:  # TPC-H Q3-like: a three-table join, revenue by order priority
+    # SELECT o_orderpriority, SUM(l_extendedprice) AS revenue, COUNT(*) AS lines FROM customer
+    # JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey
+    # WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15' GROUP BY o_orderpriority
+    t = c.t
+
+    def rows() -> Any:
+        customers = (
+            t.QueryBuilder("customer")
+            .filter("c_mktsegment = 'BUILDING'")
+            .select(["c_custkey"])
+            .rename({"c_custkey": "custkey"})
+        )
+        orders = (
+            t.QueryBuilder("orders")
+            .filter("o_orderdate < DATE '1995-03-15'")
+            .select(["o_custkey", "o_orderkey", "o_orderpriority"])
+            .rename({"o_custkey": "custkey", "o_orderkey": "orderkey"})
+        )
+        items = (
+            t.QueryBuilder("lineitem")
+            .select(["l_custkey", "l_orderkey", "l_extendedprice"])
+            .rename({"l_custkey": "custkey", "l_orderkey": "orderkey"})
+        )
+        return customers.join_private(orders, join_columns=["custkey"]).join_private(
+            items, join_columns=["custkey", "orderkey"]
+        )
+
+    price = tpch_bounds("l_extendedprice")
+    return c.tpch_release(
+        rows,
+        ["o_orderpriority"],
+        [
+            lambda g: g.sum("l_extendedprice", *price, name="revenue"),
+            lambda g: g.count(name="lines"),
+        ],
+    )
+
+
 PROGRAMS: dict[str, Program] = {
     "Q01": q01,
     "Q02": q02,
@@ -229,6 +396,8 @@ PROGRAMS: dict[str, Program] = {
     "Q14": q14,
     "Q15": q15,
     "Q16": q16,
+    "T01": t01,
+    "T03": t03,
 }
 # Output columns (keys first) and group keys of each program, as in the SQL.
 COLUMNS: dict[str, list[str]] = {
@@ -248,6 +417,15 @@ COLUMNS: dict[str, list[str]] = {
     "Q14": ["race", "n"],
     "Q15": ["a"],
     "Q16": ["sex", "s"],
+    "T01": [
+        "l_returnflag",
+        "l_linestatus",
+        "sum_qty",
+        "sum_base_price",
+        "avg_disc",
+        "count_order",
+    ],
+    "T03": ["o_orderpriority", "revenue", "lines"],
 }
 KEYS: dict[str, list[str]] = {
     "Q08": ["sex"],
@@ -255,6 +433,8 @@ KEYS: dict[str, list[str]] = {
     "Q10": ["sex"],
     "Q14": ["race"],
     "Q16": ["sex"],
+    "T01": ["l_returnflag", "l_linestatus"],
+    "T03": ["o_orderpriority"],
 }
 APPROX = {"Q09"}  # the programs that need δ (and the ApproxDP Session)
 
@@ -284,6 +464,12 @@ def normalise(qid: str, df: Any) -> list[list[Any]]:
     ]
     rows.sort(key=lambda r: tuple("" if k is None else k for k in r[: len(keys)]))
     return rows
+
+
+def on_dataset(q: Any, dataset: str) -> bool:
+    """Whether query ``q`` belongs to ``dataset`` (``Query.datasets``; without it: not TPC-H)."""
+    datasets = getattr(q, "datasets", None)
+    return dataset in datasets if datasets is not None else dataset != TPCH
 
 
 def one_line(e: BaseException) -> str:
@@ -341,6 +527,45 @@ def load(spark: Any, path: Path) -> Any:
     return df
 
 
+def load_tpch(spark: Any, data_dir: Path) -> tuple[dict[str, Any], dict[str, float]]:
+    """The three private TPC-H tables as cached DataFrames, each with its customer ID column.
+
+    The data owner's preparation: only ``TPCH_COLUMNS`` are read (DECIMAL cast to double, which
+    Tumult needs; other types kept), and line items get their order's customer key
+    (``l_custkey``) by an inner join with orders on ``l_orderkey = o_orderkey``. Returns the
+    tables and the seconds of each step.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType
+
+    def read(name: str) -> Any:
+        df = spark.read.parquet(str(data_dir / TPCH / f"{name}.parquet"))
+        df = df.select(*TPCH_COLUMNS[name])
+        decimal = {f.name for f in df.schema.fields if isinstance(f.dataType, DecimalType)}
+        return df.select(
+            *[F.col(n).cast("double") if n in decimal else F.col(n) for n in df.columns]
+        )
+
+    secs: dict[str, float] = {}
+    t = time.perf_counter()
+    customer = read("customer").cache()
+    orders = read("orders").cache()
+    n_customer, n_orders = customer.count(), orders.count()
+    secs["read_customer_orders"] = time.perf_counter() - t
+    t = time.perf_counter()
+    owner = orders.select(
+        F.col("o_orderkey").alias("l_orderkey"), F.col("o_custkey").alias("l_custkey")
+    )
+    lineitem = read("lineitem").join(owner, on="l_orderkey", how="inner").cache()
+    n_lineitem = lineitem.count()
+    secs["lineitem_id_join"] = time.perf_counter() - t
+    progress(
+        f"tumult: tpch tables customer {n_customer:,}, orders {n_orders:,}, lineitem "
+        f"{n_lineitem:,} rows (with l_custkey)"
+    )
+    return {"customer": customer, "orders": orders, "lineitem": lineitem}, secs
+
+
 def remaining(ctx: Ctx, qid: str) -> tuple[float, float]:
     """The (ε, δ) left in the Session that answers ``qid``."""
     v = (ctx.approx if qid in APPROX else ctx.pure).remaining_privacy_budget.value
@@ -380,12 +605,24 @@ def main() -> None:
         default="id",
         help="id: AddRowsWithID('pid') + MaxRowsPerID(1) (default); row: AddOneRow()",
     )
+    p.add_argument(
+        "--tpch-view",
+        choices=("cached", "none"),
+        default="cached",
+        help="TPC-H: one cached view of the truncated rows per run (default), or none",
+    )
     p.add_argument("--debug", action="store_true")
     args = p.parse_args()
+    tpch = args.dataset == TPCH
+    if tpch and args.protected_change != "id":
+        p.error("--dataset tpch needs --protected-change id (the customer ID space)")
 
     warnings.filterwarnings("ignore")
     logging.getLogger("py4j").setLevel(logging.ERROR)
-    ids = [q.id for q in workload.QUERIES] if args.queries == "all" else args.queries.split(",")
+    if args.queries == "all":
+        ids = [q.id for q in workload.QUERIES if on_dataset(q, args.dataset)]
+    else:
+        ids = args.queries.split(",")
     queries = [workload.BY_ID[i] for i in ids]
     tmp = Path(tempfile.mkdtemp(prefix="dpproxy-tumult-"))
 
@@ -409,24 +646,49 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
     atexit.register(_stop)
-    df = load(spark, args.data_dir / f"{args.dataset}.csv")
-    t_load = time.perf_counter()
     by_id = args.protected_change == "id"
-    change = tmlt.AddRowsWithID(workload.UNIT) if by_id else tmlt.AddOneRow()
+    extra: dict[str, Any] = {}
     # Large finite totals (δ = 1 would make the budget infinite in Tumult): each evaluate
     # spends exactly its query's budget (checked below).
-    pure = tmlt.Session.from_dataframe(
-        privacy_budget=tmlt.PureDPBudget(1e9),
-        source_id=SOURCE,
-        dataframe=df,
-        protected_change=change,
-    )
-    approx = tmlt.Session.from_dataframe(
-        privacy_budget=tmlt.ApproxDPBudget(1e9, 0.5),
-        source_id=SOURCE,
-        dataframe=df,
-        protected_change=change,
-    )
+    if tpch:
+        assert tuple(workload.TPCH_UNIT) == ("customer", TPCH_ID["customer"]), workload.TPCH_UNIT
+        tables, prep = load_tpch(spark, args.data_dir)
+        t_load = time.perf_counter()
+        builder = tmlt.Session.Builder().with_privacy_budget(tmlt.PureDPBudget(1e9))
+        builder = builder.with_id_space(TPCH_SPACE)
+        for name, frame in tables.items():
+            builder = builder.with_private_dataframe(
+                name,
+                frame,
+                protected_change=tmlt.AddRowsWithID(id_column=TPCH_ID[name], id_space=TPCH_SPACE),
+            )
+        pure, approx = builder.build(), None
+        change: Any = (
+            f"AddRowsWithID(id_space={TPCH_SPACE!r}: "
+            + ", ".join(f"{n}.{c}" for n, c in TPCH_ID.items())
+            + ")"
+        )
+        extra = {
+            "max_rows_per_id": workload.TPCH_GUESS_ROWS,
+            "tpch_prep_s": sum(prep.values()),
+            "tpch_view": args.tpch_view,
+        }
+    else:
+        df = load(spark, args.data_dir / f"{args.dataset}.csv")
+        t_load = time.perf_counter()
+        change = tmlt.AddRowsWithID(workload.UNIT) if by_id else tmlt.AddOneRow()
+        pure = tmlt.Session.from_dataframe(
+            privacy_budget=tmlt.PureDPBudget(1e9),
+            source_id=SOURCE,
+            dataframe=df,
+            protected_change=change,
+        )
+        approx = tmlt.Session.from_dataframe(
+            privacy_budget=tmlt.ApproxDPBudget(1e9, 0.5),
+            source_id=SOURCE,
+            dataframe=df,
+            protected_change=change,
+        )
     ended = time.perf_counter()
     setup_s = ended - started
     progress(
@@ -435,7 +697,10 @@ def main() -> None:
         f"{ended - t_load:.3f}); Spark {spark.version}, {spark.sparkContext.master}, "
         f"{spark.sparkContext.defaultParallelism} cores, protected change {change}"
     )
-    ctx = Ctx(tmlt, pure, approx, args.epsilon, args.delta, by_id)
+    if tpch:
+        progress("tumult: tpch preparation " + ", ".join(f"{k} {v:.2f} s" for k, v in prep.items()))
+    rows_per_id = workload.TPCH_GUESS_ROWS if tpch else 1
+    ctx = Ctx(tmlt, pure, approx, args.epsilon, args.delta, by_id, rows_per_id, args.tpch_view)
     version = tmlt.__version__
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -455,6 +720,7 @@ def main() -> None:
                 "setup_s": setup_s,
                 "predicted_error95": None,
                 "protected_change": str(change),
+                **extra,
             }
             try:
                 program = PROGRAMS.get(q.id)
