@@ -1,12 +1,16 @@
 """Per-query plan hints: a ``/*+ dpproxy key=value ... */`` comment anywhere in the SQL.
 
->>> parse_hints("SELECT /*+ dpproxy mechanism=ptr ptr_bound=0.005 */ AVG(age) FROM adult")
-MethodOptions(method=<Method.PTR: 'ptr'>, ptr_bound=Fraction(1, 200), saa_chunks=None, \
-saa_lower=None, saa_upper=None, bins=None)
+>>> o = parse_hints("SELECT /*+ dpproxy mechanism=ptr ptr_bound=0.005 */ AVG(age) FROM adult")
+>>> o.method, o.ptr_bound, o.max_rows
+(<Method.PTR: 'ptr'>, Fraction(1, 200), None)
 
 Keys: ``mechanism`` (gs, joint, ptr, smooth, exponential, saa), ``ptr_bound`` (the proposed
 local-sensitivity bound), ``saa_chunks`` (k), ``saa_lower``/``saa_upper`` (the clipping range
-of the chunk statistics) and ``bins`` (cells of the exponential mechanism over a real range).
+of the chunk statistics) and ``bins`` (cells of the exponential mechanism over a real range);
+for the rows a unit keeps (``planning/truncation.py``): ``max_rows`` (a fixed bound),
+``max_groups`` with ``max_rows_per_group`` (a bound by groups), ``max_rows_cap`` and
+``coverage`` (the candidates and the target of the DP choice) and ``join_rows`` (T of
+DropExcess in a join of two units' rows).
 Anything else is refused (22023), so a typo never silently changes a plan. A hint is public
 input: it decides how noise is calibrated, never how much budget is spent.
 """
