@@ -319,7 +319,8 @@ class Metrics:
         """The first error the system gave for the query (any data set or mode)."""
         for k, r in self.records.items():
             if k[0] == system and k[4] == qid and not r.get("supported"):
-                return r.get("error") or "unsupported"
+                note = f" ({r['error_note']})" if r.get("error_note") else ""
+                return (r.get("error") or "unsupported") + note
         return None
 
     def accuracy(self, system: str, dataset: str, qid: str,
@@ -492,7 +493,8 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None,
                 + (", within sampling noise" if r in noise else "") + ")" for r in worse
             ) + "." + _explain("accuracy", [r["query"] for r in worse])
         out.append(Target("Accuracy vs the best peer", goal,
-                          "met" if compared and not worse else "not met", measured, why))
+                          "not evaluated" if not compared else "met" if not worse else "not met",
+                          measured, why))
 
     # AVG: at least 1.5× lower median relative error than SmartNoise SQL's.
     goal = f"AVG (Q04, Q05, Q15): dpproxy's median relative error ≥ {AVG_VS_SMARTNOISE}× lower " \
@@ -512,7 +514,8 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None,
             parts.append(f"{q} {_x(r)}")
             if r < AVG_VS_SMARTNOISE:
                 bad.append(q)
-        status = "met" if parts and not bad and not none else "not met"
+        status = ("not evaluated" if not parts else
+                  "met" if not bad and not none else "not met")
         why = ""
         if bad:
             why += "below the target on " + ", ".join(bad) + "." + _explain("avg", bad)
@@ -934,6 +937,10 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
       "is averaged over fewer.")
     w("")
 
+    # The one-table sections (dropped below when only tpch was run).
+    core_run = any(k[1] != "tpch" for k in m.records)
+    core_start = len(out)
+
     # Coverage.
     w("## Coverage")
     w("")
@@ -1123,6 +1130,8 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
         rows.append([NAMES[s]] + [_fmt_num(m.setup(s, d)) for d in set_ds])
     w(md_table(["system", *[f"{d}" for d in set_ds]], rows))
     w("")
+    if not core_run:
+        del out[core_start:]
     if any(p.name == "compare_latency.png" for p in figures):
         w("![latency per system and query](figures/compare_latency.png)")
         w("")
@@ -1176,7 +1185,8 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
             rows.append(row)
         w(md_table(["system", "pums accuracy", "pums latency", "1 M accuracy", "1 M latency",
                     "TPC-H accuracy", "TPC-H latency",
-                    "ε sweep (" + ", ".join(f"{e:g}" for e in sweep) + ")"], rows))
+                    "ε sweep" + (" (" + ", ".join(f"{e:g}" for e in sweep) + ")"
+                                 if sweep else "")], rows))
         w("")
         inc = [(c["system"], c["dataset"], c["mode"], i) for c in calls
                for i in c.get("incidents", [])]
@@ -1260,8 +1270,9 @@ def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
     w(f"## {TPCH_TITLE}: the customer as privacy unit")
     w("")
     sizes = meta.get("rows") or {}
-    size_text = (", ".join(f"{sizes[t]:,} {t}" for t in ("customer", "orders", "lineitem")
-                           if t in sizes) or f"{workload.DATASETS['tpch']:,} line items")
+    plural = {"customer": "customers", "orders": "orders", "lineitem": "line items"}
+    size_text = (", ".join(f"{sizes[t]:,} {plural[t]}" for t in plural if t in sizes)
+                 or f"{workload.DATASETS['tpch']:,} line items")
     gen = f" by {meta['generator']}" if meta.get("generator") else " by `tpchgen-cli`"
     w(f"TPC-H at scale {workload.TPCH_SCALE:g} ({size_text}), generated offline{gen} "
       "(`data.py`). The privacy unit is the customer with all their orders and line items, "
@@ -1306,6 +1317,8 @@ def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
         answered = [q.id for q in TPCH
                     if (r := m.record(p, "tpch", "accuracy", q.id)) and r.get("supported")]
         bound = given_bound(m, p)
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
         if not answered:
             items.append(f"{NAMES[p]} answered none of the TPC-H queries (see below)"
                          + (f", although it was given {bound} rows per customer"
@@ -1393,14 +1406,22 @@ def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
                   "at the largest candidate bound, which would overstate the error many times.")
                 w("")
 
-    # Latency.
+    # Latency. A slow peer without latency runs on tpch: the seconds of its accuracy runs.
     lat_systems = [s for s in m.systems() if any(k[0] == s and k[1] == "tpch"
-                                                 and k[2] == "latency" for k in m.records)]
+                                                 and k[2] in ("latency", "accuracy")
+                                                 for k in m.records)]
+    from_acc = {s for s in lat_systems
+                if not any(k[0] == s and k[1] == "tpch" and k[2] == "latency" for k in m.records)}
+
+    def tpch_latency(s: str, qid: str) -> Latency | None:
+        r = m.record(s, "tpch", "accuracy" if s in from_acc else "latency", qid)
+        return None if r is None else latency(r)
+
     if lat_systems:
         w(f"### Latency ({TPCH_TITLE})")
         w("")
-        w(f"Timed runs after up to {settings.get('warmup', '?')} warm-up runs (the peers: "
-          "see [Run](#run)); "
+        warm = min(int(settings.get("warmup", 1)), 1)
+        w(f"Timed runs after {warm} warm-up run{'' if warm == 1 else 's'} (see [Run](#run)); "
           f"{runs_note(m, 'tpch', 'latency')}. Median (95th percentile) end-to-end "
           "milliseconds per query. *DuckDB (raw)*: the query's SQL on a plain read-only "
           "DuckDB connection to the same file, no privacy and no bound per customer; "
@@ -1413,7 +1434,8 @@ def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
             lat_systems) else []
         rows = []
         for q in TPCH:
-            cells = [_ms(m.latency(s, "tpch", q.id)) for s in lat_systems]
+            cells = [_ms(tpch_latency(s, q.id)) + (" †" if s in from_acc and tpch_latency(
+                s, q.id) else "") for s in lat_systems]
             ratios = []
             for num, den, _ in extra:
                 a, b = m.latency(num, "tpch", q.id), m.latency(den, "tpch", q.id)
@@ -1422,6 +1444,27 @@ def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
         w(md_table(["query", *[NAMES.get(s, s) for s in lat_systems],
                     *[h for _, _, h in extra]], rows))
         w("")
+        if from_acc & {s for s in lat_systems
+                       if any(tpch_latency(s, q.id) for q in TPCH)}:
+            w("† No separate latency runs on tpch for this slow peer (`SLOW_PEERS` in "
+              "`run.py`): the seconds of its accuracy runs, each timed end to end in the same "
+              "way but with no warm-up run before them.")
+            w("")
+        setups = []
+        for s in lat_systems:
+            if s in BASELINES:
+                continue
+            v = m.setup(s, "tpch")
+            if v is None:  # no latency call: the set-up of its accuracy call
+                vals = [r.get("setup_s") for k, r in m.records.items()
+                        if k[0] == s and k[1] == "tpch" and r.get("setup_s") is not None]
+                v = statistics.median(vals) if vals else None
+            if v is not None:
+                setups.append(f"{NAMES[s]} {_fmt_num(v)} s")
+        if setups:
+            w("One-time set-up per adapter process on tpch (the data already prepared by "
+              "`data.py`): " + ", ".join(setups) + ".")
+            w("")
     return out
 
 

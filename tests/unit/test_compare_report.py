@@ -33,7 +33,7 @@ def _load(name: str) -> ModuleType:
 
 report = _load("report")
 workload = report.workload
-IDS = [q.id for q in workload.QUERIES]
+IDS = [q.id for q in workload.queries_for("pums")]  # the one-table queries
 GROUPED = {"Q08": ["0", "1"], "Q09": ["1", "2", "3"], "Q10": ["0", "1"], "Q14": ["1", "3", "4"],
            "Q16": ["0", "1"]}
 
@@ -288,6 +288,9 @@ def _tpch_world() -> Any:
         records.append(tpch_rec("smartnoise", q, "latency", supported=False))
         records.append(tpch_rec("qrlew", q, value=110.0, rows_per_unit=100))
         records.append(tpch_rec("qrlew", q, "latency", seconds=20.0, rows_per_unit=100))
+        # A slow peer with accuracy runs only (no latency call on tpch): given the bound as a
+        # float, as Qrlew's max_multiplicity is.
+        records.append(tpch_rec("tumult", q, value=120.0, seconds=30.0, max_multiplicity=100.0))
     return report.Metrics(records, {**exact(), **tpch_exact()})
 
 
@@ -317,10 +320,14 @@ def test_tpch_counts_in_coverage_and_accuracy_and_renders_its_own_section() -> N
     assert "T01 150 (140–160), T03 150 (140–160)" in section  # the bounds dpproxy drew
     assert "Qrlew was given 100 rows per customer (`TPCH_GUESS_ROWS`)" in section
     assert "SmartNoise SQL T01: ValueError: JOIN not allowed here" in section
-    assert "| T01 TPC-H Q1 style (line items, customer as unit) | ✓ | ✗ [1] | ✓ |" in section
-    # Accuracy: dpproxy 1% with one zero-filled extra group on T01; Qrlew 10%.
-    assert "| 0.01 (100%, 1.00 extra) | – | 0.1 (100%, 0.00 extra) | 0.10× |" in section
-    assert "| T01 | `v3` | 0.01 | – | 0.1 |" in section  # per aggregate
+    assert "| T01 | TPC-H Q1 style (line items, customer as unit) | ✓ | ✗ [1] | ✓ | ✓ |" in section
+    assert "Tumult Analytics was given 100 rows per customer" in section
+    # Accuracy: dpproxy 1% with one zero-filled extra group on T01; Qrlew 10%, Tumult 20%.
+    assert ("| 0.01 (100%, 1.00 extra) | – | 0.1 (100%, 0.00 extra) | 0.2 (100%, 0.00 extra) "
+            "| 0.10× |") in section
+    assert "| T01 | `v3` | 0.01 | – | 0.1 | 0.2 |" in section  # per aggregate
+    # Tumult's latency comes from its accuracy runs, marked.
+    assert "| 30,000 (30,000) † |" in section and "† No separate latency runs" in section
     assert "predicted 95% errors (`explain`) are not shown" in section
     # Latency: the raw baseline and the ratio.
     assert "dpproxy / raw" in section and "| 20.0× |" in section
