@@ -301,6 +301,7 @@ def explain(
                 delta=c.delta,
                 mechanism=c.mechanism,
                 method=c.method,
+                analyst=analyst,
             )
             view = None
             if analyst is not None:

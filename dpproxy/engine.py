@@ -131,13 +131,21 @@ class Engine:
         return (analyst, statement, f"{trunc.coverage}")
 
     def _reusable(self, plan: QueryPlan, analyst: str | None) -> int | None:
+        """A bound drawn earlier for this analyst and these rows: in memory, or kept by the
+        accountant (the ledger keeps it across restarts, like released answers)."""
         if analyst is None:
             return None
+        key = self._choice_key(plan, analyst)
         with self._chosen_lock:
-            key = self._choice_key(plan, analyst)
             if key in self._chosen:
                 self._chosen.move_to_end(key)
-            return self._chosen.get(key)
+                return self._chosen[key]
+        kept = self.accountant.cached(self._bound_cache_key(key))
+        return int(kept) if kept is not None and kept.isdigit() else None
+
+    def _bound_cache_key(self, key: tuple[str, str, str]) -> str:
+        analyst, statement, coverage = key
+        return self.accountant.cache_key(analyst, f"rows per unit|{coverage}|{statement}")
 
     def _plan_chosen(
         self,
@@ -251,12 +259,15 @@ class Engine:
         record = ReleaseRecord(query_text, _plan_summary(plan), self._noise_name(mechanism))
         reservation = accountant.reserve(analyst, plan.cost, record)
         touched = False  # has any statement reached the data?
+        drawn: tuple[str, str] | None = None  # a bound on rows per unit drawn with DP
         try:
             if prepared.truncation is not None:
                 tau = self._choose_rows(plan, cancel)
                 touched = True
+                choice = self._choice_key(plan, analyst)
+                drawn = (self._bound_cache_key(choice), str(tau))
                 with self._chosen_lock:
-                    self._chosen[self._choice_key(plan, analyst)] = tau
+                    self._chosen[choice] = tau
                     while len(self._chosen) > CHOSEN_KEPT:  # the oldest is drawn again
                         self._chosen.popitem(last=False)
                 plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, False)
@@ -289,7 +300,11 @@ class Engine:
         except BaseException:
             accountant.commit(reservation)
             raise
-        accountant.commit(reservation, (key, encode_released(released)))
+        accountant.commit(
+            reservation,
+            (key, encode_released(released)),
+            (drawn,) if drawn is not None else (),
+        )
         log.info("released %d rows for %s at %s", len(released.rows), analyst, plan.cost)
         return Answer(released, plan.cost, accountant.remaining(analyst), plan)
 

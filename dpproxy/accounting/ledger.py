@@ -441,9 +441,15 @@ class Ledger:
                 ),
             )
 
-    def commit(self, r: Reservation, cache: tuple[str, str] | None = None) -> None:
-        """Turn a reservation into spent budget and log the release; ``cache`` is a
-        (key, payload) to keep in the same transaction."""
+    def commit(
+        self,
+        r: Reservation,
+        cache: tuple[str, str] | None = None,
+        more: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """Turn a reservation into spent budget and log the release; ``cache`` (the answer)
+        and ``more`` (other released values, such as a drawn bound on rows per unit) are
+        (key, payload) pairs to keep in the same transaction."""
         with self._records_lock:
             record = self._records.pop(r.token, None)
         with self._write() as con:
@@ -453,11 +459,12 @@ class Ledger:
             if record is not None:
                 body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
             self._append(con, "release", analyst, body)
-            if cache is not None and self.cache_scope != "off":
-                con.execute(
-                    "INSERT OR IGNORE INTO cache VALUES (?, ?, ?, ?, ?)",
-                    (cache[0], self.dataset, analyst, cache[1], float(self._clock())),
-                )
+            if self.cache_scope != "off":
+                for key, payload in ((cache,) if cache is not None else ()) + more:
+                    con.execute(
+                        "INSERT OR IGNORE INTO cache VALUES (?, ?, ?, ?, ?)",
+                        (key, self.dataset, analyst, payload, float(self._clock())),
+                    )
 
     def rollback(self, r: Reservation) -> None:
         """Only for failures that provably happened before the database saw the query."""

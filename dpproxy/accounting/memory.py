@@ -35,7 +35,12 @@ class Accountant(Protocol):
     that an identical query is answered again, identically, at no cost."""
 
     def reserve(self, analyst: str, cost: Cost, record: Any = None) -> Reservation: ...
-    def commit(self, r: Reservation, cache: tuple[str, str] | None = None) -> None: ...
+    def commit(
+        self,
+        r: Reservation,
+        cache: tuple[str, str] | None = None,
+        more: tuple[tuple[str, str], ...] = (),
+    ) -> None: ...
     def rollback(self, r: Reservation) -> None: ...
     def remaining(self, analyst: str) -> Cost: ...
     def spent(self, analyst: str) -> Cost: ...
@@ -132,7 +137,14 @@ class MemoryAccountant:
         acct.reserved = acct.reserved - r.cost
         return acct
 
-    def commit(self, r: Reservation, cache: tuple[str, str] | None = None) -> None:
+    def commit(
+        self,
+        r: Reservation,
+        cache: tuple[str, str] | None = None,
+        more: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """``cache`` (the answer) and ``more`` (other released values, such as a drawn bound
+        on rows per unit) are kept for reuse as (key, payload) pairs."""
         with self._lock:
             record = self._records.pop(r.token, None)
             acct = self._close(r)
@@ -148,8 +160,9 @@ class MemoryAccountant:
                     r.cost,
                 )
             )
-            if cache is not None and self.cache_scope != "off":
-                self._cache.setdefault(cache[0], cache[1])
+            if self.cache_scope != "off":
+                for key, payload in ((cache,) if cache is not None else ()) + more:
+                    self._cache.setdefault(key, payload)
 
     def rollback(self, r: Reservation) -> None:
         """Only for failures that provably happened before the database saw the query."""

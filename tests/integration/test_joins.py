@@ -327,3 +327,51 @@ def test_a_flat_map_with_a_declared_fan_out_is_bounded_by_the_schema(tpch_db: An
         assert engine.prepare(sliced).plan.stability.rows == 2
     finally:
         engine.close()
+
+
+def test_a_drawn_bound_survives_a_restart_in_the_ledger(tmp_path: Path, tpch_db: Any) -> None:
+    """The ledger keeps a drawn bound like a released answer: a new engine (a restarted server,
+    or ``dpproxy explain --ledger``) reuses it for the same analyst at no cost, and shows it."""
+    from dpproxy.accounting.ledger import Ledger
+
+    ledger = tmp_path / "ledger.sqlite"
+
+    def engine() -> Engine:
+        accountant = Ledger(str(ledger), "tpch", HUGE)
+        return Engine(tpch_db.catalog(), DuckDBBackend(tpch_db.path), accountant=accountant)
+
+    first = engine()
+    try:
+        answer = first.run(Q3, analyst="ana")
+        drawn = answer.plan.truncation
+        assert drawn is not None and drawn.source == "dp" and drawn.chosen
+    finally:
+        first.close()
+    second = engine()
+    try:
+        other = Q3.replace("COUNT(*) AS lines", "AVG(l_quantity) AS q")
+        reused = second.prepare(other, analyst="ana").plan.truncation
+        assert reused is not None and reused.reused and reused.rows == drawn.rows
+        assert second.prepare(other, analyst="bob").truncation is not None  # bob pays his own
+    finally:
+        second.close()
+    out = subprocess.run(
+        [
+            *dpproxy_command(),
+            "explain",
+            "--database",
+            str(tpch_db.path),
+            "--schema",
+            str(tpch_db.schema),
+            "--ledger",
+            str(ledger),
+            "--analyst",
+            "ana",
+            Q3.replace("COUNT(*) AS lines", "AVG(l_quantity) AS q"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{drawn.rows:,} row(s) per unit, chosen with DP for an earlier query" in out.stdout
