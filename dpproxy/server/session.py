@@ -102,6 +102,7 @@ class Result:
     rows: list[tuple[Any, ...]]
     tag: str
     cost: str | None = None
+    notice: str | None = None  # sent as a NoticeResponse before CommandComplete
 
 
 @dataclass
@@ -321,6 +322,8 @@ class Session:
                 self.send(protocol.row_description(self._fields(result.fields, [])))
                 for row in result.rows:
                     self.send(protocol.data_row(self._encode(row, result.fields, [])))
+            if result.notice is not None:
+                self.send(protocol.notice_response("00000", result.notice))
             self.send(protocol.command_complete(result.tag))
         self._ready()
 
@@ -455,6 +458,8 @@ class Session:
             tag = result.tag
             if tag.startswith("SELECT") or tag.startswith("FETCH"):
                 tag = f"{tag.split()[0]} {len(rows)}"
+            if result.notice is not None and portal.sent == len(result.rows):
+                self.send(protocol.notice_response("00000", result.notice))
             self.send(protocol.command_complete(tag))
 
     async def on_close(self, payload: Payload) -> None:
@@ -584,7 +589,15 @@ class Session:
                 "pid": self.pid,
             },
         )
-        return Result(fields, list(released.rows), f"SELECT {len(released.rows)}", str(answer.cost))
+        bound = answer.plan.truncation
+        notice = (
+            f"rows per unit: {bound.describe()}"
+            if bound is not None and not answer.cached
+            else None
+        )
+        return Result(
+            fields, list(released.rows), f"SELECT {len(released.rows)}", str(answer.cost), notice
+        )
 
     async def cursor_command(self, sql: str) -> Result:
         """DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH HOLD] FOR query; FETCH [n|ALL|NEXT]

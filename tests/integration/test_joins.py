@@ -221,8 +221,12 @@ def test_dpproxy_serve_answers_joins_over_psycopg(tmp_path: Path, tpch_db: Any) 
     run = start_server(tmp_path, "--database", str(tpch_db.path), "--schema", str(tpch_db.schema))
     try:
         with psycopg.connect(run.dsn(), autocommit=True) as con:
+            notices: list[str] = []
+            con.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
             rows = con.execute(Q3).fetchall()
             assert len(rows) == 1 and rows[0][0] == 0
+            # the drawn bound is reported as a NOTICE (psql prints it)
+            assert any(n.startswith("rows per unit: chosen with DP: ") for n in notices), notices
             assert [d.name for d in con.execute(Q1).description or ()] == [
                 "l_returnflag",
                 "l_linestatus",
