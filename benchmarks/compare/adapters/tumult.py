@@ -37,8 +37,8 @@ TPC-H (``--dataset tpch``; T01, T03): three private tables in ONE ID space, the 
 privacy ID as a column of every private table, and line items have none: at set-up the adapter
 gives each line item its order's customer key by a join in Spark (``lineitem ⋈ orders`` on
 ``l_orderkey = o_orderkey``, the first hop of ``workload.TPCH_UNIT_PATHS["lineitem"]``). That
-is the data owner's preparation, done once and timed in ``setup_s`` (its part is
-``tpch_prep_s`` in the lines); dpproxy follows the same path inside each query instead. Only
+is the data owner's preparation, done once and timed in ``setup_s`` (``tpch_prep_s`` in the
+lines: reading, the ID join and caching); dpproxy follows the same path inside each query. Only
 the columns the TPC-H queries read are loaded (DECIMAL, if any, cast to double: Tumult has no
 decimal type), and the three tables are cached. Each program:
 
