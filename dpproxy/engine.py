@@ -335,7 +335,7 @@ class Engine:
     ) -> tuple[str, str]:
         """The normalised SQL, and what makes two queries the same release: that SQL, the
         hints and forced plan, the privacy parameters and the noise. Equal → equal answer."""
-        text = parse(sql).sql(dialect="postgres", normalize=True, comments=False)
+        text = _normalised_text(sql)
         key = json.dumps(
             [
                 text,
@@ -353,6 +353,13 @@ class Engine:
 
     def close(self) -> None:
         self.backend.close()
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalised_text(sql: str) -> str:
+    """The query as one canonical PostgreSQL text (a pure function of ``sql``: cached, since
+    parsing and printing it again is most of dpproxy's own time on a cheap query)."""
+    return parse(sql).sql(dialect="postgres", normalize=True, comments=False)
 
 
 def _needs_choice(plan: QueryPlan) -> bool:

@@ -1,0 +1,139 @@
+"""Two shortcuts of the rewrite (rewrite/pipeline.py) that must change speed, never answers.
+
+* A public domain applied to the groups after aggregating, when nothing is bounded, instead of
+  to every row: the same groups and values, and the row filter stays wherever bounding runs.
+* The second clamp of a centred sum dropped when ``measure - centre`` cannot leave the planned
+  interval: checked here against IEEE subtraction on every double near the ends.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlglot import exp
+
+from dpproxy.accounting.memory import MemoryAccountant
+from dpproxy.analysis.sensitivity import PrimitiveKind
+from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.catalog.load import parse_catalog
+from dpproxy.catalog.model import Column, ColumnType, Table
+from dpproxy.engine import Engine
+from dpproxy.planning.plan import Primitive
+from dpproxy.rewrite.pipeline import _centred_within
+from dpproxy.values import Cost, Interval
+from tests.noise import NoNoise
+
+HUGE = Cost(Fraction(10**9), Fraction(1, 2))
+SCHEMA = """
+version: 1
+dataset: shortcuts
+privacy: {{epsilon: 1, delta: "1e-6"}}
+tables:
+  t:
+    privacy_unit: pid
+    max_rows_per_unit: {rows}
+    columns:
+      pid: {{type: integer}}
+      k: {{type: text, domain: ["a", "b", "z"]}}
+      age: {{type: integer, lower: 0, upper: 100}}
+      frac: {{type: float, lower: 0.1, upper: 0.7}}
+      big: {{type: integer, lower: 0, upper: 18014398509481984}}
+"""
+ROWS = [
+    (1, "a", 30, 0.2, 5), (2, "a", 40, 0.3, 6), (3, "b", 50, 0.5, 7), (4, "c", 60, 0.6, 8),
+    (5, None, 70, 0.4, 9), (6, "b", 101, 0.9, 10),
+    (7, "a", 20, 0.1, 1), (8, "a", 21, 0.1, 1), (9, "b", 22, 0.1, 1), (10, "c", 23, 0.1, 1),
+    (11, "a", 24, 0.1, 1),
+]
+# The same rows with 7..11 merged into one unit of five rows: that one must be bounded.
+MERGED = [(min(r[0], 7), *r[1:]) for r in ROWS]
+
+
+def _engine(tmp_path: Path, rows: int) -> Engine:
+    """rows = 1: ``pid`` is a primary key (no bounding); otherwise pid 7 owns five rows."""
+    db = tmp_path / f"t{rows}.duckdb"
+    con = duckdb.connect(str(db))
+    key = " PRIMARY KEY" if rows == 1 else ""
+    con.execute(f"CREATE TABLE t (pid BIGINT{key}, k VARCHAR, age BIGINT, frac DOUBLE, big BIGINT)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", ROWS if rows == 1 else MERGED)
+    con.close()
+    catalog = parse_catalog(SCHEMA.format(rows=rows))
+    return Engine(catalog, DuckDBBackend(db), accountant=MemoryAccountant(HUGE), noise=NoNoise())
+
+
+def _released(engine: Engine, sql: str) -> list[tuple[object, ...]]:
+    return [tuple(r) for r in engine.run(sql, analyst="a").released.rows]
+
+
+def test_the_domain_is_applied_to_groups_only_when_nothing_is_bounded(tmp_path: Path) -> None:
+    sql = "SELECT k, COUNT(*) AS n, SUM(age) AS s FROM t GROUP BY k"
+    engine = _engine(tmp_path, 1)  # a primary key: no bounding
+    text = engine.prepare(sql).sql
+    assert text is not None
+    assert "__domain" in text and "IN ('a'" not in text
+    # 'c' and NULL are outside the domain; 'z' is in it with no rows (zero-filled); age 101
+    # is clamped to 100.
+    assert sorted(_released(engine, sql)) == [("a", 5, 135), ("b", 3, 172), ("z", 0, 0)]
+
+    bounded = _engine(tmp_path, 2)  # pid 7 has five rows: bounding runs on in-domain rows
+    text = bounded.prepare(sql).sql
+    assert text is not None
+    assert "__domain" not in text and "IN ('a', 'b', 'z')" in text
+    got = {r[0]: r[1] for r in _released(bounded, sql)}
+    # pid 7 keeps 2 of its 4 in-domain rows (which ones depends on the keyed hash).
+    assert got["z"] == 0 and got["a"] + got["b"] == 2 + 2 + 2
+
+
+def test_the_centred_clamp_goes_only_where_it_cannot_bind(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, 1)
+
+    def summed(sql: str) -> str:
+        text = engine.prepare(sql).sql
+        assert text is not None
+        return text.split(") SELECT ", 1)[1]
+
+    assert "CASE" not in summed("SELECT AVG(age) FROM t")  # exact integers: no second clamp
+    assert "CASE" not in summed("SELECT VAR_SAMP(age) FROM t")
+    assert "CASE" not in summed("SELECT AVG(CASE WHEN k = 'a' THEN 1 ELSE 0 END) FROM t")
+    assert "CASE" in summed("SELECT AVG(frac) FROM t")  # 0.1 and 0.7 are not doubles
+    assert "CASE" in summed("SELECT AVG(big) FROM t")  # past 2^53
+    assert "CASE" in summed("SELECT AVG(age / 3) FROM t")  # rounded arithmetic
+    # Same answers as the plain SQL over the clamped values (noise off).
+    assert _released(engine, "SELECT AVG(age) FROM t")[0][0] == pytest.approx(
+        (30 + 40 + 50 + 60 + 70 + 100 + 20 + 21 + 22 + 23 + 24) / 11
+    )
+
+
+FLOATS = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=FLOATS, b=FLOATS, squared=st.booleans())
+def test_a_dropped_clamp_is_never_needed(a: float, b: float, squared: bool) -> None:
+    """Whenever the shortcut applies, IEEE ``v - centre`` (squared) stays inside the interval
+    for the ends of the range, the doubles next to them and points in between."""
+    lo, hi = sorted((a, b))
+    table = Table(
+        "t", True, (Column("x", ColumnType.FLOAT, Fraction(lo), Fraction(hi)),)
+    )
+    centre = (Fraction(lo) + Fraction(hi)) / 2
+    half = (Fraction(hi) - Fraction(lo)) / 2
+    values = Interval(Fraction(0), half * half) if squared else Interval(-half, half)
+    p = Primitive("p", PrimitiveKind.SUM, exp.column("x"), values, centre, squared)
+    if not _centred_within(p, table):
+        return
+    c = float(centre)
+    inside = [lo, hi, math.nextafter(lo, hi), math.nextafter(hi, lo), (lo + hi) / 2]
+    inside += [lo + (hi - lo) * i / 7 for i in range(8)]
+    for v in inside:
+        v = min(max(v, lo), hi)
+        d = v - c
+        got = Fraction(d * d) if squared else Fraction(d)
+        assert values.lo is not None and values.hi is not None
+        assert values.lo <= got <= values.hi, (v, c, got, values)
