@@ -50,6 +50,7 @@ _TABLE_KEYS = {
     "columns",
     "description",
     "public_rows",
+    "public_max_rows",
 }
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "domain", "description", "max_elements"}
 
@@ -331,6 +332,12 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
     elif unit is not None or max_rows is not None or max_groups is not None or per_group:
         probs.add(path, "a public table has no privacy_unit or contribution bounds")
     public_rows = _positive_int(doc.get("public_rows"), f"{path}.public_rows", probs)
+    public_max = _positive_int(doc.get("public_max_rows"), f"{path}.public_max_rows", probs)
+    if public_max is not None and public_rows is not None and public_rows > public_max:
+        probs.add(
+            f"{path}.public_rows",
+            f"public_rows ({public_rows}) is above public_max_rows ({public_max})",
+        )
     if probs.items:
         return None
     return Table(
@@ -340,6 +347,7 @@ def _table(name: str, doc: Any, probs: _Problems) -> Table | None:
         privacy_unit=unit if private and isinstance(unit, str) else None,
         bound=ContributionBound(max_rows, max_groups, per_group),
         public_rows=public_rows,
+        public_max_rows=public_max,
         unit_via=via,
     )
 

@@ -98,6 +98,8 @@ class Table:
     bound: ContributionBound = ContributionBound()
     unit_is_unique: bool = False  # set by a backend that proves it with a constraint
     public_rows: int | None = None  # an approximate size the data steward declares public
+    # A public upper bound on the table's rows: released counts over it are clipped to it.
+    public_max_rows: int | None = None
     unit_via: UnitPath | None = None  # the unit comes from the referenced private table
     unit_columns: tuple[str, ...] = ()  # further columns equal to the unit (joined relations)
     # Public tables only, read from the public data when a backend attaches the catalog:

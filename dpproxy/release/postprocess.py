@@ -3,7 +3,8 @@
 Everything here is post-processing of differentially private values, so it costs no budget.
 Conventions (also in the README):
 
-* COUNT values are rounded to integers and made non-negative.
+* COUNT values are rounded to integers and made non-negative; over a single table that declares
+  ``public_max_rows`` (a public upper bound on its rows), they are also clipped to that bound.
 * SUM of a measure whose interval is non-negative (non-positive) is clipped at 0.
 * AVG = noisy centred sum / max(noisy count, 1) + centre, clipped to the measure's interval.
 * VAR_POP = S₂/n − (S₁/n)² from centred sums, clipped to [0, (width/2)²]; VAR_SAMP multiplies by
@@ -68,17 +69,23 @@ def _sq_span(a: Span) -> Span:
     return lo, hi
 
 
-def aggregate_value(agg: AggregatePlan, v: dict[str, float | None]) -> float | int | None:
-    """One aggregate from noisy primitive values (see the module docstring)."""
+def aggregate_value(
+    agg: AggregatePlan, v: dict[str, float | None], max_count: int | None = None
+) -> float | int | None:
+    """One aggregate from noisy primitive values (see the module docstring); ``max_count`` is
+    a public upper bound on any count (post-processing: clipping to a public constant)."""
     if agg.stat is not None:
         return v[agg.stat.name]  # released whole by release/stats.py (None: PTR refused)
-    return _from_primitives(agg, {p: x for p, x in v.items() if x is not None})
+    return _from_primitives(agg, {p: x for p, x in v.items() if x is not None}, max_count)
 
 
-def _from_primitives(agg: AggregatePlan, v: dict[str, float]) -> float | int | None:
+def _from_primitives(
+    agg: AggregatePlan, v: dict[str, float], max_count: int | None
+) -> float | int | None:
     k = agg.kind
     if k in _COUNTS:
-        return max(0, round(v[agg.parts[0]]))
+        count = max(0, round(v[agg.parts[0]]))
+        return count if max_count is None else min(count, max_count)
     if k is AggKind.SUM:
         s = v[agg.parts[0]]
         assert agg.bounds is not None and agg.bounds.lo is not None and agg.bounds.hi is not None
@@ -171,12 +178,14 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
         else {p: plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts}
         for agg in plan.aggregates
     ]
+    # A count over one table holds at most its rows (not so for a join or a flat map).
+    max_count = q.table.public_max_rows if q.source is None else None
     rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
     for g in groups:
         env: dict[str, Any] = {f"__key_{i}": v for i, v in enumerate(g.key)}
         spans: dict[str, Span | None] = {f"__key_{i}": (0.0, 0.0) for i in range(len(g.key))}
         for i, agg in enumerate(plan.aggregates):
-            env[f"__agg_{i}"] = aggregate_value(agg, g.values)
+            env[f"__agg_{i}"] = aggregate_value(agg, g.values, max_count)
             if agg.stat is not None:
                 spans[f"__agg_{i}"] = g.spans.get(agg.stat.name)
             else:

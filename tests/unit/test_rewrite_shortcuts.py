@@ -1,4 +1,5 @@
-"""Two shortcuts of the rewrite (rewrite/pipeline.py) that must change speed, never answers.
+"""Two shortcuts of the rewrite (rewrite/pipeline.py) that must change speed, never answers,
+and the clipping of counts to a table's declared public row bound (release/postprocess.py).
 
 * A public domain applied to the groups after aggregating, when nothing is bounded, instead of
   to every row: the same groups and values, and the row filter stays wherever bounding runs.
@@ -9,6 +10,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Column, ColumnType, Table
 from dpproxy.engine import Engine
+from dpproxy.errors import SchemaError
 from dpproxy.planning.plan import Primitive
 from dpproxy.rewrite.pipeline import _centred_within
 from dpproxy.values import Cost, Interval
@@ -137,3 +140,46 @@ def test_a_dropped_clamp_is_never_needed(a: float, b: float, squared: bool) -> N
         got = Fraction(d * d) if squared else Fraction(d)
         assert values.lo is not None and values.hi is not None
         assert values.lo <= got <= values.hi, (v, c, got, values)
+
+
+class _Shift(NoNoise):
+    """Adds ``by`` to every value: a stand-in for a large noise draw."""
+
+    def __init__(self, by: float) -> None:
+        super().__init__()
+        self.by = by
+
+    def laplace(self, values: Sequence[float], scale: Fraction, *, integer: bool) -> list[float]:
+        return [v + self.by for v in super().laplace(values, scale, integer=integer)]
+
+
+@pytest.mark.parametrize(("by", "count"), [(7.0, 11), (-50.0, 0), (-3.0, 8)])
+def test_counts_are_clipped_to_a_declared_public_row_bound(
+    tmp_path: Path, by: float, count: int
+) -> None:
+    """public_max_rows: 11 (the table's true size): a noisy 18 comes out as 11, a noisy −39
+    as 0, and a noisy 8 as it is; a table without the key keeps 18."""
+    db = tmp_path / "c.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE t (pid BIGINT PRIMARY KEY, k VARCHAR, age BIGINT, frac DOUBLE, "
+                "big BIGINT)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", ROWS)
+    con.close()
+    text = SCHEMA.format(rows=1).replace("max_rows_per_unit: 1", "max_rows_per_unit: 1\n"
+                                         "    public_max_rows: 11")
+    engine = Engine(parse_catalog(text), DuckDBBackend(db), accountant=MemoryAccountant(HUGE),
+                    noise=_Shift(by))
+    assert _released(engine, "SELECT COUNT(*) FROM t") == [(count,)]
+    grouped = dict(_released(engine, "SELECT k, COUNT(*) FROM t GROUP BY k"))
+    assert all(0 <= n <= 11 for n in grouped.values())
+    plain = Engine(parse_catalog(SCHEMA.format(rows=1)), DuckDBBackend(db),
+                   accountant=MemoryAccountant(HUGE), noise=_Shift(by))
+    assert _released(plain, "SELECT COUNT(*) FROM t") == [(max(0, 11 + int(by)),)]
+
+
+def test_public_rows_above_the_public_bound_is_refused() -> None:
+    text = SCHEMA.format(rows=1).replace(
+        "max_rows_per_unit: 1", "max_rows_per_unit: 1\n    public_rows: 12\n"
+        "    public_max_rows: 11")
+    with pytest.raises(SchemaError, match="public_max_rows"):
+        parse_catalog(text)

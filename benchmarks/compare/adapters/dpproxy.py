@@ -107,6 +107,9 @@ def schema_yaml(dataset: str, rows: int, delta: float) -> str:
         f"    privacy_unit: {workload.UNIT}",
         "    max_rows_per_unit: 1",
         f"    public_rows: {rows}",
+        # The data set's size is public here (PUMS is a published sample; the synthetic table
+        # has a fixed size): the same knowledge Qrlew takes from the data when it is set up.
+        f"    public_max_rows: {rows}",
         "    columns:",
     ]
     for c in workload.COLUMNS:
