@@ -1163,6 +1163,14 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
                    [[NAMES.get(s, s), _fmt_num(env_s.get(s)), f"{v:.0f}"]
                     for s, v in per.items()]))
         w("")
+        if manifest.get("untimed_s") is not None:
+            jobs = manifest.get("settings", {}).get("jobs", 1)
+            w(f"Wall clock: {manifest['untimed_s'] / 60:.1f} min for the untimed calls "
+              f"(accuracy and the ε sweep on pums and synthetic_1m, {jobs} systems at a time), "
+              f"then {manifest.get('timed_s', 0) / 60:.1f} min for the timed ones, each alone "
+              "on the machine (every latency call, and all of TPC-H); the measurement seconds "
+              "above add up calls that overlapped.")
+            w("")
         w("Runs per query of every call (timed runs + warm-up runs for latency; a dash: not "
           "run). The slow peers get fewer runs than the defaults (`SLOW_PEERS` in `run.py`) so "
           "that the whole comparison stays under 30 minutes on a 2-core machine; their "
@@ -1209,7 +1217,9 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
       "percentiles are over all runs and cells. A group a system does not release is not an "
       "error cell; it lowers the *share released* instead.")
     w("- Latency: each adapter times one call of its system per run, on the same process after "
-      "set-up. Systems run one after the other, never concurrently.")
+      "set-up. A call whose seconds are reported (latency, and every TPC-H call) runs alone "
+      "on the machine; accuracy calls of different systems, whose seconds nothing reads, run "
+      "`--jobs` (2) at a time, never two of one system.")
     w("- Peers: each in its own venv (`envs.py`), driven by `adapters/<system>.py` with the "
       "pins listed above; a query a system cannot express or refuses is reported with the "
       "system's own error.")

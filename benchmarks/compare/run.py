@@ -20,6 +20,10 @@ For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the sy
   dpproxy's rewritten SQL alone, which splits dpproxy's latency into what it asks of the
   database and its own work.
 
+Calls run in two phases: first the untimed ones (accuracy and the ε sweep on pums and
+synthetic_1m), ``--jobs`` (default 2) systems at a time, never two calls of one system at once;
+then every timed call (latency, and all of tpch) alone on the machine.
+
 A hung or crashed adapter cannot stop the run: when an adapter writes no line for
 ``--query-timeout`` seconds (``--setup-timeout`` before its first line), it is killed, the query
 it was on is recorded as unsupported with the timeout as its error, and it is restarted for the
@@ -40,12 +44,14 @@ Results go to ``work/results/*.jsonl`` and ``work/results/run.json``; then ``rep
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -77,6 +83,8 @@ SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
 # --accuracy-runs-tpch and --latency-runs-tpch.
 # `--peer-runs SYSTEM:MODE:DATASET=N` overrides an entry, `--full-peers` drops them all
 # (every system then gets the full counts: hours with Tumult).
+# Seconds per query and run, roughly (pums), to order the untimed phase's chains longest first.
+CHAIN_WEIGHT = {"tumult": 3.5, "smartnoise": 0.1, "qrlew": 0.02, "dpproxy": 0.003}
 TUMULT_1M = ("Q01", "Q04", "Q08", "Q11")  # COUNT, AVG, grouped COUNT, MEDIAN
 SLOW_PEERS: dict[tuple[str, str, str], tuple[Any, ...]] = {
     ("smartnoise", "accuracy", "synthetic_1m"): (2, 0),
@@ -263,6 +271,9 @@ def main() -> None:
     p.add_argument("--resume", action="store_true",
                    help="keep the results of calls an earlier run completed with the same "
                         "settings (work/results/run.json) and run only the others")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="untimed calls (accuracy, ε sweep) of different systems run this many at "
+                        "a time; timed calls always run alone (default 2, the cores here)")
     p.add_argument("--no-report", action="store_true")
     args = p.parse_args()
     if args.quick:
@@ -395,9 +406,12 @@ def main() -> None:
         progress(f"compare: kept {len(manifest['calls'])} calls of the earlier run that this "
                  "one does not repeat")
 
-    for i, (label, system, python, dataset, mode, runs, warmup, eps, qs, variant) in enumerate(
-        plan, 1
-    ):
+    lock = threading.Lock()  # the manifest, run.json and the call counter
+    counter = iter(range(1, len(plan) + 1))
+
+    def do_call(entry: tuple[str, str, str, str, str, int, int, float, list[str], str | None]
+                ) -> None:
+        label, system, python, dataset, mode, runs, warmup, eps, qs, variant = entry
         sweep_eps = None if eps == workload.EPSILON else eps
         out = RESULTS / result_name(label, dataset, mode, sweep_eps)
         eps_note = f" ε={eps:g}" if sweep_eps is not None else ""
@@ -407,10 +421,11 @@ def main() -> None:
         same = next((c for c in previous if all(c.get(k) == v for k, v in call.items())),
                     None)
         if same is not None and out.is_file():
-            manifest["calls"].append({**same, "reused": True})
-            progress(f"[{i}/{len(plan)}] {label} {dataset} {mode}{eps_note}: kept from the "
-                     f"earlier run ({same['seconds']:.1f} s then)")
-            continue
+            with lock:
+                manifest["calls"].append({**same, "reused": True})
+                progress(f"[{next(counter)}/{len(plan)}] {label} {dataset} {mode}{eps_note}: "
+                         f"kept from the earlier run ({same['seconds']:.1f} s then)")
+            return
         setup_timeout, query_timeout = (
             (args.tpch_timeout, args.tpch_timeout) if dataset == "tpch"
             else (args.setup_timeout, args.query_timeout))
@@ -418,11 +433,38 @@ def main() -> None:
                           setup_timeout, query_timeout, variant=variant)
         ok = sum(1 for line in out.read_text().splitlines()
                  if (r := json.loads(line)).get("supported") and r.get("system") == label)
-        progress(f"[{i}/{len(plan)}] {label} {dataset} {mode}{eps_note}: {len(qs)} queries "
-                 f"({ok} answered), {runs} runs, {res['seconds']:.1f} s")
-        manifest["calls"].append({**call, "answered": ok, **res})
-        manifest["calls_s"] = sum(c["seconds"] for c in manifest["calls"])
-        (RESULTS / "run.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+        with lock:
+            progress(f"[{next(counter)}/{len(plan)}] {label} {dataset} {mode}{eps_note}: "
+                     f"{len(qs)} queries ({ok} answered), {runs} runs, {res['seconds']:.1f} s")
+            manifest["calls"].append({**call, "answered": ok, **res})
+            manifest["calls_s"] = sum(c["seconds"] for c in manifest["calls"])
+            (RESULTS / "run.json").write_text(
+                json.dumps(manifest, indent=1, default=str) + "\n")
+
+    # Two phases. First the calls whose seconds nothing reads (accuracy and the ε sweep on pums
+    # and synthetic_1m), ``--jobs`` at a time: one chain of calls per system, so two calls of
+    # one system never overlap (Qrlew's tables in PostgreSQL, Spark's ports), the longest chain
+    # first. Then every timed call alone on the machine: latency, and all of tpch (the report
+    # takes the slow peers' TPC-H latency from their accuracy runs).
+    def timed(entry: tuple[Any, ...]) -> bool:
+        return entry[4] != "accuracy" or entry[3] == "tpch"
+
+    chains: dict[str, list[Any]] = {}
+    for entry in plan:
+        if not timed(entry):
+            chains.setdefault(entry[1], []).append(entry)
+    by_cost = sorted(chains.values(), key=lambda c: -sum(CHAIN_WEIGHT.get(e[1], 1.0) * e[5]
+                                                          * len(e[8]) for e in c))
+    phase = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for done in [pool.submit(lambda c=c: [do_call(e) for e in c]) for c in by_cost]:
+            done.result()
+    manifest["untimed_s"] = time.perf_counter() - phase
+    phase = time.perf_counter()
+    for entry in plan:
+        if timed(entry):
+            do_call(entry)
+    manifest["timed_s"] = time.perf_counter() - phase
 
     mach["loadavg_end"] = loadavg()
     manifest["total_s"] = time.perf_counter() - t0
