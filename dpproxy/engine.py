@@ -109,14 +109,13 @@ class Engine:
         secret. ``method`` forces a plan (``SET dpproxy.mechanism``); a ``/*+ dpproxy ... */``
         hint in the SQL overrides it.
         """
-        plan, unkeyed = self._plan(sql, epsilon, delta, mechanism, method)
-        if _needs_choice(plan):
-            tau = self._reusable(plan, analyst)
+        plan, unkeyed, statement = self._plan(sql, epsilon, delta, mechanism, method)
+        if statement is not None:
+            tau = self._reusable(plan, statement, analyst)
             if tau is not None:
                 plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, True)
                 unkeyed = None
             else:
-                statement = truncation_sql(plan, self.backend.dialect)
                 key = secrets.randbits(62) if secret is None else secret
                 return replace(self._rewrite(plan, key), truncation=statement)
         if unkeyed is not None:
@@ -124,18 +123,20 @@ class Engine:
         key = secrets.randbits(62) if secret is None else secret
         return self._rewrite(plan, key)
 
-    def _choice_key(self, plan: QueryPlan, analyst: str) -> tuple[str, str, str]:
+    @staticmethod
+    def _choice_key(plan: QueryPlan, statement: str, analyst: str) -> tuple[str, str, str]:
+        """Equal keys draw from the same rows: the analyst, the per-unit statement (the
+        plan's :func:`truncation_sql`) and the coverage."""
         trunc = plan.truncation
         assert trunc is not None
-        statement = truncation_sql(plan, self.backend.dialect)
         return (analyst, statement, f"{trunc.coverage}")
 
-    def _reusable(self, plan: QueryPlan, analyst: str | None) -> int | None:
+    def _reusable(self, plan: QueryPlan, statement: str, analyst: str | None) -> int | None:
         """A bound drawn earlier for this analyst and these rows: in memory, or kept by the
         accountant (the ledger keeps it across restarts, like released answers)."""
         if analyst is None:
             return None
-        key = self._choice_key(plan, analyst)
+        key = self._choice_key(plan, statement, analyst)
         with self._chosen_lock:
             if key in self._chosen:
                 self._chosen.move_to_end(key)
@@ -173,11 +174,12 @@ class Engine:
         check_plan(plan)
         return plan
 
-    def _choose_rows(self, plan: QueryPlan, cancel: CancelToken | None) -> int:
-        """Draw the rows-per-unit bound with DP (``planning/truncation.py``)."""
+    def _choose_rows(self, plan: QueryPlan, statement: str, cancel: CancelToken | None) -> int:
+        """Draw the rows-per-unit bound with DP (``planning/truncation.py``) from the counts
+        ``statement`` (the plan's :func:`truncation_sql`) returns."""
         trunc = plan.truncation
         assert trunc is not None and trunc.coverage is not None
-        exact = self.backend.execute(truncation_sql(plan, self.backend.dialect), cancel)
+        exact = self.backend.execute(statement, cancel)
         units = [0] * (len(trunc.grid) + 1)
         for row in exact.rows:
             units[int(row[0])] += int(row[1])
@@ -194,17 +196,20 @@ class Engine:
         delta: Fraction | None,
         mechanism: MechanismKind | None,
         method: Method | None = None,
-    ) -> tuple[QueryPlan, Prepared | None]:
-        """The checked plan, and its SQL when the rewrite needs no secret (nothing to bound
-        and no sample-and-aggregate chunks to draw)."""
+    ) -> tuple[QueryPlan, Prepared | None, str | None]:
+        """The checked plan; its SQL when the rewrite needs no secret (nothing to bound and no
+        sample-and-aggregate chunks to draw); and when its rows per unit are to be drawn with
+        DP, the statement behind that choice (built once here, not per query)."""
         plan = self._plan_chosen(sql, epsilon, delta, mechanism, method)
+        if _needs_choice(plan):
+            return plan, None, truncation_sql(plan, self.backend.dialect)
         two_units = plan.query.source is not None and plan.query.source.sides is not None
         keyless = (
             not plan.needs_bounding
             and not two_units
             and not any(s.method is Method.SAA for s in plan.stats)
         )
-        return plan, (self._rewrite(plan, 0) if keyless else None)
+        return plan, (self._rewrite(plan, 0) if keyless else None), None
 
     def plan(
         self,
@@ -262,9 +267,9 @@ class Engine:
         drawn: tuple[str, str] | None = None  # a bound on rows per unit drawn with DP
         try:
             if prepared.truncation is not None:
-                tau = self._choose_rows(plan, cancel)
+                tau = self._choose_rows(plan, prepared.truncation, cancel)
                 touched = True
-                choice = self._choice_key(plan, analyst)
+                choice = self._choice_key(plan, prepared.truncation, analyst)
                 drawn = (self._bound_cache_key(choice), str(tau))
                 with self._chosen_lock:
                     self._chosen[choice] = tau

@@ -187,8 +187,10 @@ def test_the_dp_choice_lands_near_the_target_quantile(noisy_engine: Engine, tpch
         ).fetchone()
     finally:
         con.close()
-    plan = noisy_engine.prepare("SELECT COUNT(*) FROM lineitem").plan
-    draws = [noisy_engine._choose_rows(plan, None) for _ in range(40)]
+    prepared = noisy_engine.prepare("SELECT COUNT(*) FROM lineitem")
+    assert prepared.truncation is not None
+    draws = [noisy_engine._choose_rows(prepared.plan, prepared.truncation, None)
+             for _ in range(40)]
     inside = sum(p99 <= tau <= 2 * most for tau in draws)
     assert inside >= 30, (p99, most, sorted(draws))
     assert statistics.median(draws) <= 2 * most
@@ -279,8 +281,10 @@ def test_postgres_gives_the_same_noise_free_answers(pg_dsn: str, tpch_db: Any) -
                     assert x == pytest.approx(y, rel=1e-9), (name, a, b)
         # The DP choice of the bound runs on PostgreSQL as well.
         pg_engine = engines["postgres"]
-        plan = pg_engine.prepare(Q3).plan
-        assert pg_engine._choose_rows(plan, None) in plan.truncation.grid  # type: ignore[union-attr]
+        prepared = pg_engine.prepare(Q3)
+        assert prepared.truncation is not None and prepared.plan.truncation is not None
+        drawn = pg_engine._choose_rows(prepared.plan, prepared.truncation, None)
+        assert drawn in prepared.plan.truncation.grid
     finally:
         for e in engines.values():
             e.close()

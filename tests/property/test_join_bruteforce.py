@@ -80,12 +80,13 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Table
 from dpproxy.engine import Engine, Prepared
-from dpproxy.planning.plan import QueryPlan, Release
+from dpproxy.planning.plan import QueryPlan
 from dpproxy.release.exact import ExactResult
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import postprocess
 from dpproxy.sql import joins
 from tests.noise import NoNoise
+from tests.oracle import Distance, Vector, distance, released, within
 
 SECRET = 0x10_1A_5EC7  # fixed per plan: the same keyed hash on D and D'
 
@@ -414,7 +415,6 @@ def make_sql(name: str, hint: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Running the rewritten SQL.
 
-Vector = dict[tuple[Any, ...], dict[str, Fraction]]
 
 
 def _exact(v: Any) -> Fraction:
@@ -563,61 +563,18 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
 # The comparison.
 
 
-def released(plan: QueryPlan) -> tuple[Release, ...]:
-    """Every noisy release, including the unit counts of partition selection."""
-    sel = (plan.selection.release,) if plan.selection is not None else ()
-    return (*plan.releases, *sel)
-
-
-def group_keys(plan: QueryPlan, a: Vector, b: Vector) -> list[tuple[Any, ...]]:
-    q = plan.query
-    if q.keys and q.public_keys:
-        keys = list(itertools.product(*(k.domain or () for k in q.keys)))
-        outside = (set(a) | set(b)) - set(keys)
-        assert not outside, f"groups outside the public domain were computed: {outside}"
-        return keys
-    if not q.keys:
-        assert set(a) <= {()} and set(b) <= {()}
-        return [()]
-    return list(set(a) | set(b))
-
-
-@dataclass(frozen=True)
-class Distance:
-    l1: Fraction
-    l2_squared: Fraction
-    linf: Fraction
-
-
-def distance(plan: QueryPlan, name: str, a: Vector, b: Vector) -> Distance:
-    diffs = [
-        abs(a.get(k, {}).get(name, Fraction(0)) - b.get(k, {}).get(name, Fraction(0)))
-        for k in group_keys(plan, a, b)
-    ]
-    return Distance(
-        sum(diffs, Fraction(0)),
-        sum((d * d for d in diffs), Fraction(0)),
-        max(diffs, default=Fraction(0)),
-    )
-
-
-def _slack(release: Release) -> Fraction:
-    """1, or 1 + 1e-9 for SUMs of DOUBLE values (rounding of the float sums themselves)."""
-    return Fraction(1) if release.integer else Fraction(1) + Fraction(1, 10**9)
-
-
 def assert_dominated(
     prepared: Prepared, a: Vector, b: Vector, what: str, label: str | None = None
 ) -> None:
     """Raise AssertionError unless every primitive moves by at most its sensitivity."""
     plan = prepared.plan
     for r in released(plan):
-        name, s, k = r.primitive.name, r.sensitivity, _slack(r)
+        name, s = r.primitive.name, r.sensitivity
         d = distance(plan, name, a, b)
         if label is not None and s.l1:
             key = f"{label} {what.split()[0]}"  # add / remove
             RATIOS[key] = max(RATIOS.get(key, Fraction(0)), d.l1 / s.l1)
-        if d.l1 <= s.l1 * k and d.l2_squared <= (s.l2 * k) ** 2 and d.linf <= s.linf * k:
+        if within(r, d):
             continue
         raise AssertionError(
             f"{what}\n  primitive {name} ({r.primitive.kind.value}, measure "

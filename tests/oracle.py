@@ -1,0 +1,70 @@
+"""The comparison of the brute-force sensitivity oracles (the method of reading/004): how far
+each noisy primitive moves between a dataset and a neighbour, against its analytic sensitivity.
+
+Shared by ``tests/property/test_sensitivity_bruteforce.py`` (one table) and
+``tests/property/test_join_bruteforce.py`` (joins); each computes the vectors its own way.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from dpproxy.planning.plan import QueryPlan, Release
+
+# Per group key, per primitive name: the exact value the database computed.
+Vector = dict[tuple[Any, ...], dict[str, Fraction]]
+
+
+def released(plan: QueryPlan) -> tuple[Release, ...]:
+    """Every noisy release, including the unit counts of partition selection."""
+    sel = (plan.selection.release,) if plan.selection is not None else ()
+    return (*plan.releases, *sel)
+
+
+def group_keys(plan: QueryPlan, a: Vector, b: Vector) -> list[tuple[Any, ...]]:
+    """The groups to compare: the whole public domain (a group computed outside it fails the
+    test), the single group of an ungrouped query, or every group either side has."""
+    q = plan.query
+    if q.keys and q.public_keys:
+        keys = list(itertools.product(*(k.domain or () for k in q.keys)))
+        outside = (set(a) | set(b)) - set(keys)
+        assert not outside, f"groups outside the public domain were computed: {outside}"
+        return keys
+    if not q.keys:
+        assert set(a) <= {()} and set(b) <= {()}
+        return [()]
+    return list(set(a) | set(b))
+
+
+@dataclass(frozen=True)
+class Distance:
+    l1: Fraction
+    l2_squared: Fraction
+    linf: Fraction
+
+
+def distance(plan: QueryPlan, name: str, a: Vector, b: Vector) -> Distance:
+    """How far primitive ``name`` moved between ``a`` and ``b`` (a missing group counts 0)."""
+    diffs = [
+        abs(a.get(k, {}).get(name, Fraction(0)) - b.get(k, {}).get(name, Fraction(0)))
+        for k in group_keys(plan, a, b)
+    ]
+    return Distance(
+        sum(diffs, Fraction(0)),
+        sum((d * d for d in diffs), Fraction(0)),
+        max(diffs, default=Fraction(0)),
+    )
+
+
+def slack(release: Release) -> Fraction:
+    """1, or 1 + 1e-9 for SUMs of DOUBLE values (rounding of the float sums themselves)."""
+    return Fraction(1) if release.integer else Fraction(1) + Fraction(1, 10**9)
+
+
+def within(release: Release, d: Distance) -> bool:
+    """Does the observed move stay within the analytic sensitivity (L1, L2 and L∞)?"""
+    s, k = release.sensitivity, slack(release)
+    return d.l1 <= s.l1 * k and d.l2_squared <= (s.l2 * k) ** 2 and d.linf <= s.linf * k
