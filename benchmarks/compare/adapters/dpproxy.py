@@ -34,15 +34,12 @@ domain filter, quantile windows).
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import os
 import shutil
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -54,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
+import adapter_kit as kit  # noqa: E402
 import workload  # noqa: E402
 
 BUDGET_EPSILON = Fraction(10**12)
@@ -125,39 +123,11 @@ def schema_yaml(dataset: str, rows: int, delta: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _value(v: Any) -> float | None:
-    return None if v is None else float(v)
-
-
-def _rows(columns: list[str], keys: int, rows: Any) -> list[list[Any]]:
-    out = [
-        [None if r[i] is None else str(r[i]) for i in range(keys)]
-        + [_value(r[i]) for i in range(keys, len(columns))]
-        for r in rows
-    ]
-    out.sort(key=lambda r: tuple("" if k is None else k for k in r[:keys]))
-    return out
-
-
-def _one_line(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    return f"{type(e).__name__}: {msg}"[:500]
-
-
 Once = Callable[[], tuple[list[str], int, Any]]
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", required=True, choices=sorted(workload.DATASETS))
-    p.add_argument("--data-dir", type=Path, required=True)
-    p.add_argument("--queries", default="all")
-    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
-    p.add_argument("--runs", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--epsilon", type=float, default=workload.EPSILON)
-    p.add_argument("--delta", type=float, default=workload.DELTA)
-    p.add_argument("--out", type=Path, required=True)
+    p = kit.parser(__doc__.splitlines()[0], datasets=workload.DATASETS)
     p.add_argument("--raw", action="store_true", help="the exact SQL on plain DuckDB instead")
     p.add_argument("--rewritten", action="store_true",
                    help="only dpproxy's rewritten SQL on DuckDB, no noise")
@@ -175,10 +145,7 @@ def main() -> None:
     from dpproxy.explain import column_errors
     from dpproxy.values import Cost
 
-    ids = ([q.id for q in workload.queries_for(args.dataset)] if args.queries == "all"
-           else args.queries.split(","))
-    # Only the queries of this data set (INTERFACE.md).
-    queries = [workload.BY_ID[i] for i in ids if args.dataset in workload.BY_ID[i].datasets]
+    queries = kit.queries(args)
     tpch = args.dataset == "tpch"
     if args.with_baselines:
         systems = ["dpproxy", "duckdb", "dpproxy_sql"]
@@ -286,21 +253,8 @@ def main() -> None:
                 recs: dict[str, dict[str, Any]] = {}
                 fns: dict[str, Once] = {}
                 for system in systems:
-                    rec: dict[str, Any] = {
-                        "system": system,
-                        "version": duckdb.__version__ if system == "duckdb"
-                        else dpproxy.__version__,
-                        "dataset": args.dataset,
-                        "query": q.id,
-                        "mode": args.mode,
-                        "epsilon": args.epsilon,
-                        "supported": True,
-                        "error": None,
-                        "columns": [],
-                        "runs": [],
-                        "setup_s": setup_s,
-                        "predicted_error95": None,
-                    }
+                    version = duckdb.__version__ if system == "duckdb" else dpproxy.__version__
+                    rec = kit.record(system, version, args, q.id, setup_s)
                     recs[system] = rec
                     try:
                         fns[system] = make(system, q.sql)
@@ -343,12 +297,11 @@ def main() -> None:
                         if system == "dpproxy" and taus and taus[-1] is not None:
                             run["tau"] = taus[-1]
                         if args.mode == "accuracy":
-                            run["rows"] = _rows(cols, keys, rows)
+                            run["rows"] = kit.rows_keys_first(rows, keys)
                         rec["runs"].append(run)
                         rec["columns"] = cols
                 for rec in recs.values():
-                    out.write(json.dumps(rec) + "\n")
-                out.flush()
+                    kit.write(out, rec)
         if engine is not None:
             engine.close()
         if raw is not None:
@@ -358,10 +311,8 @@ def main() -> None:
 
 
 def _refuse(rec: dict[str, Any], e: BaseException, debug: bool) -> None:
-    rec.update(supported=False, error=_one_line(e), runs=[])
-    print(f"{rec['system']} {rec['query']}: {_one_line(e)}", file=sys.stderr)
-    if debug:
-        traceback.print_exc()
+    # dpproxy's errors keep their HINT lines (joined into one), and more of their text.
+    kit.refuse(rec, e, debug=debug, limit=500, first_line=False)
 
 
 if __name__ == "__main__":

@@ -88,15 +88,12 @@ the same rows as the workload's SQL.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import math
 import os
 import re
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -105,6 +102,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
+import adapter_kit as kit  # noqa: E402
 import workload  # noqa: E402
 
 SYSTEM = "qrlew"
@@ -278,52 +276,8 @@ def tpch_max_groups(keys: list[str]) -> int:
     return max(1, math.prod(len(workload.TPCH_DOMAINS[k]) for k in keys))
 
 
-def group_keys(sql: str) -> list[str]:
-    """The GROUP BY columns of a workload query (plain column names there)."""
-    m = re.search(r"\bGROUP\s+BY\s+(.+?)(?:\s+HAVING\b|\s+ORDER\b|\s+LIMIT\b|$)", sql, re.I | re.S)
-    return [k.strip().lower() for k in m.group(1).split(",")] if m else []
-
-
-def _value(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def normalise(columns: list[str], rows: list[Any], keys: list[str]) -> tuple[list[str], list]:
-    """Key columns first (as strings), then the values (floats), sorted by the keys."""
-    lower = [c.lower() for c in columns]
-    key_idx = [lower.index(k) for k in keys if k in lower]
-    val_idx = [i for i in range(len(columns)) if i not in key_idx]
-    out = [
-        [None if r[i] is None else str(r[i]) for i in key_idx] + [_value(r[i]) for i in val_idx]
-        for r in rows
-    ]
-    nk = len(key_idx)
-    out.sort(key=lambda r: tuple("" if k is None else k for k in r[:nk]))
-    return [columns[i] for i in key_idx + val_idx], out
-
-
-def one_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {' '.join(msg.split())}"[:300]
-
-
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--data-dir", type=Path, required=True)
-    p.add_argument("--queries", default="all")
-    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
-    p.add_argument("--runs", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--epsilon", type=float, default=workload.EPSILON)
-    p.add_argument("--delta", type=float, default=workload.DELTA)
-    p.add_argument("--out", type=Path, required=True)
+    p = kit.parser(__doc__.splitlines()[0])
     p.add_argument(
         "--pg-url",
         default=DEFAULT_PG,
@@ -338,13 +292,7 @@ def main() -> None:
 
     import sqlalchemy as sa
 
-    if args.queries == "all":
-        ids = [q.id for q in workload.QUERIES if args.dataset in getattr(q, "datasets", ())]
-        if not ids and args.dataset != TPCH:  # a workload.py without Query.datasets
-            ids = [q.id for q in workload.QUERIES]
-    else:
-        ids = args.queries.split(",")
-    queries = [workload.BY_ID[i] for i in ids]
+    queries = kit.queries(args)
     qr_version = version("pyqrlew")
     server = with_database(args.pg_url, None)
 
@@ -377,26 +325,15 @@ def main() -> None:
     with args.out.open("w") as out:
         for q in queries:
             sql = translate(q.sql)
-            rec: dict[str, Any] = {
-                "system": SYSTEM,
-                "version": qr_version,
-                "dataset": args.dataset,
-                "query": q.id,
-                "mode": args.mode,
-                "epsilon": args.epsilon,
-                "supported": True,
-                "error": None,
-                "columns": [],
-                "runs": [],
-                "setup_s": setup_s,
-                "predicted_error95": None,
-                "load_s": load_s,
-                "loaded": loaded,
-                "database": f"PostgreSQL {pg_version}",
-                "sql_sent": sql,
-                "dp_event": None,
-            }
-            keys = group_keys(q.sql)
+            rec = kit.record(
+                SYSTEM, qr_version, args, q.id, setup_s,
+                load_s=load_s,
+                loaded=loaded,
+                database=f"PostgreSQL {pg_version}",
+                sql_sent=sql,
+                dp_event=None,
+            )
+            keys = kit.group_keys(q.sql)
             max_groups = tpch_max_groups(keys) if args.dataset == TPCH else 1
             rec["max_multiplicity"] = max_multiplicity
             rec["max_privacy_unit_groups"] = max_groups
@@ -423,36 +360,26 @@ def main() -> None:
                     rows = res.fetchall()
                 return cols, rows, rewrite_s
 
+            def describe(
+                res: tuple[list[str], list[Any], float], _s: float,
+                rec: dict[str, Any] = rec, keys: list[str] = keys,
+            ) -> tuple[dict[str, Any], list[list[Any]]]:
+                cols, rows, rewrite_s = res
+                rec["columns"], norm = kit.normalise(cols, rows, keys)
+                return {"rewrite_s": rewrite_s}, norm
+
             try:
-                runs: list[dict[str, Any]] = []
-                if args.mode == "latency":
-                    for _ in range(args.warmup):
-                        once()
-                for _ in range(args.runs):
-                    t = time.perf_counter()
-                    cols, rows, rewrite_s = once()
-                    seconds = time.perf_counter() - t
-                    columns, norm = normalise(cols, rows, keys)
-                    run: dict[str, Any] = {"seconds": seconds, "rewrite_s": rewrite_s}
-                    if args.mode == "accuracy":
-                        run["rows"] = norm
-                    runs.append(run)
-                    rec["columns"] = columns
-                rec["runs"] = runs
+                rec["runs"] = kit.timed_runs(args, once, describe)
                 rec["dp_event"] = dp_event[0] if dp_event else None
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as e:  # pyo3's PanicException is a BaseException
-                rec.update(supported=False, error=one_line(e), runs=[])
-                print(f"{SYSTEM} {q.id}: {one_line(e)}", file=sys.stderr)
-                if args.debug:
-                    traceback.print_exc()
+                kit.refuse(rec, e, debug=args.debug)
                 try:  # a failed statement must not poison the next query
                     conn.rollback()
                 except Exception:
                     pass
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
+            kit.write(out, rec)
     conn.close()
     engine.dispose()
 

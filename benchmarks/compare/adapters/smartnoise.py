@@ -54,13 +54,9 @@ text). A refusal is reported with SmartNoise's message.
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import re
 import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any
@@ -69,6 +65,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
+import adapter_kit as kit  # noqa: E402
 import workload  # noqa: E402
 
 SYSTEM = "smartnoise"
@@ -186,56 +183,8 @@ def metadata(rows: int, sample_max_ids: bool = False) -> dict[str, Any]:
     return {"": {SCHEMA: {workload.TABLE: table}}}
 
 
-def group_keys(sql: str) -> list[str]:
-    """The GROUP BY columns of a workload query (plain column names there)."""
-    m = re.search(r"\bGROUP\s+BY\s+(.+?)(?:\s+HAVING\b|\s+ORDER\b|\s+LIMIT\b|$)", sql, re.I | re.S)
-    return [k.strip().lower() for k in m.group(1).split(",")] if m else []
-
-
-def _value(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def normalise(columns: list[str], rows: list[Any], keys: list[str]) -> tuple[list[str], list]:
-    """Key columns first (as strings), then the values (floats), sorted by the keys."""
-    lower = [c.lower() for c in columns]
-    key_idx = [lower.index(k) for k in keys if k in lower]
-    val_idx = [i for i in range(len(columns)) if i not in key_idx]
-    out = [
-        [None if r[i] is None else str(r[i]) for i in key_idx] + [_value(r[i]) for i in val_idx]
-        for r in rows
-    ]
-    nk = len(key_idx)
-    out.sort(key=lambda r: tuple("" if k is None else k for k in r[:nk]))
-    return [columns[i] for i in key_idx + val_idx], out
-
-
-_ADDRESS = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
-
-
-def one_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    msg = _ADDRESS.sub(r"<\1>", msg)  # object reprs without their memory addresses
-    return f"{type(e).__name__}: {' '.join(msg.split())}"[:300]
-
-
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--data-dir", type=Path, required=True)
-    p.add_argument("--queries", default="all")
-    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
-    p.add_argument("--runs", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--epsilon", type=float, default=workload.EPSILON)
-    p.add_argument("--delta", type=float, default=workload.DELTA)
-    p.add_argument("--out", type=Path, required=True)
+    p = kit.parser(__doc__.splitlines()[0])
     p.add_argument(
         "--budget",
         choices=("per-query", "per-statistic"),
@@ -258,10 +207,7 @@ def main() -> None:
     import snsql
     from snsql import Privacy
 
-    ids = ([q.id for q in workload.queries_for(args.dataset)] if args.queries == "all"
-           else args.queries.split(","))
-    # Only the queries of this data set (INTERFACE.md).
-    queries = [workload.BY_ID[i] for i in ids if args.dataset in workload.BY_ID[i].datasets]
+    queries = kit.queries(args)
     sn_version = version("smartnoise-sql")
     tpch = args.dataset == "tpch"
 
@@ -298,28 +244,17 @@ def main() -> None:
     with args.out.open("w") as out:
         for q in queries:
             sql = translate(q.sql, args.dataset)
-            rec: dict[str, Any] = {
-                "system": SYSTEM,
-                "version": sn_version,
-                "dataset": args.dataset,
-                "query": q.id,
-                "mode": args.mode,
-                "epsilon": args.epsilon,
-                "supported": True,
-                "error": None,
-                "columns": [],
-                "runs": [],
-                "setup_s": setup_s,
-                "predicted_error95": None,
-                "load_s": load_s,
-                "reader": engine,
-                "sql_sent": sql,
-                "budget": args.budget,
-                "sample_max_ids": args.sample_max_ids,
-                "mechanisms": None,
-                "epsilon_per_mechanism": None,
-                "plan_s": None,
-            }
+            rec = kit.record(
+                SYSTEM, sn_version, args, q.id, setup_s,
+                load_s=load_s,
+                reader=engine,
+                sql_sent=sql,
+                budget=args.budget,
+                sample_max_ids=args.sample_max_ids,
+                mechanisms=None,
+                epsilon_per_mechanism=None,
+                plan_s=None,
+            )
             if tpch:
                 rec["rows_per_unit"] = workload.TPCH_GUESS_ROWS  # orders' and lineitem's max_ids
             try:
@@ -339,32 +274,22 @@ def main() -> None:
                     tpch_load(conn, args.data_dir)
                     load_s = time.perf_counter() - t
                     rec["load_s"] = load_s
-                keys = group_keys(q.sql)
+                keys = kit.group_keys(q.sql)
 
                 def once(sql: str = sql) -> tuple[list[str], list[Any]]:
                     res = reader.execute(sql)
                     return list(res[0]), res[1:]
 
-                runs: list[dict[str, Any]] = []
-                if args.mode == "latency":
-                    for _ in range(args.warmup):
-                        once()
-                for _ in range(args.runs):
-                    t = time.perf_counter()
-                    cols, rows = once()
-                    seconds = time.perf_counter() - t
-                    columns, norm = normalise(cols, rows, keys)
-                    run: dict[str, Any] = {"seconds": seconds}
-                    if args.mode == "accuracy":
-                        run["rows"] = norm
-                    runs.append(run)
-                    rec["columns"] = columns
-                rec["runs"] = runs
+                def describe(
+                    res: tuple[list[str], list[Any]], _s: float,
+                    rec: dict[str, Any] = rec, keys: list[str] = keys,
+                ) -> tuple[dict[str, Any], list[list[Any]]]:
+                    rec["columns"], rows = kit.normalise(*res, keys)
+                    return {}, rows
+
+                rec["runs"] = kit.timed_runs(args, once, describe)
             except Exception as e:  # not supported: say why, go on
-                rec.update(supported=False, error=one_line(e), runs=[])
-                print(f"{SYSTEM} {q.id}: {one_line(e)}", file=sys.stderr)
-                if args.debug:
-                    traceback.print_exc()
+                kit.refuse(rec, e, debug=args.debug)
                 if tpch and " JOIN " in sql.upper():
                     # SmartNoise refuses a query reading two tables with a private_id each;
                     # what it says with the unit declared on customer alone (no data read).
@@ -374,11 +299,10 @@ def main() -> None:
                             privacy=Privacy(epsilon=args.epsilon, delta=args.delta))
                         alone._get_mechanism_costs(sql)
                     except Exception as e2:
-                        if one_line(e2) != rec["error"]:
+                        if kit.one_line(e2) != rec["error"]:
                             rec["error_note"] = ("with a private_id on customer only, SmartNoise "
-                                                 f"says: {one_line(e2)}")
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
+                                                 f"says: {kit.one_line(e2)}")
+            kit.write(out, rec)
 
 
 if __name__ == "__main__":

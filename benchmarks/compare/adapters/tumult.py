@@ -94,10 +94,8 @@ Parquet files, the ID join, caching, one PureDP Session); its parts go to stderr
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import functools
-import json
 import logging
 import math
 import os
@@ -105,7 +103,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -115,6 +112,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
+import adapter_kit as kit  # noqa: E402
 import workload  # noqa: E402
 
 SYSTEM = "tumult"
@@ -468,16 +466,6 @@ KEYS: dict[str, list[str]] = {
 APPROX = {"Q09"}  # the programs that need δ (and the ApproxDP Session)
 
 
-def _value(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def _float(x: Any) -> float:
     """A float of a Tumult ExactNumber (or of a plain number)."""
     return x.to_float(round_up=False) if hasattr(x, "to_float") else float(x)
@@ -487,17 +475,8 @@ def normalise(qid: str, df: Any) -> list[list[Any]]:
     """Key columns first (as strings), then the values (floats), sorted by the keys."""
     keys = KEYS.get(qid, [])
     vals = [c for c in COLUMNS[qid] if c not in keys]
-    rows = [
-        [None if r[k] is None else str(r[k]) for k in keys] + [_value(r[v]) for v in vals]
-        for r in df[keys + vals].to_dict("records")
-    ]
-    rows.sort(key=lambda r: tuple("" if k is None else k for k in r[: len(keys)]))
-    return rows
-
-
-def one_line(e: BaseException) -> str:
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {' '.join(msg.split())}"[:300]
+    records = df[keys + vals].to_dict("records")
+    return kit.rows_keys_first(([r[c] for c in keys + vals] for r in records), len(keys))
 
 
 def start_spark(tmp: Path) -> Any:
@@ -618,16 +597,7 @@ def timed_run(ctx: Ctx, qid: str, program: Program, want: tuple[float, float]) -
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--data-dir", type=Path, required=True)
-    p.add_argument("--queries", default="all")
-    p.add_argument("--mode", choices=("accuracy", "latency"), default="accuracy")
-    p.add_argument("--runs", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--epsilon", type=float, default=workload.EPSILON)
-    p.add_argument("--delta", type=float, default=workload.DELTA)
-    p.add_argument("--out", type=Path, required=True)
+    p = kit.parser(__doc__.splitlines()[0])
     p.add_argument(
         "--protected-change",
         choices=("id", "row"),
@@ -654,11 +624,7 @@ def main() -> None:
 
     warnings.filterwarnings("ignore")
     logging.getLogger("py4j").setLevel(logging.ERROR)
-    if args.queries == "all":
-        ids = [q.id for q in workload.queries_for(args.dataset)]
-    else:
-        ids = args.queries.split(",")
-    queries = [workload.BY_ID[i] for i in ids]
+    queries = kit.queries(args)
     tmp = Path(tempfile.mkdtemp(prefix="dpproxy-tumult-"))
 
     # ---- set-up (timed): imports, Spark, the cached table, the Sessions
@@ -751,46 +717,34 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w") as out:
         for q in queries:
-            rec: dict[str, Any] = {
-                "system": SYSTEM,
-                "version": version,
-                "dataset": args.dataset,
-                "query": q.id,
-                "mode": args.mode,
-                "epsilon": args.epsilon,
-                "supported": True,
-                "error": None,
-                "columns": COLUMNS.get(q.id, []),
-                "runs": [],
-                "setup_s": setup_s,
-                "predicted_error95": None,
-                "protected_change": str(change),
+            rec = kit.record(
+                SYSTEM, version, args, q.id, setup_s,
+                protected_change=str(change),
                 **extra,
-            }
+            )
+            rec["columns"] = COLUMNS.get(q.id, [])
             try:
                 program = PROGRAMS.get(q.id)
                 if program is None:
                     raise NotImplementedError(f"no QueryBuilder program for {q.id}")
                 want = (args.epsilon, args.delta if q.id in APPROX else 0.0)
 
-                runs: list[dict[str, Any]] = []
-                if args.mode == "latency":
-                    for _ in range(args.warmup):
-                        timed_run(ctx, q.id, program, want)
-                for _ in range(args.runs):
-                    res, seconds = timed_run(ctx, q.id, program, want)
-                    run: dict[str, Any] = {"seconds": seconds}
-                    if args.mode == "accuracy":
-                        run["rows"] = normalise(q.id, res)
-                    runs.append(run)
-                rec["runs"] = runs
+                def once(
+                    qid: str = q.id, program: Program = program,
+                    want: tuple[float, float] = want,
+                ) -> tuple[Any, float]:
+                    return timed_run(ctx, qid, program, want)
+
+                def describe(
+                    res: tuple[Any, float], _s: float, qid: str = q.id
+                ) -> tuple[dict[str, Any], list[list[Any]]]:
+                    # The program's own seconds: without the budget checks around it.
+                    return {"seconds": res[1]}, normalise(qid, res[0])
+
+                rec["runs"] = kit.timed_runs(args, once, describe)
             except Exception as e:  # not supported: say why, go on
-                rec.update(supported=False, error=one_line(e), runs=[])
-                progress(f"{SYSTEM} {q.id}: {one_line(e)}")
-                if args.debug:
-                    traceback.print_exc()
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
+                kit.refuse(rec, e, debug=args.debug)
+            kit.write(out, rec)
             if rec["supported"]:
                 secs = [r["seconds"] for r in rec["runs"]]
                 progress(
