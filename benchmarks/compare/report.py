@@ -818,6 +818,18 @@ def _ms(lat: Latency | None) -> str:
     return "–" if lat is None else f"{fmt_ms(lat.median)} ({fmt_ms(lat.p95)})"
 
 
+def coverage_lines(m: Metrics, systems: list[str], queries: Any) -> list[str]:
+    """The coverage table of ``queries`` (✓, ✗ with a numbered footnote, partly) and its
+    footnotes: each system's own error, numbered in order of first appearance."""
+    foot: dict[str, int] = {}
+    rows = [[q.id, q.title] + [_cell_supported(m, s, q.id, foot) for s in systems]
+            for q in queries]
+    lines = [md_table(["query", "what", *[NAMES[s] for s in systems]], rows,
+                      "ll" + "c" * len(systems)).replace("---:", ":---:"), ""]
+    lines += [f"{n}. {text}" for text, n in foot.items()]
+    return lines + ([""] if foot else [])
+
+
 def _cell_supported(m: Metrics, s: str, q: str, foot: dict[str, int]) -> str:
     statuses = [r.get("supported") for k, r in m.records.items() if k[0] == s and k[4] == q]
     if not statuses:
@@ -944,16 +956,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
     # Coverage.
     w("## Coverage")
     w("")
-    foot: dict[str, int] = {}
-    rows = [[q.id, q.title] + [_cell_supported(m, s, q.id, foot) for s in systems]
-            for q in CORE]
-    w(md_table(["query", "what", *[NAMES[s] for s in systems]], rows,
-               "ll" + "c" * len(systems)).replace("---:", ":---:"))
-    w("")
-    for text, n in foot.items():
-        w(f"{n}. {text}")
-    if foot:
-        w("")
+    out.extend(coverage_lines(m, systems, CORE))
 
     # Accuracy.
     w("## Accuracy on pums (1,000 rows), ε = 1")
@@ -1350,16 +1353,7 @@ def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
     # Coverage.
     w(f"### Coverage ({TPCH_TITLE})")
     w("")
-    foot: dict[str, int] = {}
-    rows = [[q.id, q.title] + [_cell_supported(m, s, q.id, foot) for s in systems]
-            for q in TPCH]
-    w(md_table(["query", "what", *[NAMES[s] for s in systems]], rows,
-               "ll" + "c" * len(systems)).replace("---:", ":---:"))
-    w("")
-    for text, n in foot.items():
-        w(f"{n}. {text}")
-    if foot:
-        w("")
+    out.extend(coverage_lines(m, systems, TPCH))
 
     # Accuracy.
     acc_systems = [s for s in systems if any(k[0] == s and k[1] == "tpch" and k[2] == "accuracy"
