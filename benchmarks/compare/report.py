@@ -52,8 +52,14 @@ NAMES = {
     "tumult": "Tumult Analytics",
     "duckdb": "DuckDB (raw, no privacy)",
     "dpproxy_sql": "dpproxy's SQL alone",
+    "dpproxy_pg": "dpproxy (PostgreSQL)",
+    "postgres": "PostgreSQL (raw, no privacy)",
+    "dpproxy_pg_sql": "dpproxy's SQL alone (PostgreSQL)",
 }
 BASELINES = ("duckdb", "dpproxy_sql")  # latency only, from adapters/dpproxy.py --raw/--rewritten
+# dpproxy on PostgreSQL and its baselines there (adapters/dpproxy.py --backend postgres): latency
+# only, in a table of their own next to Qrlew, which runs on PostgreSQL too.
+ON_POSTGRES = ("dpproxy_pg", "postgres", "dpproxy_pg_sql")
 CORE = workload.queries_for("pums")  # the 16 queries of pums and synthetic_1m
 TPCH = workload.queries_for("tpch")  # the TPC-H queries (T01, T03)
 TPCH_TITLE = f"TPC-H scale {workload.TPCH_SCALE:g}"
@@ -304,7 +310,7 @@ class Metrics:
 
     def systems(self) -> list[str]:
         seen = {k[0] for k in self.records}
-        order = [*SYSTEMS, *BASELINES]
+        order = [*SYSTEMS, *BASELINES, *ON_POSTGRES]
         return [s for s in order if s in seen] + sorted(seen - set(order))
 
     def record(self, system: str, dataset: str, mode: str, qid: str,
@@ -397,11 +403,13 @@ def _ci(x: float) -> str:
     return "∞" if math.isinf(x) else f"{x:.2f}"
 
 
-def runs_note(m: Metrics, dataset: str, mode: str, eps: float = workload.EPSILON) -> str:
-    """'runs: dpproxy 200, SmartNoise SQL 200, ...' from the records themselves."""
+def runs_note(m: Metrics, dataset: str, mode: str, eps: float = workload.EPSILON,
+              only: tuple[str, ...] | None = None) -> str:
+    """'runs: dpproxy 200, SmartNoise SQL 200, ...' from the records themselves (``only``:
+    just these systems; else every system but the baselines)."""
     parts = []
     for s in m.systems():
-        if s in BASELINES:
+        if (s not in only) if only is not None else (s in BASELINES or s in ON_POSTGRES):
             continue
         n = [len(r.get("runs") or []) for k, r in m.records.items()
              if k[0] == s and k[1] == dataset and k[2] == mode and k[3] == eps
@@ -704,7 +712,8 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
         return []
     figures.mkdir(parents=True, exist_ok=True)
     colors = {"dpproxy": "C0", "smartnoise": "C1", "qrlew": "C2", "tumult": "C3",
-              "duckdb": "0.5", "dpproxy_sql": "#9ecae1"}
+              "duckdb": "0.5", "dpproxy_sql": "#9ecae1", "dpproxy_pg": "#08519c",
+              "postgres": "0.75", "dpproxy_pg_sql": "#c6dbef"}
     paths = []
 
     def bars(ax: Any, series: dict[str, list[float | None]], floor: float,
@@ -751,7 +760,7 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
             ax.set_title(f"{label}: end-to-end latency per query "
                          "(× = not answered or not run)", fontsize=10)
         handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=6, fontsize=8)
+        fig.legend(handles, labels, loc="upper center", ncol=5, fontsize=8)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / (3.6 * len(datasets))))
         path = figures / "compare_latency.png"
         fig.savefig(path, dpi=100)
@@ -759,7 +768,7 @@ def plot(m: Metrics, figures: Path) -> list[Path]:
         paths.append(path)
 
     # Error: median relative error at ε = 1 on pums per system and query.
-    dp_systems = [s for s in systems if s not in BASELINES]
+    dp_systems = [s for s in systems if s not in (*BASELINES, *ON_POSTGRES)]
     if any(k[2] == "accuracy" and k[1] == "pums" for k in m.records):
         fig, ax = plt.subplots(figsize=(13, 3.8))
         series = {}
@@ -818,6 +827,43 @@ def _ms(lat: Latency | None) -> str:
     return "–" if lat is None else f"{fmt_ms(lat.median)} ({fmt_ms(lat.p95)})"
 
 
+def postgres_lines(m: Metrics) -> list[str]:
+    """Latency on PostgreSQL: dpproxy with its raw and rewritten baselines there, and Qrlew,
+    whose rewritten SQL runs on the same server."""
+    data = [d for d in workload.DATASETS
+            if any(k[0] == "dpproxy_pg" and k[1] == d and k[2] == "latency" for k in m.records)]
+    if not data:
+        return []
+    lines = [
+        "### On PostgreSQL",
+        "",
+        "The same queries with dpproxy on its PostgreSQL backend (`adapters/dpproxy.py --backend "
+        "postgres`: the CSV in a table with `pid` as primary key, on the server Qrlew uses), "
+        "next to the exact SQL on a plain psycopg connection (*PostgreSQL (raw)*) and dpproxy's "
+        "PostgreSQL rewrite alone. Qrlew's column is its end-to-end latency from the tables "
+        "above (its rewritten SQL runs on the same server). Median (95th percentile) "
+        "milliseconds; " + "; ".join(
+            f"{d} {runs_note(m, d, 'latency', only=('dpproxy_pg',))}" for d in data) + ".",
+        "",
+    ]
+    cols = [s for s in ("dpproxy_pg", "qrlew", "postgres", "dpproxy_pg_sql")
+            if any(k[0] == s and k[2] == "latency" for k in m.records)]
+    ratios = [("dpproxy_pg", "postgres", "dpproxy / raw"),
+              ("qrlew", "dpproxy_pg", "Qrlew / dpproxy")]
+    for d in data:
+        rows = []
+        for q in workload.queries_for(d):
+            cells = [_ms(m.latency(s, d, q.id)) for s in cols]
+            for num, den, _ in ratios:
+                a, b = m.latency(num, d, q.id), m.latency(den, d, q.id)
+                cells.append(_x(a.median / b.median) if a and b and b.median > 0 else "–")
+            rows.append([f"{q.id} {q.title}", *cells])
+        lines += [f"{d} ({workload.DATASETS[d]:,} rows):", "",
+                  md_table(["query", *[NAMES[s] for s in cols], *[h for _, _, h in ratios]],
+                           rows), ""]
+    return lines
+
+
 def coverage_lines(m: Metrics, systems: list[str], queries: Any) -> list[str]:
     """The coverage table of ``queries`` (✓, ✗ with a numbered footnote, partly) and its
     footnotes: each system's own error, numbered in order of first appearance."""
@@ -845,7 +891,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
            tpch_meta: dict[str, Any] | None = None) -> str:
     """RESULTS.md. ``tpch_meta``: the TPC-H data's scale, generator and table sizes (from
     ``tpch.duckdb``), shown in the TPC-H section when given."""
-    systems = [s for s in m.systems() if s not in BASELINES]
+    systems = [s for s in m.systems() if s not in (*BASELINES, *ON_POSTGRES)]
     not_run = {s: info.get("status", "not run")
                for s, info in manifest.get("systems", {}).items()
                if not str(info.get("status", "")).startswith("run")}
@@ -1090,8 +1136,8 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
       "dpproxy around it, so dpproxy − SQL alone is dpproxy's own work and SQL alone − raw is "
       "what the private query asks of the database.")
     w("")
-    lat_systems = [s for s in m.systems() if any(k[0] == s and k[2] == "latency"
-                                                 for k in m.records)]
+    lat_systems = [s for s in m.systems() if s not in ON_POSTGRES and any(
+        k[0] == s and k[2] == "latency" for k in m.records)]
     for d in workload.DATASETS:
         if d == "tpch" or not any(k[1] == d and k[2] == "latency" for k in m.records):
             continue  # tpch: in its own section below
@@ -1118,6 +1164,7 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
         head = [NAMES[s] for s in cols] + [h for _, _, h in extra]
         w(md_table(["query", *head], rows))
         w("")
+    out.extend(postgres_lines(m))
     w("One-time set-up per adapter process (seconds): loading the CSV and preparing the system "
       "(dpproxy: a DuckDB file with typed columns and the engine; on tpch only the engine "
       "over the prepared DuckDB file; SmartNoise: the reader over "

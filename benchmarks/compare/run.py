@@ -15,6 +15,9 @@ For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the sy
   ``--latency-runs-tpch`` (default 5) timed runs after at most one warm-up run (dpproxy takes
   2–6 s per run of T01 on 6 M line items), with ``--tpch-timeout`` (default 600 s) as both the
   set-up and the per-query timeout;
+* dpproxy's latency on PostgreSQL as well (``adapters/dpproxy.py --backend postgres
+  --with-baselines``, label ``dpproxy_pg``; ``--no-postgres`` skips it), next to the raw query
+  on PostgreSQL and dpproxy's PostgreSQL rewrite alone;
 * with dpproxy's latency runs, interleaved run by run (``adapters/dpproxy.py
   --with-baselines``): the raw DuckDB baseline (every query's exact SQL on plain DuckDB), and
   dpproxy's rewritten SQL alone, which splits dpproxy's latency into what it asks of the
@@ -102,7 +105,13 @@ SLOW_PEERS: dict[tuple[str, str, str], tuple[Any, ...]] = {
     ("qrlew", "latency", "tpch"): (0, 0),
     ("tumult", "accuracy", "tpch"): (3, 0),
     ("tumult", "latency", "tpch"): (0, 0),
+    # dpproxy on PostgreSQL at 1 M rows: ≈ 0.1 s per statement, 1.4 s for the percentile.
+    ("dpproxy_pg", "latency", "synthetic_1m"): (10, 1),
 }
+
+
+# dpproxy's adapter calls other than its plain one: the command-line options of each variant.
+VARIANT_ARGS = {"postgres": ["--backend", "postgres", "--with-baselines"]}
 
 
 def progress(msg: str) -> None:
@@ -166,7 +175,7 @@ def run_adapter(
 
     Returns what happened: seconds, restarts, per-restart stderr tails."""
     label = {None: system, "with-baselines": system, "raw": "duckdb",
-             "rewritten": "dpproxy_sql"}[variant]
+             "rewritten": "dpproxy_sql", "postgres": "dpproxy_pg"}[variant]
     out.parent.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     todo = list(queries)
@@ -181,7 +190,8 @@ def run_adapter(
             "--queries", ",".join(todo), "--mode", mode, "--runs", str(runs),
             "--warmup", str(warmup), "--epsilon", f"{epsilon:g}",
             "--delta", f"{workload.DELTA:g}", "--out", str(part),
-        ] + ([f"--{variant}"] if variant else [])
+            *VARIANT_ARGS.get(variant, [f"--{variant}"] if variant else []),
+        ]
         errlog = out.with_suffix(".stderr")
         with errlog.open("a") as err:
             err.write(f"$ {' '.join(cmd)}\n")
@@ -271,6 +281,9 @@ def main() -> None:
     p.add_argument("--resume", action="store_true",
                    help="keep the results of calls an earlier run completed with the same "
                         "settings (work/results/run.json) and run only the others")
+    p.add_argument("--no-postgres", action="store_true",
+                   help="skip dpproxy's latency on PostgreSQL (needs a server: the one of "
+                        "$QRLEW_PG_URL, else postgresql://postgres@127.0.0.1:5432)")
     p.add_argument("--jobs", type=int, default=2,
                    help="untimed calls (accuracy, ε sweep) of different systems run this many at "
                         "a time; timed calls always run alone (default 2, the cores here)")
@@ -382,6 +395,13 @@ def main() -> None:
                 plan.append((system, system, python, dataset, "latency", lat, warm,
                              workload.EPSILON, ql,
                              "with-baselines" if system == "dpproxy" else None))
+            if system == "dpproxy" and dataset != "tpch" and not args.no_postgres:
+                # On PostgreSQL too (Qrlew's backend), with its raw and rewritten baselines.
+                lat, warm, ql = runs_for("dpproxy_pg", "latency", dataset, args.latency_runs,
+                                         args.warmup, mine)
+                if lat and ql:
+                    plan.append(("dpproxy_pg", system, python, dataset, "latency", lat, warm,
+                                 workload.EPSILON, ql, "postgres"))
         n, _, sweep = runs_for(system, "epsilon", "pums", args.epsilon_runs, 0,
                                [q for q in SWEEP_QUERIES if q in queries])
         if "pums" in datasets and sweep and n:

@@ -360,3 +360,26 @@ def test_exact_answers_of_the_tpch_queries_come_from_tpch_duckdb(tmp_path: Path)
     assert keys == 2 and cols[:2] == ["l_returnflag", "l_linestatus"]
     assert rows == [["R", "F", 12.0, 1200.0, pytest.approx(0.03), 2.0]]  # shipped after the cut
     assert ex[("tpch", "T03")][1:] == (1, [["1-URGENT", 1200.0, 2.0]])
+
+
+def test_dpproxy_on_postgres_gets_its_own_table_next_to_qrlew() -> None:
+    """The PostgreSQL records (adapters/dpproxy.py --backend postgres) are latency only: they
+    form their own table, with Qrlew (same server), and stay out of every other table."""
+    m = _world()
+    for q in IDS:
+        for system, s in (("dpproxy_pg", 0.002), ("postgres", 0.001), ("dpproxy_pg_sql", 0.0015)):
+            r = rec(system, q, "latency", seconds=s)
+            m.records[(system, "pums", "latency", 1.0, q)] = r
+    text = report.render(m, {"settings": {"warmup": 1}}, [])
+    section = text.split("### On PostgreSQL", 1)[1].split("\n## ", 1)[0]
+    head = next(line for line in section.splitlines() if line.startswith("| query"))
+    assert head.split(" | ")[1:5] == ["dpproxy (PostgreSQL)", "Qrlew",
+                                      "PostgreSQL (raw, no privacy)",
+                                      "dpproxy's SQL alone (PostgreSQL)"]
+    q01 = next(line for line in section.splitlines() if line.startswith("| Q01"))
+    assert "2.00×" in q01  # dpproxy 2 ms against 1 ms raw
+    assert "2.50×" in q01  # Qrlew 5 ms against dpproxy's 2 ms
+    coverage = text.split("## Coverage", 1)[1].split("\n## ", 1)[0]
+    assert "PostgreSQL" not in coverage
+    # Still the same verdicts: the PostgreSQL lines are not a system of the comparison.
+    assert by_name(report.targets(m))["Speed vs Qrlew"].status == "met"

@@ -23,6 +23,15 @@ baseline opens its own link (or copy) of the same file; ``dpproxy_sql`` times dp
 statement (the input of its DP choice) and its rewritten SQL at a bound drawn once before the
 timed runs.
 
+``--backend postgres`` (pums and synthetic_1m): the same, on PostgreSQL, the backend Qrlew
+runs on. The CSV is loaded once into database ``dpproxy_compare``, schema ``<data set>``, table
+``data`` with the same types and ``PRIMARY KEY (pid)`` (``load_s``; kept while the CSV is
+unchanged, like Qrlew's copy), and the engine opens a DSN whose ``search_path`` is that schema.
+Its lines are labelled ``dpproxy_pg``; the baselines ``postgres`` (the exact SQL on a plain
+psycopg connection to the same database) and ``dpproxy_pg_sql`` (dpproxy's PostgreSQL rewrite
+alone, on dpproxy's own connection pool). ``--pg-url`` (default ``$QRLEW_PG_URL`` or
+``postgresql://postgres@127.0.0.1:5432``) names the server.
+
 ``--raw`` measures the baseline instead: the query's exact SQL on a plain read-only DuckDB
 connection to the same file (``system: "duckdb"``, no privacy), in the same loop.
 ``--rewritten`` times only the SQL dpproxy sends for the query (its rewrite, prepared once
@@ -44,6 +53,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 HERE = Path(__file__).resolve().parent
 # This file is named like the package: keep its own folder off the path so `import dpproxy`
@@ -56,6 +66,8 @@ import workload  # noqa: E402
 
 BUDGET_EPSILON = Fraction(10**12)
 BUDGET_DELTA = Fraction(999, 1000)
+DEFAULT_PG = os.environ.get("QRLEW_PG_URL", "postgresql://postgres@127.0.0.1:5432")
+PG_DATABASE = "dpproxy_compare"
 ANALYST = "bench"
 REPO = HERE.parents[2]
 TPCH_SCHEMA = REPO / "schemas" / "tpch.yaml"
@@ -87,6 +99,59 @@ def build_database(csv_path: Path, db_path: Path) -> None:
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+def _server(url: str, database: str) -> str:
+    """``url`` naming ``database`` (whatever database it named)."""
+    parts = urlsplit(url.rstrip("/"))
+    return urlunsplit(parts._replace(path=f"/{database}", query=""))
+
+
+def load_postgres(pg_url: str, csv_path: Path, dataset: str) -> tuple[float, str, str]:
+    """The CSV as ``dpproxy_compare.<dataset>.data`` (pid the primary key), loaded again only
+    when the CSV changed; (seconds, the DSN with that schema as search_path, server version)."""
+    import psycopg
+
+    started = time.perf_counter()
+    with psycopg.connect(_server(pg_url, "postgres"), autocommit=True) as admin:
+        exists = admin.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (PG_DATABASE,)).fetchone()
+        if exists is None:
+            try:
+                admin.execute(f'CREATE DATABASE "{PG_DATABASE}"')
+            except psycopg.errors.DuplicateDatabase:  # another adapter got there first
+                pass
+    stat = csv_path.stat()
+    tag = f"{stat.st_size}:{stat.st_mtime_ns}"
+    dsn = _server(pg_url, PG_DATABASE)
+    with psycopg.connect(dsn) as conn:
+        version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dpproxy.{dataset}",))
+        table = f'"{dataset}"."{workload.TABLE}"'
+        row = conn.execute(
+            "SELECT obj_description(to_regclass(%s), 'pg_class')", (table,)).fetchone()
+        if row is None or row[0] != tag:
+            types = {"int": "BIGINT", "text": "TEXT"}
+            cols = ", ".join(
+                f"{c.name} {types[c.type]} NOT NULL"
+                + (" PRIMARY KEY" if c.name == workload.UNIT else "")
+                for c in workload.COLUMNS)
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{dataset}"')
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+            conn.execute(f"CREATE TABLE {table} ({cols})")
+            with csv_path.open() as f:
+                header = f.readline().strip()
+                with conn.cursor().copy(
+                    f"COPY {table} ({header}) FROM STDIN WITH (FORMAT csv)"
+                ) as copy:
+                    for block in iter(lambda: f.read(1 << 20), ""):
+                        copy.write(block)
+            conn.execute(f"COMMENT ON TABLE {table} IS '{tag}'")
+        conn.commit()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"ANALYZE {table}")
+    options = quote(f"-c search_path={dataset}")
+    return time.perf_counter() - started, f"{dsn}?options={options}", version
 
 
 def schema_yaml(dataset: str, rows: int, delta: float) -> str:
@@ -135,8 +200,14 @@ def main() -> None:
                    help="latency: also --raw and --rewritten, interleaved run by run with "
                         "dpproxy (three lines per query), so that background load hits all "
                         "three alike")
+    p.add_argument("--backend", choices=("duckdb", "postgres"), default="duckdb",
+                   help="the database dpproxy (and the raw baseline) run on")
+    p.add_argument("--pg-url", default=DEFAULT_PG,
+                   help="the PostgreSQL server for --backend postgres (its database is ignored)")
     p.add_argument("--debug", action="store_true")
     args = p.parse_args()
+    if args.backend == "postgres" and args.dataset == "tpch":
+        p.error("--backend postgres: pums and synthetic_1m only")
 
     import duckdb
 
@@ -154,10 +225,21 @@ def main() -> None:
     eps = Fraction(str(args.epsilon))
     delta = Fraction(str(args.delta))
 
+    pg = args.backend == "postgres"
+    # How each role is labelled in the results (the baselines on PostgreSQL are other systems).
+    label = {"dpproxy": "dpproxy_pg", "duckdb": "postgres", "dpproxy_sql": "dpproxy_pg_sql"} if pg \
+        else {s: s for s in ("dpproxy", "duckdb", "dpproxy_sql")}
     tmp = Path(tempfile.mkdtemp(prefix="dpproxy-compare-"))
+    load_s: float | None = None
+    pg_version: str | None = None
     try:
+        if pg:
+            load_s, dsn, pg_version = load_postgres(
+                args.pg_url, args.data_dir / f"{args.dataset}.csv", args.dataset)
         started = time.perf_counter()
-        if tpch:
+        if pg:
+            db = None
+        elif tpch:
             db = args.data_dir / "tpch" / "tpch.duckdb"
             if not db.is_file():
                 raise SystemExit(f"{db} is missing: run benchmarks/compare/data.py first")
@@ -165,7 +247,11 @@ def main() -> None:
             db = tmp / f"{args.dataset}.duckdb"
             build_database(args.data_dir / f"{args.dataset}.csv", db)
         engine = raw = None
-        if "duckdb" in systems:
+        if "duckdb" in systems and pg:
+            import psycopg
+
+            raw = psycopg.connect(dsn, autocommit=True)
+        elif "duckdb" in systems:
             # A file of its own: a second connection to dpproxy's file would share its
             # database instance and settings. TPC-H's 570 MB are linked rather than copied
             # where the file system allows it (both sides only read).
@@ -186,7 +272,8 @@ def main() -> None:
                     schema_yaml(args.dataset, workload.DATASETS[args.dataset], args.delta)
                 )
             engine = open_engine(
-                str(db), str(schema), budget=Cost(BUDGET_EPSILON, BUDGET_DELTA), cache="off"
+                dsn if pg else str(db), str(schema), budget=Cost(BUDGET_EPSILON, BUDGET_DELTA),
+                cache="off",
             )
         setup_s = time.perf_counter() - started
         # The tpch schema leaves the rows per customer to a DP choice at every run: a fresh
@@ -253,8 +340,11 @@ def main() -> None:
                 recs: dict[str, dict[str, Any]] = {}
                 fns: dict[str, Once] = {}
                 for system in systems:
-                    version = duckdb.__version__ if system == "duckdb" else dpproxy.__version__
-                    rec = kit.record(system, version, args, q.id, setup_s)
+                    version = dpproxy.__version__ if system != "duckdb" else (
+                        f"PostgreSQL {pg_version}" if pg else duckdb.__version__)
+                    rec = kit.record(label[system], version, args, q.id, setup_s)
+                    if pg:
+                        rec.update(backend="postgres", load_s=load_s)
                     recs[system] = rec
                     try:
                         fns[system] = make(system, q.sql)
