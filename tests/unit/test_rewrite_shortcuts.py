@@ -84,6 +84,17 @@ def test_the_domain_is_applied_to_groups_only_when_nothing_is_bounded(tmp_path: 
     # is clamped to 100.
     assert sorted(_released(engine, sql)) == [("a", 5, 135), ("b", 3, 172), ("z", 0, 0)]
 
+    # A nullable key: NULL is one more group of the domain, released like the others.
+    nullable = Engine(
+        parse_catalog(SCHEMA.format(rows=1).replace(
+            'k: {type: text, domain: ["a", "b", "z"]}',
+            'k: {type: text, domain: ["a", "b", "z"], nullable: true}')),
+        DuckDBBackend(tmp_path / "t1.duckdb"), accountant=MemoryAccountant(HUGE), noise=NoNoise())
+    assert "IS NULL" in (nullable.prepare(sql).sql or "")
+    got = _released(nullable, sql)
+    assert sorted(got, key=lambda r: (r[0] is not None, r[0] or "")) == [
+        (None, 1, 70), ("a", 5, 135), ("b", 3, 172), ("z", 0, 0)]
+
     bounded = _engine(tmp_path, 2)  # pid 7 has five rows: bounding runs on in-domain rows
     text = bounded.prepare(sql).sql
     assert text is not None
