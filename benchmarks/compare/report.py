@@ -307,6 +307,7 @@ class Metrics:
             self.records[key] = r
         self.exact = exact
         self._acc: dict[tuple[str, str, float, str], Accuracy | None] = {}
+        self._alone: dict[tuple[str, str], bool] = {}
 
     def systems(self) -> list[str]:
         seen = {k[0] for k in self.records}
@@ -339,13 +340,29 @@ class Metrics:
         return self._acc[key]
 
     def latency(self, system: str, dataset: str, qid: str) -> Latency | None:
+        """From the latency call; for a slow peer without one, from its accuracy runs when
+        that call ran alone on the machine (run.py marks its lines ``alone``; every tpch call
+        does), each timed end to end in the same way."""
         r = self.record(system, dataset, "latency", qid)
+        if r is None and self.latency_from_accuracy(system, dataset):
+            r = self.record(system, dataset, "accuracy", qid)
         return None if r is None else latency(r)
 
+    def latency_from_accuracy(self, system: str, dataset: str) -> bool:
+        """No latency call for (system, data set), but an accuracy call that ran alone."""
+        if not self._alone:
+            for k, r in self.records.items():
+                if k[2] == "latency":
+                    self._alone[(k[0], k[1])] = False
+                elif k[3] == workload.EPSILON and (r.get("alone") or k[1] == "tpch"):
+                    self._alone.setdefault((k[0], k[1]), True)
+        return self._alone.get((system, dataset), False)
+
     def setup(self, system: str, dataset: str) -> float | None:
+        mode = "accuracy" if self.latency_from_accuracy(system, dataset) else "latency"
         vals = [r.get("setup_s") for k, r in self.records.items()
-                if k[0] == system and k[1] == dataset and k[2] == "latency"
-                and r.get("setup_s") is not None]
+                if k[0] == system and k[1] == dataset and k[2] == mode
+                and k[3] == workload.EPSILON and r.get("setup_s") is not None]
         return statistics.median(vals) if vals else None
 
     def version(self, system: str) -> str | None:
@@ -1137,7 +1154,9 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
       "what the private query asks of the database.")
     w("")
     lat_systems = [s for s in m.systems() if s not in ON_POSTGRES and any(
-        k[0] == s and k[2] == "latency" for k in m.records)]
+        k[2] == "latency" or m.latency_from_accuracy(s, k[1])
+        for k in m.records if k[0] == s)]
+    daggers: set[str] = set()
     for d in workload.DATASETS:
         if d == "tpch" or not any(k[1] == d and k[2] == "latency" for k in m.records):
             continue  # tpch: in its own section below
@@ -1151,11 +1170,14 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
         if d == "synthetic_1m" and "duckdb" in lat_systems:
             extra = [("dpproxy", "duckdb", "dpproxy / raw"),
                      ("dpproxy_sql", "duckdb", "dpproxy's SQL / raw")]
-        cols = [s for s in lat_systems if any(k[0] == s and k[1] == d and k[2] == "latency"
-                                              for k in m.records)]
+        cols = [s for s in lat_systems if m.latency_from_accuracy(s, d) or any(
+            k[0] == s and k[1] == d and k[2] == "latency" for k in m.records)]
         rows = []
+        dagger = {s for s in cols if m.latency_from_accuracy(s, d)}
+        daggers |= dagger
         for q in workload.queries_for(d):
-            cells = [_ms(m.latency(s, d, q.id)) for s in cols]
+            cells = [_ms(m.latency(s, d, q.id)) + (" †" if s in dagger and m.latency(s, d, q.id)
+                                                   else "") for s in cols]
             ratios = []
             for num, den, _ in extra:
                 a, b = m.latency(num, d, q.id), m.latency(den, d, q.id)
@@ -1163,6 +1185,12 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
             rows.append([f"{q.id} {q.title}", *cells, *ratios])
         head = [NAMES[s] for s in cols] + [h for _, _, h in extra]
         w(md_table(["query", *head], rows))
+        w("")
+    if daggers:
+        w("† " + ", ".join(NAMES[s] for s in sorted(daggers)) + ": no separate latency call "
+          "(`SLOW_PEERS` in `run.py`); the seconds of its accuracy runs, which ran alone on "
+          "the machine, each timed end to end in the same way but with no warm-up run "
+          "before them.")
         w("")
     out.extend(postgres_lines(m))
     w("One-time set-up per adapter process (seconds): loading the CSV and preparing the system "
@@ -1461,12 +1489,10 @@ def tpch_section(m: Metrics, systems: list[str], settings: dict[str, Any],
     lat_systems = [s for s in m.systems() if any(k[0] == s and k[1] == "tpch"
                                                  and k[2] in ("latency", "accuracy")
                                                  for k in m.records)]
-    from_acc = {s for s in lat_systems
-                if not any(k[0] == s and k[1] == "tpch" and k[2] == "latency" for k in m.records)}
+    from_acc = {s for s in lat_systems if m.latency_from_accuracy(s, "tpch")}
 
     def tpch_latency(s: str, qid: str) -> Latency | None:
-        r = m.record(s, "tpch", "accuracy" if s in from_acc else "latency", qid)
-        return None if r is None else latency(r)
+        return m.latency(s, "tpch", qid)
 
     if lat_systems:
         w(f"### Latency ({TPCH_TITLE})")

@@ -383,3 +383,21 @@ def test_dpproxy_on_postgres_gets_its_own_table_next_to_qrlew() -> None:
     assert "PostgreSQL" not in coverage
     # Still the same verdicts: the PostgreSQL lines are not a system of the comparison.
     assert by_name(report.targets(m))["Speed vs Qrlew"].status == "met"
+
+
+def test_a_slow_peers_latency_comes_from_accuracy_runs_only_when_they_ran_alone() -> None:
+    m = _world()
+    for q in IDS:
+        r = rec("tumult", q, seconds=3.0)
+        m.records[("tumult", "pums", "accuracy", 1.0, q)] = r
+    assert m.latency("tumult", "pums", "Q01") is None  # ran next to other systems: no
+    m = _world()
+    for q in IDS:
+        m.records[("tumult", "pums", "accuracy", 1.0, q)] = {**rec("tumult", q, seconds=3.0),
+                                                            "alone": True}
+    lat = m.latency("tumult", "pums", "Q01")
+    assert lat is not None and lat.median == 3.0
+    assert m.setup("tumult", "pums") == 0.5
+    text = report.render(m, {"settings": {"warmup": 1}}, [])
+    assert "3,000 (3,000) †" in text
+    assert "† Tumult Analytics: no separate latency call" in text
