@@ -504,8 +504,11 @@ def start_spark(tmp: Path) -> Any:
         .config("spark.eventLog.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
     )
+    for item in filter(None, os.environ.get("TUMULT_SPARK_CONF", "").split(",")):
+        key, _, val = item.partition("=")
+        spark = spark.config(key.strip(), val.strip())
+    spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel("OFF")
     return spark
 
