@@ -432,7 +432,8 @@ def runs_note(m: Metrics, dataset: str, mode: str, eps: float = workload.EPSILON
              if k[0] == s and k[1] == dataset and k[2] == mode and k[3] == eps
              and r.get("supported")]
         if n:
-            parts.append(f"{NAMES[s]} {max(n)}")
+            parts.append(f"{NAMES[s]} {max(n)}" if min(n) == max(n)
+                         else f"{NAMES[s]} {min(n)}–{max(n)} (by query)")
     return "runs per query: " + ", ".join(parts) if parts else "no runs"
 
 
@@ -461,11 +462,16 @@ def home(qid: str) -> str:
 
 
 def run_time(manifest: dict[str, Any]) -> float | None:
-    """Seconds one full invocation takes: environments, data, every adapter call (kept calls
-    count with the time they took then), and a few seconds for the report."""
+    """Seconds one full invocation takes, with a few seconds for the report: the wall clock of
+    a complete invocation that kept nothing from an earlier one; otherwise environments, data
+    and every adapter call added up (kept calls with the time they took then; calls that ran
+    side by side counted one after the other, an overestimate)."""
     calls = manifest.get("calls")
     if not calls:
         return None
+    if manifest.get("complete") and manifest.get("total_s") and not any(
+            c.get("reused") for c in calls) and not manifest.get("resumed_from"):
+        return float(manifest["total_s"]) + 10
     envs_s = sum(float(i.get("env_s") or 0) for i in manifest.get("systems", {}).values())
     return envs_s + float(manifest.get("data_s") or 0) + sum(c["seconds"] for c in calls) + 10
 
@@ -505,8 +511,9 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None,
         rows = accuracy_vs_best(m)
         compared = [r for r in rows if r["ratio"] is not None]
         worse = [r for r in compared if r["ratio"] > 1]
-        noise = [r for r in worse if r["ci"] is not None and r["ci"][0] <= 1
-                 and not math.isinf(r["ratio"])]
+        # Not shown to be worse: the bootstrap 95% interval of the ratio reaches 1 (for a peer
+        # whose median error is 0 and dpproxy's not, too: the ratio is then ∞ however close).
+        noise = [r for r in worse if r["ci"] is not None and r["ci"][0] <= 1]
         worst = max(compared, key=lambda r: r["ratio"]) if compared else None
         measured = (f"worst ratio {_x(worst['ratio'])} ({worst['query']} vs "
                     f"{NAMES[worst['best']]}); {len(compared) - len(worse)}/{len(compared)} "
@@ -517,6 +524,9 @@ def targets(m: Metrics, not_run: dict[str, str] | None = None,
                 f"{r['query']} ({_x(r['ratio'])} vs {NAMES[r['best']]}"
                 + (", within sampling noise" if r in noise else "") + ")" for r in worse
             ) + "." + _explain("accuracy", [r["query"] for r in worse])
+        if worse and len(noise) == len(worse):
+            measured += (f"; none of the {len(worse)} above 1 is significant (a bootstrap 95% "
+                         "interval of the ratio reaching 1)")
         out.append(Target("Accuracy vs the best peer", goal,
                           "not evaluated" if not compared else "met" if not worse else "not met",
                           measured, why))
@@ -1262,10 +1272,12 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
         for s in per:
             row = [NAMES.get(s, s)]
             for d, mode, e in cols:
-                c = next((c for c in calls if c["system"] == s and c["dataset"] == d
-                          and c["mode"] == mode and c["epsilon"] == e), None)
-                row.append("–" if c is None else (
-                    f"{c['runs']} + {c['warmup']}" if mode == "latency" else str(c["runs"])))
+                mine = [c for c in calls if c["system"] == s and c["dataset"] == d
+                        and c["mode"] == mode and c["epsilon"] == e]
+                row.append("–" if not mine else " / ".join(  # a call in parts: each one's
+                    f"{c['runs']} + {c['warmup']}" if mode == "latency"
+                    else str(c["runs"]) + (f" ({c['queries']} queries)" if len(mine) > 1 else "")
+                    for c in mine))
             c = next((c for c in calls if c["system"] == s and c["epsilon"] in sweep), None)
             row.append("–" if c is None else str(c["runs"]))
             rows.append(row)

@@ -401,3 +401,15 @@ def test_a_slow_peers_latency_comes_from_accuracy_runs_only_when_they_ran_alone(
     text = report.render(m, {"settings": {"warmup": 1}}, [])
     assert "3,000 (3,000) †" in text
     assert "† Tumult Analytics: no separate latency call" in text
+
+
+def test_run_time_of_a_complete_fresh_invocation_is_its_wall_clock() -> None:
+    """Calls that ran side by side (run.py --jobs) must not be added up."""
+    calls = [{"system": "tumult", "seconds": 1500.0}, {"system": "dpproxy", "seconds": 600.0}]
+    manifest = {"calls": calls, "data_s": 3.0, "systems": {}, "complete": True,
+                "total_s": 1200.0, "machine": {"cores": 2}}
+    t = by_name(report.targets(_world(), {}, manifest))["Run time"]
+    assert t.status == "met" and t.measured.startswith("20.2 min")
+    calls[1]["reused"] = True  # a resumed invocation: back to the sum
+    t = by_name(report.targets(_world(), {}, manifest))["Run time"]
+    assert t.status == "not met" and t.measured.startswith("35.2 min")
