@@ -92,7 +92,7 @@ SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
 # quantiles take about 1 s per run alone; its AVG, VAR and rate programs 3–5 s keep the
 # SLOW_PEERS count. Integer noise makes a median over few runs jumpy (0 or 1 apart).
 MORE_RUNS: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {
-    ("tumult", "pums"): (30, ("Q01", "Q02", "Q03", "Q08", "Q09", "Q10", "Q11", "Q12", "Q14",
+    ("tumult", "pums"): (25, ("Q01", "Q02", "Q03", "Q08", "Q09", "Q10", "Q11", "Q12", "Q14",
                               "Q16")),
 }
 # Seconds per query and run, roughly (pums), to order the untimed phase's chains longest first.
