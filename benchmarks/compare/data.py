@@ -3,6 +3,12 @@
 * ``pums.csv``: the 1,000-row PUMS sample of SmartNoise SQL's tests
   (``../shared/data/pums/PUMS_pid.csv``), columns in ``workload.COLUMNS`` order; income as an
   integer, the text columns (sex, educ, race, married) as their digit strings.
+* ``adult.csv``: UCI Adult (``../shared/data/adult/adult.data``, 32,561 rows) in the same
+  columns and codes as PUMS, so every query and adapter runs on it unchanged: pid the row
+  number, age as is, educ the education number ("1".."16", PUMS's coding), sex "0" male /
+  "1" female, race "1".."5" (White, Black, Asian-Pac-Islander, Amer-Indian-Eskimo, Other),
+  married "1" for every "Married-*" status, and income the capital gain (0..99,999): Adult has
+  no income amount, only the >50K label, and capital gain is its one money column.
 * ``synthetic_1m.csv``: 1,000,000 rows with the same columns drawn from a fixed seed: ages like
   PUMS's (bootstrapped and jittered, within 0..100), educ "1".."16" and race "1".."6" with
   PUMS's frequencies (smoothed so every level occurs), sex and married 0/1, income skewed
@@ -40,6 +46,8 @@ import workload  # noqa: E402
 REPO = HERE.parents[1]
 DATA_DIR = HERE / "work" / "data"
 PUMS_SOURCE = REPO.parent / "shared" / "data" / "pums" / "PUMS_pid.csv"
+ADULT_SOURCE = REPO.parent / "shared" / "data" / "adult" / "adult.data"
+ADULT_RACES = ("White", "Black", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other")
 SEED = 20240611
 HEADER = [c.name for c in workload.COLUMNS]
 
@@ -78,6 +86,42 @@ def write_pums(data_dir: Path, source: Path = PUMS_SOURCE) -> Path:
         progress(f"data: {path.name} present ({want:,} rows)")
         return path
     rows = _pums_rows(source)
+    if len(rows) != want:
+        raise SystemExit(f"{source}: {len(rows)} rows, expected {want}")
+    _write(path, rows)
+    progress(f"data: wrote {path.name} ({len(rows):,} rows) from {source}")
+    return path
+
+
+def _adult_rows(source: Path) -> list[list[str]]:
+    """adult.data (no header; ``, `` separated) in workload.COLUMNS order and PUMS's codes."""
+    rows = []
+    with source.open(newline="") as f:
+        for line in csv.reader(f, skipinitialspace=True):
+            if len(line) < 15:
+                continue  # the blank last line
+            age, education_num, marital, race, sex, gain = (
+                line[0], line[4], line[5], line[8], line[9], line[10])
+            rec = {
+                "pid": str(len(rows) + 1),
+                "age": str(int(age)),
+                "sex": {"Male": "0", "Female": "1"}[sex],
+                "educ": str(int(education_num)),
+                "race": str(ADULT_RACES.index(race) + 1),
+                "income": str(int(gain)),
+                "married": "1" if marital.startswith("Married") else "0",
+            }
+            rows.append([rec[name] for name in HEADER])
+    return rows
+
+
+def write_adult(data_dir: Path, source: Path = ADULT_SOURCE) -> Path:
+    path = data_dir / "adult.csv"
+    want = workload.DATASETS["adult"]
+    if _rows_in(path) == want:
+        progress(f"data: {path.name} present ({want:,} rows)")
+        return path
+    rows = _adult_rows(source)
     if len(rows) != want:
         raise SystemExit(f"{source}: {len(rows)} rows, expected {want}")
     _write(path, rows)
@@ -288,6 +332,7 @@ def prepare(data_dir: Path = DATA_DIR, datasets: list[str] | None = None,
     copy of TPC-H (only Qrlew reads it)."""
     writers = {
         "pums": write_pums,
+        "adult": write_adult,
         "synthetic_1m": write_synthetic,
         "tpch": lambda d: write_tpch(d, postgres=postgres),
     }

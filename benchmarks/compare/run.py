@@ -4,8 +4,9 @@ For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the sy
 (``adapters/<system>.py``, INTERFACE.md) with the system's own interpreter, one subprocess per
 (system, data set, mode):
 
-* accuracy: ``--accuracy-runs`` runs (default 200) of every query on pums; ``--accuracy-runs-large``
-  (default 20) on synthetic_1m;
+* accuracy: ``--accuracy-runs`` runs (default 200) of every query on pums;
+  ``--accuracy-runs-adult`` (default 50) on adult (UCI Adult in PUMS's columns, 32,561 rows);
+  ``--accuracy-runs-large`` (default 20) on synthetic_1m;
 * latency: ``--latency-runs`` timed runs (default 20) after ``--warmup`` (3) untimed ones, on
   pums and synthetic_1m;
 * error against ε: Q01 (COUNT), Q04 (AVG), Q11 (MEDIAN) at each of ``--epsilons`` with
@@ -92,7 +93,7 @@ SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
 # quantiles take about 1 s per run alone; its AVG, VAR and rate programs 3–5 s keep the
 # SLOW_PEERS count. Integer noise makes a median over few runs jumpy (0 or 1 apart).
 MORE_RUNS: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {
-    ("tumult", "pums"): (25, ("Q01", "Q02", "Q03", "Q08", "Q09", "Q10", "Q11", "Q12", "Q14",
+    ("tumult", "pums"): (20, ("Q01", "Q02", "Q03", "Q08", "Q09", "Q10", "Q11", "Q12", "Q14",
                               "Q16")),
 }
 # Seconds per query and run, roughly (pums), to order the untimed phase's chains longest first.
@@ -105,6 +106,9 @@ SLOW_PEERS: dict[tuple[str, str, str], tuple[Any, ...]] = {
     ("qrlew", "latency", "synthetic_1m"): (1, 1),
     ("tumult", "accuracy", "pums"): (10, 0),
     ("tumult", "latency", "pums"): (0, 0),  # from its accuracy runs (LATENCY_FROM_ACCURACY)
+    ("smartnoise", "latency", "adult"): (10, 1),
+    ("tumult", "accuracy", "adult"): (3, 0),
+    ("tumult", "latency", "adult"): (0, 0),
     ("tumult", "epsilon", "pums"): (5, 0),
     ("tumult", "accuracy", "synthetic_1m"): (0, 0),
     ("tumult", "latency", "synthetic_1m"): (1, 0, TUMULT_1M),
@@ -115,13 +119,14 @@ SLOW_PEERS: dict[tuple[str, str, str], tuple[Any, ...]] = {
     ("tumult", "accuracy", "tpch"): (2, 0),
     ("tumult", "latency", "tpch"): (0, 0),
     # dpproxy on PostgreSQL at 1 M rows: ≈ 0.1 s per statement, 1.4 s for the percentile.
-    ("dpproxy_pg", "latency", "synthetic_1m"): (10, 1),
+    ("dpproxy_pg", "latency", "synthetic_1m"): (5, 1),
 }
 
 
 # Slow peers whose latency on a data set is read from their accuracy runs, which then run alone
 # on the machine (timed phase) instead of a separate latency call: (system, data set).
-LATENCY_FROM_ACCURACY = {("tumult", "pums"), ("qrlew", "tpch"), ("tumult", "tpch")}
+LATENCY_FROM_ACCURACY = {("tumult", "pums"), ("tumult", "adult"), ("qrlew", "tpch"),
+                         ("tumult", "tpch")}
 # dpproxy's adapter calls other than its plain one: the command-line options of each variant.
 VARIANT_ARGS = {"postgres": ["--backend", "postgres", "--with-baselines"]}
 
@@ -263,9 +268,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--systems", default="dpproxy,smartnoise,qrlew,tumult")
     p.add_argument("--datasets", default=",".join(workload.DATASETS),
-                   help="comma-separated: pums, synthetic_1m, tpch (default: all)")
+                   help="comma-separated: pums, adult, synthetic_1m, tpch (default: all)")
     p.add_argument("--queries", default="all", help="comma-separated ids or all")
     p.add_argument("--accuracy-runs", type=int, default=200, help="accuracy runs on pums")
+    p.add_argument("--accuracy-runs-adult", type=int, default=50,
+                   help="accuracy runs on adult (32,561 rows)")
     p.add_argument("--accuracy-runs-large", type=int, default=20,
                    help="accuracy runs on synthetic_1m")
     p.add_argument("--accuracy-runs-tpch", type=int, default=10,
@@ -303,7 +310,7 @@ def main() -> None:
     p.add_argument("--no-report", action="store_true")
     args = p.parse_args()
     if args.quick:
-        args.accuracy_runs, args.accuracy_runs_large = 20, 5
+        args.accuracy_runs, args.accuracy_runs_large, args.accuracy_runs_adult = 20, 5, 5
         args.latency_runs, args.warmup, args.epsilon_runs = 5, 1, 10
         args.accuracy_runs_tpch, args.latency_runs_tpch = 3, 2
 
@@ -396,8 +403,8 @@ def main() -> None:
     for system, python in ready.items():
         for dataset in datasets:
             mine = [q for q in queries if dataset in workload.BY_ID[q].datasets]
-            acc = {"pums": args.accuracy_runs, "tpch": args.accuracy_runs_tpch}.get(
-                dataset, args.accuracy_runs_large)
+            acc = {"pums": args.accuracy_runs, "adult": args.accuracy_runs_adult,
+                   "tpch": args.accuracy_runs_tpch}.get(dataset, args.accuracy_runs_large)
             lat = args.latency_runs_tpch if dataset == "tpch" else args.latency_runs
             acc, _, qa = runs_for(system, "accuracy", dataset, acc, 0, mine)
             warm = min(args.warmup, 1) if dataset == "tpch" else args.warmup

@@ -36,6 +36,7 @@ COLUMNS: tuple[Column, ...] = (
 
 DATASETS = {
     "pums": 1_000,  # ../shared/data/pums/PUMS_pid.csv
+    "adult": 32_561,  # ../shared/data/adult/adult.data in PUMS's columns and codes (data.py)
     "synthetic_1m": 1_000_000,  # data.py, fixed seed
     "tpch": 6_001_215,  # the line items of TPC-H at scale 1 (data.py, tpchgen-cli)
 }
@@ -47,7 +48,7 @@ class Query:
     title: str
     sql: str  # PostgreSQL dialect; table `data`, or the TPC-H tables for the tpch queries
     kind: str  # for the report's grouping: count, sum, avg, var, group, quantile, rate, post, join
-    datasets: tuple[str, ...] = ("pums", "synthetic_1m")  # the data sets it runs on
+    datasets: tuple[str, ...] = ("pums", "adult", "synthetic_1m")  # the data sets it runs on
 
 
 QUERIES: tuple[Query, ...] = (
