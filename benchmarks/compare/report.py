@@ -949,11 +949,12 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
       "PostgreSQL server at `postgresql://postgres@127.0.0.1:5432` or `$QRLEW_PG_URL` (Qrlew "
       "runs its rewritten SQL there, its usual set-up); the peers are installed from PyPI "
       "into `benchmarks/compare/work/venvs/`. The data is prepared first under "
-      "`benchmarks/compare/work/data/` (`data.py`): the PUMS sample, a synthetic table of "
+      "`benchmarks/compare/work/data/` (`data.py`): the PUMS sample, UCI Adult in the same "
+      "columns, a synthetic table of "
       f"1,000,000 rows from a fixed seed, and {TPCH_TITLE} generated offline by `tpchgen-cli` "
       "(in the `bench` extra; about 30 s and 570 MB): a DuckDB file, one Parquet file per "
       f"table, and a copy in PostgreSQL schema `{workload.TPCH_PG_SCHEMA}` "
-      "(`--datasets pums,synthetic_1m` skips it):")
+      "(`--datasets pums,adult,synthetic_1m` skips it):")
     w("")
     w("```console")
     w("$ python benchmarks/compare/run.py")
