@@ -78,9 +78,11 @@ SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
 # alone on the machine): SmartNoise SQL ≈ 0.1 s on pums and 1–3 s on 1 M rows (its in-memory
 # SQLite), Qrlew ≈ 15 ms on pums and 2–15 s on 1 M rows (its rewritten SQL on PostgreSQL),
 # Tumult ≈ 1–5 s on pums (nearly twice that next to another system) and 10–80 s on 1 M rows
-# (Spark jobs per evaluation). So Tumult gets 10 accuracy runs on pums, which run alone and
-# double as its latency runs (LATENCY_FROM_ACCURACY), and one timed run of four queries on 1 M
-# rows; Qrlew one timed run after a warm-up on 1 M rows. On tpch (6 M line items, joins), per
+# (Spark jobs per evaluation; about twice as long on adult's 32,561 rows). So Tumult gets 10
+# accuracy runs on pums and 2 on adult, which run alone and double as its latency runs
+# (LATENCY_FROM_ACCURACY), and one timed run of three queries on 1 M rows; Qrlew one timed run
+# on 1 M rows, and 10 + 1 latency runs on adult (≈ 0.1 s a query). On tpch (6 M line items,
+# joins), per
 # run of T01: dpproxy 2–6 s, Qrlew 30–45 s, Tumult a Spark job per evaluation after a set-up
 # near 60 s; SmartNoise refuses both queries at once. So Qrlew and Tumult get 2 accuracy runs
 # there and no separate latency call (their latency: the seconds of those runs, marked †).
@@ -88,26 +90,19 @@ SWEEP_QUERIES = ("Q01", "Q04", "Q11")  # COUNT, AVG, MEDIAN
 # --latency-runs-tpch.
 # `--peer-runs SYSTEM:MODE:DATASET=N` overrides an entry, `--full-peers` drops them all
 # (every system then gets the full counts: hours with Tumult).
-# More accuracy runs for a slow peer's quicker queries, in a call of their own (file part
-# "more"): (system, data set) → (runs, those queries). Tumult's counts, grouped queries and
-# quantiles take about 1 s per run alone; its AVG, VAR and rate programs 3–5 s keep the
-# SLOW_PEERS count. Integer noise makes a median over few runs jumpy (0 or 1 apart).
-MORE_RUNS: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {
-    ("tumult", "pums"): (20, ("Q01", "Q02", "Q03", "Q08", "Q09", "Q10", "Q11", "Q12", "Q14",
-                              "Q16")),
-}
 # Seconds per query and run, roughly (pums), to order the untimed phase's chains longest first.
 CHAIN_WEIGHT = {"tumult": 3.5, "smartnoise": 0.1, "qrlew": 0.02, "dpproxy": 0.003}
-TUMULT_1M = ("Q01", "Q04", "Q08", "Q11")  # COUNT, AVG, grouped COUNT, MEDIAN
+TUMULT_1M = ("Q01", "Q08", "Q11")  # COUNT, grouped COUNT, MEDIAN (its AVG: 45–80 s a run)
 SLOW_PEERS: dict[tuple[str, str, str], tuple[Any, ...]] = {
     ("smartnoise", "accuracy", "synthetic_1m"): (2, 0),
     ("smartnoise", "latency", "synthetic_1m"): (3, 1),
     ("qrlew", "accuracy", "synthetic_1m"): (0, 0),
-    ("qrlew", "latency", "synthetic_1m"): (1, 1),
+    ("qrlew", "latency", "synthetic_1m"): (1, 0),
+    ("qrlew", "latency", "adult"): (10, 1),
     ("tumult", "accuracy", "pums"): (10, 0),
     ("tumult", "latency", "pums"): (0, 0),  # from its accuracy runs (LATENCY_FROM_ACCURACY)
     ("smartnoise", "latency", "adult"): (10, 1),
-    ("tumult", "accuracy", "adult"): (3, 0),
+    ("tumult", "accuracy", "adult"): (2, 0),
     ("tumult", "latency", "adult"): (0, 0),
     ("tumult", "epsilon", "pums"): (5, 0),
     ("tumult", "accuracy", "synthetic_1m"): (0, 0),
@@ -135,9 +130,8 @@ def progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def result_name(system: str, dataset: str, mode: str, epsilon: float | None = None,
-                part: str | None = None) -> str:
-    tail = ("" if epsilon is None else f"_eps{epsilon:g}") + ("" if part is None else f"_{part}")
+def result_name(system: str, dataset: str, mode: str, epsilon: float | None = None) -> str:
+    tail = "" if epsilon is None else f"_eps{epsilon:g}"
     return f"{system}_{dataset}_{mode}{tail}.jsonl"
 
 
@@ -399,7 +393,7 @@ def main() -> None:
 
     # The plan: (label, system, python, dataset, mode, runs, warmup, ε, queries, variant).
     plan: list[tuple[Any, ...]] = []  # (label, system, python, dataset, mode, runs, warm-up,
-    # ε, queries, variant, part)
+    # ε, queries, variant)
     for system, python in ready.items():
         for dataset in datasets:
             mine = [q for q in queries if dataset in workload.BY_ID[q].datasets]
@@ -409,12 +403,6 @@ def main() -> None:
             acc, _, qa = runs_for(system, "accuracy", dataset, acc, 0, mine)
             warm = min(args.warmup, 1) if dataset == "tpch" else args.warmup
             lat, warm, ql = runs_for(system, "latency", dataset, lat, warm, mine)
-            more, quick = MORE_RUNS.get((system, dataset), (0, ()))
-            if acc and more and not args.full_peers and any(q in quick for q in qa):
-                plan.append((system, system, python, dataset, "accuracy",
-                             min(more, args.accuracy_runs), 0, workload.EPSILON,
-                             [q for q in qa if q in quick], None, "more"))
-                qa = [q for q in qa if q not in quick]
             if acc and qa:
                 plan.append((system, system, python, dataset, "accuracy", acc, 0,
                              workload.EPSILON, qa, None))
@@ -458,10 +446,9 @@ def main() -> None:
 
     def do_call(entry: tuple[Any, ...]) -> None:
         alone = timed(entry)
-        label, system, python, dataset, mode, runs, warmup, eps, qs, variant = entry[:10]
-        part = entry[10] if len(entry) > 10 else None
+        label, system, python, dataset, mode, runs, warmup, eps, qs, variant = entry
         sweep_eps = None if eps == workload.EPSILON else eps
-        out = RESULTS / result_name(label, dataset, mode, sweep_eps, part)
+        out = RESULTS / result_name(label, dataset, mode, sweep_eps)
         eps_note = f" ε={eps:g}" if sweep_eps is not None else ""
         call = {"system": label, "dataset": dataset, "mode": mode, "epsilon": eps,
                 "runs": runs, "warmup": warmup, "queries": len(qs), "query_ids": qs,
