@@ -1333,7 +1333,8 @@ def render(m: Metrics, manifest: dict[str, Any], figures: list[Path],
     return "\n".join(out)
 
 
-BOUND_KEYS = ("rows_per_unit", "max_rows_per_unit", "max_multiplicity", "max_ids")
+BOUND_KEYS = ("rows_per_unit", "max_rows_per_unit", "max_multiplicity", "max_ids",
+              "max_rows_per_id")
 
 
 def taus(m: Metrics, qid: str, system: str = "dpproxy") -> list[int]:
