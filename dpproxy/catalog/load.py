@@ -410,6 +410,10 @@ def _column(name: str, doc: Any, path: str, probs: _Problems) -> Column | None:
             for i, v in enumerate(domain):
                 if not _domain_value_ok(v, ctype):
                     probs.add(f"{path}.domain[{i}]", f"{v!r} is not a {ctype.value} value")
+            if ctype is ColumnType.DATE:
+                # Quoted ISO dates as dates: the database returns date values, and a key is
+                # matched to its domain value by equality (a string would never match).
+                domain = tuple(_as_date(v) for v in domain)
             if len({_domain_key(v) for v in domain}) != len(domain):
                 probs.add(f"{path}.domain", "values must be distinct")
     most = _positive_int(doc.get("max_elements"), f"{path}.max_elements", probs)
@@ -436,6 +440,17 @@ def _domain_value_ok(v: object, ctype: ColumnType) -> bool:
             return False
         return True
     return False
+
+
+def _as_date(v: object) -> object:
+    """An ISO date string as a date; anything else (a date, or a bad value already reported
+    by :func:`_domain_value_ok`) as it is."""
+    if isinstance(v, str):
+        try:
+            return datetime.date.fromisoformat(v)
+        except ValueError:
+            return v
+    return v
 
 
 def _domain_key(v: object) -> object:

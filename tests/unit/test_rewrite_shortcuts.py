@@ -194,3 +194,34 @@ def test_public_rows_above_the_public_bound_is_refused() -> None:
         "    public_max_rows: 11")
     with pytest.raises(SchemaError, match="public_max_rows"):
         parse_catalog(text)
+
+
+def test_a_date_key_keeps_the_row_filter(tmp_path: Path) -> None:
+    """A date domain is written as text: in a VALUES list it would be text, not a date, so the
+    domain stays a per-row filter (where the engines coerce it) and the query runs. The quoted
+    ISO dates of the schema are dates (they used to stay strings and match no group: every
+    released count was a zero-filled 0)."""
+    db = tmp_path / "d.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE t (pid BIGINT PRIMARY KEY, d DATE)")
+    con.execute("INSERT INTO t VALUES (1, DATE '2020-01-01'), (2, DATE '2020-01-02'), "
+                "(3, DATE '2020-01-02'), (4, DATE '2021-05-05')")
+    con.close()
+    text = """
+version: 1
+dataset: dates
+privacy: {epsilon: 1, delta: "1e-6"}
+tables:
+  t:
+    privacy_unit: pid
+    max_rows_per_unit: 1
+    columns:
+      pid: {type: integer}
+      d: {type: date, domain: ["2020-01-01", "2020-01-02"]}
+"""
+    engine = Engine(parse_catalog(text), DuckDBBackend(db), accountant=MemoryAccountant(HUGE),
+                    noise=NoNoise())
+    sql = "SELECT d, COUNT(*) FROM t GROUP BY d"
+    assert "__domain" not in (engine.prepare(sql).sql or "")
+    got = sorted((str(r[0]), r[1]) for r in _released(engine, sql))
+    assert got == [("2020-01-01", 1), ("2020-01-02", 2)]
