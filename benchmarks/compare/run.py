@@ -8,7 +8,7 @@ For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the sy
   ``--accuracy-runs-adult`` (default 50) on adult (UCI Adult in PUMS's columns, 32,561 rows);
   ``--accuracy-runs-large`` (default 20) on synthetic_1m;
 * latency: ``--latency-runs`` timed runs (default 20) after ``--warmup`` (3) untimed ones, on
-  pums and synthetic_1m;
+  pums, adult and synthetic_1m;
 * error against ε: Q01 (COUNT), Q04 (AVG), Q11 (MEDIAN) at each of ``--epsilons`` with
   ``--epsilon-runs`` runs (default 100) on pums (ε = 1 reuses the accuracy runs);
 * tpch (TPC-H scale 1, the customer as privacy unit; only the queries whose ``datasets``
@@ -24,9 +24,10 @@ For each system (dpproxy, smartnoise, qrlew, tumult) and data set it runs the sy
   dpproxy's rewritten SQL alone, which splits dpproxy's latency into what it asks of the
   database and its own work.
 
-Calls run in two phases: first the untimed ones (accuracy and the ε sweep on pums and
+Calls run in two phases: first the untimed ones (accuracy and the ε sweep on pums, adult and
 synthetic_1m), ``--jobs`` (default 2) systems at a time, never two calls of one system at once;
-then every timed call (latency, and all of tpch) alone on the machine.
+then every timed call alone on the machine: latency, all of tpch, and the accuracy calls whose
+seconds stand for a slow peer's latency (``LATENCY_FROM_ACCURACY``).
 
 A hung or crashed adapter cannot stop the run: when an adapter writes no line for
 ``--query-timeout`` seconds (``--setup-timeout`` before its first line), it is killed, the query
@@ -478,8 +479,8 @@ def main() -> None:
             (RESULTS / "run.json").write_text(
                 json.dumps(manifest, indent=1, default=str) + "\n")
 
-    # Two phases. First the calls whose seconds nothing reads (accuracy and the ε sweep on pums
-    # and synthetic_1m), ``--jobs`` at a time: one chain of calls per system, so two calls of
+    # Two phases. First the calls whose seconds nothing reads (accuracy and the ε sweep on pums,
+    # adult and synthetic_1m), ``--jobs`` at a time: one chain of calls per system, so two calls of
     # one system never overlap (Qrlew's tables in PostgreSQL, Spark's ports), the longest chain
     # first. Then every timed call alone on the machine: latency, all of tpch, and the accuracy
     # calls whose seconds stand for a slow peer's latency (LATENCY_FROM_ACCURACY).
