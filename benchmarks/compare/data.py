@@ -36,6 +36,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -79,18 +80,25 @@ def _pums_rows(source: Path) -> list[list[str]]:
     return rows
 
 
-def write_pums(data_dir: Path, source: Path = PUMS_SOURCE) -> Path:
-    path = data_dir / "pums.csv"
-    want = workload.DATASETS["pums"]
+def _write_shared(data_dir: Path, name: str, source: Path,
+                  read: Callable[[Path], list[list[str]]]) -> Path:
+    """``<name>.csv`` from a data set of ../shared/data (``read`` turns it into rows), unless a
+    CSV with the right header and row count is there already."""
+    path = data_dir / f"{name}.csv"
+    want = workload.DATASETS[name]
     if _rows_in(path) == want:
         progress(f"data: {path.name} present ({want:,} rows)")
         return path
-    rows = _pums_rows(source)
+    rows = read(source)
     if len(rows) != want:
         raise SystemExit(f"{source}: {len(rows)} rows, expected {want}")
     _write(path, rows)
     progress(f"data: wrote {path.name} ({len(rows):,} rows) from {source}")
     return path
+
+
+def write_pums(data_dir: Path, source: Path = PUMS_SOURCE) -> Path:
+    return _write_shared(data_dir, "pums", source, _pums_rows)
 
 
 def _adult_rows(source: Path) -> list[list[str]]:
@@ -116,17 +124,7 @@ def _adult_rows(source: Path) -> list[list[str]]:
 
 
 def write_adult(data_dir: Path, source: Path = ADULT_SOURCE) -> Path:
-    path = data_dir / "adult.csv"
-    want = workload.DATASETS["adult"]
-    if _rows_in(path) == want:
-        progress(f"data: {path.name} present ({want:,} rows)")
-        return path
-    rows = _adult_rows(source)
-    if len(rows) != want:
-        raise SystemExit(f"{source}: {len(rows)} rows, expected {want}")
-    _write(path, rows)
-    progress(f"data: wrote {path.name} ({len(rows):,} rows) from {source}")
-    return path
+    return _write_shared(data_dir, "adult", source, _adult_rows)
 
 
 def synthetic_columns(n: int, source: Path = PUMS_SOURCE, seed: int = SEED) -> dict[str, list]:
