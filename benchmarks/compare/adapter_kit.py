@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -18,11 +19,20 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import workload
 
 T = TypeVar("T")
+# The PostgreSQL server of the adapters that use one (Qrlew's backend; dpproxy's, too).
+DEFAULT_PG = os.environ.get("QRLEW_PG_URL", "postgresql://postgres@127.0.0.1:5432")
 _ADDRESS = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
+
+
+def with_database(url: str, database: str | None) -> str:
+    """``url`` naming ``database`` instead of the one it names (None: no database, the server)."""
+    parts = urlsplit(url.rstrip("/"))
+    return urlunsplit(parts._replace(path=f"/{database}" if database else ""))
 
 
 def parser(description: str, datasets: Iterable[str] | None = None) -> argparse.ArgumentParser:

@@ -88,6 +88,15 @@ def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
     return True
 
 
+def clamp_bounds(lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
+    """The bounds :func:`clamp` writes: integers as they are, others rounded outward to
+    doubles. A clamped value lies exactly between them."""
+    return (
+        lo if lo.denominator == 1 else Fraction(float_down(lo)),
+        hi if hi.denominator == 1 else Fraction(float_up(hi)),
+    )
+
+
 def clamp(make: Callable[[], exp.Expression], lo: Fraction, hi: Fraction) -> exp.Expression:
     """``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``, bounds rounded outward.
 
@@ -96,8 +105,7 @@ def clamp(make: Callable[[], exp.Expression], lo: Fraction, hi: Fraction) -> exp
     PostgreSQL (a NULL would become ``lo``); here NULL stays NULL, and NaN, which both engines
     order above every number, becomes ``hi``.
     """
-    lo_num = lo if lo.denominator == 1 else Fraction(float_down(lo))
-    hi_num = hi if hi.denominator == 1 else Fraction(float_up(hi))
+    lo_num, hi_num = clamp_bounds(lo, hi)
     return exp.Case(
         ifs=[
             exp.If(this=exp.LT(this=make(), expression=number(lo_num)), true=number(lo_num)),

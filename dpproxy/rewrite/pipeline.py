@@ -28,10 +28,17 @@ from dpproxy.planning.plan import Primitive, QueryPlan
 from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows, two_sided
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.floats import finite_arithmetic
-from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, lit, number
+from dpproxy.rewrite.guard import (
+    clamp,
+    clamp_bounds,
+    clamp_values,
+    guard_row_expression,
+    lit,
+    number,
+)
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
-from dpproxy.values import float_down, float_up
+from dpproxy.sql.validate import literal_value
 
 UNIT = "__unit"
 
@@ -193,26 +200,17 @@ def _exact_range(measure: exp.Expression, table: Table) -> tuple[Fraction, Fract
         if col is None or not col.type.numeric or not col.bounded:
             return None
         assert col.bounds.lo is not None and col.bounds.hi is not None
-        lo, hi = col.bounds.lo, col.bounds.hi
-        return (
-            lo if lo.denominator == 1 else Fraction(float_down(lo)),
-            hi if hi.denominator == 1 else Fraction(float_up(hi)),
-        )
+        return clamp_bounds(col.bounds.lo, col.bounds.hi)
     if isinstance(measure, exp.Case):
         results = [i.args.get("true") for i in measure.args.get("ifs") or []]
         results.append(measure.args.get("default"))
         numbers: list[Fraction] = []
         for r in results:
-            if r is None or isinstance(r, exp.Null):
-                continue
-            negative = isinstance(r, exp.Neg)
-            r = r.this if negative else r
-            if not isinstance(r, exp.Literal) or r.is_string:
+            ok, v = literal_value(r) if r is not None else (True, None)
+            if not ok or isinstance(v, bool | str) or (isinstance(v, float) and not v.is_integer()):
                 return None
-            v = Fraction(r.name)
-            if v.denominator != 1:
-                return None
-            numbers.append(-v if negative else v)
+            if v is not None:
+                numbers.append(Fraction(v))
         if numbers:
             return min(numbers), max(numbers)
     return None

@@ -346,9 +346,11 @@ def _group_keys(
     return keys
 
 
-def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
+def literal_value(node: exp.Expression) -> tuple[bool, Any]:
+    """(True, its value) for a literal (NULL, boolean, string, number, negated number, in
+    parentheses or not); (False, None) for anything else."""
     if isinstance(node, exp.Paren):
-        return _literal_value(node.this)
+        return literal_value(node.this)
     if isinstance(node, exp.Null):
         return True, None
     if isinstance(node, exp.Boolean):
@@ -359,7 +361,7 @@ def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
         text = node.name
         return True, int(text) if text.lstrip("-").isdigit() else float(text)
     if isinstance(node, exp.Neg):
-        ok, v = _literal_value(node.this)
+        ok, v = literal_value(node.this)
         return (ok and isinstance(v, int | float)), (
             -v if ok and isinstance(v, int | float) else None
         )
@@ -386,7 +388,7 @@ def _domain(expr: exp.Expression, table: Table) -> tuple[Any, ...] | None:
         default = expr.args.get("default")
         branches.append(default if default is not None else exp.Null())
         for b in branches:
-            ok, v = _literal_value(b)
+            ok, v = literal_value(b)
             if not ok:
                 return None
             if v not in values:

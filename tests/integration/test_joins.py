@@ -117,24 +117,21 @@ def test_the_dp_bound_is_charged_inside_the_query_and_then_reused(noisy_engine: 
     assert not fresh.plan.truncation.chosen
 
 
-def test_explain_shows_the_relation_the_choice_and_its_cost(tpch_db: Any) -> None:
-    out = subprocess.run(
-        [
-            *dpproxy_command(),
-            "explain",
-            "--database",
-            str(tpch_db.path),
-            "--schema",
-            str(tpch_db.schema),
-            "--format",
-            "json",
-            Q3,
-        ],
+def _explain(tpch_db: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """``dpproxy explain`` over the TPC-H test database, with ``args`` after its schema."""
+    return subprocess.run(
+        [*dpproxy_command(), "explain", "--database", str(tpch_db.path),
+         "--schema", str(tpch_db.schema), *args],
         capture_output=True,
         text=True,
         timeout=120,
-        check=True,
-    ).stdout
+    )
+
+
+def test_explain_shows_the_relation_the_choice_and_its_cost(tpch_db: Any) -> None:
+    res = _explain(tpch_db, "--format", "json", Q3)
+    res.check_returncode()
+    out = res.stdout
     d = json.loads(out)
     assert d["relation"] == "customer ⋈ orders ⋈ lineitem"
     bound = d["contribution_bound"]
@@ -363,23 +360,7 @@ def test_a_drawn_bound_survives_a_restart_in_the_ledger(tmp_path: Path, tpch_db:
         assert second.prepare(other, analyst="bob").truncation is not None  # bob pays his own
     finally:
         second.close()
-    out = subprocess.run(
-        [
-            *dpproxy_command(),
-            "explain",
-            "--database",
-            str(tpch_db.path),
-            "--schema",
-            str(tpch_db.schema),
-            "--ledger",
-            str(ledger),
-            "--analyst",
-            "ana",
-            Q3.replace("COUNT(*) AS lines", "AVG(l_quantity) AS q"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = _explain(tpch_db, "--ledger", str(ledger), "--analyst", "ana",
+                   Q3.replace("COUNT(*) AS lines", "AVG(l_quantity) AS q"))
     assert out.returncode == 0, out.stderr
     assert f"{drawn.rows:,} row(s) per unit, chosen with DP for an earlier query" in out.stdout

@@ -53,7 +53,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 HERE = Path(__file__).resolve().parent
 # This file is named like the package: keep its own folder off the path so `import dpproxy`
@@ -66,7 +66,6 @@ import workload  # noqa: E402
 
 BUDGET_EPSILON = Fraction(10**12)
 BUDGET_DELTA = Fraction(999, 1000)
-DEFAULT_PG = os.environ.get("QRLEW_PG_URL", "postgresql://postgres@127.0.0.1:5432")
 PG_DATABASE = "dpproxy_compare"
 ANALYST = "bench"
 REPO = HERE.parents[2]
@@ -101,19 +100,13 @@ def build_database(csv_path: Path, db_path: Path) -> None:
         con.close()
 
 
-def _server(url: str, database: str) -> str:
-    """``url`` naming ``database`` (whatever database it named)."""
-    parts = urlsplit(url.rstrip("/"))
-    return urlunsplit(parts._replace(path=f"/{database}", query=""))
-
-
 def load_postgres(pg_url: str, csv_path: Path, dataset: str) -> tuple[float, str, str]:
     """The CSV as ``dpproxy_compare.<dataset>.data`` (pid the primary key), loaded again only
     when the CSV changed; (seconds, the DSN with that schema as search_path, server version)."""
     import psycopg
 
     started = time.perf_counter()
-    with psycopg.connect(_server(pg_url, "postgres"), autocommit=True) as admin:
+    with psycopg.connect(kit.with_database(pg_url, "postgres"), autocommit=True) as admin:
         exists = admin.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (PG_DATABASE,)).fetchone()
         if exists is None:
@@ -123,7 +116,7 @@ def load_postgres(pg_url: str, csv_path: Path, dataset: str) -> tuple[float, str
                 pass
     stat = csv_path.stat()
     tag = f"{stat.st_size}:{stat.st_mtime_ns}"
-    dsn = _server(pg_url, PG_DATABASE)
+    dsn = kit.with_database(pg_url, PG_DATABASE)
     with psycopg.connect(dsn) as conn:
         version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dpproxy.{dataset}",))
@@ -151,7 +144,8 @@ def load_postgres(pg_url: str, csv_path: Path, dataset: str) -> tuple[float, str
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"ANALYZE {table}")
     options = quote(f"-c search_path={dataset}")
-    return time.perf_counter() - started, f"{dsn}?options={options}", version
+    joiner = "&" if urlsplit(dsn).query else "?"
+    return time.perf_counter() - started, f"{dsn}{joiner}options={options}", version
 
 
 def schema_yaml(dataset: str, rows: int, delta: float) -> str:
@@ -202,8 +196,8 @@ def main() -> None:
                         "three alike")
     p.add_argument("--backend", choices=("duckdb", "postgres"), default="duckdb",
                    help="the database dpproxy (and the raw baseline) run on")
-    p.add_argument("--pg-url", default=DEFAULT_PG,
-                   help="the PostgreSQL server for --backend postgres (its database is ignored)")
+    p.add_argument("--pg-url", default=kit.DEFAULT_PG,
+                   help="the PostgreSQL server for --backend postgres (its database is replaced)")
     p.add_argument("--debug", action="store_true")
     args = p.parse_args()
     if args.backend == "postgres" and args.dataset == "tpch":

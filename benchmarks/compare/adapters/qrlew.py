@@ -107,7 +107,6 @@ import workload  # noqa: E402
 
 SYSTEM = "qrlew"
 DB_NAME = "qrlew_bench"
-DEFAULT_PG = os.environ.get("QRLEW_PG_URL", "postgresql://postgres@127.0.0.1:5432")
 PRIVACY_UNIT = [(workload.TABLE, [], workload.UNIT)]
 TPCH = "tpch"
 TPCH_SCHEMA = getattr(workload, "TPCH_PG_SCHEMA", "compare_tpch")
@@ -126,12 +125,6 @@ def translate(sql: str) -> str:
     for pattern, repl in DIALECT:
         sql = pattern.sub(repl, sql)
     return sql
-
-
-def with_database(url: str, database: str | None) -> str:
-    """``url`` naming ``database`` instead of the one it names (None: no database, the server)."""
-    parts = urlsplit(url.rstrip("/"))
-    return urlunsplit(parts._replace(path=f"/{database}" if database else ""))
 
 
 def url_database(url: str) -> str | None:
@@ -168,7 +161,7 @@ def ensure_loaded(pg_url: str, csv_path: Path, schema: str) -> tuple[float, bool
     import psycopg2
 
     started = time.perf_counter()
-    admin = psycopg2.connect(with_database(pg_url, "postgres"))
+    admin = psycopg2.connect(kit.with_database(pg_url, "postgres"))
     admin.autocommit = True
     with admin.cursor() as cur:
         cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,))
@@ -180,7 +173,7 @@ def ensure_loaded(pg_url: str, csv_path: Path, schema: str) -> tuple[float, bool
     admin.close()
 
     tag = file_tag(csv_path)
-    conn = psycopg2.connect(with_database(pg_url, DB_NAME))
+    conn = psycopg2.connect(kit.with_database(pg_url, DB_NAME))
     try:
         with conn.cursor() as cur:
             # Two adapters started together must not load the same table at once.
@@ -280,7 +273,7 @@ def main() -> None:
     p = kit.parser(__doc__.splitlines()[0])
     p.add_argument(
         "--pg-url",
-        default=DEFAULT_PG,
+        default=kit.DEFAULT_PG,
         help="server URL; a database in it is used for tpch only (else postgres)",
     )
     p.add_argument("--debug", action="store_true")
@@ -294,13 +287,13 @@ def main() -> None:
 
     queries = kit.queries(args)
     qr_version = version("pyqrlew")
-    server = with_database(args.pg_url, None)
+    server = kit.with_database(args.pg_url, None)
 
     load_s: float | None
     if args.dataset == TPCH:  # loaded by the data step
         load_s, loaded = None, False
         started = time.perf_counter()
-        tpch_url = with_database(args.pg_url, url_database(args.pg_url) or TPCH_DEFAULT_DB)
+        tpch_url = kit.with_database(args.pg_url, url_database(args.pg_url) or TPCH_DEFAULT_DB)
         engine = sa.create_engine(sqlalchemy_url(tpch_url), isolation_level="AUTOCOMMIT")
         dataset = build_tpch_dataset(engine, TPCH_SCHEMA, shown_url(tpch_url))
         privacy_unit: Any = tpch_privacy_unit()
@@ -309,7 +302,7 @@ def main() -> None:
         schema = schema_name(args.dataset)
         load_s, loaded = ensure_loaded(server, args.data_dir / f"{args.dataset}.csv", schema)
         started = time.perf_counter()
-        url = sqlalchemy_url(with_database(server, DB_NAME))
+        url = sqlalchemy_url(kit.with_database(server, DB_NAME))
         engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
         dataset = build_dataset(engine, schema)
         privacy_unit = PRIVACY_UNIT
