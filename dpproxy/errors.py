@@ -104,6 +104,12 @@ class InvalidTextRepresentation(DPProxyError):
     sqlstate = "22P02"
 
 
+class NumericValueOutOfRange(DPProxyError):
+    """A constant outside the range every engine can compute with (finite doubles)."""
+
+    sqlstate = "22003"
+
+
 class InvalidParameter(DPProxyError):
     sqlstate = "22023"
 

@@ -6,10 +6,15 @@ rewritten SQL evaluates per row:
 
 * ``guard_row_expression``, in one bottom-up pass: ``a / b`` → ``a / NULLIF(b, 0)`` (also
   ``//`` and ``%``); ``CAST`` → ``TRY_CAST`` (NULL instead of an error), and from text only for
-  strings in dpproxy's grammar (``rewrite/dialect.py``), which every backend parses alike; an
-  integer-valued operand of arithmetic is computed as DOUBLE, which DuckDB overflows to ±inf
-  instead of raising; ``ROUND`` and ``%`` become one formula of IEEE operations that DuckDB
-  and PostgreSQL evaluate identically;
+  strings in dpproxy's grammar (``rewrite/dialect.py``), which every backend parses alike;
+  every operand of arithmetic that is not statically DOUBLE (an integer or DECIMAL column,
+  CASE, COALESCE, cast, LENGTH, EXTRACT — anything but a literal) is computed as DOUBLE, and
+  so are the literals of arithmetic that has no DOUBLE operand (``2147483647 + 1``): integer
+  and DECIMAL overflow, whose errors both engines raise, then cannot occur, and whatever the
+  database's physical integer or float type (SMALLINT, REAL, ...) the arithmetic is the same
+  IEEE double arithmetic, whose range :mod:`dpproxy.rewrite.floats` checks;
+  ``ROUND`` and ``%`` become one formula of IEEE operations that DuckDB and PostgreSQL
+  evaluate identically;
 * ``clamp_values``: a numeric column in a *value position* of a measure (not inside a
   condition) is clamped to its schema bounds, which makes :mod:`dpproxy.analysis.bounds` sound.
 
@@ -155,12 +160,17 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if isinstance(n, exp.Like | exp.ILike) and not isinstance(n.parent, exp.Escape):
         return _like(n)
     out: exp.Expression = n
-    integer = _integer_valued(n, table)
+    promote = _operand_to_promote(n, table)  # decided on the node as written
+    if isinstance(n, _BINARY) and not any(is_double(c, table) for c in (n.this, n.expression)):
+        for side in ("this", "expression"):  # ``2147483647 + 1``: literals only
+            operand = n.args[side]
+            if isinstance(operand, exp.Literal) and not operand.is_string:
+                n.set(side, _as_double(operand))
     if type(n) is exp.Cast and not _widening(n, table):
         out = _try_cast(n, table)
     elif isinstance(n, exp.Round):
         out = _portable_round(n, table)
-    if isinstance(n.parent, _ARITH) and integer:
+    if promote:
         return _as_double(out)
     return out
 
@@ -221,7 +231,7 @@ def _widening(n: exp.Cast, table: Table) -> bool:
 
 
 def _double(e: exp.Expression, table: Table) -> exp.Expression:
-    return _as_double(e) if _integer_valued(e, table) else e
+    return e if is_double(e, table) else _as_double(e)
 
 
 def _portable_mod(n: exp.Mod, table: Table) -> exp.Expression:
@@ -268,22 +278,43 @@ def _portable_round(n: exp.Round, table: Table) -> exp.Expression:
     )
 
 
-_INTEGER_TYPES = {
-    exp.DataType.Type.INT,
-    exp.DataType.Type.BIGINT,
-    exp.DataType.Type.SMALLINT,
-    exp.DataType.Type.TINYINT,
-}
+_BINARY = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv)
+_DOUBLE_TYPES = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
 
 
-def _integer_valued(n: exp.Expression, table: Table) -> bool:
-    """Could ``n`` be an integer-typed value whose arithmetic overflows with an error?"""
-    if isinstance(n, exp.Column):
-        c = table.column(n.name)
-        return c is not None and c.type.numeric
-    if isinstance(n, exp.Cast | exp.TryCast):
-        return n.to.this in _INTEGER_TYPES
-    return isinstance(n, exp.Length | exp.Extract)
+def is_double(n: exp.Expression, table: Table) -> bool:
+    """Does every engine compute ``n`` as a DOUBLE, whatever the columns' physical types?
+
+    Columns never count (a ``float`` column may be stored as REAL, an integer one as
+    SMALLINT); explicit casts to DOUBLE, arithmetic over a DOUBLE and CASE/COALESCE/
+    GREATEST/LEAST with a DOUBLE value do (both engines unify mixed numeric results to
+    DOUBLE). ``False`` when in doubt: the caller then casts, which is harmless.
+    """
+    if isinstance(n, exp.Paren | exp.Neg | exp.Abs | exp.Floor | exp.Ceil):
+        return is_double(n.this, table)
+    if isinstance(n, exp.Cast):  # TRY_CAST too
+        return n.to.this in _DOUBLE_TYPES
+    if isinstance(n, _BINARY):
+        return is_double(n.this, table) or is_double(n.expression, table)
+    if isinstance(n, exp.Case):
+        values = [i.args.get("true") for i in n.args.get("ifs") or []]
+        values.append(n.args.get("default"))
+        return any(v is not None and is_double(v, table) for v in values)
+    if isinstance(n, exp.Coalesce | exp.Greatest | exp.Least):
+        return any(is_double(v, table) for v in (n.this, *n.expressions))
+    if isinstance(n, exp.Nullif):
+        return is_double(n.this, table)
+    return False
+
+
+def _operand_to_promote(n: exp.Expression, table: Table) -> bool:
+    """An operand of arithmetic (type-checked numeric, or NULL) that is not a literal and not
+    already a DOUBLE: it is computed as DOUBLE."""
+    if not isinstance(n.parent, _ARITH) or n.arg_key not in ("this", "expression"):
+        return False
+    if isinstance(n, exp.Literal | exp.Null):
+        return False
+    return not is_double(n, table)
 
 
 def guard_row_expression(

@@ -24,6 +24,7 @@ from dpproxy.errors import (
     UnsupportedQuery,
 )
 from dpproxy.sql.joins import JoinSource
+from dpproxy.sql.totality import check_allowed
 from dpproxy.sql.types import SqlType, type_of
 
 
@@ -155,9 +156,12 @@ class Scope:
                 raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
             return n
 
-        out = node.copy().transform(sub, copy=False)
-        type_of(out, self.column_types)
-        return out
+        out = exp.Paren(this=node.copy().transform(sub, copy=False))
+        type_of(out, self.column_types)  # converts string literals in typed contexts, in place
+        check_allowed(out)  # the second line: nothing without a totality argument
+        result: exp.Expression = out.this
+        result.parent = None
+        return result
 
 
 def parenthesised(e: exp.Expression) -> exp.Expression:

@@ -1,13 +1,35 @@
-"""Static types of row-level expressions, so that no query can fail on a data value.
+"""The typed, total expression layer: static types of row-level expressions.
 
-A comparison of a text column with a number, or arithmetic on text, would make the database
-raise an error that depends on the values it meets. The validator refuses such queries up
-front; only expressions whose every operation is well-typed reach the rewrite.
+**Invariant.** An accepted query's rewritten SQL cannot fail on any database that satisfies
+the schema, on either engine (DuckDB, PostgreSQL). An error raised by the database for one
+row's value would be an output that no noise covers: one exact bit about one person. So every
+expression over private data is decided from the query and the schema alone, before any data
+is touched:
+
+* **typed** here by PostgreSQL's rules on both engines: a mismatch is a 42804/42883 refusal,
+  never an engine error. String literals are PostgreSQL's *unknown* type: where one meets a
+  typed value (a comparison, IN, BETWEEN, a CASE branch, COALESCE, GREATEST, LEAST, NULLIF)
+  it is converted *here* to a constant of that type (a number, ``CAST('…' AS DATE)``, TRUE
+  or FALSE), or refused with 22P02 — so no engine ever coerces a string per row;
+  ``IS`` takes only NULL, TRUE and FALSE (42601); number literals must be finite doubles
+  (22003);
+* **built only from the allowlist** of :mod:`dpproxy.sql.totality`, where every operation
+  has its written totality argument (42883 for anything else);
+* **range-checked** in the rewrite: integer and DECIMAL arithmetic is computed as DOUBLE
+  (:mod:`dpproxy.rewrite.guard`), and DOUBLE arithmetic whose magnitudes could overflow is
+  tamed or refused up front (:mod:`dpproxy.rewrite.floats`); divisions get ``NULLIF``, casts
+  are guarded (:mod:`dpproxy.rewrite.dialect`).
+
+``tests/property/test_totality.py`` checks the invariant on adversarial databases on both
+engines; ``tests/attacks/test_data_dependent_errors.py`` names each family of attacks.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
+import re
+from collections.abc import Callable
 from enum import Enum
 
 from sqlglot import exp
@@ -16,6 +38,8 @@ from dpproxy.catalog.model import ColumnType
 from dpproxy.errors import (
     DatatypeMismatch,
     InvalidTextRepresentation,
+    NumericValueOutOfRange,
+    SQLSyntaxError,
     UndefinedFunction,
     UnsupportedQuery,
 )
@@ -68,33 +92,100 @@ def cast_type(to: exp.DataType) -> SqlType:
     raise UnsupportedQuery(f"casts to {to.sql('postgres')} are not supported")
 
 
-_BOOLEAN_WORDS = {"t", "f", "true", "false", "y", "n", "yes", "no", "on", "off", "1", "0"}
+_TRUE_WORDS = {"t", "true", "y", "yes", "on", "1"}
+_FALSE_WORDS = {"f", "false", "n", "no", "off", "0"}
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SPECIAL_FLOATS = {
+    "nan": "NaN",
+    "infinity": "Infinity",
+    "+infinity": "Infinity",
+    "inf": "Infinity",
+    "+inf": "Infinity",
+    "-infinity": "-Infinity",
+    "-inf": "-Infinity",
+}
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def check_literal(node: exp.Expression, target: SqlType) -> None:
-    """A string literal compared with a typed value must read as that type (Postgres coerces
-    it at parse time; the database would otherwise fail on it, after the budget is charged)."""
+def _string_literal(node: exp.Expression) -> exp.Literal | None:
     while isinstance(node, exp.Paren):
         node = node.this
-    if not (isinstance(node, exp.Literal) and node.is_string):
-        return
-    text = node.name.strip()
-    ok = True
+    return node if isinstance(node, exp.Literal) and node.is_string else None
+
+
+def typed_constant(text: str, target: SqlType) -> exp.Expression | None:
+    """The constant of type ``target`` that a string literal stands for (PostgreSQL reads an
+    *unknown* literal as the type it meets), or ``None`` when it does not read as one.
+
+    >>> typed_constant(" 12.5 ", SqlType.NUMERIC).sql()
+    '12.5'
+    >>> typed_constant("2024-02-29", SqlType.DATE).sql()
+    "CAST('2024-02-29' AS DATE)"
+    >>> typed_constant("2024-02-30", SqlType.DATE) is None
+    True
+    """
+    t = text.strip()
     if target is SqlType.NUMERIC:
+        if _NUMBER.fullmatch(t):
+            negative = t.startswith("-")
+            digits = t.lstrip("+-")
+            if not math.isfinite(float(digits)):
+                return None
+            lit = exp.Literal(this=digits, is_string=False)
+            return exp.Neg(this=lit) if negative else lit
+        special = _SPECIAL_FLOATS.get(t.lower())
+        if special is None:
+            return None
+        return exp.Cast(
+            this=exp.Literal.string(special), to=exp.DataType(this=exp.DataType.Type.DOUBLE)
+        )
+    if target is SqlType.DATE:
+        if not _ISO_DATE.fullmatch(t):
+            return None
         try:
-            float(text)
+            day = datetime.date.fromisoformat(t)
         except ValueError:
-            ok = False
-    elif target is SqlType.DATE:
-        try:
-            datetime.date.fromisoformat(text)
-        except ValueError:
-            ok = False
-    elif target is SqlType.BOOLEAN:
-        ok = text.lower() in _BOOLEAN_WORDS
-    if not ok:
+            return None
+        return exp.Cast(
+            this=exp.Literal.string(day.isoformat()),
+            to=exp.DataType(this=exp.DataType.Type.DATE),
+        )
+    if target is SqlType.BOOLEAN:
+        if t.lower() in _TRUE_WORDS:
+            return exp.Boolean(this=True)
+        if t.lower() in _FALSE_WORDS:
+            return exp.Boolean(this=False)
+        return None
+    return exp.Literal.string(text)
+
+
+def coerce_literal(node: exp.Expression, target: SqlType) -> None:
+    """A string literal meeting a value of type ``target`` becomes a constant of that type,
+    in place, before any data is read; 22P02 when it does not read as one. Text targets and
+    non-literals are left alone."""
+    literal = _string_literal(node)
+    if literal is None or target in (SqlType.TEXT, SqlType.UNKNOWN, SqlType.NULL):
+        return
+    typed = typed_constant(literal.name, target)
+    if typed is None:
+        hint = "write dates as YYYY-MM-DD" if target is SqlType.DATE else None
         raise InvalidTextRepresentation(
-            f'invalid input syntax for type {target.value}: "{node.name}"'
+            f'invalid input syntax for type {target.value}: "{literal.name}"', hint=hint
+        )
+    if literal.parent is not None:
+        literal.replace(typed)
+
+
+def check_number(node: exp.Literal) -> None:
+    """A number literal must be a finite double: every engine can then compute with it."""
+    try:
+        finite = math.isfinite(float(node.name))
+    except ValueError:
+        finite = False
+    if not finite:
+        raise NumericValueOutOfRange(
+            f"the constant {node.name[:40]} is out of range for double precision",
+            hint="constants must lie within ±1.7976931348623157e308",
         )
 
 
@@ -112,6 +203,17 @@ def _unify(types: list[SqlType], what: str) -> SqlType:
     if known:
         return known[0]
     return SqlType.UNKNOWN if SqlType.UNKNOWN in types else SqlType.NULL
+
+
+def _unify_all(
+    parts: list[exp.Expression], what: str, t: Callable[[exp.Expression], SqlType]
+) -> SqlType:
+    """Unify the types of ``parts`` and turn their string literals into constants of the
+    common type (PostgreSQL's resolution of *unknown* literals in UNION/CASE/COALESCE)."""
+    target = _unify([t(p) for p in parts], what)
+    for p in parts:
+        coerce_literal(p, target)
+    return target
 
 
 def _expect(t: SqlType, want: SqlType, node: exp.Expression) -> None:
@@ -139,7 +241,10 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
     if isinstance(node, exp.Column):
         return column_type[node.name]
     if isinstance(node, exp.Literal):
-        return SqlType.UNKNOWN if node.is_string else SqlType.NUMERIC
+        if node.is_string:
+            return SqlType.UNKNOWN
+        check_number(node)
+        return SqlType.NUMERIC
     if isinstance(node, exp.Boolean):
         return SqlType.BOOLEAN
     if isinstance(node, exp.Null):
@@ -153,8 +258,8 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         return SqlType.NUMERIC
     if isinstance(node, COMPARISONS):
         a, b = t(node.this), t(node.expression)
-        check_literal(node.expression, a)
-        check_literal(node.this, b)
+        coerce_literal(node.expression, a)
+        coerce_literal(node.this, b)
         if not _compatible(a, b):
             raise UndefinedFunction(
                 f"operator does not exist: {a.value} {node.key} {b.value}",
@@ -169,21 +274,30 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         _expect(t(node.this), SqlType.BOOLEAN, node)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Is):
-        t(node.this)
+        operand = t(node.this)
+        rhs = node.expression
+        if isinstance(rhs, exp.Boolean):
+            if operand not in (SqlType.BOOLEAN, SqlType.NULL):
+                raise DatatypeMismatch(
+                    f"argument of IS {rhs.sql().upper()} must be type boolean, not {operand.value}"
+                )
+        elif not isinstance(rhs, exp.Null):
+            raise SQLSyntaxError(
+                f"syntax error at or near {rhs.sql('postgres')[:40]}",
+                hint="IS takes NULL, TRUE or FALSE; compare values with = or IS NOT DISTINCT FROM",
+            )
         return SqlType.BOOLEAN
     if isinstance(node, exp.In):
         if node.args.get("query") or node.args.get("unnest"):
             raise UnsupportedQuery("subqueries inside expressions are not supported")
         lhs = t(node.this)
         for item in node.expressions:
-            check_literal(item, lhs)
             if not _compatible(lhs, t(item)):
                 raise DatatypeMismatch(f"IN list of {node.sql('postgres')} has mismatched types")
+        _unify_all([node.this, *node.expressions], "IN", t)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Between):
-        target = _unify([t(node.this), t(node.args["low"]), t(node.args["high"])], "BETWEEN")
-        for part in (node.this, node.args["low"], node.args["high"]):
-            check_literal(part, target)
+        _unify_all([node.this, node.args["low"], node.args["high"]], "BETWEEN", t)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Like | exp.ILike):
         _expect(t(node.this), SqlType.TEXT, node)
@@ -195,20 +309,20 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         results = []
         for when in node.args.get("ifs") or []:
             _expect(t(when.this), SqlType.BOOLEAN, when.this)
-            results.append(t(when.args["true"]))
+            results.append(when.args["true"])
         if node.args.get("default") is not None:
-            results.append(t(node.args["default"]))
-        return _unify(results, "CASE")
+            results.append(node.args["default"])
+        return _unify_all(results, "CASE", t)
     if isinstance(node, exp.If):
         _expect(t(node.this), SqlType.BOOLEAN, node)
-        parts = [t(node.args["true"])]
+        parts = [node.args["true"]]
         if node.args.get("false") is not None:
-            parts.append(t(node.args["false"]))
-        return _unify(parts, "IF")
+            parts.append(node.args["false"])
+        return _unify_all(parts, "IF", t)
     if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
-        return _unify([t(node.this), *(t(e) for e in node.expressions)], node.key.upper())
+        return _unify_all([node.this, *node.expressions], node.key.upper(), t)
     if isinstance(node, exp.Nullif):
-        return _unify([t(node.this), t(node.expression)], "NULLIF")
+        return _unify_all([node.this, node.expression], "NULLIF", t)
     if isinstance(node, NUMERIC_FUNCS):
         _expect(t(node.this), SqlType.NUMERIC, node)
         digits = node.args.get("decimals")
@@ -229,8 +343,12 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
                 raise UnsupportedQuery("SUBSTRING takes literal positions")
         return SqlType.TEXT
     if isinstance(node, exp.DPipe):
-        t(node.this)
-        t(node.expression)
+        sides = (t(node.this), t(node.expression))
+        if not any(s in (SqlType.TEXT, SqlType.UNKNOWN, SqlType.NULL) for s in sides):
+            raise UndefinedFunction(
+                f"operator does not exist: {sides[0].value} || {sides[1].value}",
+                hint="CAST one side to TEXT",
+            )
         return SqlType.TEXT
     if isinstance(node, exp.Cast | exp.TryCast):
         src = t(node.this)

@@ -1,0 +1,132 @@
+"""The allowlist of row-level operations, each with its totality argument.
+
+Every operator and function that an accepted query may evaluate over private data is listed
+in :data:`TOTALITY` with a written argument: which inputs could make it fail on DuckDB or
+PostgreSQL, and the guard (in the typing of :mod:`dpproxy.sql.types` or in the rewrite of
+:mod:`dpproxy.rewrite.guard` / :mod:`dpproxy.rewrite.floats` / :mod:`dpproxy.rewrite.dialect`)
+that makes it total. :func:`check_allowed` refuses (42883) any node of a row-level expression
+whose class is not listed, independently of the type checker: a function added to the type
+checker without an argument here is still refused.
+
+Together these give the invariant stated in :mod:`dpproxy.sql.types`.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpproxy.errors import UndefinedFunction
+
+_ARITH_ARGUMENT = (
+    "integer and decimal operands are computed as DOUBLE (rewrite/guard.py), so no integer "
+    "or DECIMAL overflow exists; the magnitude analysis of rewrite/floats.py tames float "
+    "leaves and refuses (0A000) any expression whose intermediate values could leave "
+    "±1e300, so PostgreSQL's float8 overflow and underflow errors cannot fire"
+)
+
+#: Node class → why evaluating it per row cannot raise, and by which guard.
+TOTALITY: dict[type[exp.Expression], str] = {
+    exp.Paren: "grouping only",
+    exp.Column: "reads a column of a type the schema declares; never fails",
+    exp.Literal: (
+        "numbers must be finite doubles (22003 otherwise); a string literal in a typed "
+        "context is converted to a typed constant before any data is read (22P02 otherwise)"
+    ),
+    exp.Boolean: "a constant",
+    exp.Null: "a constant",
+    exp.Add: _ARITH_ARGUMENT,
+    exp.Sub: _ARITH_ARGUMENT,
+    exp.Mul: _ARITH_ARGUMENT,
+    exp.Div: _ARITH_ARGUMENT + "; the divisor is wrapped in NULLIF(·, 0)",
+    exp.IntDiv: _ARITH_ARGUMENT + "; the divisor is wrapped in NULLIF(·, 0)",
+    exp.Mod: (
+        "rewritten as a − b·TRUNC(a / NULLIF(b, 0)) in DOUBLE, one IEEE formula on both "
+        "engines; " + _ARITH_ARGUMENT
+    ),
+    exp.Neg: _ARITH_ARGUMENT + " (−INT_MIN cannot occur in DOUBLE)",
+    exp.Abs: _ARITH_ARGUMENT + " (|INT_MIN| cannot occur in DOUBLE)",
+    exp.Round: (
+        "rewritten as SIGN(x)·FLOOR(|x|·10^d + 0.5)/10^d in DOUBLE for |x| < 10^(300−d), "
+        "x itself beyond; d is a literal"
+    ),
+    exp.Floor: "DOUBLE or integer in, same type out; never fails",
+    exp.Ceil: "DOUBLE or integer in, same type out; never fails",
+    exp.EQ: "operands of one type (checked statically); comparison never fails",
+    exp.NEQ: "as =",
+    exp.GT: "as =",
+    exp.GTE: "as =",
+    exp.LT: "as =",
+    exp.LTE: "as =",
+    exp.NullSafeEQ: "as =",
+    exp.NullSafeNEQ: "as =",
+    exp.And: "boolean operands (checked statically)",
+    exp.Or: "boolean operands (checked statically)",
+    exp.Not: "a boolean operand (checked statically)",
+    exp.Is: (
+        "only IS NULL, IS TRUE, IS FALSE (42601 otherwise, as PostgreSQL's grammar); "
+        "IS TRUE/FALSE need a boolean operand (42804)"
+    ),
+    exp.In: "a list of values of the operand's type, string literals converted statically",
+    exp.Between: "as the two comparisons it stands for",
+    exp.Like: (
+        "pattern must be a string literal that does not end with an unpaired escape "
+        "(PostgreSQL raises on it only for rows that reach that point); ESCAPE '\\' added"
+    ),
+    exp.ILike: "as LIKE",
+    exp.Escape: "added by the rewrite to LIKE with a literal escape character",
+    exp.Case: "branches unified statically; a condition never raises; result untouched",
+    exp.If: "a WHEN branch of CASE",
+    exp.Coalesce: "arguments unified statically (string literals converted); never fails",
+    exp.Greatest: "arguments unified statically (string literals converted); never fails",
+    exp.Least: "arguments unified statically (string literals converted); never fails",
+    exp.Nullif: "arguments unified statically (string literals converted); never fails",
+    exp.Lower: "text in, text out; never fails",
+    exp.Upper: "text in, text out; never fails",
+    exp.Trim: "text in, text out; never fails",
+    exp.Length: "text in, integer out; never fails (its arithmetic is computed as DOUBLE)",
+    exp.Substring: (
+        "literal, non-negative start and length only (PostgreSQL raises on a negative "
+        "length; the engines disagree on negative starts)"
+    ),
+    exp.DPipe: "one operand must be text; concatenation never fails",
+    exp.Cast: (
+        "a cast that could fail becomes TRY_CAST on DuckDB; on PostgreSQL a CASE that casts "
+        "only values matching a literal-only pattern of strings every engine reads alike, "
+        "and numbers only inside the target's range (rewrite/dialect.py); casts that widen "
+        "(integer or float to DOUBLE) cannot fail"
+    ),
+    exp.TryCast: "as CAST",
+    exp.Extract: "a date in, a small integer out; never fails",
+}
+
+# Parts of the nodes above that are not evaluated by themselves.
+_STRUCTURAL = (
+    exp.Identifier,
+    exp.DataType,
+    exp.DataTypeParam,
+    exp.Var,
+    exp.Star,
+)
+
+
+def check_allowed(node: exp.Expression) -> None:
+    """Refuse (42883) a row-level expression that uses anything without a totality argument.
+
+    >>> check_allowed(exp.maybe_parse("ABS(age) + 1 > 3"))
+    >>> check_allowed(exp.maybe_parse("SQRT(age) > 3"))
+    Traceback (most recent call last):
+    ...
+    dpproxy.errors.UndefinedFunction: 42883: function sqrt() is not supported
+    HINT: dpproxy accepts only functions that provably cannot fail on a row; see SECURITY.md
+    """
+    for n in node.walk():
+        if type(n) in TOTALITY or isinstance(n, _STRUCTURAL):
+            continue
+        name = n.sql_name().lower() if isinstance(n, exp.Func) else n.key
+        if isinstance(n, exp.Anonymous):
+            name = str(n.this).lower()
+        raise UndefinedFunction(
+            f"function {name}() is not supported",
+            hint="dpproxy accepts only functions that provably cannot fail on a row; "
+            "see SECURITY.md",
+        )
