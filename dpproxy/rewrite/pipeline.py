@@ -33,6 +33,7 @@ from dpproxy.rewrite.guard import (
     clamp_bounds,
     clamp_values,
     guard_row_expression,
+    is_double,
     lit,
     number,
 )
@@ -106,10 +107,17 @@ def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
 
 
 def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
-    """A measure as the database computes it per row: guarded, with its columns clamped."""
+    """A measure as the database computes it per row: guarded, with its columns clamped.
+
+    A numeric measure is a DOUBLE (``CAST`` when it is not one statically, as a CASE of
+    integer literals is): the arithmetic that the rewrite builds on it — centring, squaring,
+    cells of order statistics — then cannot overflow an integer type on any engine."""
     table = ctx.plan.query.table
     guarded = guard_row_expression(clamp_values(measure, table), table, copy=False)
-    return finite_arithmetic(guarded, table)
+    out = finite_arithmetic(guarded, table)
+    if type_of(measure, ctx.column_types) is SqlType.NUMERIC and not is_double(out, table):
+        out = exp.Cast(this=out, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+    return out
 
 
 def rows_select(
