@@ -328,6 +328,8 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         digits = node.args.get("decimals")
         if digits is not None and not (isinstance(digits, exp.Literal) and not digits.is_string):
             raise UnsupportedQuery("ROUND takes a literal number of digits")
+        if digits is not None and not float(digits.name) <= 300:  # 10^d must be a double
+            raise NumericValueOutOfRange("ROUND takes at most 300 digits")
         return SqlType.NUMERIC
     if isinstance(node, TEXT_FUNCS):
         _expect(t(node.this), SqlType.TEXT, node)
@@ -341,6 +343,8 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
             arg = node.args.get(key)
             if arg is not None and not (isinstance(arg, exp.Literal) and not arg.is_string):
                 raise UnsupportedQuery("SUBSTRING takes literal positions")
+            if arg is not None and not float(arg.name) < 2**31:  # PostgreSQL's integer
+                raise NumericValueOutOfRange(f"SUBSTRING {key} {arg.name[:20]} is out of range")
         return SqlType.TEXT
     if isinstance(node, exp.DPipe):
         sides = (t(node.this), t(node.expression))
