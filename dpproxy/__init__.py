@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from dpproxy.errors import DPProxyError
+
+# A library leaves its log's destination to the application (``dpproxy serve`` logs to stderr,
+# ``dpproxy query --log FILE`` to a file). Without this handler, Python would print dpproxy's
+# warnings and errors to stderr, where a failed query's cause — which can quote a value of the
+# database — would reach whoever reads the program's output.
+logging.getLogger("dpproxy").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

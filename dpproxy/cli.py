@@ -152,6 +152,14 @@ def main() -> None:
     help="Answer an identical query again from the ledger at no cost: per analyst, shared "
     "between analysts, or never.",
 )
+@click.option(
+    "--log",
+    "log_file",
+    metavar="FILE",
+    envvar="DPPROXY_LOG",
+    help="Append the operator's log (JSON lines, warnings and errors: the cause of a failed "
+    "query) to FILE (default: $DPPROXY_LOG, else no log). Never printed: it may quote data.",
+)
 def query(
     sql: str,
     database: str | None,
@@ -166,6 +174,7 @@ def query(
     statement_timeout: float | None,
     ledger: str | None,
     cache: str,
+    log_file: str | None,
 ) -> None:
     """Answer one aggregate SQL query with differential privacy (spends budget).
 
@@ -175,6 +184,8 @@ def query(
     """
     from dpproxy.dbapi import connect
 
+    if log_file:
+        _operator_log(log_file)
     try:
         with connect(
             database,
@@ -202,6 +213,22 @@ def query(
             )
     except DPProxyError as err:
         _fail(err)
+
+
+def _operator_log(path: str) -> None:
+    """Send dpproxy's WARNING and ERROR records to ``path`` as JSON lines (the operator's log:
+    a failed query's cause is there, never on the terminal)."""
+    import logging
+
+    from dpproxy.server.server import JsonFormatter
+
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(JsonFormatter())
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("dpproxy")
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.WARNING:
+        logger.setLevel(logging.WARNING)
 
 
 def _print_rows(

@@ -12,13 +12,21 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import ClassVar
 
 from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
 from dpproxy.backends import Backend, CancelToken, open_backend
 from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.catalog.public import attach_public
-from dpproxy.errors import BackendUnavailable, InternalError, InvalidParameter
+from dpproxy.errors import (
+    BackendUnavailable,
+    DPProxyError,
+    InternalError,
+    InvalidParameter,
+    QueryCanceled,
+    StabilityTestFailed,
+)
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
@@ -37,7 +45,30 @@ from dpproxy.sql.validate import validate
 from dpproxy.values import Cost
 
 log = logging.getLogger("dpproxy")
+sidechannel_log = logging.getLogger("dpproxy.sidechannel")
 CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
+
+
+class PrivateQueryFailed(InternalError):
+    """A private query failed while it ran (XX000), charged.
+
+    Whether and how the database fails could depend on one person's row (an overflow or a
+    failed cast on a matching row), and an error is not noised. So every such failure looks
+    the same to the analyst, on both engines, embedded and over the wire: this SQLSTATE and
+    :data:`MESSAGE`, no detail, no hint, no position. The cause is logged for the operator
+    only (:meth:`Engine.run`).
+    """
+
+    MESSAGE: ClassVar[str] = "the database failed to run a private query; the attempt was charged"
+
+    def __init__(self) -> None:
+        super().__init__(self.MESSAGE)
+
+
+# Failures after the data was touched that reach the analyst unchanged (charged): a
+# cancellation the analyst asked for or the statement timeout (57014), and propose-test-release's
+# refusal (ZD005), which is the outcome of a DP test.
+PASSED_ON: tuple[type[DPProxyError], ...] = (QueryCanceled, StabilityTestFailed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,8 +277,18 @@ class Engine:
     ) -> Answer:
         """Answer one query with differential privacy, charging ``analyst``'s budget.
 
-        ``cancel`` lets another thread stop the query (``QueryCanceled``; still charged: it
-        may have read the data)."""
+        Failures once the budget is reserved (SECURITY.md, "defence in depth"):
+
+        * ``BackendUnavailable`` before any statement reached the database: re-raised,
+          refunded (the query provably read nothing);
+        * ``QueryCanceled`` (``cancel``, from another thread, or the statement timeout) and
+          ``StabilityTestFailed`` (propose-test-release's refusal, itself a DP release):
+          re-raised as they are, charged;
+        * anything else — whatever the backend or dpproxy raised, on either engine: charged,
+          and raised as the one fixed :class:`PrivateQueryFailed`. Its cause goes only to the
+          operator's log (``dpproxy``, ERROR), with a ``dpproxy.sidechannel`` WARNING naming
+          the analyst, the normalised query and the plan (never a value).
+        """
         prepared = self.prepare(
             sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method, analyst=analyst
         )
@@ -265,6 +306,7 @@ class Engine:
         reservation = accountant.reserve(analyst, plan.cost, record)
         touched = False  # has any statement reached the data?
         drawn: tuple[str, str] | None = None  # a bound on rows per unit drawn with DP
+        failure: PrivateQueryFailed | None = None
         try:
             if prepared.truncation is not None:
                 tau = self._choose_rows(plan, prepared.truncation, cancel)
@@ -290,21 +332,22 @@ class Engine:
                     done[statement] = self.backend.execute(statement, cancel)
                     touched = True
                 extras[name] = done[statement]
-        except BackendUnavailable:
-            if touched:
-                accountant.commit(reservation)
-            else:
-                accountant.rollback(reservation)  # provably never reached the data
-            raise
-        except BaseException:
-            accountant.commit(reservation)  # a data-dependent failure is charged
-            raise
-        try:
             groups = apply_noise(plan, exact, self.noise, extras)
             released = postprocess(plan, groups)
-        except BaseException:
-            accountant.commit(reservation)
-            raise
+        except BaseException as e:
+            if isinstance(e, BackendUnavailable) and not touched:
+                accountant.rollback(reservation)  # provably never reached the data
+                raise
+            if not isinstance(e, Exception) or isinstance(e, PASSED_ON):
+                accountant.commit(reservation, failed=getattr(e, "sqlstate", "XX000"))
+                raise
+            # Anything else may depend on the data: one fixed error, charged (see
+            # PrivateQueryFailed); the cause goes to the operator's log only.
+            failure = PrivateQueryFailed()
+            accountant.commit(reservation, failed=failure.sqlstate)
+            _log_failure(e, analyst, query_text, record.plan)
+        if failure is not None:
+            raise failure  # raised outside the handler: no cause or context is chained to it
         accountant.commit(
             reservation,
             (key, encode_released(released)),
@@ -365,6 +408,36 @@ def _normalised_text(sql: str) -> str:
     """The query as one canonical PostgreSQL text (a pure function of ``sql``: cached, since
     parsing and printing it again is most of dpproxy's own time on a cheap query)."""
     return parse(sql).sql(dialect="postgres", normalize=True, comments=False)
+
+
+def _log_failure(error: Exception, analyst: str, query: str, plan: str) -> None:
+    """The operator's record of a :class:`PrivateQueryFailed`: the cause (the backend's own
+    message, which may quote a value: the operator's log is as confidential as the database),
+    then a ``dpproxy.sidechannel`` record with no value in it."""
+    if isinstance(error, DPProxyError):
+        cause = f"{type(error).__name__} ({error.sqlstate}): {error.log_detail or error.message}"
+    else:
+        cause = f"{type(error).__name__}: {error}"
+    log.error(
+        "a private query of %s failed while it ran (charged): %s",
+        analyst,
+        cause,
+        exc_info=None if isinstance(error, DPProxyError) else error,
+        extra={"event": "failure", "user": analyst, "sqlstate": PrivateQueryFailed.sqlstate},
+    )
+    sidechannel_log.warning(
+        "possible side channel: a private query failed while it ran; analyst %r, query %s, plan %s",
+        analyst,
+        query,
+        plan,
+        extra={
+            "event": "sidechannel",
+            "user": analyst,
+            "sqlstate": PrivateQueryFailed.sqlstate,
+            "query": query,
+            "plan": plan,
+        },
+    )
 
 
 def _needs_choice(plan: QueryPlan) -> bool:

@@ -615,6 +615,8 @@ def _detail(e: LogEntry) -> str:
     if e.kind == "release":
         if "query" in b:
             parts.append(f"{b['query']}  [plan {b.get('plan')}; {b.get('mechanism')}]")
+        if "failed" in b:
+            parts.append(f"failed with {b['failed']}: charged, nothing released")
         parts.append(f"reservation {str(b.get('token', ''))[:8]}")
     elif e.kind == "grant":
         parts.append(f"total ({b['kind']})")

@@ -11,7 +11,8 @@ and ``dpproxy query --ledger`` that points at it. Per dataset it holds:
 * ``reservations``: budget held for queries that have not finished;
 * ``log``: an append-only, hash-chained record of everything that changed an account — grants,
   resets, renewals, reservations, releases (analyst, normalised query, plan, mechanism, cost,
-  time), rollbacks and reservations expired after a crash;
+  time; for an attempt charged without an answer, ``failed``: the SQLSTATE its analyst got),
+  rollbacks and reservations expired after a crash;
 * ``cache``: released answers, so an identical query is answered again at no cost with the very
   same noisy values (re-asking can never average the noise away).
 
@@ -446,10 +447,13 @@ class Ledger:
         r: Reservation,
         cache: tuple[str, str] | None = None,
         more: tuple[tuple[str, str], ...] = (),
+        *,
+        failed: str | None = None,
     ) -> None:
         """Turn a reservation into spent budget and log the release; ``cache`` (the answer)
         and ``more`` (other released values, such as a drawn bound on rows per unit) are
-        (key, payload) pairs to keep in the same transaction."""
+        (key, payload) pairs to keep in the same transaction. ``failed``: the attempt is
+        charged but released no answer (the SQLSTATE its analyst got, kept in the entry)."""
         with self._records_lock:
             record = self._records.pop(r.token, None)
         with self._write() as con:
@@ -458,6 +462,8 @@ class Ledger:
             body: dict[str, Any] = {"token": r.token, "groups": groups, **_cost_body(cost)}
             if record is not None:
                 body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
+            if failed is not None:
+                body["failed"] = failed
             self._append(con, "release", analyst, body)
             if self.cache_scope != "off":
                 for key, payload in ((cache,) if cache is not None else ()) + more:
@@ -522,15 +528,17 @@ class Ledger:
         out = []
         for e in self.entries(analyst):
             if e.kind in ("release", "expire"):
+                failed = e.body.get("failed")
                 out.append(
                     Spending(
                         e.seq,
                         e.time,
-                        e.kind,
+                        "failed" if failed is not None else e.kind,
                         str(e.body.get("query", "")),
                         str(e.body.get("plan", "")),
                         str(e.body.get("mechanism", "")),
                         _body_cost(e.body),
+                        None if failed is None else str(failed),
                     )
                 )
         return out

@@ -40,6 +40,8 @@ class Accountant(Protocol):
         r: Reservation,
         cache: tuple[str, str] | None = None,
         more: tuple[tuple[str, str], ...] = (),
+        *,
+        failed: str | None = None,
     ) -> None: ...
     def rollback(self, r: Reservation) -> None: ...
     def remaining(self, analyst: str) -> Cost: ...
@@ -56,11 +58,14 @@ class Spending:
 
     seq: int
     time: float
-    kind: str  # "release", or "expire" for a reservation a crash left behind
+    # "release"; "failed" for an attempt charged without an answer (``failure`` is the
+    # SQLSTATE its analyst got); "expire" for a reservation a crash left behind
+    kind: str
     query: str
     plan: str
     mechanism: str
     cost: Cost
+    failure: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +147,12 @@ class MemoryAccountant:
         r: Reservation,
         cache: tuple[str, str] | None = None,
         more: tuple[tuple[str, str], ...] = (),
+        *,
+        failed: str | None = None,
     ) -> None:
         """``cache`` (the answer) and ``more`` (other released values, such as a drawn bound
-        on rows per unit) are kept for reuse as (key, payload) pairs."""
+        on rows per unit) are kept for reuse as (key, payload) pairs. ``failed``: the attempt
+        is charged but released no answer; the SQLSTATE its analyst got."""
         with self._lock:
             record = self._records.pop(r.token, None)
             acct = self._close(r)
@@ -153,11 +161,12 @@ class MemoryAccountant:
                 Spending(
                     len(acct.releases) + 1,
                     time.time(),
-                    "release",
+                    "release" if failed is None else "failed",
                     getattr(record, "query", ""),
                     getattr(record, "plan", ""),
                     getattr(record, "mechanism", ""),
                     r.cost,
+                    failed,
                 )
             )
             if self.cache_scope != "off":

@@ -12,7 +12,11 @@ refunds the budget only when it provably did not:
 * the connection broke while the query ran → ``ConnectionLost`` (08006), charged;
 * the statement timeout fired → ``QueryCanceled`` (57014), charged;
 * anything else the server reports → ``InternalError`` (XX000), charged, with the server's
-  message kept out of the client's sight (it could quote a value) and in the log.
+  message (it could quote a value) in ``log_detail`` only.
+
+The engine then shows the analyst one fixed error for every failure but a refunded
+``BackendUnavailable`` and a ``QueryCanceled`` (``engine.PrivateQueryFailed``), and logs the
+cause for the operator.
 """
 
 from __future__ import annotations
@@ -153,13 +157,15 @@ class PostgresBackend:
                 "the query was cancelled (statement timeout)",
                 hint=f"the limit is {self.statement_timeout:g} s; its budget was charged",
             )
+        # The server's message can quote a value: it goes into ``log_detail`` only, which the
+        # engine logs for the operator (engine.PrivateQueryFailed); here it is debug output.
+        log.debug("PostgreSQL error %s: %s", e.sqlstate, e)
         if isinstance(e, psycopg.OperationalError):
-            log.warning("connection to %s lost: %s", self.name, e)
             return ConnectionLost(
                 f"the connection to PostgreSQL at {self.name} was lost during the query",
                 hint="its budget was charged; dpproxy reconnects on the next query",
+                log_detail=f"{type(e).__name__}: {e}",
             )
-        log.error("PostgreSQL error %s: %s", e.sqlstate, e)
         return InternalError(
             "the database failed to run the query",
             log_detail=f"{type(e).__name__} ({e.sqlstate}): {e}",

@@ -4,7 +4,9 @@ What the client sees and what the budget does:
 
 * server down before the query → ``BackendUnavailable`` (08001), nothing charged;
 * server restarted between queries → the next query simply works (the pool reconnects);
-* connection lost while the query runs → ``ConnectionLost`` (08006), charged;
+* connection lost while the query runs → charged, and shown as the one fixed error of a
+  private query that failed once its SQL was sent (``engine.PrivateQueryFailed``, XX000): a
+  backend that crashes on one person's row must look like any other failure;
 * statement timeout → ``QueryCanceled`` (57014), charged;
 * server down when dpproxy starts → ``BackendUnavailable`` with a hint.
 """
@@ -24,8 +26,8 @@ from dpproxy.accounting.memory import MemoryAccountant
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Catalog
-from dpproxy.engine import Engine, open_engine
-from dpproxy.errors import BackendUnavailable, ConnectionLost, QueryCanceled
+from dpproxy.engine import Engine, PrivateQueryFailed, open_engine
+from dpproxy.errors import BackendUnavailable, QueryCanceled
 from dpproxy.values import Cost
 from tests.pg import TemporaryCluster
 
@@ -125,7 +127,7 @@ def test_server_down_refuses_cleanly_refunds_and_recovers(
         engine.close()
 
 
-def test_connection_lost_during_a_query_is_08006_and_charged(
+def test_connection_lost_during_a_query_is_the_fixed_error_and_charged(
     cluster: TemporaryCluster, catalog: Catalog
 ) -> None:
     engine = _engine(catalog, cluster.dsn())
@@ -155,8 +157,8 @@ def test_connection_lost_during_a_query_is_08006_and_charged(
         err = errors[0]
         # Lost while running (charged), or, if the stop landed between two queries, refused
         # before it ran (refunded): both are the right answer for their moment.
-        if isinstance(err, ConnectionLost):
-            assert err.sqlstate == "08006"
+        if isinstance(err, PrivateQueryFailed):
+            assert (err.sqlstate, err.message) == ("XX000", PrivateQueryFailed.MESSAGE)
             answered = _spent(engine) - before - 1
         else:
             assert isinstance(err, BackendUnavailable), err
