@@ -1,14 +1,18 @@
-"""Docs are part of the feature: every CLI command has help text and is listed in the README."""
+"""Docs are part of the feature: every CLI command has help text and is listed in the README;
+SECURITY.md names a test for every invariant, and every file it names exists."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from dpproxy.cli import main
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SECURITY = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -35,3 +39,33 @@ def test_every_command_has_help_and_a_readme_entry() -> None:
         for param in group.params:
             if isinstance(param, click.Option):
                 assert param.help, f"option {param.name} of {' '.join(path)} has no help"
+
+
+def _paths(text: str) -> set[str]:
+    """The repository files a document names in backticks (``tests/…py``, ``dpproxy/…py``)."""
+    return set(re.findall(r"`((?:tests|dpproxy)/[\w/.-]+\.py)`", text))
+
+
+def test_security_names_only_files_that_exist() -> None:
+    named = _paths(SECURITY)
+    assert len([p for p in named if p.startswith("tests/")]) >= 10
+    missing = sorted(p for p in named if not (ROOT / p).is_file())
+    assert not missing, f"SECURITY.md names files that do not exist: {missing}"
+
+
+def test_every_invariant_of_security_names_its_tests() -> None:
+    invariants = re.findall(r"^\*\*\(([a-h])\) (.*?)(?=^\*\*\(|^## )", SECURITY, re.M | re.S)
+    assert [letter for letter, _ in invariants] == list("abcdefgh")
+    for letter, text in invariants:
+        tested = text.split("Tested by", 1)
+        assert len(tested) == 2, f"invariant ({letter}) names no test"
+        assert _paths(tested[1]), f"invariant ({letter}) names no test file"
+
+
+def test_readme_states_the_invariant_and_links_security() -> None:
+    text = " ".join(README.split())
+    assert "[SECURITY.md](SECURITY.md)" in text
+    assert "rewritten SQL cannot fail on any database that satisfies the schema" in text
+    # the sentence about data-dependent errors names the property test that checks it
+    assert "cannot raise a data-dependent error" not in text
+    assert "`tests/property/test_totality.py` checks" in text
