@@ -105,7 +105,8 @@ class InvalidTextRepresentation(DPProxyError):
 
 
 class NumericValueOutOfRange(DPProxyError):
-    """A constant outside the range every engine can compute with (finite doubles)."""
+    """A number outside its type's range: a constant beyond the finite doubles every engine
+    computes with, or a wire parameter beyond its type (or numeric's 131072 + 16383 digits)."""
 
     sqlstate = "22003"
 

@@ -39,15 +39,10 @@ from dpproxy.errors import (
     DPProxyError,
     InternalError,
     InvalidTextRepresentation,
+    NumericValueOutOfRange,
     ProtocolViolation,
     UnsupportedQuery,
 )
-
-
-class NumericValueOutOfRange(DPProxyError):
-    """A number outside its type's range (or numeric's 131072 + 16383 digits)."""
-
-    sqlstate = "22003"
 
 
 class CharacterNotInRepertoire(DPProxyError):
