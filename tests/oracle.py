@@ -8,14 +8,42 @@ Shared by ``tests/property/test_sensitivity_bruteforce.py`` (one table) and
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from dpproxy.planning.plan import QueryPlan, Release
+from dpproxy.rewrite.fixed import sum_grids, unscale
 
 # Per group key, per primitive name: the exact value the database computed.
 Vector = dict[tuple[Any, ...], dict[str, Fraction]]
+
+
+def exact(v: Any) -> Fraction:
+    """A value the database returned, as an exact fraction (NULL: 0)."""
+    if v is None:
+        return Fraction(0)
+    if isinstance(v, float):
+        assert math.isfinite(v), f"a primitive evaluated to {v!r}: a clamp is missing"
+    assert isinstance(v, int | float | Decimal), repr(v)
+    return Fraction(v)
+
+
+def exact_row(plan: QueryPlan, cols: Sequence[str], values: Sequence[Any]) -> dict[str, Fraction]:
+    """One result row's primitives, by name, exactly as the proxy reads them: a SUM comes back
+    as an integer total on its grid (``rewrite/fixed.py``) and is scaled back exactly."""
+    grids = sum_grids(plan)
+    out: dict[str, Fraction] = {}
+    for c, v in zip(cols, values, strict=True):
+        if c in grids:
+            assert v is None or isinstance(v, int), f"the sum {c} came back as {v!r}"
+            out[c] = unscale(v, grids[c])
+        else:
+            out[c] = exact(v)
+    return out
 
 
 def released(plan: QueryPlan) -> tuple[Release, ...]:
@@ -59,12 +87,8 @@ def distance(plan: QueryPlan, name: str, a: Vector, b: Vector) -> Distance:
     )
 
 
-def slack(release: Release) -> Fraction:
-    """1, or 1 + 1e-9 for SUMs of DOUBLE values (rounding of the float sums themselves)."""
-    return Fraction(1) if release.integer else Fraction(1) + Fraction(1, 10**9)
-
-
 def within(release: Release, d: Distance) -> bool:
-    """Does the observed move stay within the analytic sensitivity (L1, L2 and L∞)?"""
-    s, k = release.sensitivity, slack(release)
-    return d.l1 <= s.l1 * k and d.l2_squared <= (s.l2 * k) ** 2 and d.linf <= s.linf * k
+    """Does the observed move stay within the analytic sensitivity (L1, L2 and L∞)? Exactly:
+    sums are exact integers on a grid (``rewrite/fixed.py``), so no tolerance is needed."""
+    s = release.sensitivity
+    return d.l1 <= s.l1 and d.l2_squared <= s.l2**2 and d.linf <= s.linf

@@ -15,6 +15,7 @@ from dpproxy.mechanisms.noise import NoiseSource
 from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
 from dpproxy.release.stats import release_stats
+from dpproxy.rewrite.fixed import sum_grids, unscale
 from dpproxy.values import float_up
 
 __all__ = ["ExactResult", "NoisyGroup", "apply_noise"]
@@ -76,12 +77,17 @@ def apply_noise(
         # selection then suppresses, so it must not reach the analyst.
         keys = sorted((tuple(row[:nk]) for row in exact.rows), key=_key_order)
 
+    grids = sum_grids(plan)  # sums come back as integers on a grid 2^-k (rewrite/fixed.py)
+
     def exact_value(key: tuple[Any, ...], name: str) -> float:
         row = by_key.get(tuple(norm(v) for v in key))
         if row is None:
             return 0.0  # a public group absent from the data: zero-filled
         v = row[nk + names.index(name)]
-        return 0.0 if v is None else float(v)
+        if v is None:
+            return 0.0
+        bits = grids.get(name)
+        return float(v) if bits is None else float(unscale(v, bits))  # exact, then rounded once
 
     noisy: dict[str, list[float]] = {}
     for r in plan.releases:

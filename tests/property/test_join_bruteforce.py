@@ -66,7 +66,6 @@ import math
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -86,7 +85,7 @@ from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import postprocess
 from dpproxy.sql import joins
 from tests.noise import NoNoise
-from tests.oracle import Distance, Vector, distance, released, within
+from tests.oracle import Distance, Vector, distance, exact_row, released, within
 
 SECRET = 0x10_1A_5EC7  # fixed per plan: the same keyed hash on D and D'
 
@@ -417,15 +416,6 @@ def make_sql(name: str, hint: str) -> str:
 
 
 
-def _exact(v: Any) -> Fraction:
-    if v is None:
-        return Fraction(0)
-    if isinstance(v, float):
-        assert math.isfinite(v), f"a primitive evaluated to {v!r}: a clamp is missing"
-    assert isinstance(v, int | float | Decimal), repr(v)
-    return Fraction(v)
-
-
 def to_vector(plan: QueryPlan, cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> Vector:
     nk = len(plan.query.keys)
     expected = [f"__key_{i}" for i in range(nk)] + [p.name for p in plan.primitives]
@@ -434,7 +424,7 @@ def to_vector(plan: QueryPlan, cols: Sequence[str], rows: Sequence[Sequence[Any]
     for row in rows:
         key = tuple(row[:nk])
         assert key not in vec, f"two result rows for group {key}"
-        vec[key] = {c: _exact(v) for c, v in zip(cols[nk:], row[nk:], strict=True)}
+        vec[key] = exact_row(plan, cols[nk:], row[nk:])
     return vec
 
 

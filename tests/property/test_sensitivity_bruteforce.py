@@ -18,8 +18,9 @@ the declared bounds, so the checks cover the SQL that enforces them (clamping, `
 not only the formulas of :mod:`dpproxy.analysis.sensitivity` (the protected change of
 ``../shared/reading/002_*``: MaxRowsPerID, or MaxGroupsPerID × MaxRowsPerGroupPerID).
 
-Distances are exact (:class:`fractions.Fraction` of the values DuckDB returns); only SUMs computed
-in floating point get a 1e-9 relative tolerance. The tightness tests at the end check that one
+Distances are exact (:class:`fractions.Fraction` of the values DuckDB returns; a SUM is an integer
+total on its fixed-point grid, scaled back exactly as the proxy does, ``rewrite/fixed.py``), and so
+is the comparison: no tolerance. The tightness tests at the end check that one
 specific neighbour attains the analytic bound, so that over-noising is caught too.
 """
 
@@ -29,7 +30,6 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.engine import Engine, Prepared
 from dpproxy.mechanisms.base import Sensitivity
-from tests.oracle import Distance, Vector, distance, released, within
+from tests.oracle import Distance, Vector, distance, exact_row, released, within
 
 # ---------------------------------------------------------------------------------------------
 # The schema: one private table, bounds chosen so that every primitive kind is exercised.
@@ -242,15 +242,6 @@ def substitute_neighbours(
 
 
 
-def _exact(v: Any) -> Fraction:
-    if v is None:
-        return Fraction(0)
-    if isinstance(v, float):
-        assert math.isfinite(v), f"a primitive evaluated to {v!r}: a clamp is missing"
-    assert isinstance(v, int | float | Decimal), repr(v)
-    return Fraction(v)
-
-
 class Harness:
     """Engines (one per schema variant, over an empty schema-only DuckDB file) and a data store.
 
@@ -312,7 +303,7 @@ class Harness:
             for row in rows:
                 key = tuple(row[:nk])
                 assert key not in vec, f"two result rows for group {key}"
-                vec[key] = {c: _exact(v) for c, v in zip(cols[nk:], row[nk:], strict=True)}
+                vec[key] = exact_row(plan, cols[nk:], row[nk:])
             out.append(vec)
         return out
 

@@ -26,6 +26,7 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.load import load_catalog
 from dpproxy.engine import Engine, Prepared
 from dpproxy.errors import DPProxyError
+from dpproxy.rewrite.fixed import sum_grids, unscale
 from dpproxy.sql.joins import Side
 from dpproxy.values import Cost
 from tests.noise import NoNoise
@@ -94,34 +95,41 @@ def _write(path: Path, people: list[tuple[Any, ...]], shops: list[tuple[Any, ...
 
 
 def _run_rows(
-    people: list[tuple[Any, ...]], shops: list[tuple[Any, ...]], sql: str
+    people: list[tuple[Any, ...]], shops: list[tuple[Any, ...]], prepared: Prepared
 ) -> dict[tuple[Any, ...], tuple[float, ...]]:
     """The rewritten SQL's exact primitives on a town held in an in-memory DuckDB."""
     con = duckdb.connect()
     try:
         _fill(con, people, shops)
-        return _fetch(con, sql)
+        return _fetch(con, prepared)
     finally:
         con.close()
 
 
-def _run(path: Path, sql: str) -> dict[tuple[Any, ...], tuple[float, ...]]:
+def _run(path: Path, prepared: Prepared) -> dict[tuple[Any, ...], tuple[float, ...]]:
     con = duckdb.connect(str(path), read_only=True)
     try:
-        return _fetch(con, sql)
+        return _fetch(con, prepared)
     finally:
         con.close()
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> dict[tuple[Any, ...], tuple[float, ...]]:
-    """Primitives by group key (no keys: one group ``()``)."""
-    cur = con.execute(sql)
+def _fetch(
+    con: duckdb.DuckDBPyConnection, prepared: Prepared
+) -> dict[tuple[Any, ...], tuple[float, ...]]:
+    """Primitives by group key (no keys: one group ``()``); sums scaled back from their grid
+    (``rewrite/fixed.py``) as the proxy does."""
+    assert prepared.sql is not None
+    grids = sum_grids(prepared.plan)
+    cur = con.execute(prepared.sql)
     columns = [d[0] for d in cur.description]
     keys = [i for i, c in enumerate(columns) if c.startswith("__key_")]
     out = {}
     for row in cur.fetchall():
         out[tuple(row[i] for i in keys)] = tuple(
-            float(v or 0) for i, v in enumerate(row) if i not in keys
+            float(unscale(v, grids[columns[i]])) if columns[i] in grids else float(v or 0)
+            for i, v in enumerate(row)
+            if i not in keys
         )
     return out
 
@@ -169,7 +177,7 @@ def test_no_neighbour_moves_more_than_the_sensitivity(tmp_path: Path, seed: int)
             for t in (1, 2, 3):
                 prepared = engine.prepare(template.format(t=t), secret=SECRET)
                 assert prepared.sql is not None and not prepared.plan.needs_bounding
-                base = _run(base_db, prepared.sql)
+                base = _run(base_db, prepared)
                 units = {p[0] for p in people} | {s[1] for s in shops}
                 neighbours = []
                 for u in sorted(units):  # remove u with all its rows in both tables
@@ -185,7 +193,7 @@ def test_no_neighbour_moves_more_than_the_sensitivity(tmp_path: Path, seed: int)
                     person = [(fresh, rng.choice(CITIES), rng.uniform(0, 100))]
                     neighbours.append((people + person, shops + shops_u))
                 for p2, s2 in neighbours:
-                    worst = max(worst, _check(prepared, base, _run_rows(p2, s2, prepared.sql)))
+                    worst = max(worst, _check(prepared, base, _run_rows(p2, s2, prepared)))
     finally:
         engine.close()
     assert worst <= 1.0
@@ -216,8 +224,8 @@ def test_the_oracle_catches_a_wrong_stability(tmp_path: Path, monkeypatch: Any) 
         # unit 10 owns a cheap shop in every city; unit 11 an expensive one in every city
         shops = [(offset + k, 10, c, 100.0) for k, c in enumerate(CITIES)]
         shops += [(offset + 3 + k, 11, c, 900.0) for k, c in enumerate(CITIES)]
-        base = _run_rows(people, shops, prepared.sql)
-        other = _run_rows(people, [s for s in shops if s[1] != 10], prepared.sql)
+        base = _run_rows(people, shops, prepared)
+        other = _run_rows(people, [s for s in shops if s[1] != 10], prepared)
         try:
             _check(prepared, base, other)
         except AssertionError:

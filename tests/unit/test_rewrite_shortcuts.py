@@ -3,8 +3,9 @@ and the clipping of counts to a table's declared public row bound (release/postp
 
 * A public domain applied to the groups after aggregating, when nothing is bounded, instead of
   to every row: the same groups and values, and the row filter stays wherever bounding runs.
-* The second clamp of a centred sum dropped when ``measure - centre`` cannot leave the planned
-  interval: checked here against IEEE subtraction on every double near the ends.
+* The clamp of a sum's terms onto their fixed-point grid (rewrite/fixed.py) dropped when
+  ``measure - centre`` cannot leave the grid's interval: checked here against IEEE subtraction
+  on every double near the ends.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dpproxy.catalog.model import Column, ColumnType, Table
 from dpproxy.engine import Engine
 from dpproxy.errors import SchemaError
 from dpproxy.planning.plan import Primitive
-from dpproxy.rewrite.pipeline import _centred_within
+from dpproxy.rewrite.fixed import computed_range, grid
 from dpproxy.values import Cost, Interval
 from tests.noise import NoNoise
 
@@ -130,8 +131,9 @@ FLOATS = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinit
 @settings(max_examples=300, deadline=None)
 @given(a=FLOATS, b=FLOATS, squared=st.booleans())
 def test_a_dropped_clamp_is_never_needed(a: float, b: float, squared: bool) -> None:
-    """Whenever the shortcut applies, IEEE ``v - centre`` (squared) stays inside the interval
-    for the ends of the range, the doubles next to them and points in between."""
+    """Whenever the shortcut applies, IEEE ``v - centre`` (squared) stays inside the grid's
+    interval — hence the planned one — for the ends of the range, the doubles next to them
+    and points in between, and its grid integer ⌊(v − c)·2^k + ½⌋ inside [Q_lo, Q_hi]."""
     lo, hi = sorted((a, b))
     table = Table(
         "t", True, (Column("x", ColumnType.FLOAT, Fraction(lo), Fraction(hi)),)
@@ -140,7 +142,9 @@ def test_a_dropped_clamp_is_never_needed(a: float, b: float, squared: bool) -> N
     half = (Fraction(hi) - Fraction(lo)) / 2
     values = Interval(Fraction(0), half * half) if squared else Interval(-half, half)
     p = Primitive("p", PrimitiveKind.SUM, exp.column("x"), values, centre, squared)
-    if not _centred_within(p, table):
+    g, span = grid(p, table), computed_range(p, table)
+    low, high = g.point(g.low), g.point(g.high)
+    if g.bits < 0 or span is None or not low <= span[0] <= span[1] <= high:
         return
     c = float(centre)
     inside = [lo, hi, math.nextafter(lo, hi), math.nextafter(hi, lo), (lo + hi) / 2]
@@ -148,9 +152,11 @@ def test_a_dropped_clamp_is_never_needed(a: float, b: float, squared: bool) -> N
     for v in inside:
         v = min(max(v, lo), hi)
         d = v - c
-        got = Fraction(d * d) if squared else Fraction(d)
+        got = d * d if squared else d
         assert values.lo is not None and values.hi is not None
-        assert values.lo <= got <= values.hi, (v, c, got, values)
+        assert low <= Fraction(got) <= high, (v, c, got, g)
+        assert values.lo <= Fraction(got) <= values.hi, (v, c, got, values)
+        assert g.low <= math.floor(got * 2.0**g.bits + 0.5) <= g.high, (v, c, got, g)
 
 
 class _Shift(NoNoise):

@@ -1,0 +1,315 @@
+"""Exact sums on a fixed-point grid: what SUM adds up, and how the proxy reads the total back.
+
+A floating-point SUM is not a sound basis for a sensitivity: the database adds the clamped
+doubles in some order, rounding every partial sum, so with many rows changing one value can
+move the total by far more than the value itself, and the same rows in another order give
+another total (Casacuberta et al., "Widespread Underestimation of Sensitivity in
+Differentially Private Libraries and How to Fix It", CCS 2022). So every noisy SUM primitive
+(a plain SUM, an AVG's or VAR's centred sum, a VAR's sum of squares) is summed in integers:
+
+* **The grid.** For a primitive whose planned interval is I = [lo, hi], with M = max(|lo|, |hi|)
+  and e the least integer with M ≤ 2^e, the grid is 2^-k with k = min(52 − e, 1000) — the finest
+  on which every value of I is an integer of at most 52 bits. When the measure is
+  integer-valued (:func:`integer_valued`) and its centre c is a dyadic a/2^j, every row's value
+  already lies on the grid 2^-j (2^-2j for squares): then k is that j (k = 0 for an integer
+  SUM) whenever it is at most 52 − e, and no value is rounded at all. M = 0 gives k = 0.
+* **The grid's interval.** Q_lo = ⌈lo·2^k⌉ and Q_hi = ⌊hi·2^k⌋, so that [Q_lo·2^-k, Q_hi·2^-k]
+  ⊆ I: the grid points inside I (if I holds none — it is then narrower than 2^-k and excludes
+  0 — both are the grid point between I and 0). |Q_lo|, |Q_hi| ≤ M·2^k ≤ 2^52.
+* **Each row** adds the BIGINT q = Q_lo if s < Q_lo·2^-k, Q_hi if s > Q_hi·2^-k (NaN too: both
+  engines order it above every number), else ⌊s·2^k + ½⌋, where s is the measure's value
+  (centred and squared as planned) in double precision; for k < 0 also 0 when |s| < 2^(-k-2).
+  A NULL stays NULL. When the value is known to lie in [Q_lo·2^-k, Q_hi·2^-k] already (a
+  clamped column; :func:`computed_range`), the comparisons are left out.
+* **The engine** sums the BIGINTs: DuckDB into a HUGEINT, PostgreSQL into a NUMERIC.
+* **The proxy** turns the integer total T back into T·2^-k exactly (:func:`unscale`) before
+  the noise (``release/noise.py``).
+
+Privacy argument.
+
+1. *Every row's term lies in the grid's interval.* The first two branches give Q_lo or Q_hi.
+   In the last, Q_lo ≤ s·2^k ≤ Q_hi, and each operation is exact: a product by a power of
+   two is exact unless it overflows or underflows, and here |s·2^k| ≤ 2^52 (no overflow) and
+   either k ≥ 0 or |s·2^k| ≥ ¼ (no underflow, which PostgreSQL would raise as an error, and
+   the skipped values give ⌊y + ½⌋ = 0 anyway); y + ½ is a double for |y| ≤ 2^52; and ⌊·⌋ is
+   monotone, so Q_lo ≤ ⌊y + ½⌋ ≤ Q_hi as both are integers. The cast to BIGINT of an integer
+   below 2^52 is exact. Where the comparisons are left out, s ∈ [Q_lo·2^-k, Q_hi·2^-k] was
+   proved for every row (:func:`computed_range`: the exact range of the clamped column,
+   pushed through the IEEE subtraction and squaring the database performs, which are
+   monotone), and the same steps apply. So row i contributes x_i = q_i·2^-k ∈ [lo, hi] —
+   or, for an interval I without grid points, a value between I and 0.
+2. *The released sum has sensitivity at most the planned Δ.* ``analysis/sensitivity.py``
+   derives Δ (L1, L2 and L∞; add/remove or substitution) from I through max|x| and through
+   min(0, K·lo) and max(0, K·hi) only; every x_i lies in hull(I ∪ {0}), which has the same
+   three quantities. The terms are clamped onto the grid *inside* I, so no widening is
+   needed: Δ is computed on the planned bounds, exactly as before.
+3. *The engine's sum is exact.* |q_i| ≤ 2^52 and a relation has fewer than 2^63 rows (the
+   most either engine can count: COUNT is a BIGINT), so |Σ q_i| < 2^115: far inside DuckDB's
+   HUGEINT (|·| < 2^127), which it accumulates SUM(BIGINT) in, and PostgreSQL's NUMERIC
+   (arbitrary precision; SUM(bigint) accumulates in 128-bit integers or NUMERIC). Integer
+   addition is associative: the total is the same for every order, thread count and engine.
+4. *Scaling back is exact.* T·2^-k is computed as a :class:`~fractions.Fraction`, so the
+   value the noise is added to is exactly Σ x_i, whose sensitivity step 2 bounds; the
+   scaling is a fixed bijection chosen before any data is read (a function of the plan), i.e.
+   the release is a post-processing of a release of T with sensitivity Δ·2^k and noise 2^k
+   times larger — the same mechanism.
+
+What the grid costs in accuracy: with rounding (k = 52 − e) each value moves by at most
+2^-(k+1) ≤ M·2^-52, a relative error of one double's precision per row, the same in every
+order (integer-valued measures are not rounded at all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from dpproxy.analysis.bounds import integral
+from dpproxy.analysis.sensitivity import PrimitiveKind
+from dpproxy.rewrite.guard import clamp_bounds, lit, number
+from dpproxy.sql.validate import literal_value
+
+if TYPE_CHECKING:
+    from dpproxy.catalog.model import Table
+    from dpproxy.planning.plan import Primitive, QueryPlan
+
+TOP_BITS = 52  # |q| ≤ 2^52: s·2^k + ½ is exact in double precision
+MAX_BITS = 1000  # 2^k and every grid point stay (normal or subnormal) doubles
+_EXACT_DOUBLE = Fraction(2**53)
+
+_INTEGER_TYPES = {
+    exp.DataType.Type.TINYINT,
+    exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """A SUM primitive's grid: row terms are integers in [low, high], worth ``q·2^-bits``."""
+
+    bits: int
+    low: int
+    high: int
+
+    def point(self, q: int) -> Fraction:
+        return unscale(q, self.bits)
+
+
+def _pow2(e: int) -> Fraction:
+    return Fraction(1 << e) if e >= 0 else Fraction(1, 1 << -e)
+
+
+def _ceil_log2(m: Fraction) -> int:
+    """The least integer e with m ≤ 2^e (m > 0)."""
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    while _pow2(e) < m:
+        e += 1
+    while _pow2(e - 1) >= m:
+        e -= 1
+    return e
+
+
+def integer_valued(node: exp.Expression, table: Table) -> bool:
+    """Is every value of ``node``, as the rewritten SQL computes it, an integer (or NULL)?
+
+    Integer columns (whose bounds are integers, so their clamps are too), integer literals,
+    and ``+ − ×``, ``ABS``, ``FLOOR``/``CEIL``/``ROUND`` without digits, casts to integer types,
+    ``CASE``/``COALESCE``/``GREATEST``/``LEAST``/``NULLIF`` of such values. Computed in
+    doubles they stay integers: rounding a real on the grid 2^-j (here j = 0) to a double
+    gives a double on that grid (where the rounding is coarser than 2^-j, the doubles there
+    are multiples of a larger power of two). NaN and ±inf are left to the clamp.
+    """
+    if integral(node, table) or isinstance(node, exp.Null):
+        return True
+    if isinstance(node, exp.Paren | exp.Neg | exp.Abs):
+        return integer_valued(node.this, table)
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        return integer_valued(node.this, table) and integer_valued(node.expression, table)
+    if isinstance(node, exp.Floor | exp.Ceil | exp.Round):
+        return node.args.get("decimals") is None
+    if isinstance(node, exp.Cast | exp.TryCast):
+        return node.to.this in _INTEGER_TYPES
+    if isinstance(node, exp.Case):
+        results = [i.args.get("true") for i in node.args.get("ifs") or []]
+        results.append(node.args.get("default"))
+        return all(r is None or integer_valued(r, table) for r in results)
+    if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
+        return all(integer_valued(e, table) for e in (node.this, *node.expressions))
+    if isinstance(node, exp.Nullif):
+        return integer_valued(node.this, table)
+    return False
+
+
+def _natural_bits(p: Primitive, table: Table) -> int | None:
+    """j (2j for squares) when every value of ``p`` lies on the grid 2^-j, else ``None``."""
+    assert p.measure is not None
+    den = p.center.denominator
+    if den & (den - 1) or not integer_valued(p.measure, table):
+        return None
+    j = den.bit_length() - 1
+    return 2 * j if p.squared else j
+
+
+def grid(p: Primitive, table: Table) -> Grid:
+    """The grid a SUM primitive is summed on (the module docstring says how it is chosen)."""
+    assert p.kind is PrimitiveKind.SUM and p.values is not None
+    lo, hi = p.values.lo, p.values.hi
+    assert lo is not None and hi is not None
+    m = max(abs(lo), abs(hi))
+    natural = _natural_bits(p, table)
+    if m == 0:
+        return Grid(0, 0, 0)
+    bits = min(TOP_BITS - _ceil_log2(m), MAX_BITS)
+    if natural is not None and natural <= bits:
+        bits = natural
+    scale = _pow2(bits)
+    low, high = _ceil(lo * scale), _floor(hi * scale)
+    if low > high:  # I holds no grid point: the one between I and 0
+        low = high = high if lo > 0 else low
+    return Grid(bits, low, high)
+
+
+def _floor(x: Fraction) -> int:
+    return x.numerator // x.denominator
+
+
+def _ceil(x: Fraction) -> int:
+    return -(-x.numerator // x.denominator)
+
+
+def sum_grids(plan: QueryPlan) -> dict[str, int]:
+    """``bits`` of every SUM primitive of a plan, by primitive name."""
+    table = plan.query.table
+    return {p.name: grid(p, table).bits for p in plan.primitives if p.kind is PrimitiveKind.SUM}
+
+
+def unscale(raw: int | float | Decimal | Fraction | None, bits: int) -> Fraction:
+    """The exact value of an integer total ``raw`` on the grid 2^-bits (``None``: 0).
+
+    ``raw`` is what the backend returns: an int (DuckDB's HUGEINT; PostgreSQL's NUMERIC, which
+    ``backends/postgres.py`` turns into an int), or a Decimal or float, converted exactly."""
+    if raw is None:
+        return Fraction(0)
+    value = Fraction(raw)
+    return value / (1 << bits) if bits >= 0 else value * (1 << -bits)
+
+
+# ----------------------------------------------------------------------------- the SQL
+
+
+def _double(v: Fraction) -> exp.Expression:
+    """An SQL literal whose value, as a double, is exactly ``v`` (a grid point or 2^k)."""
+    if v.denominator == 1 and abs(v) <= _EXACT_DOUBLE:
+        return number(v)
+    f = float(v)
+    assert Fraction(f) == v, "a grid literal that is not a double"
+    text = lit(repr(abs(f)))
+    return exp.Neg(this=text) if f < 0 else text
+
+
+def summand(p: Primitive, column: str, table: Table) -> exp.Expression:
+    """What SUM adds up for primitive ``p`` whose measure is ``column``: the BIGINT q of the
+    module docstring (centred, squared and clamped onto the grid as planned)."""
+    assert p.values is not None and p.values.lo is not None and p.values.hi is not None
+    assert p.measure is not None
+    g = grid(p, table)
+    flush = abs(p.center) < Fraction(1, 10**100) and not integral(p.measure, table)
+
+    def value() -> exp.Expression:
+        base: exp.Expression = exp.column(column)
+        if p.center:
+            base = exp.Sub(this=base, expression=number(p.center))
+        if p.squared and flush:
+            # PostgreSQL raises on a product that underflows (rewrite/floats.py): with a
+            # centre of about 0 a fractional measure can be tiny, so |base| < 1e-100 → 0
+            # first (the sum changes by less than n·1e-200). Otherwise |base| ≥ ulp(centre).
+            tiny = exp.LT(this=exp.Abs(this=base.copy()), expression=lit("1e-100"))
+            flushed = exp.Case(ifs=[exp.If(this=tiny, true=lit("0.0"))], default=base)
+            return exp.Mul(this=flushed, expression=flushed.copy())
+        if p.squared:
+            return exp.Mul(this=exp.Paren(this=base), expression=exp.Paren(this=base.copy()))
+        return base
+
+    def scaled() -> exp.Expression:
+        v = value()
+        if g.bits:
+            v = exp.Mul(this=_operand(v), expression=_double(_pow2(g.bits)))
+        rounded = exp.Floor(this=exp.Add(this=v, expression=lit("0.5")))
+        return exp.Cast(this=rounded, to=exp.DataType.build("BIGINT"))
+
+    low, high = g.point(g.low), g.point(g.high)
+    span = computed_range(p, table)
+    if g.bits >= 0 and span is not None and low <= span[0] and span[1] <= high:
+        return scaled()  # the comparisons could never hold
+    ifs = [
+        exp.If(this=exp.LT(this=value(), expression=_double(low)), true=number(Fraction(g.low))),
+        exp.If(this=exp.GT(this=value(), expression=_double(high)), true=number(Fraction(g.high))),
+    ]
+    if g.bits < 0:  # |s·2^k| < ¼ rounds to 0; skipping the product avoids its underflow
+        tiny = exp.LT(this=exp.Abs(this=value()), expression=_double(_pow2(-g.bits - 2)))
+        ifs.append(exp.If(this=tiny, true=lit(0)))
+    return exp.Case(ifs=ifs, default=scaled())
+
+
+def _operand(v: exp.Expression) -> exp.Expression:
+    atomic = isinstance(v, exp.Column | exp.Paren | exp.Case | exp.Func | exp.Literal)
+    return v if atomic else exp.Paren(this=v)
+
+
+# ---------------------------------------------------------------- values known in advance
+
+
+def exact_range(measure: exp.Expression, table: Table) -> tuple[Fraction, Fraction] | None:
+    """The exact [lo, hi] of a measure's row values as the database computes them, when it
+    is known without rounding: a bounded numeric column (clamped to its bounds, rounded
+    outward as :func:`~dpproxy.rewrite.guard.clamp` writes them), or a CASE whose every result
+    is a number literal (NULL allowed). ``None`` for anything else (its floating-point value
+    may stray from the interval arithmetic's bounds, so it keeps its clamp)."""
+    if isinstance(measure, exp.Column):
+        col = table.column(measure.name)
+        if col is None or not col.type.numeric or not col.bounded:
+            return None
+        assert col.bounds.lo is not None and col.bounds.hi is not None
+        return clamp_bounds(col.bounds.lo, col.bounds.hi)
+    if isinstance(measure, exp.Case):
+        results = [i.args.get("true") for i in measure.args.get("ifs") or []]
+        results.append(measure.args.get("default"))
+        numbers: list[Fraction] = []
+        for r in results:
+            ok, v = literal_value(r) if r is not None else (True, None)
+            if not ok or isinstance(v, bool | str) or (isinstance(v, float) and not v.is_integer()):
+                return None
+            if v is not None:
+                numbers.append(Fraction(v))
+        if numbers:
+            return min(numbers), max(numbers)
+    return None
+
+
+def computed_range(p: Primitive, table: Table) -> tuple[Fraction, Fraction] | None:
+    """An exact interval holding every value of ``measure − centre`` (squared, if so planned)
+    as the database computes it, or ``None`` when that is not known in advance.
+
+    Computed in IEEE doubles, as the database does: the centre as written (:func:`number`),
+    both ends of the measure's exact range, and rounding being monotone, so every value in
+    between lands between the two results (1 M rows: leaving out the clamp of an AVG's
+    centred sum over a clamped column takes 4.5 ms against 7.9 ms on DuckDB). Any doubt (a
+    range not known exactly, integers past 2⁵³) gives ``None``."""
+    assert p.measure is not None
+    span = exact_range(p.measure, table)
+    if span is None or any(abs(v) > _EXACT_DOUBLE for v in span):
+        return None
+    centre = Fraction(float(p.center)) if p.center.denominator != 1 else p.center
+    if abs(centre) > _EXACT_DOUBLE:
+        return None
+    low = float(span[0]) - float(centre)
+    high = float(span[1]) - float(centre)
+    if p.squared:  # x·x rounds monotonically in |x|: the largest square is at an end
+        return Fraction(0), Fraction(max(low * low, high * high))
+    return Fraction(low), Fraction(high)
