@@ -13,13 +13,13 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpproxy.analysis.local import row_radius, score_sensitivity
-from dpproxy.analysis.sensitivity import sensitivity
+from dpproxy.analysis.sensitivity import PrimitiveKind, sensitivity
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan
 from dpproxy.planning.planner import total_cost
-from dpproxy.values import Cost, ln_down
+from dpproxy.values import Cost, exp_down, float_up, ln_down, ln_up
 
 
 def check_plan(plan: QueryPlan) -> None:
@@ -47,15 +47,31 @@ def check_plan(plan: QueryPlan) -> None:
     if recomputed != plan.cost or not plan.requested.covers(recomputed):
         raise InternalError("plan check failed: composition", log_detail=repr(plan.cost))
     if plan.selection is not None:
-        sel = plan.selection
-        lap = sel.release.mechanism
-        assert isinstance(lap, Laplace)
-        groups = plan.stability.groups
-        # P(new group released) summed over its groups must not exceed δ:
-        # G · ½ · exp(-(τ - 1)/b) ≤ δ  ⇔  (τ - 1)/b ≥ ln(G / (2δ)).
-        bound = Fraction(groups, 1) / (2 * sel.release.cost.delta)
-        if lap.scale == 0 or (sel.threshold - 1) / lap.scale < ln_down(bound):
-            raise InternalError("plan check failed: selection threshold")
+        _check_selection(plan)
+
+
+def _check_selection(plan: QueryPlan) -> None:
+    """The unit counts' calibration, and the threshold against the law of the noise drawn:
+    a group of one unit passes with probability p^τ/(1 + p), p = e^{-1/s}, for discrete Laplace
+    noise at the float scale s the sampler uses; N such groups (G, or 2G under substitution)
+    must together stay within δ: τ/s ≥ ln(N/δ) − ln(1 + p), with outward rounding."""
+    sel = plan.selection
+    assert sel is not None
+    r = sel.release
+    sens = sensitivity(PrimitiveKind.UNITS, plan.stability, plan.neighbouring, grouped=True)
+    lap = r.mechanism
+    if r.primitive.kind is not PrimitiveKind.UNITS or not r.integer or sens != r.sensitivity:
+        raise InternalError("plan check failed: selection counts", log_detail=repr(r))
+    if not isinstance(lap, Laplace) or lap.scale <= 0 or lap.epsilon(sens) != r.cost.epsilon:
+        raise InternalError("plan check failed: selection noise", log_detail=repr(r))
+    dlt = r.cost.delta
+    tau = sel.threshold
+    if not 0 < dlt < 1 or r.cost.rho or Fraction(tau).denominator != 1 or tau < 0:
+        raise InternalError("plan check failed: selection threshold", log_detail=repr(sel))
+    groups = plan.stability.groups * (2 if plan.neighbouring is Neighbouring.SUBSTITUTE else 1)
+    s = Fraction(float_up(lap.scale))  # what OpenDP draws with (mechanisms/noise.py)
+    if Fraction(tau) / s < ln_up(Fraction(groups) / dlt) - ln_down(1 + exp_down(-1 / s)):
+        raise InternalError("plan check failed: selection threshold", log_detail=repr(sel))
 
 
 def _check_stat(st: StatPlan, plan: QueryPlan) -> None:

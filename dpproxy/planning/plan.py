@@ -59,18 +59,33 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """DP partition selection: keep a group when its noisy unit count exceeds ``threshold``.
+    """DP partition selection: keep a group when its noisy unit count exceeds ``threshold`` τ,
+    an integer (the noisy counts are integers, so "exceeds" means ≥ τ + 1).
 
-    Privacy argument: the unit counts, noised with Laplace(b) where b = G/ε_sel, are ε_sel-DP
-    under add/remove (a unit touches ≤ G groups, moving each count by 1). A group present in
-    only one of two neighbours holds just that unit (count 1); it passes the threshold
-    τ = 1 + b·ln(G/(2δ)) with probability ½·e^{-(τ-1)/b} = δ/G, so by a union bound over its
-    ≤ G groups the release of new keys fails (ε, 0) only with probability δ (Korolova et al.
-    2009; Wilson et al. 2020). Under substitution G is doubled and ln(G/δ) is used.
+    Privacy argument. The unit counts get discrete Laplace noise, P(Z = z) ∝ p^|z| with
+    p = e^{-1/b} and b = Δ/ε_sel, where Δ = G (add/remove) or 2G (substitution) is their L1
+    sensitivity (a unit touches ≤ G groups, moving each count by 1): ε_sel-DP for the groups
+    both neighbours hold (GRS 2012; noise is always Laplace here, also under the gaussian
+    mechanism, so there is no Gaussian law to derive). A group that only one neighbour holds
+    has just the differing unit (count 1), and there are at most N = Δ of them. Such a group is
+    kept when Z ≥ τ, with probability p^τ/(1 + p); τ is the smallest integer with
+    N·p^τ/(1 + p) ≤ δ, computed with outward-rounded logarithms at the scale OpenDP actually
+    draws with (``mechanisms/selection.py``). With M, M' the outputs on the neighbours with and
+    without the k ≤ N exclusive groups and E any set of outputs:
+
+    * P[M ∈ E] ≤ P[M ∈ E, none of them kept] + k·δ/N, and the first term is a post-processing
+      of the shared counts, so P[M ∈ E] ≤ e^{ε_sel}·P[M' ∈ E] + δ (Korolova et al. 2009;
+      Wilson et al. 2020);
+    * conversely the shared counts move by at most Δ − k, so with x = k/Δ,
+      P[M' ∈ E] ≤ e^{ε_sel(1−x)}·P[M ∈ E]/(1 − x·δ), and e^{ε(1−x)}·q − e^{ε}(1 − xδ)·q ≤ δ for
+      q, x ∈ [0, 1] (convex in x, ≤ δ at both ends as δ ≤ 1): P[M' ∈ E] ≤ e^{ε_sel}·P[M ∈ E] + δ.
+
+    Under substitution each neighbour may hold exclusive groups (k + k' ≤ 2G = Δ); the same two
+    steps, applied to both at once, give the same bound.
     """
 
     release: Release
-    threshold: Fraction
+    threshold: int
 
 
 class Method(Enum):

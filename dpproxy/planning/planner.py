@@ -61,6 +61,7 @@ from dpproxy.mechanisms.base import (
     approx_to_zcdp,
     zcdp_to_approx,
 )
+from dpproxy.mechanisms.selection import exclusive_groups, selection_threshold
 from dpproxy.planning.methods import (
     REFERENCE_ROWS,
     SAA_ARGUMENT_LIMIT,
@@ -84,7 +85,7 @@ from dpproxy.planning.plan import (
 )
 from dpproxy.planning.truncation import DEFAULT_CAP, Truncation, grid
 from dpproxy.sql.validate import AggKind, Aggregate, ValidQuery
-from dpproxy.values import Cost, Interval, ln_up
+from dpproxy.values import Cost, Interval
 
 
 def plan_query(
@@ -173,12 +174,9 @@ def plan_query(
     if private_keys:
         selection_prim = Primitive("__units", PrimitiveKind.UNITS, None)
         sens = sensitivity(PrimitiveKind.UNITS, stab, rel, grouped=True)
-        lap = Laplace.calibrate(sens, eps_sel)
-        groups = stab.groups
-        ratio = Fraction(groups, 1) / (2 * delta_sel)
-        if rel is Neighbouring.SUBSTITUTE:
-            ratio = Fraction(groups, 1) / delta_sel
-        threshold = 1 + lap.scale * ln_up(ratio)
+        lap = Laplace.calibrate(sens, eps_sel)  # selection is always Laplace (discrete)
+        exclusive = exclusive_groups(stab.groups, rel)
+        threshold = selection_threshold(lap.scale, exclusive, delta_sel)
         selection = Selection(
             Release(selection_prim, sens, lap, Cost(lap.epsilon(sens), delta_sel)), threshold
         )

@@ -16,7 +16,6 @@ from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
 from dpproxy.release.stats import release_stats
 from dpproxy.rewrite.fixed import sum_grids, unscale
-from dpproxy.values import float_up
 
 __all__ = ["ExactResult", "NoisyGroup", "apply_noise"]
 
@@ -98,8 +97,9 @@ def apply_noise(
         sel = plan.selection
         units = [exact_value(k, sel.release.primitive.name) for k in keys]
         noisy_units = _add_noise(sel.release, units, noise)
-        threshold = float_up(sel.threshold)  # never release below the planned threshold
-        keep = [u > threshold for u in noisy_units]
+        # Integer noisy counts against the integer threshold, compared exactly (a float holds
+        # every count): the event whose probability the plan bounds (mechanisms/selection.py).
+        keep = [u > sel.threshold for u in noisy_units]
     kept = [k for i, k in enumerate(keys) if keep[i]]
     stats = release_stats(plan, kept, exact_value, extras or {}, noise) if plan.stats else {}
     out = []

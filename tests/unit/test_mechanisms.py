@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import MechanismKind
 from dpproxy.errors import InternalError, PrivacyParameterError
@@ -373,13 +374,35 @@ def test_an_understated_release_cost_is_refused() -> None:
     refused(_replace_release(plan, 0, cost=dataclasses.replace(r.cost, epsilon=r.cost.epsilon / 2)))
 
 
-def test_a_lower_selection_threshold_is_refused() -> None:
+@pytest.mark.parametrize("lower", [Fraction(1), Fraction(1, 10)])
+def test_a_lower_selection_threshold_is_refused(lower: Fraction) -> None:
+    """One less is unsafe (the threshold is the smallest integer within δ); a fraction is not
+    an integer threshold."""
     plan = make_plan("SELECT city, COUNT(*) FROM orders GROUP BY city")
     sel = plan.selection
     assert sel is not None
     check_plan(plan)
-    lowered = dataclasses.replace(sel, threshold=sel.threshold - Fraction(1, 10))
+    lowered = dataclasses.replace(sel, threshold=sel.threshold - lower)  # type: ignore[arg-type]
     refused(dataclasses.replace(plan, selection=lowered))
+
+
+def test_selection_noise_other_than_discrete_laplace_is_refused() -> None:
+    """The threshold bounds discrete Laplace noise at the planned scale: not continuous noise
+    (a SUM primitive is released without ``integer``), nor a smaller scale than the cost says."""
+    plan = make_plan("SELECT city, COUNT(*) FROM orders GROUP BY city")
+    sel = plan.selection
+    assert sel is not None
+    r = sel.release
+    lap = r.mechanism
+    assert isinstance(lap, Laplace)
+    as_sum = dataclasses.replace(r.primitive, kind=PrimitiveKind.SUM)
+    for release in (
+        dataclasses.replace(r, primitive=as_sum),
+        dataclasses.replace(r, mechanism=Laplace(lap.scale / 2)),
+    ):
+        tampered = dataclasses.replace(sel, release=release)
+        with pytest.raises(InternalError, match="selection"):
+            check_plan(dataclasses.replace(plan, selection=tampered))
 
 
 @pytest.mark.parametrize(
