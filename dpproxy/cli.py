@@ -598,6 +598,13 @@ def serve(
         )
     except DPProxyError as err:
         _fail(err)
+    probe = getattr(engine.accountant, "probe", None)  # a durable ledger: can it be written?
+    try:
+        if probe is not None:
+            probe()
+    except DPProxyError as err:
+        engine.close()
+        _fail(err)
     if where == MEMORY:
         click.echo("warning: --ledger memory: budgets reset when the server stops", err=True)
     else:

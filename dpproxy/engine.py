@@ -10,6 +10,7 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import ClassVar
@@ -296,14 +297,21 @@ class Engine:
         accountant = self.accountant
         query_text, normalised = self._normalised(sql, plan, mechanism, method)
         key = accountant.cache_key(analyst, normalised)
+        record = ReleaseRecord(query_text, _plan_summary(plan), self._noise_name(mechanism))
+        # Single flight (Accountant.claim): an identical query in flight, in this process or
+        # another on the same ledger, is waited for and its answer returned at no cost.
         hit = accountant.cached(key)
-        if hit is not None:
+        claim = (
+            hit
+            if hit is not None
+            else accountant.claim(analyst, plan.cost, key, record, _poll(cancel))
+        )
+        if isinstance(claim, str):
             log.info("answered %s from the cache at no cost", analyst)
             return Answer(
-                decode_released(hit), Cost.zero(), accountant.remaining(analyst), plan, True
+                decode_released(claim), Cost.zero(), accountant.remaining(analyst), plan, True
             )
-        record = ReleaseRecord(query_text, _plan_summary(plan), self._noise_name(mechanism))
-        reservation = accountant.reserve(analyst, plan.cost, record)
+        reservation = claim
         touched = False  # has any statement reached the data?
         drawn: tuple[str, str] | None = None  # a bound on rows per unit drawn with DP
         failure: PrivateQueryFailed | None = None
@@ -438,6 +446,11 @@ def _log_failure(error: Exception, analyst: str, query: str, plan: str) -> None:
             "plan": plan,
         },
     )
+
+
+def _poll(cancel: CancelToken | None) -> Callable[[], bool] | None:
+    """Has ``cancel`` been cancelled? (for a query waiting on an identical one's answer)"""
+    return None if cancel is None else lambda: cancel.cancelled
 
 
 def _needs_choice(plan: QueryPlan) -> bool:

@@ -184,3 +184,30 @@ class LedgerTampered(DPProxyError):
     def __init__(self, message: str, problems: tuple[str, ...] = (), **kw: object) -> None:
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.problems = problems
+
+
+class LedgerUnavailable(DPProxyError):
+    """The budget ledger cannot be read or written (io_error): no charge can be recorded, so
+    nothing is released. The subclasses name the common causes with PostgreSQL's codes."""
+
+    sqlstate = "58030"
+
+
+class LedgerFull(LedgerUnavailable):
+    """The ledger's disk (or file system quota) is full (disk_full)."""
+
+    sqlstate = "53100"
+
+
+class LedgerReadOnly(LedgerUnavailable):
+    """The ledger file, its directory or its file system is read-only
+    (read_only_sql_transaction, as a read-only PostgreSQL answers a write)."""
+
+    sqlstate = "25006"
+
+
+class LedgerLocked(LedgerUnavailable):
+    """Another process held the ledger's write lock for longer than the busy timeout
+    (lock_not_available)."""
+
+    sqlstate = "55P03"

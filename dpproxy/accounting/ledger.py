@@ -35,6 +35,8 @@ Amounts are exact fractions stored as text (``"3/2"``); nothing is rounded.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -43,7 +45,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -52,7 +54,17 @@ from typing import Any
 
 from dpproxy.accounting.composition import tightest
 from dpproxy.accounting.memory import BudgetStatus, Reservation, Spending
-from dpproxy.errors import BudgetExhausted, InternalError, InvalidParameter
+from dpproxy.errors import (
+    BudgetExhausted,
+    DPProxyError,
+    InternalError,
+    InvalidParameter,
+    LedgerFull,
+    LedgerLocked,
+    LedgerReadOnly,
+    LedgerUnavailable,
+    QueryCanceled,
+)
 from dpproxy.values import Cost
 
 SCHEMA_VERSION = 1
@@ -103,6 +115,8 @@ CREATE TABLE IF NOT EXISTS log (
 CREATE TABLE IF NOT EXISTS cache (
     key TEXT PRIMARY KEY, dataset TEXT NOT NULL, analyst TEXT NOT NULL,
     payload TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS flights (
+    key TEXT PRIMARY KEY, dataset TEXT NOT NULL, token TEXT NOT NULL);
 """
 
 
@@ -112,6 +126,77 @@ def _frac(text: str) -> Fraction:
 
 def _text(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
+
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html) behind a LedgerUnavailable.
+_SQLITE_CODES: dict[int, type[LedgerUnavailable]] = {
+    3: LedgerReadOnly,  # SQLITE_PERM
+    5: LedgerLocked,  # SQLITE_BUSY (after the busy timeout)
+    6: LedgerLocked,  # SQLITE_LOCKED
+    8: LedgerReadOnly,  # SQLITE_READONLY (a read-only file, directory or file system)
+    13: LedgerFull,  # SQLITE_FULL (no space left, or a file size limit)
+}
+_OS_CODES: dict[int, type[LedgerUnavailable]] = {
+    errno.ENOSPC: LedgerFull,
+    errno.EDQUOT: LedgerFull,
+    errno.EROFS: LedgerReadOnly,
+    errno.EACCES: LedgerReadOnly,
+    errno.EPERM: LedgerReadOnly,
+}
+_WHAT = {
+    LedgerFull: "is full (no space left on its disk)",
+    LedgerReadOnly: "is read-only",
+    LedgerLocked: "is locked by another process",
+    LedgerUnavailable: "cannot be read or written",
+}
+
+
+def storage_error(e: BaseException, path: Path | None = None) -> DPProxyError:
+    """The error a failure of the ledger's storage (a ``sqlite3.Error`` or an ``OSError``)
+    becomes: PostgreSQL's closest SQLSTATE — 53100 disk full, 25006 read-only, 55P03 locked,
+    else 58030 I/O error (22023 for a file that is not a SQLite database). With ``path``
+    (opening the ledger, for the operator) the message names the file and the cause; without
+    (a query, for a client) the cause goes to ``log_detail`` only."""
+    if isinstance(e, DPProxyError):
+        if path is None or not isinstance(e.__cause__, sqlite3.Error | OSError):
+            return e
+        e = e.__cause__
+    if isinstance(e, OSError):
+        cls = _OS_CODES.get(e.errno or 0, LedgerUnavailable)
+        cause = e.strerror or str(e)
+    else:
+        code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+        cause = f"{e} ({getattr(e, 'sqlite_errorname', type(e).__name__)})"
+        if code == 26:  # SQLITE_NOTADB
+            where = f"{path}" if path is not None else "the budget ledger file"
+            return InvalidParameter(
+                f"{where} is not a dpproxy ledger (a SQLite database): {cause}",
+                hint="--ledger (or $DPPROXY_LEDGER) must name a dpproxy ledger",
+            )
+        cls = _SQLITE_CODES.get(code, LedgerUnavailable)
+    if path is not None:
+        return cls(f"the budget ledger {path} {_WHAT[cls]}: {cause}", log_detail=cause)
+    return cls(
+        f"the budget ledger {_WHAT[cls]}: no charge can be recorded, so nothing is released",
+        log_detail=cause,
+    )
+
+
+class _Connection(sqlite3.Connection):
+    """A connection to the ledger whose failures are DPProxyErrors (:func:`storage_error`):
+    a client gets a SQLSTATE, never a raw ``sqlite3`` exception or a dropped session."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.Error as e:
+            raise storage_error(e) from e
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.Error as e:
+            raise storage_error(e) from e
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +285,23 @@ class Ledger:
         self._host = socket.gethostname()
         self._records: dict[str, ReleaseRecord] = {}
         self._records_lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Single flight (claim): the keys this process computes, each with its token and an
+        # event set when it lands; tokens whose end could not be recorded (abandoned).
+        self._flights: dict[str, tuple[str, threading.Event]] = {}
+        self._flights_lock = threading.Lock()
+        self._abandoned: set[str] = set()
+        try:
+            self._open()
+        except (DPProxyError, OSError) as e:
+            raise storage_error(e, self.path) from None
+
+    def _open(self) -> None:
+        """Create the file with mode 0600 (SQLite gives its -wal and -shm files the same) in
+        a directory made with mode 0700, then the tables; recover."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.path.exists():
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         con0 = self._con()
         con0.executescript(_DDL)
         row = con0.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
@@ -217,36 +318,64 @@ class Ledger:
     def _con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
         if con is None:
-            con = sqlite3.connect(
-                self.path, timeout=self._busy, isolation_level=None, check_same_thread=True
-            )
-            # Switching a new file to WAL needs the write lock and does not wait for it on
-            # its own: retry until the busy timeout (two processes creating one ledger).
-            deadline = time.monotonic() + self._busy
-            while True:
-                try:
-                    con.execute("PRAGMA journal_mode = WAL")
-                    break
-                except sqlite3.OperationalError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)
-            con.execute("PRAGMA synchronous = FULL")
-            con.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
+            try:
+                con = sqlite3.connect(
+                    self.path,
+                    timeout=self._busy,
+                    isolation_level=None,
+                    check_same_thread=True,
+                    factory=_Connection,
+                )
+            except sqlite3.Error as e:
+                raise storage_error(e) from e
+            try:
+                # Switching a new file to WAL needs the write lock and does not wait for it
+                # on its own: retry while it is locked, until the busy timeout (two processes
+                # creating one ledger). Any other failure (read-only) is final at once.
+                deadline = time.monotonic() + self._busy
+                while True:
+                    try:
+                        con.execute("PRAGMA journal_mode = WAL")
+                        break
+                    except LedgerLocked:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.01)
+                con.execute("PRAGMA synchronous = FULL")
+                con.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
+            except BaseException:
+                con.close()
+                raise
             self._local.con = con
         return con
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, holding SQLite's write lock from its first statement."""
+        """One write transaction, holding SQLite's write lock from its first statement. Any
+        failure, the COMMIT's included (a full disk), rolls it back: the lock is never kept
+        (SQLite may already have rolled back on its own)."""
         con = self._con()
         con.execute("BEGIN IMMEDIATE")
         try:
             yield con
+            con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            if con.in_transaction:
+                with contextlib.suppress(DPProxyError):
+                    con.execute("ROLLBACK")
             raise
-        con.execute("COMMIT")
+
+    def probe(self) -> None:
+        """Write to the ledger once, or raise LedgerUnavailable naming the file (``dpproxy
+        serve`` at start). Opening writes nothing when there is nothing to recover, so a
+        read-only ledger can still be shown and verified."""
+        try:
+            with self._write() as con:
+                con.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('version', ?)", (str(SCHEMA_VERSION),)
+                )
+        except DPProxyError as e:
+            raise storage_error(e, self.path) from None
 
     def close(self) -> None:
         con = getattr(self._local, "con", None)
@@ -355,60 +484,174 @@ class Ledger:
     def reserve(self, analyst: str, cost: Cost, record: ReleaseRecord | None = None) -> Reservation:
         """Hold ``cost`` for ``analyst`` (and every group of theirs), or raise ZD001."""
         with self._write() as con:
-            accounts = [self._open_account(con, analyst)]
-            for g in self._groups(con, analyst):
-                ga = self._account(con, g, "group")
-                if ga is not None:
-                    accounts.append(self._renewed(con, ga))
-            for a in accounts:
-                if not a.total.covers(a.spent + a.reserved + cost):
-                    who = "" if a.kind == "analyst" else f" (group {a.principal!r})"
-                    raise BudgetExhausted(
-                        f"privacy budget exhausted for analyst {analyst!r}{who}: the query "
-                        f"costs {cost}, {a.remaining} remains",
-                        hint="ask for a smaller epsilon (and delta), or ask the data steward "
-                        "for more budget (dpproxy budget grant)",
-                    )
-            token = secrets.token_hex(16)
-            groups = [a.principal for a in accounts[1:]]
-            for a in accounts:
-                self._store(
-                    con,
-                    Account(
-                        a.principal,
-                        a.kind,
-                        a.total,
-                        a.spent,
-                        a.reserved + cost,
-                        a.period_seconds,
-                        a.period_start,
-                    ),
+            token = self._reserve(con, analyst, cost, record)
+        return self._reserved(analyst, cost, token, record, None)
+
+    def claim(
+        self,
+        analyst: str,
+        cost: Cost,
+        key: str,
+        record: ReleaseRecord | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> Reservation | str:
+        """Single flight for the answer ``key``, across the threads and processes sharing
+        this file: the answer kept for it (a ``str``, at no cost); else, while another
+        reservation computes it, wait for that one; else a reservation that holds ``key``
+        (a ``flights`` row written with it, in one transaction) until it is committed or
+        rolled back.
+
+        Waiting is free. A flight that ends without an answer (a failure, charged to its own
+        analyst) lets the first waiter to look reserve and run the query itself. A flight
+        whose process is gone (same host, as in :meth:`recover`), or whose end this process
+        could not record, is taken over: its reservation becomes spent, never refunded. A
+        holder on another host cannot be told dead and is waited for. Waiters in this
+        process wake when the flight lands; others poll the file (at most every 50 ms).
+        ``cancelled`` is polled while waiting (``QueryCanceled``, nothing charged)."""
+        if self.cache_scope == "off":
+            return self.reserve(analyst, cost, record)
+        pause = 0.001
+        while True:
+            with self._flights_lock:
+                here = self._flights.get(key)
+            if here is not None:
+                here[1].wait(0.05)  # a thread of this process computes it
+            else:
+                got = self._try_claim(analyst, cost, key, record)
+                if got is not None:
+                    return got
+                time.sleep(pause)  # another process computes it
+                pause = min(2 * pause, 0.05)
+            if cancelled is not None and cancelled():
+                raise QueryCanceled("canceling statement due to user request")
+
+    def _try_claim(
+        self, analyst: str, cost: Cost, key: str, record: ReleaseRecord | None
+    ) -> Reservation | str | None:
+        """One look: the answer; ``None`` while a live flight computes it; else a reservation
+        holding ``key``. Looks without the write lock first."""
+        state = self._flight(self._con(), key, repair=False)
+        if state is not False:
+            return state if isinstance(state, str) else None
+        with self._write() as con:
+            state = self._flight(con, key, repair=True)
+            if state is not False:
+                return state if isinstance(state, str) else None
+            token = self._reserve(con, analyst, cost, record)
+            con.execute("INSERT INTO flights VALUES (?, ?, ?)", (key, self.dataset, token))
+        with self._flights_lock:
+            self._flights[key] = (token, threading.Event())
+        return self._reserved(analyst, cost, token, record, key)
+
+    def _flight(self, con: sqlite3.Connection, key: str, *, repair: bool) -> str | bool:
+        """The answer kept for ``key``; else whether a live flight computes it. ``repair``
+        (in a write transaction): a dead or abandoned flight is removed, its reservation
+        expired (spent)."""
+        row = con.execute("SELECT payload FROM cache WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return str(row[0])
+        row = con.execute(
+            "SELECT f.token, r.host, r.pid, r.started FROM flights f "
+            "LEFT JOIN reservations r ON r.token = f.token WHERE f.key = ?",
+            (key,),
+        ).fetchone()
+        if row is None:
+            return False
+        token, host, pid, started = row
+        if host is not None and token not in self._abandoned:
+            me = (os.getpid(), _started(os.getpid()))
+            if host != self._host or (pid, started) == me or _alive(pid, started):
+                return True
+        if repair:
+            if host is not None:
+                self._expire(con, token)
+            con.execute("DELETE FROM flights WHERE key = ?", (key,))
+        return False
+
+    @contextmanager
+    def _landing(self, r: Reservation) -> Iterator[None]:
+        """Around the end of ``r`` (commit or rollback): waiters in this process wake; if the
+        end cannot be recorded (a full or read-only ledger), its flight is abandoned."""
+        try:
+            yield
+        except BaseException:
+            self._abandoned.add(r.token)
+            raise
+        finally:
+            if r.key is not None:
+                with self._flights_lock:
+                    here = self._flights.get(r.key)
+                    if here is not None and here[0] == r.token:
+                        del self._flights[r.key]
+                        here[1].set()
+
+    def _reserve(
+        self, con: sqlite3.Connection, analyst: str, cost: Cost, record: ReleaseRecord | None
+    ) -> str:
+        """Reserve in the transaction ``con``; the token."""
+        accounts = [self._open_account(con, analyst)]
+        for g in self._groups(con, analyst):
+            ga = self._account(con, g, "group")
+            if ga is not None:
+                accounts.append(self._renewed(con, ga))
+        for a in accounts:
+            if not a.total.covers(a.spent + a.reserved + cost):
+                who = "" if a.kind == "analyst" else f" (group {a.principal!r})"
+                raise BudgetExhausted(
+                    f"privacy budget exhausted for analyst {analyst!r}{who}: the query "
+                    f"costs {cost}, {a.remaining} remains",
+                    hint="ask for a smaller epsilon (and delta), or ask the data steward "
+                    "for more budget (dpproxy budget grant)",
                 )
-            con.execute(
-                "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    token,
-                    self.dataset,
-                    analyst,
-                    json.dumps(groups),
-                    _text(cost.epsilon),
-                    _text(cost.delta),
-                    _text(cost.rho),
-                    self._host,
-                    os.getpid(),
-                    _started(os.getpid()),
-                    float(self._clock()),
+        token = secrets.token_hex(16)
+        groups = [a.principal for a in accounts[1:]]
+        for a in accounts:
+            self._store(
+                con,
+                Account(
+                    a.principal,
+                    a.kind,
+                    a.total,
+                    a.spent,
+                    a.reserved + cost,
+                    a.period_seconds,
+                    a.period_start,
                 ),
             )
-            body: dict[str, Any] = {"token": token, "groups": groups, **_cost_body(cost)}
-            if record is not None:
-                body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
-            self._append(con, "reserve", analyst, body)
-        r = Reservation(analyst, cost, token)
+        con.execute(
+            "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                token,
+                self.dataset,
+                analyst,
+                json.dumps(groups),
+                _text(cost.epsilon),
+                _text(cost.delta),
+                _text(cost.rho),
+                self._host,
+                os.getpid(),
+                _started(os.getpid()),
+                float(self._clock()),
+            ),
+        )
+        body: dict[str, Any] = {"token": token, "groups": groups, **_cost_body(cost)}
+        if record is not None:
+            body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
+        self._append(con, "reserve", analyst, body)
+        return token
+
+    def _reserved(
+        self,
+        analyst: str,
+        cost: Cost,
+        token: str,
+        record: ReleaseRecord | None,
+        key: str | None,
+    ) -> Reservation:
         if record is not None:
             with self._records_lock:
                 self._records[token] = record
-        return r
+        return Reservation(analyst, cost, token, key)
 
     def _close(self, con: sqlite3.Connection, token: str) -> tuple[str, list[str], Cost]:
         row = con.execute(
@@ -419,7 +662,14 @@ class Ledger:
         if row is None:
             raise InternalError("unknown or already closed budget reservation")
         con.execute("DELETE FROM reservations WHERE token = ?", (token,))
+        con.execute("DELETE FROM flights WHERE token = ?", (token,))
         return row[0], json.loads(row[1]), Cost(_frac(row[2]), _frac(row[3]), _frac(row[4]))
+
+    def _expire(self, con: sqlite3.Connection, token: str) -> None:
+        """A reservation whose process is gone becomes spent (never refunded)."""
+        analyst, groups, cost = self._close(con, token)
+        self._move(con, analyst, groups, cost, spend=True)
+        self._append(con, "expire", analyst, {"token": token, "groups": groups, **_cost_body(cost)})
 
     def _move(
         self, con: sqlite3.Connection, analyst: str, groups: list[str], cost: Cost, spend: bool
@@ -456,7 +706,7 @@ class Ledger:
         charged but released no answer (the SQLSTATE its analyst got, kept in the entry)."""
         with self._records_lock:
             record = self._records.pop(r.token, None)
-        with self._write() as con:
+        with self._landing(r), self._write() as con:
             analyst, groups, cost = self._close(con, r.token)
             self._move(con, analyst, groups, cost, spend=True)
             body: dict[str, Any] = {"token": r.token, "groups": groups, **_cost_body(cost)}
@@ -476,7 +726,7 @@ class Ledger:
         """Only for failures that provably happened before the database saw the query."""
         with self._records_lock:
             self._records.pop(r.token, None)
-        with self._write() as con:
+        with self._landing(r), self._write() as con:
             analyst, groups, cost = self._close(con, r.token)
             self._move(con, analyst, groups, cost, spend=False)
             self._append(con, "rollback", analyst, {"token": r.token, **_cost_body(cost)})
@@ -576,12 +826,13 @@ class Ledger:
             for token, pid, started in rows:
                 if (pid, started) == me or _alive(pid, started):
                     continue
-                analyst, groups, cost = self._close(con, token)
-                self._move(con, analyst, groups, cost, spend=True)
-                self._append(
-                    con, "expire", analyst, {"token": token, "groups": groups, **_cost_body(cost)}
-                )
+                self._expire(con, token)
                 expired += 1
+            con.execute(
+                "DELETE FROM flights WHERE dataset = ? AND token NOT IN "
+                "(SELECT token FROM reservations)",
+                (self.dataset,),
+            )
         return expired
 
     # ------------------------------------------------------------------ administration

@@ -15,11 +15,12 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dpproxy.accounting.composition import tightest
-from dpproxy.errors import BudgetExhausted, InternalError
+from dpproxy.errors import BudgetExhausted, InternalError, QueryCanceled
 from dpproxy.values import Cost
 
 
@@ -28,6 +29,7 @@ class Reservation:
     analyst: str
     cost: Cost
     token: str
+    key: str | None = None  # the answer this reservation is the one flight for (claim)
 
 
 class Accountant(Protocol):
@@ -35,6 +37,14 @@ class Accountant(Protocol):
     that an identical query is answered again, identically, at no cost."""
 
     def reserve(self, analyst: str, cost: Cost, record: Any = None) -> Reservation: ...
+    def claim(
+        self,
+        analyst: str,
+        cost: Cost,
+        key: str,
+        record: Any = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> Reservation | str: ...
     def commit(
         self,
         r: Reservation,
@@ -108,6 +118,8 @@ class MemoryAccountant:
         self._open: dict[str, Reservation] = {}
         self._records: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._landed = threading.Condition(self._lock)  # a flight ended
+        self._flights: dict[str, str] = {}  # answer cache key -> the token that computes it
 
     def _account(self, analyst: str) -> _Account:
         acct = self._accounts.get(analyst)
@@ -118,24 +130,60 @@ class MemoryAccountant:
 
     def reserve(self, analyst: str, cost: Cost, record: Any = None) -> Reservation:
         with self._lock:
-            acct = self._account(analyst)
-            used = acct.spent + acct.reserved
-            after = used + cost
-            if not acct.total.covers(after):
-                left = acct.total - used
-                raise BudgetExhausted(
-                    f"privacy budget exhausted for analyst {analyst!r}: the query costs {cost}, "
-                    f"{left} remains",
-                    hint="ask for a smaller epsilon (and delta), or ask the data steward for "
-                    "more budget",
-                )
-            acct.reserved = acct.reserved + cost
-            r = Reservation(analyst, cost, secrets.token_hex(8))
-            self._open[r.token] = r
-            self._records[r.token] = record
-            return r
+            return self._reserve(analyst, cost, record, None)
+
+    def claim(
+        self,
+        analyst: str,
+        cost: Cost,
+        key: str,
+        record: Any = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> Reservation | str:
+        """Single flight for the answer ``key``: the answer kept for it (a ``str``, at no
+        cost); else, while another reservation is computing it, wait for that one; else a
+        reservation that holds ``key`` until it is committed or rolled back. Waiting is free:
+        when the flight ends without an answer (a failure, charged to its own analyst), one
+        waiter reserves and runs the query itself. ``cancelled`` is polled while waiting
+        (``QueryCanceled``, nothing charged)."""
+        if self.cache_scope == "off":
+            return self.reserve(analyst, cost, record)
+        with self._lock:
+            while True:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    return hit
+                if key not in self._flights:
+                    r = self._reserve(analyst, cost, record, key)
+                    self._flights[key] = r.token
+                    return r
+                if cancelled is not None and cancelled():
+                    raise QueryCanceled("canceling statement due to user request")
+                self._landed.wait(0.05)
+
+    def _reserve(self, analyst: str, cost: Cost, record: Any, key: str | None) -> Reservation:
+        """``reserve`` with the lock held."""
+        acct = self._account(analyst)
+        used = acct.spent + acct.reserved
+        after = used + cost
+        if not acct.total.covers(after):
+            left = acct.total - used
+            raise BudgetExhausted(
+                f"privacy budget exhausted for analyst {analyst!r}: the query costs {cost}, "
+                f"{left} remains",
+                hint="ask for a smaller epsilon (and delta), or ask the data steward for "
+                "more budget",
+            )
+        acct.reserved = acct.reserved + cost
+        r = Reservation(analyst, cost, secrets.token_hex(8), key)
+        self._open[r.token] = r
+        self._records[r.token] = record
+        return r
 
     def _close(self, r: Reservation) -> _Account:
+        if r.key is not None and self._flights.get(r.key) == r.token:
+            del self._flights[r.key]  # the flight lands: its waiters look for the answer
+            self._landed.notify_all()
         if self._open.pop(r.token, None) is None:
             raise InternalError("unknown or already closed budget reservation")
         acct = self._account(r.analyst)
