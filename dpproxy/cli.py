@@ -479,10 +479,21 @@ def _listen(value: str) -> tuple[str, int]:
 @click.option(
     "--trust/--no-trust",
     default=False,
-    help="Let loopback clients in without a password (development only; never remote).",
+    help="Let loopback clients in without a password (development only; never remote). "
+    "Warns when the listen address is not loopback.",
 )
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key.")
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TLS private key (mode 0600 or less, as PostgreSQL requires).",
+)
+@click.option(
+    "--require-tls/--allow-plaintext",
+    default=None,
+    help="Refuse logins without TLS with SQLSTATE 28000 (PostgreSQL's hostssl). The default "
+    "whenever --tls-cert is given; --allow-plaintext also lets unencrypted clients in.",
+)
 @click.option(
     "--max-connections", default=100, show_default=True, type=click.IntRange(1), help="Cap."
 )
@@ -531,6 +542,7 @@ def serve(
     trust: bool,
     tls_cert: str | None,
     tls_key: str | None,
+    require_tls: bool | None,
     max_connections: int,
     idle_timeout: float,
     max_message_size: int,
@@ -541,8 +553,11 @@ def serve(
     """Serve the PostgreSQL wire protocol: psql, drivers and BI tools connect unchanged.
 
     Every answer is differentially private and charged to the authenticated user's budget;
-    row-level reads are refused. Example:
+    row-level reads are refused. With --tls-cert, logins without TLS are refused unless
+    --allow-plaintext. Refuses to start (one line, exit 1) when the TLS key or the users file
+    is accessible by group or others, or when the budget ledger cannot be written. Example:
 
+    \b
         dpproxy user add ana && dpproxy serve --listen 127.0.0.1:6432
         psql "postgresql://ana@127.0.0.1:6432/dpproxy"
     """
@@ -553,10 +568,12 @@ def serve(
     from pathlib import Path
 
     from dpproxy.engine import open_engine
-    from dpproxy.server.server import JsonFormatter, Server, ServerConfig
+    from dpproxy.server.server import JsonFormatter, Server, ServerConfig, check_files
 
     if (tls_cert is None) != (tls_key is None):
         _fail(InvalidParameter("give both --tls-cert and --tls-key, or neither"))
+    if require_tls and tls_cert is None:
+        _fail(InvalidParameter("--require-tls needs --tls-cert and --tls-key"))
     host, port = _listen(listen)
     users: Path | None = Path(users_path) if users_path else None
     if users is not None and not users.is_file():
@@ -579,6 +596,23 @@ def serve(
                 "--trust lets loopback clients in without a password",
             )
         )
+    config = ServerConfig(
+        host=host,
+        port=port,
+        users_path=users,
+        trust=trust,
+        tls_cert=Path(tls_cert) if tls_cert else None,
+        tls_key=Path(tls_key) if tls_key else None,
+        require_tls=tls_cert is not None if require_tls is None else require_tls,
+        max_connections=max_connections,
+        idle_timeout=idle_timeout,
+        max_message_size=max_message_size,
+        statement_timeout=statement_timeout,
+    )
+    try:
+        check_files(config)
+    except DPProxyError as err:
+        _fail(err)
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
     logger = logging.getLogger("dpproxy")
@@ -609,18 +643,6 @@ def serve(
         click.echo("warning: --ledger memory: budgets reset when the server stops", err=True)
     else:
         click.echo(f"budget ledger: {where}", err=True)
-    config = ServerConfig(
-        host=host,
-        port=port,
-        users_path=users,
-        trust=trust,
-        tls_cert=Path(tls_cert) if tls_cert else None,
-        tls_key=Path(tls_key) if tls_key else None,
-        max_connections=max_connections,
-        idle_timeout=idle_timeout,
-        max_message_size=max_message_size,
-        statement_timeout=statement_timeout,
-    )
 
     async def run() -> None:
         server = Server(engine, config)

@@ -7,7 +7,10 @@ SIGTERM stops accepting, lets in-flight queries finish (up to a grace period) an
 ones with ``57P01``.
 
 Authentication is SCRAM-SHA-256 against the users file (``users.py``); ``trust`` only when
-explicitly enabled, and then only for clients on a loopback address.
+explicitly enabled, and then only for clients on a loopback address. With ``require_tls``
+(the default of ``dpproxy serve`` whenever a certificate is given: PostgreSQL's ``hostssl``)
+a login without TLS is refused with ``28000`` before any credential is exchanged. The TLS key
+and the users file must not be accessible by group or others (:func:`check_private_file`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import re
 import ssl
 import struct
@@ -26,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dpproxy.engine import Engine
-from dpproxy.errors import DPProxyError, ProtocolViolation
+from dpproxy.errors import DPProxyError, InvalidParameter, ProtocolViolation
 from dpproxy.server import protocol
 from dpproxy.server.session import (
     SERVER_VERSION,
@@ -35,6 +39,7 @@ from dpproxy.server.session import (
     check_startup_user,
     default_settings,
 )
+from dpproxy.server.users import UsersFileError
 
 log = logging.getLogger("dpproxy.server")
 
@@ -47,6 +52,42 @@ class InvalidAuthorization(DPProxyError):
     sqlstate = "28000"
 
 
+class InsecureFile(UsersFileError):
+    """A private key or users file that group or others may access (config_file_error)."""
+
+
+def check_private_file(path: Path, what: str) -> None:
+    """PostgreSQL's rule for its private key: no access for group or others (``0600`` or
+    less), except group read for a file owned by root when not running as root (``0640``)."""
+    st = path.stat()
+    mode = st.st_mode
+    allowed = 0o040 if st.st_uid == 0 and os.geteuid() != 0 else 0
+    if mode & 0o077 & ~allowed:
+        most = "0640" if allowed else "0600"
+        raise InsecureFile(
+            f'{what} "{path}" has group or world access (mode {mode & 0o777:04o}); it must be '
+            f"{most} or less: chmod {most} {path}"
+        )
+
+
+def check_files(config: ServerConfig) -> None:
+    """Refuse a TLS key or users file readable by others (``InsecureFile``, F0000)."""
+    if config.tls_key is not None:
+        check_private_file(config.tls_key, "private key file")
+    if config.users_path is not None and config.users_path.exists():
+        check_private_file(config.users_path, "users file")
+
+
+def _is_loopback_host(host: str) -> bool:
+    """Is a listen address loopback only? (``localhost``, 127.0.0.0/8, ``::1``)"""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -55,6 +96,7 @@ class ServerConfig:
     trust: bool = False  # trust authentication, loopback clients only
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    require_tls: bool = False  # refuse logins without TLS (28000), as hostssl
     max_connections: int = 100
     max_message_size: int = protocol.DEFAULT_MAX_MESSAGE
     idle_timeout: float | None = 3600.0
@@ -100,6 +142,9 @@ class Server:
         self.sessions: dict[int, Session] = {}
         self.shutting_down = False
         self._server: asyncio.base_events.Server | None = None
+        check_files(config)
+        if config.require_tls and config.tls_cert is None:
+            raise InvalidParameter("TLS is required, but no certificate is configured")
         self._tls = self._tls_context()
         self._users: Any = None
         if config.users_path is not None:
@@ -122,6 +167,14 @@ class Server:
     # ---------------------------------------------------------------------------- life
 
     async def start(self) -> None:
+        if self.config.trust and not _is_loopback_host(self.config.host):
+            log.warning(
+                "--trust with the non-loopback listen address %s: other hosts can reach the "
+                "server, and whatever relays through this one (an SSH tunnel, a local proxy) "
+                "logs in without a password",
+                self.config.host,
+                extra={"event": "config"},
+            )
         self._server = await asyncio.start_server(
             self._handle, self.config.host, self.config.port, limit=self.config.max_message_size
         )
@@ -217,6 +270,13 @@ class Server:
                 )
             session.user = check_startup_user(startup)
             session.database = startup.get("database", session.user)
+            if self.config.require_tls and writer.get_extra_info("ssl_object") is None:
+                host = peer[0] if isinstance(peer, tuple) and peer else "local"
+                raise InvalidAuthorization(
+                    f'connection without TLS refused: host "{host}", user "{session.user}", '
+                    f'database "{session.database}", no encryption',
+                    hint="this server requires TLS: connect with sslmode=require (or verify-full)",
+                )
             await self._authenticate(session, peer)
             self.sessions[session.pid] = session
             self._greet(session)
