@@ -206,6 +206,8 @@ def query(
             again = " (the answer released before, from the cache)" if cur.cached else ""
             if cur.bound_note is not None and not cur.cached:
                 click.echo(f"rows per unit: {cur.bound_note}", err=True)
+            for notice in cur.notices:
+                click.echo(notice, err=True)
             click.echo(
                 f"privacy cost: {cur.privacy_cost}{again}; budget left for {analyst!r}: "
                 f"{cur.remaining_budget}",

@@ -29,6 +29,7 @@ from sqlglot import exp
 
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
+from dpproxy.release.intervals import interval_ends
 from dpproxy.release.noise import NoisyGroup
 from dpproxy.sql.types import SqlType
 from dpproxy.sql.validate import AggKind, OrderItem
@@ -191,6 +192,8 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
             else:
                 known = {p: x for p, x in g.values.items() if x is not None}
                 spans[f"__agg_{i}"] = aggregate_span(agg, known, part_halves[i])
+            # DP_INTERVAL_LOW/HIGH (release/intervals.py): the same release, no extra cost.
+            env[f"__lo_{i}"], env[f"__hi_{i}"] = interval_ends(agg, spans[f"__agg_{i}"], max_count)
         if q.having is not None and evaluate(q.having, env) is not True:
             continue
         values = [evaluate(o.expr, env) for o in q.outputs]

@@ -51,6 +51,8 @@ _BIVARIATE_CLASSES: dict[type[exp.Expression], AggKind] = {
     exp.RegrSlope: AggKind.REGR_SLOPE,
     exp.RegrIntercept: AggKind.REGR_INTERCEPT,
 }
+#: The ends of a released aggregate's 95% interval (Snowflake's names); post-processing.
+INTERVAL_FUNCTIONS = ("DP_INTERVAL_LOW", "DP_INTERVAL_HIGH")
 _LATER = {
     "quantile": "QUANTILE",
     "mode": "MODE",
@@ -81,6 +83,8 @@ def _fraction_literal(node: exp.Expression | None, kind: AggKind) -> Fraction:
 def default_name(node: exp.Expression, i: int) -> str:
     if isinstance(node, exp.Column):
         return node.name
+    if isinstance(node, exp.Anonymous) and node.name.upper() in INTERVAL_FUNCTIONS:
+        return node.name.lower()
     if isinstance(node, exp.AggFunc | exp.Filter | exp.WithinGroup):
         inner = node.this if isinstance(node, exp.Filter | exp.WithinGroup) else node
         names = {
@@ -124,6 +128,8 @@ class PostBuilder:
             raise UnsupportedQuery("window functions are not supported")
         if isinstance(node, exp.Filter | exp.AggFunc | exp.WithinGroup):
             return exp.column(f"__agg_{self._aggregate(node)}")
+        if isinstance(node, exp.Anonymous) and node.name.upper() in INTERVAL_FUNCTIONS:
+            return self._interval(node)
         if not any(isinstance(n, exp.Column) for n in node.walk()) and not any(
             isinstance(n, exp.AggFunc) for n in node.walk()
         ):
@@ -157,6 +163,20 @@ class PostBuilder:
         return type(node)(**args)
 
     aggregates_in_query = True
+
+    def _interval(self, node: exp.Anonymous) -> exp.Expression:
+        """``DP_INTERVAL_LOW(agg)`` / ``DP_INTERVAL_HIGH(agg)`` → ``__lo_i`` / ``__hi_i``: an
+        end of the 95% interval of aggregate i of this query (``release/intervals.py``)."""
+        name = node.name.upper()
+        args = node.expressions
+        inner: exp.Expression | None = args[0] if len(args) == 1 else None
+        if inner is None or not isinstance(inner, exp.Filter | exp.AggFunc | exp.WithinGroup):
+            raise UnsupportedQuery(
+                f"the argument of {name} must be one aggregate of the query",
+                hint=f"e.g. SELECT AVG(age), {name}(AVG(age)) FROM ...",
+            )
+        end = "lo" if name == "DP_INTERVAL_LOW" else "hi"
+        return exp.column(f"__{end}_{self._aggregate(inner)}")
 
     def _aggregate(self, node: exp.Expression) -> int:
         condition = None
@@ -280,7 +300,11 @@ class PostBuilder:
         return kind, item.this, q, None
 
     def type_of(self, expr: exp.Expression) -> SqlType:
-        types = {f"__agg_{i}": SqlType.NUMERIC for i in range(len(self.aggregates))}
+        types = {
+            f"__{p}_{i}": SqlType.NUMERIC
+            for i in range(len(self.aggregates))
+            for p in ("agg", "lo", "hi")
+        }
         types.update({f"__key_{i}": k.type for i, k in enumerate(self.keys)})
         return type_of(expr, types)
 
