@@ -20,9 +20,11 @@ from dpproxy.accounting.memory import BudgetStatus
 from dpproxy.catalog.model import MechanismKind
 from dpproxy.engine import Engine, open_engine
 from dpproxy.explain import explain_text
+from dpproxy.explain_command import COLUMN, ExplainStatement, explain_rows, parse_explain
 from dpproxy.mechanisms.noise import NoiseSource
 from dpproxy.planning.hints import method_named
 from dpproxy.planning.plan import Method
+from dpproxy.release.intervals import interval_notes
 from dpproxy.values import Cost, parse_privacy_number
 
 apilevel = "2.0"
@@ -86,6 +88,8 @@ class Cursor:
         self.privacy_cost: Cost | None = None
         self.bound_note: str | None = None  # how the rows per unit were bounded, for a join
         self.error_bounds: tuple[tuple[float | None, ...], ...] = ()
+        # Why a selected DP_INTERVAL_LOW/HIGH is NULL (release/intervals.py), per query.
+        self.notices: list[str] = []
         self._rows: list[tuple[Any, ...]] = []
         self._pos = 0
         self._closed = False
@@ -96,11 +100,16 @@ class Cursor:
         return self.connection.remaining_budget
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Cursor:
-        """Answer one aggregate query with differential privacy (spends budget)."""
+        """Answer one aggregate query with differential privacy (spends budget); ``EXPLAIN
+        query`` returns the plan as rows of one column ``QUERY PLAN`` and spends nothing."""
         self._check()
         c = self.connection
+        text = _bind(sql, params)
+        statement = parse_explain(text)
+        if statement is not None:
+            return self._explained(statement)
         answer = c.engine.run(
-            _bind(sql, params),
+            text,
             analyst=c.analyst,
             epsilon=c.epsilon,
             delta=c.delta,
@@ -118,6 +127,30 @@ class Cursor:
         self.cached = answer.cached
         t = answer.plan.truncation
         self.bound_note = t.describe() if t is not None else None
+        self.notices = interval_notes(answer.plan)
+        self._pos = 0
+        return self
+
+    def _explained(self, statement: ExplainStatement) -> Cursor:
+        c = self.connection
+        self._rows = list(
+            explain_rows(
+                c.engine,
+                statement,
+                analyst=c.analyst,
+                epsilon=c.epsilon,
+                delta=c.delta,
+                mechanism=c.mechanism,
+                method=c.method,
+            )
+        )
+        self.description = ((COLUMN, STRING, None, None, None, None, False),)
+        self.error_bounds = tuple((0.0,) for _ in self._rows)
+        self.rowcount = len(self._rows)
+        self.privacy_cost = Cost.zero()
+        self.cached = False
+        self.bound_note = None
+        self.notices = []
         self._pos = 0
         return self
 

@@ -41,9 +41,13 @@ from dpproxy.errors import (
     SQLSyntaxError,
     UnsupportedQuery,
 )
+from dpproxy.explain_command import COLUMN as EXPLAIN_COLUMN
+from dpproxy.explain_command import ExplainStatement, explain_rows, parse_explain
 from dpproxy.planning.plan import Method
+from dpproxy.release.intervals import interval_notes
 from dpproxy.release.postprocess import output_columns
 from dpproxy.server import pgtypes, protocol, spending
+from dpproxy.server.notices import release_notice
 from dpproxy.server.protocol import Field, Payload
 from dpproxy.server.sqltext import (
     infer_parameter_types,
@@ -102,7 +106,7 @@ class Result:
     rows: list[tuple[Any, ...]]
     tag: str
     cost: str | None = None
-    notice: str | None = None  # sent as a NoticeResponse before CommandComplete
+    notices: list[str] = field(default_factory=list)  # NoticeResponses before CommandComplete
 
 
 @dataclass
@@ -322,8 +326,8 @@ class Session:
                 self.send(protocol.row_description(self._fields(result.fields, [])))
                 for row in result.rows:
                     self.send(protocol.data_row(self._encode(row, result.fields, [])))
-            if result.notice is not None:
-                self.send(protocol.notice_response("00000", result.notice))
+            for notice in result.notices:
+                self.send(protocol.notice_response("00000", notice))
             self.send(protocol.command_complete(result.tag))
         self._ready()
 
@@ -458,8 +462,9 @@ class Session:
             tag = result.tag
             if tag.startswith("SELECT") or tag.startswith("FETCH"):
                 tag = f"{tag.split()[0]} {len(rows)}"
-            if result.notice is not None and portal.sent == len(result.rows):
-                self.send(protocol.notice_response("00000", result.notice))
+            if portal.sent == len(result.rows):
+                for notice in result.notices:
+                    self.send(protocol.notice_response("00000", notice))
             self.send(protocol.command_complete(tag))
 
     async def on_close(self, payload: Payload) -> None:
@@ -528,7 +533,22 @@ class Session:
                 # settings change it (SET/RESET/DISCARD clear this cache).
                 self._catalog_answers[sql] = result
             return result
+        explain = parse_explain(sql)
+        if explain is not None:
+            rows = await asyncio.to_thread(self._explain_rows, explain)
+            return Result([(EXPLAIN_COLUMN, pgtypes.TEXT_OID)], list(rows), "EXPLAIN")
         return await self.run_private(sql)
+
+    def _explain_rows(self, explain: ExplainStatement) -> list[tuple[str]]:
+        return explain_rows(
+            self.server.engine,
+            explain,
+            analyst=self.user,
+            epsilon=self.state.epsilon,
+            delta=self.state.delta,
+            mechanism=self.state.mechanism,
+            method=self.state.method,
+        )
 
     def _time_out(self, token: CancelToken) -> None:
         self._timed_out = True
@@ -590,13 +610,13 @@ class Session:
             },
         )
         bound = answer.plan.truncation
-        notice = (
-            f"rows per unit: {bound.describe()}"
-            if bound is not None and not answer.cached
-            else None
-        )
+        notices = []
+        if bound is not None and not answer.cached:
+            notices.append(f"rows per unit: {bound.describe()}")
+        notices += interval_notes(answer.plan)
+        notices.append(release_notice(answer.cost, answer.remaining, answer.cached))
         return Result(
-            fields, list(released.rows), f"SELECT {len(released.rows)}", str(answer.cost), notice
+            fields, list(released.rows), f"SELECT {len(released.rows)}", str(answer.cost), notices
         )
 
     async def cursor_command(self, sql: str) -> Result:
@@ -668,6 +688,8 @@ class Session:
             return list(self.server.catalog_emulator(self).describe(sql))
         if _words(sql)[:1] in (["DECLARE"], ["FETCH"], ["CLOSE"], ["MOVE"]):
             return []
+        if parse_explain(sql) is not None:
+            return [(EXPLAIN_COLUMN, pgtypes.TEXT_OID)]
         plan = self.server.engine.plan(
             sql,
             epsilon=self.state.epsilon,
