@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar, Final, Generic, TypeGuard, TypeVar
 
@@ -244,6 +244,8 @@ pg_database 1262 r: oid oid, datname name, datdba oid, encoding int4, datlocprov
     datistemplate bool, datallowconn bool, datconnlimit int4, datfrozenxid xid, datminmxid xid,
     dattablespace oid, datcollate text, datctype text, daticulocale text, datcollversion text,
     datacl _aclitem
+pg_cursors 12077 v: name text, statement text, is_holdable bool, is_binary bool, is_scrollable bool,
+    creation_time timestamptz
 pg_settings 12104 v: name text, setting text, unit text, category text, short_desc text, extra_desc
     text, context text, vartype text, source text, min_val text, max_val text, enumvals _text,
     boot_val text, reset_val text, sourcefile text, sourceline int4, pending_restart bool
@@ -368,7 +370,10 @@ constraint_column_usage 13300 v: table_catalog name, table_schema name, table_na
     column_name name, constraint_catalog name, constraint_schema name, constraint_name name
 """
 # Per session (TEMP tables behind pg_catalog views): the settings and the roles.
-_SESSION_RELATIONS = frozenset({"pg_settings", "pg_roles", "pg_user"})
+_SESSION_RELATIONS = frozenset({"pg_settings", "pg_roles", "pg_user", "pg_cursors"})
+# Functions answered from the session alone (dpproxy serve gives the pid, the cancel hook and the
+# cursors): pg_backend_pid(), pg_cancel_backend(pid), and pg_show_all_settings() in FROM.
+_SESSION_FUNCTIONS = frozenset({"set_config", "pg_backend_pid", "pg_cancel_backend"})
 _ALWAYS_EMPTY = frozenset(
     {"pg_stats", "pg_statistic", "pg_stat_user_tables", "pg_stat_all_tables"}
 )  # statistics: data-dependent by nature, so never a row
@@ -1249,6 +1254,14 @@ def _store_settings(
     _insert(con, "temp.main.__setting", [("__key", "text"), ("__value", "text")], keyed)
 
 
+def _store_cursors(
+    con: duckdb.DuckDBPyConnection, model: _Model, rows: Sequence[tuple[object, ...]]
+) -> None:
+    """pg_cursors: (name, statement, is_holdable, is_binary, is_scrollable, creation_time)."""
+    con.execute('DELETE FROM temp.main."pg_cursors"')
+    _insert(con, 'temp.main."pg_cursors"', model.specs["pgc", "pg_cursors"].columns, list(rows))
+
+
 # ------------------------------------------------------------------------------- settings
 
 _REPORTED: Final = (
@@ -1639,8 +1652,14 @@ class CatalogEmulator:
         database: str = "dpproxy",
         user: str = "analyst",
         settings: Mapping[str, str] | None = None,
+        backend_pid: int = 0,
+        cancel_backend: Callable[[int], bool] | None = None,
+        cursors: Callable[[], Sequence[tuple[object, ...]]] | None = None,
     ) -> None:
         self.catalog = catalog
+        self.backend_pid = backend_pid  # the pid of BackendKeyData: pg_backend_pid()
+        self._cancel_backend = cancel_backend  # pg_cancel_backend(pid): whether it signalled
+        self._cursors = cursors  # the session's open cursors: rows of pg_cursors
         self.server_version = server_version
         self.database = database
         self.user = user
@@ -1710,6 +1729,8 @@ class CatalogEmulator:
         problem = self._check(tree)
         if problem is not None:
             raise problem
+        if self._cursors is not None and "pg_cursors" in text.lower():
+            _store_cursors(self._con, self._model, self._cursors())
         before = dict(self._settings)
         try:
             result = self._run(sql, tree, params, apply=True)
@@ -1917,7 +1938,8 @@ class CatalogEmulator:
                     or name in _INFO_MACROS
                     or name in _LITERALS
                     or name in _BUILTINS
-                    or name == "set_config"
+                    or name in _SESSION_FUNCTIONS
+                    or (name == "pg_show_all_settings" and isinstance(node.parent, exp.Table))
                 ):
                     problem = UndefinedFunction(f"function {name}() does not exist")
             elif isinstance(node, exp.Func) and not isinstance(node, _FUNCTION_CLASSES):
@@ -2164,6 +2186,8 @@ class _Rewrite:
             return self._cast(node)
         if isinstance(node, exp.EQ | exp.NEQ):
             return self._array_compare(node)
+        if isinstance(node, exp.Any | exp.All):
+            return self._untyped_array(node)
         return node
 
     def _literal(self, key: str) -> exp.Expression:
@@ -2178,6 +2202,14 @@ class _Rewrite:
         return _value(self.params[n - 1])
 
     def _table(self, node: exp.Table) -> exp.Expression:
+        if isinstance(node.this, exp.Anonymous) and node.this.name.lower() == (
+            "pg_show_all_settings"
+        ):  # the function behind the view pg_settings: the session's settings
+            self.session_dependent = True
+            node.set("this", exp.to_identifier("pg_settings"))
+            node.set("db", exp.to_identifier("pgc"))
+            node.set("catalog", None)
+            return node
         if isinstance(node.this, exp.Func):  # a set-returning function in FROM
             node.set("db", None)
             node.set("catalog", None)
@@ -2242,12 +2274,66 @@ class _Rewrite:
             else:
                 self.em._put(key, value)
             return exp.Literal.string(value)
+        if name == "pg_backend_pid":
+            self.session_dependent = True
+            return exp.Cast(
+                this=exp.Literal.number(self.em.backend_pid),
+                to=exp.DataType.build("INTEGER", dialect="duckdb"),
+            )
+        if name == "pg_cancel_backend":
+            return self._cancel_backend(args)
         if name == "json_build_object":
             return exp.Anonymous(this="json_object", expressions=args)
         if name in _MACROS:
             return _call("pgc", name, *args)
         if name in _INFO_MACROS:
             return _call("pgis", name, *args)
+        return node
+
+    def _cancel_backend(self, args: list[exp.Expression]) -> exp.Expression:
+        """``pg_cancel_backend(pid)``: true when that session's query was signalled (it
+        belongs to the same user), false when there is no such session."""
+        self.session_dependent = True
+        boolean = exp.DataType.build("BOOLEAN", dialect="duckdb")
+        if len(args) != 1:
+            raise UndefinedFunction("function pg_cancel_backend() takes one pid")
+        if not self.apply:  # describe: only the type matters
+            return exp.Cast(this=exp.Null(), to=boolean)
+        arg = args[0].unnest()
+        while isinstance(arg, exp.Cast | exp.Paren):  # pg_backend_pid(), rewritten
+            arg = arg.this
+        if isinstance(arg, exp.Null):
+            return exp.Cast(this=exp.Null(), to=boolean)
+        if not (isinstance(arg, exp.Literal) and arg.name.lstrip("-").isdigit()):
+            raise UnsupportedQuery("pg_cancel_backend takes a constant pid here")
+        hook = self.em._cancel_backend
+        done = hook(int(arg.name)) if hook is not None else False
+        return exp.Boolean(this=done)
+
+    def _untyped_array(self, node: exp.Expression) -> exp.Expression:
+        """``relkind = ANY('{r,p}')``: an untyped array literal, typed as the compared column's
+        array (text elements otherwise), as PostgreSQL resolves the unknown literal."""
+        inner = node.this.unnest() if isinstance(node.this, exp.Expression) else None
+        if not (isinstance(inner, exp.Literal) and inner.is_string):
+            return node
+        items = _pg_array(inner.name)
+        if items is None:
+            raise InvalidTextRepresentation(f'malformed array literal: "{inner.name}"')
+        parent = node.parent
+        other = parent.this if isinstance(parent, exp.Binary) else None
+        pg = (
+            self.em._column_types.get(other.name.lower(), "text")
+            if isinstance(other, exp.Column)
+            else "text"
+        )
+        pg = "text" if pg.startswith("_") or pg in ("int2vector", "oidvector") else pg
+        array = exp.Array(
+            expressions=[exp.Null() if i is None else exp.Literal.string(i) for i in items]
+        )
+        node.set(
+            "this",
+            exp.Cast(this=array, to=exp.DataType.build(_duck_type("_" + pg), dialect="duckdb")),
+        )
         return node
 
     def _cast(self, node: exp.Cast) -> exp.Expression:
@@ -2257,8 +2343,9 @@ class _Rewrite:
         reg = inner.meta.get("reg")
         if reg in ("regclass", "regtype", "regnamespace", "regrole") and target in _TEXT_TYPES:
             return _call("pgc", f"{reg}_out", inner)
-        if target.startswith("_") and isinstance(inner, exp.Literal) and inner.is_string:
-            items = _pg_array(inner.name)
+        literal = inner.unnest()  # a bound parameter arrives as ('{23,25}')::oid[]
+        if target.startswith("_") and isinstance(literal, exp.Literal) and literal.is_string:
+            items = _pg_array(literal.name)
             if items is not None:
                 node.set(
                     "this",

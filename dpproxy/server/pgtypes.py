@@ -843,6 +843,89 @@ def _decode_binary(data: bytes, oid: int, param_number: int | None) -> object:
     return value
 
 
+_ELEMENT_OF: Final = {t.oid: t.typelem for t in TYPES if t.typcategory == "A"}
+
+
+def array_element(oid: int) -> int:
+    """The element type of array type ``oid`` (``int4[]`` → ``int4``), or 0."""
+    return _ELEMENT_OF.get(oid, 0)
+
+
+def _array_item_text(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    text = value.isoformat() if isinstance(value, dt.date) else str(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def decode_array(data: bytes, oid: int, fmt: int, *, param_number: int | None = None) -> str:
+    """A Bind parameter of an array type as PostgreSQL's array text (``{23,NULL,"a b"}``).
+
+    Text format: the text as sent. Binary format (``array_recv``): the header (dimensions,
+    null flag, element type), then each element read by its type's ``*recv``; errors as
+    :func:`decode_param` (0A000 for an element type without a decoder).
+
+    >>> header = struct.pack(">iiIii", 1, 0, OID_OID, 2, 1)  # one dimension of 2 oids
+    >>> decode_array(header + struct.pack(">iIiI", 4, 23, 4, 25), OID_ARRAY_OID, 1)
+    '{23,25}'
+    """
+    element = array_element(oid)
+    if not element:
+        raise UnsupportedParameterType(f"parameters of type {type_name(oid)} are not supported")
+    if fmt == 0:
+        return _utf8(data)
+    if fmt != 1:
+        raise ProtocolViolation(f"unsupported format code: {fmt}")
+    if len(data) < 12:
+        raise ProtocolViolation("insufficient data left in message")
+    ndim, _flags, sent_element = struct.unpack(">iiI", data[:12])
+    if ndim < 0 or ndim > 6:
+        raise InvalidBinaryRepresentation(f"invalid number of dimensions: {ndim}")
+    if ndim and sent_element != element:
+        raise InvalidBinaryRepresentation("wrong element type")
+    pos = 12
+    dims = []
+    for _ in range(ndim):
+        if pos + 8 > len(data):
+            raise ProtocolViolation("insufficient data left in message")
+        size, _lower = struct.unpack(">ii", data[pos : pos + 8])
+        if size < 0:
+            raise InvalidBinaryRepresentation("invalid array dimension")
+        dims.append(size)
+        pos += 8
+    items: list[str] = []
+    for _ in range(math.prod(dims) if dims else 0):
+        if pos + 4 > len(data):
+            raise ProtocolViolation("insufficient data left in message")
+        (n,) = struct.unpack(">i", data[pos : pos + 4])
+        pos += 4
+        if n < 0:
+            items.append("NULL")
+            continue
+        if pos + n > len(data):
+            raise ProtocolViolation("insufficient data left in message")
+        items.append(_array_item_text(_decode_binary(data[pos : pos + n], element, None)))
+        pos += n
+    if pos != len(data):
+        where = f" {param_number}" if param_number is not None else ""
+        raise InvalidBinaryRepresentation(f"incorrect binary data format in bind parameter{where}")
+
+    def nest(level: int, flat: list[str]) -> str:
+        if level == len(dims) - 1:
+            return "{" + ",".join(flat) + "}"
+        step = len(flat) // dims[level] if dims[level] else 0
+        parts = [nest(level + 1, flat[i * step : (i + 1) * step]) for i in range(dims[level])]
+        return "{" + ",".join(parts) + "}"
+
+    return nest(0, items) if dims else "{}"
+
+
 def decode_param(
     data: bytes | None, oid: int, fmt: int, *, param_number: int | None = None
 ) -> object:

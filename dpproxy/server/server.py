@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dpproxy.engine import Engine
-from dpproxy.errors import DPProxyError, InvalidParameter, ProtocolViolation
+from dpproxy.errors import DPProxyError, Forbidden, InvalidParameter, ProtocolViolation
 from dpproxy.server import protocol
 from dpproxy.server.session import (
     SERVER_VERSION,
@@ -223,8 +223,30 @@ class Server:
                 database=session.database or self.config.database,
                 user=session.user,
                 settings=default_settings(session.startup, session.user, session.database),
+                backend_pid=session.pid,
+                cancel_backend=lambda pid: self.cancel_backend(session, pid),
+                cursors=session.cursor_rows,
             )
         return session.emulator
+
+    def cancel_backend(self, caller: Session, pid: int) -> bool:
+        """``pg_cancel_backend(pid)`` (from the catalog emulation's thread): cancel the
+        running query of session ``pid``, which must belong to the caller's user (42501
+        otherwise, as PostgreSQL 15); false when no session has that pid."""
+        session = self.sessions.get(pid)
+        if session is None:
+            return False
+        if session.user != caller.user:
+            raise Forbidden(
+                "must be a member of the role whose query is being canceled or member of "
+                "pg_signal_backend"
+            )
+        if session.cancel_token is not None:
+            session.cancel_token.cancel()
+        if session.emulator is not None and session is not caller:
+            session.emulator.interrupt()
+        log.info("cancel", extra={"event": "cancel", "pid": pid, "user": session.user})
+        return True
 
     def is_catalog_query(self, session: Session, sql: str) -> bool:
         """Route to the catalog emulation? A statement naming a schema table and no catalog

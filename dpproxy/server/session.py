@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import re
 import secrets
@@ -66,6 +67,7 @@ log = logging.getLogger("dpproxy.server")
 SERVER_VERSION = "15.8"
 _VOLATILE = re.compile(
     r"now|time|random|pid|txid|xact|setting|set_config|sequence|nextval|currval|pg_stat|inet_"
+    r"|cancel|cursor"
 )
 _FLUSH_AFTER = frozenset((b"Q", b"S", b"H"))
 ISOLATION = "read committed"
@@ -96,6 +98,27 @@ class UndefinedObject(DPProxyError):
 
 class DuplicateObject(DPProxyError):
     sqlstate = "42P05"
+
+
+class DuplicateCursor(DPProxyError):
+    sqlstate = "42P03"
+
+
+class NoActiveTransaction(DPProxyError):
+    sqlstate = "25P01"
+
+
+@dataclass
+class Cursor:
+    """A cursor of DECLARE (its rows are the portal of the same name), for pg_cursors and
+    for closing it at the end of the transaction that declared it."""
+
+    statement: str
+    holdable: bool
+    binary: bool
+    scrollable: bool
+    created: float  # time.time()
+    in_transaction: bool  # declared in the open transaction block (closed by its ROLLBACK)
 
 
 @dataclass
@@ -205,6 +228,7 @@ class Session:
         self.state = SessionState()
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}  # also SQL cursors: DECLARE makes a named portal
+        self.cursors: dict[str, Cursor] = {}  # the portals made by DECLARE
         self.skip_until_sync = False
         self.running: asyncio.Future[Any] | None = None
         self.cancel_token: CancelToken | None = None
@@ -390,7 +414,15 @@ class Session:
             literals = []
             for i, (data, oid) in enumerate(zip(values, stmt.param_oids, strict=True)):
                 fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
-                literals.append(pgtypes.sql_literal(_decode(data, oid, fmt, i + 1)))
+                if (
+                    pgtypes.array_element(oid)
+                    and data is not None
+                    and self.server.is_catalog_query(self, stmt.sql)
+                ):  # an array (asyncpg's $1::oid[]): its text, cast in the catalog query
+                    value: object = pgtypes.decode_array(data, oid, fmt, param_number=i + 1)
+                else:
+                    value = _decode(data, oid, fmt, i + 1)
+                literals.append(pgtypes.sql_literal(value))
             sql = substitute(stmt.sql, literals) if literals else stmt.sql
             self.portals[portal] = Portal(sql, result_formats)
         except DPProxyError as e:
@@ -474,6 +506,7 @@ class Session:
             self.prepared.pop(name, None)
         elif what == b"P":
             self.portals.pop(name, None)
+            self.cursors.pop(name, None)
         else:
             raise ProtocolViolation("invalid CLOSE message subtype")
         self.send(protocol.close_complete())
@@ -629,28 +662,42 @@ class Session:
         if head == "DECLARE":
             if len(words) < 4:
                 raise SQLSyntaxError("syntax error in DECLARE")
-            name = words[1].strip('"')
+            name = _identifier(words[1])
             upper = [w.upper() for w in words]
             if "FOR" not in upper:
                 raise SQLSyntaxError('syntax error in DECLARE: expected "FOR"')
+            options = upper[2 : upper.index("FOR")]
+            holdable = "HOLD" in options and "WITHOUT" not in options
+            if self.status == "I" and not holdable:
+                raise NoActiveTransaction("DECLARE CURSOR can only be used in transaction blocks")
             query = " ".join(words[upper.index("FOR") + 1 :])
             if name in self.portals:
-                raise DuplicateObject(f'cursor "{name}" already exists', hint=None)
+                raise DuplicateCursor(f'cursor "{name}" already exists', hint=None)
             result = await self.execute(query, [])
             self.portals[name] = Portal(query, [], result)
+            self.cursors[name] = Cursor(
+                raw,
+                holdable,
+                "BINARY" in options,
+                "SCROLL" in options and "NO" not in options,
+                time.time(),
+                self.status != "I",
+            )
             return Result([], [], "DECLARE CURSOR")
         if head == "CLOSE":
-            target = words[1].strip('"') if len(words) > 1 else ""
-            if target.upper() == "ALL":
-                self.portals = {k: v for k, v in self.portals.items() if not k}
+            target = _identifier(words[1]) if len(words) > 1 else ""
+            if words[1:2] and words[1].upper() == "ALL":
+                self.portals = {k: v for k, v in self.portals.items() if k not in self.cursors}
+                self.cursors.clear()
             elif self.portals.pop(target, None) is None:
                 raise UndefinedObject(f'cursor "{target}" does not exist')
+            self.cursors.pop(target, None)
             return Result([], [], "CLOSE CURSOR")
         # FETCH / MOVE [FORWARD] [n | ALL | NEXT] [FROM | IN] name
         rest = [w for w in words[1:] if w.upper() not in ("FROM", "IN", "FORWARD")]
         if not rest:
             raise SQLSyntaxError(f"syntax error in {head}")
-        name = rest[-1].strip('"')
+        name = _identifier(rest[-1])
         count_word = rest[0].upper() if len(rest) > 1 else "NEXT"
         cursor = self.portals.get(name)
         if cursor is None or cursor.result is None:
@@ -732,17 +779,17 @@ class Session:
                 self.status = "T"
             return Result([], [], "BEGIN")
         if head in ("COMMIT", "END"):
-            self.status = "I"
+            self._end_transaction(committed=self.status == "T")
             return Result([], [], "COMMIT")
         if head == "ABORT":
-            self.status = "I"
+            self._end_transaction(committed=False)
             return Result([], [], "ROLLBACK")
         if head == "ROLLBACK":
             if "TO" in words[1:3] or (len(words) > 2 and words[1] == "TO"):
                 if self.status == "E":
                     self.status = "T"
                 return Result([], [], "ROLLBACK")
-            self.status = "I"
+            self._end_transaction(committed=False)
             return Result([], [], "ROLLBACK")
         if self.status == "E" and head not in ("SHOW",):
             raise InFailedTransaction(
@@ -765,6 +812,7 @@ class Session:
             if words[1:2] == ["ALL"]:
                 self.prepared.clear()
                 self.portals.clear()
+                self.cursors.clear()
                 self.state = SessionState()
             return Result([], [], "DISCARD " + " ".join(words[1:2]))
         if head == "DEALLOCATE":
@@ -772,7 +820,7 @@ class Session:
             if rest == ["ALL"]:
                 self.prepared = {k: v for k, v in self.prepared.items() if not k}
                 return Result([], [], "DEALLOCATE ALL")
-            name = _raw_names(sql)[-1] if rest else ""
+            name = _identifier(_raw_names(sql)[-1]) if rest else ""
             if name not in self.prepared:
                 raise UndefinedObject(f'prepared statement "{name}" does not exist')
             del self.prepared[name]
@@ -787,6 +835,33 @@ class Session:
         if head in ("LISTEN", "UNLISTEN", "NOTIFY", "LOCK", "VACUUM", "ANALYZE", "CHECKPOINT"):
             raise UnsupportedQuery(f"{head} is not supported by dpproxy")
         return None
+
+    def _end_transaction(self, *, committed: bool) -> None:
+        """COMMIT closes the cursors without HOLD; ROLLBACK every cursor the transaction
+        declared (PostgreSQL's portal cleanup at transaction end)."""
+        if self.status != "I":
+            for name, cursor in list(self.cursors.items()):
+                if not cursor.holdable or (cursor.in_transaction and not committed):
+                    del self.cursors[name]
+                    self.portals.pop(name, None)
+                else:
+                    cursor.in_transaction = False
+        self.status = "I"
+
+    def cursor_rows(self) -> list[tuple[object, ...]]:
+        """The rows of pg_cursors: name, statement, is_holdable, is_binary, is_scrollable,
+        creation_time."""
+        return [
+            (
+                name,
+                c.statement,
+                c.holdable,
+                c.binary,
+                c.scrollable,
+                datetime.datetime.fromtimestamp(c.created, datetime.UTC),
+            )
+            for name, c in self.cursors.items()
+        ]
 
     def _set(self, sql: str, words: list[str]) -> Result:
         rest = words[1:]
@@ -927,6 +1002,14 @@ def _words(sql: str) -> list[str]:
 
 def _raw_names(sql: str) -> list[str]:
     return sql.strip().rstrip(";").split()
+
+
+def _identifier(word: str) -> str:
+    """An SQL identifier as PostgreSQL reads it: ``"Quoted"`` (``""`` a quote) kept as
+    written, an unquoted name folded to lower case."""
+    if len(word) >= 2 and word[0] == word[-1] == '"':
+        return word[1:-1].replace('""', '"')
+    return word.lower()
 
 
 def _setting_assignment(sql: str) -> tuple[str, str]:
