@@ -1,6 +1,6 @@
 """Empirical coverage of ``DP_INTERVAL_LOW``/``DP_INTERVAL_HIGH`` over the real mechanisms.
 
-The embedded engine (``dpproxy.connect()``) on the bundled Adult demo with real OpenDP noise
+The embedded engine (``dbapi.connect()``) on the bundled Adult demo with real OpenDP noise
 answers the same query many times (the answer cache off, a budget large enough); the noiseless
 value of each aggregate (the same plan with ``tests.noise.NoNoise``) must lie inside the
 released interval in at least 95% of the runs, minus three standard errors of the estimate.
@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-import dpproxy
 from dpproxy import dbapi
 from tests.noise import NoNoise
 
@@ -28,7 +27,7 @@ def _tolerance(n: int) -> float:
 
 @pytest.fixture(scope="module")
 def noisy(demo_db: Path) -> Iterator[dbapi.Connection]:
-    c = dpproxy.connect(budget_epsilon="1e9", budget_delta="0.5", cache="off")
+    c = dbapi.connect(budget_epsilon="1e9", budget_delta="0.5", cache="off")
     yield c
     c.close()
 
@@ -39,7 +38,7 @@ def _rows(con: dbapi.Connection, sql: str) -> list[tuple[Any, ...]]:
 
 def _coverage(noisy: dbapi.Connection, sql: str, triples: list[int]) -> dict[int, tuple[int, int]]:
     """For each aggregate column i (followed by its low and high ends): (covered, runs)."""
-    with dpproxy.connect(noise=NoNoise()) as exact_con:
+    with dbapi.connect(noise=NoNoise()) as exact_con:
         truth = _rows(exact_con, sql)
     hits = {i: [0, 0] for i in triples}
     for _ in range(RUNS):
@@ -81,7 +80,7 @@ def test_gs_avg_and_stddev_intervals_cover_the_noiseless_value(demo_db: Path) ->
         "STDDEV_POP(age), DP_INTERVAL_LOW(STDDEV_POP(age)), DP_INTERVAL_HIGH(STDDEV_POP(age)) "
         "FROM adult WHERE education = 'Doctorate' GROUP BY race"
     )
-    with dpproxy.connect(budget_epsilon="1e9", budget_delta="0.5", cache="off", plan="gs") as con:
+    with dbapi.connect(budget_epsilon="1e9", budget_delta="0.5", cache="off", plan="gs") as con:
         result = _coverage(con, sql, [1, 4])
     _check("AVG (gs)", *result[1])
     _check("STDDEV_POP (gs)", *result[4])
