@@ -521,6 +521,11 @@ STRUCTURE = {
         "udt_name",
     ),
     "common:information_schema.tables": ("table_schema", "table_name", "table_type"),
+    "pgcli:\\dt": ("schema", "name", "type"),
+    "pgcli:\\dn": ("name",),
+    "asyncpg-arrays:types by oid array": ("oid", "typname"),
+    "asyncpg-arrays:a filter on an int array": ("typname",),
+    "pgadmin:login #3": ("set_config",),
     "common:columns through pg_attribute": ("attnum", "attname", "type", "attnotnull"),
 }
 
