@@ -104,6 +104,18 @@ class DuplicateCursor(DPProxyError):
     sqlstate = "42P03"
 
 
+class UndefinedCursor(DPProxyError):
+    """An unknown cursor or portal (PostgreSQL's invalid_cursor_name)."""
+
+    sqlstate = "34000"
+
+
+class UndefinedPreparedStatement(DPProxyError):
+    """An unknown prepared statement (PostgreSQL's invalid_sql_statement_name)."""
+
+    sqlstate = "26000"
+
+
 class NoActiveTransaction(DPProxyError):
     sqlstate = "25P01"
 
@@ -405,7 +417,7 @@ class Session:
         try:
             stmt = self.prepared.get(name)
             if stmt is None:
-                raise UndefinedObject(f'prepared statement "{name}" does not exist')
+                raise UndefinedPreparedStatement(f'prepared statement "{name}" does not exist')
             if len(values) != len(stmt.param_oids):
                 raise ProtocolViolation(
                     f"bind message supplies {len(values)} parameters, but prepared statement "
@@ -437,7 +449,7 @@ class Session:
             if what == b"S":
                 stmt = self.prepared.get(name)
                 if stmt is None:
-                    raise UndefinedObject(f'prepared statement "{name}" does not exist')
+                    raise UndefinedPreparedStatement(f'prepared statement "{name}" does not exist')
                 self.send(protocol.parameter_description(stmt.param_oids))
                 fields = self.describe(_with_dummies(stmt.sql, stmt.param_oids))
                 self.send(
@@ -448,7 +460,7 @@ class Session:
             elif what == b"P":
                 portal = self.portals.get(name)
                 if portal is None:
-                    raise UndefinedObject(f'portal "{name}" does not exist')
+                    raise UndefinedCursor(f'portal "{name}" does not exist')
                 fields = portal.result.fields if portal.result else self.describe(portal.sql)
                 portal.described = fields
                 self.send(
@@ -469,7 +481,7 @@ class Session:
         portal = self.portals.get(name)
         try:
             if portal is None:
-                raise UndefinedObject(f'portal "{name}" does not exist')
+                raise UndefinedCursor(f'portal "{name}" does not exist')
             if portal.result is None:
                 if is_blank(portal.sql):
                     self.send(protocol.empty_query_response())
@@ -690,7 +702,7 @@ class Session:
                 self.portals = {k: v for k, v in self.portals.items() if k not in self.cursors}
                 self.cursors.clear()
             elif self.portals.pop(target, None) is None:
-                raise UndefinedObject(f'cursor "{target}" does not exist')
+                raise UndefinedCursor(f'cursor "{target}" does not exist')
             self.cursors.pop(target, None)
             return Result([], [], "CLOSE CURSOR")
         # FETCH / MOVE [FORWARD] [n | ALL | NEXT] [FROM | IN] name
@@ -701,7 +713,7 @@ class Session:
         count_word = rest[0].upper() if len(rest) > 1 else "NEXT"
         cursor = self.portals.get(name)
         if cursor is None or cursor.result is None:
-            raise UndefinedObject(f'cursor "{name}" does not exist')
+            raise UndefinedCursor(f'cursor "{name}" does not exist')
         if count_word == "ALL":
             count = len(cursor.result.rows)
         elif count_word == "NEXT":
@@ -822,7 +834,7 @@ class Session:
                 return Result([], [], "DEALLOCATE ALL")
             name = _identifier(_raw_names(sql)[-1]) if rest else ""
             if name not in self.prepared:
-                raise UndefinedObject(f'prepared statement "{name}" does not exist')
+                raise UndefinedPreparedStatement(f'prepared statement "{name}" does not exist')
             del self.prepared[name]
             return Result([], [], "DEALLOCATE")
         if head == "COPY":
