@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 COLUMN = "QUERY PLAN"
 _HEAD = re.compile(r"\s*EXPLAIN\b", re.IGNORECASE)
+_OPTIONS = re.compile(r"\s*\(([^()]*)\)")
 _LEGACY = re.compile(r"\s*(ANALY[SZ]E|VERBOSE)\b", re.IGNORECASE)
 _IGNORED = {"VERBOSE", "COSTS", "SETTINGS", "BUFFERS", "TIMING", "SUMMARY", "WAL", "GENERIC_PLAN"}
 _FALSE = {"FALSE", "OFF", "0", "NO"}
@@ -45,14 +46,15 @@ def parse_explain(sql: str) -> ExplainStatement | None:
     >>> parse_explain("SELECT 1") is None
     True
     """
-    head = _HEAD.match(sql)
-    if head is None:
+    start = query_start(sql)
+    if start is None:
         return None
-    rest = sql[head.end() :]
+    rest = sql[start:]
     as_json = False
-    options = re.match(r"\s*\(([^()]*)\)", rest)
+    head = _HEAD.match(sql)
+    assert head is not None
+    options = _OPTIONS.match(sql, head.end())
     if options is not None:
-        rest = rest[options.end() :]
         for option in options.group(1).split(","):
             words = option.split()
             if not words:
@@ -70,15 +72,27 @@ def parse_explain(sql: str) -> ExplainStatement | None:
                     _refuse_analyze()
             elif name not in _IGNORED:
                 raise SQLSyntaxError(f'unrecognized EXPLAIN option "{words[0].lower()}"')
-    else:
-        while (legacy := _LEGACY.match(rest)) is not None:
-            if legacy.group(1).upper().startswith("ANALY"):
-                _refuse_analyze()
-            rest = rest[legacy.end() :]
+    elif re.search(r"ANALY[SZ]E", sql[head.end() : start], re.IGNORECASE):
+        _refuse_analyze()
     query = rest.strip().rstrip(";").strip()
     if not query:
         raise SQLSyntaxError("syntax error at end of input: EXPLAIN needs a query")
     return ExplainStatement(query, as_json)
+
+
+def query_start(sql: str) -> int | None:
+    """Where the query of an EXPLAIN statement begins (after its options), else None; the
+    server finds the ``$n`` parameters of ``EXPLAIN ... $1`` in the query from there."""
+    head = _HEAD.match(sql)
+    if head is None:
+        return None
+    pos = head.end()
+    options = _OPTIONS.match(sql, pos)
+    if options is not None:
+        return options.end()
+    while (legacy := _LEGACY.match(sql, pos)) is not None:
+        pos = legacy.end()
+    return pos
 
 
 def _refuse_analyze() -> None:

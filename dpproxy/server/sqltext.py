@@ -21,6 +21,8 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import SQLSyntaxError
+from dpproxy.explain_command import query_start
+from dpproxy.sql.parse import check_length
 
 _TOKENIZER = Postgres().tokenizer
 
@@ -28,10 +30,13 @@ _TOKENIZER = Postgres().tokenizer
 @functools.lru_cache(maxsize=2048)
 def _tokens(sql: str) -> tuple[Token, ...]:
     """The tokens of ``sql`` (cached: clients repeat the same statements constantly)."""
+    check_length(sql)
     try:
         return tuple(_TOKENIZER().tokenize(sql))
     except SqlglotError as e:
         raise SQLSyntaxError("syntax error: unterminated quoted string or comment") from e
+    except Exception as e:  # sqlglot on hostile input: a refusal, never a crash
+        raise SQLSyntaxError("syntax error", log_detail=f"{type(e).__name__}: {e}") from None
 
 
 def split_statements(sql: str) -> list[str]:
@@ -69,6 +74,11 @@ class Placeholder:
 
 @functools.lru_cache(maxsize=2048)
 def parameters(sql: str) -> tuple[Placeholder, ...]:
+    start = query_start(sql)  # EXPLAIN ... is one token to the tokenizer: look inside
+    if start:
+        return tuple(
+            Placeholder(p.number, p.start + start, p.end + start) for p in parameters(sql[start:])
+        )
     toks = _tokens(sql)
     out: list[Placeholder] = []
     for i, tok in enumerate(toks):
@@ -108,6 +118,9 @@ def infer_parameter_types(
 ) -> list[int]:
     """A type OID per ``$n``: the type of a column it is compared with (``age > $1``,
     ``$1 = sex``, ``sex IN ($1, $2)``, ``age BETWEEN $1 AND $2``), else ``default``."""
+    start = query_start(sql)
+    if start:
+        return infer_parameter_types(sql[start:], catalog, oid_of_column, default)
     count = parameter_count(sql)
     oids = [default] * count
     if not count:
