@@ -312,6 +312,7 @@ class Engine:
                 decode_released(claim), Cost.zero(), accountant.remaining(analyst), plan, True
             )
         reservation = claim
+        charged = plan.cost  # what the reservation holds; a plan at a drawn bound may cost less
         touched = False  # has any statement reached the data?
         drawn: tuple[str, str] | None = None  # a bound on rows per unit drawn with DP
         failure: PrivateQueryFailed | None = None
@@ -326,7 +327,14 @@ class Engine:
                     while len(self._chosen) > CHOSEN_KEPT:  # the oldest is drawn again
                         self._chosen.popitem(last=False)
                 plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, False)
-                if not plan.requested.covers(plan.cost) or plan.cost != prepared.plan.cost:
+                reserved = prepared.plan.cost
+                if not reserved.covers(plan.cost) and (same := _one_method(prepared.plan)):
+                    # At the drawn bound the planner preferred a dearer method (a smooth
+                    # plan's δ): keep the method that was reserved for.
+                    plan = self._plan_chosen(sql, epsilon, delta, mechanism, same, tau, False)
+                # A cheaper plan at the drawn bound (joint instead of smooth) is charged what
+                # was reserved: the reservation is never exceeded, only not refunded.
+                if not plan.requested.covers(plan.cost) or not reserved.covers(plan.cost):
                     raise InternalError("the chosen bound changed the cost of the plan")
                 prepared = self._rewrite(plan, secrets.randbits(62))
             exact = None
@@ -361,8 +369,8 @@ class Engine:
             (key, encode_released(released)),
             (drawn,) if drawn is not None else (),
         )
-        log.info("released %d rows for %s at %s", len(released.rows), analyst, plan.cost)
-        return Answer(released, plan.cost, accountant.remaining(analyst), plan)
+        log.info("released %d rows for %s at %s", len(released.rows), analyst, charged)
+        return Answer(released, charged, accountant.remaining(analyst), plan)
 
     def is_cached(
         self,
@@ -451,6 +459,12 @@ def _log_failure(error: Exception, analyst: str, query: str, plan: str) -> None:
 def _poll(cancel: CancelToken | None) -> Callable[[], bool] | None:
     """Has ``cancel`` been cancelled? (for a query waiting on an identical one's answer)"""
     return None if cancel is None else lambda: cancel.cancelled
+
+
+def _one_method(plan: QueryPlan) -> Method | None:
+    """The method every statistic of ``plan`` uses, if they share one."""
+    methods = {st.method for st in plan.stats}
+    return methods.pop() if len(methods) == 1 else None
 
 
 def _needs_choice(plan: QueryPlan) -> bool:

@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Table
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
+from dpproxy.rewrite.precedence import parenthesise
 from dpproxy.sql.types import COLUMN_TYPES, SqlType
 from dpproxy.values import float_down, float_up
 
@@ -338,5 +339,5 @@ def guard_row_expression(
         new = _guard_node(n, table)
         if new is not n and parent is not None and key:
             parent.set(key, new, index)
-    result: exp.Expression = wrapper.this
+    result: exp.Expression = parenthesise(wrapper).this
     return result

@@ -357,16 +357,29 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
     if isinstance(node, exp.Cast | exp.TryCast):
         src = t(node.this)
         dst = cast_type(node.to)
+        if src is SqlType.UNKNOWN:  # a cast of a literal is read here (22P02), never per row
+            coerce_literal(node.this, dst)
         if src is SqlType.DATE and dst is SqlType.NUMERIC:
             raise DatatypeMismatch("cannot cast a date to a number")
         return dst
     if isinstance(node, exp.Extract):
         _expect(t(node.expression), SqlType.DATE, node)
+        unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
+        if unit not in _DATE_FIELDS:  # PostgreSQL raises per row for time fields of a date
+            raise UnsupportedQuery(
+                f'unit "{unit or node.this.sql()}" not supported for type date',
+                hint="fields of a date: " + ", ".join(sorted(_DATE_FIELDS)),
+            )
         return SqlType.NUMERIC
     raise_unsupported(node)
     raise AssertionError("unreachable")
 
 
+# EXTRACT fields of a date on which DuckDB and PostgreSQL agree (both count DOW from Sunday).
+_DATE_FIELDS = frozenset(
+    {"year", "month", "day", "quarter", "week", "dow", "doy", "isodow", "isoyear", "decade"}
+    | {"century", "millennium"}
+)
 _NONDETERMINISTIC = (exp.Rand, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime)
 _SYSTEM = (exp.CurrentUser, exp.CurrentVersion)
 

@@ -1,0 +1,84 @@
+"""Parentheses that the generated SQL needs, whatever shape the expression tree has.
+
+sqlglot prints a tree as it is: ``EQ(flag, LT(TRUE, flag))`` prints as ``flag = TRUE < flag``,
+which both engines refuse as a chained comparison (and which the parser had read from that
+very text), and ``Mul(Add(a, b), c)`` prints as ``a + b * c``, which means something else. An
+accepted query must not reach the database as SQL that fails to parse or changes meaning, so
+every row-level expression passes through :func:`parenthesise` before it is printed: a child
+binds less tightly than its parent, or as tightly on the side where the operator does not
+associate, gets parentheses.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+_COMPARE = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Is,
+    exp.Like,
+    exp.ILike,
+    exp.Between,
+    exp.In,
+)
+# PostgreSQL's precedence, loosest first; comparisons do not associate.
+_LEVELS: tuple[tuple[type[exp.Expression], ...], ...] = (
+    (exp.Or,),
+    (exp.And,),
+    (exp.Not,),
+    _COMPARE,
+    (exp.DPipe,),
+    (exp.Add, exp.Sub),
+    (exp.Mul, exp.Div, exp.IntDiv, exp.Mod),
+    (exp.Neg,),
+)
+_NON_ASSOCIATIVE = {3}  # the comparisons
+
+
+def _level(n: exp.Expression) -> int | None:
+    for i, kinds in enumerate(_LEVELS):
+        if isinstance(n, kinds):
+            return i
+    return None
+
+
+def parenthesise(node: exp.Expression) -> exp.Expression:
+    """``node`` (modified in place) with parentheses wherever its tree needs them.
+
+    >>> from sqlglot import exp
+    >>> a, b = exp.column("a"), exp.column("b")
+    >>> parenthesise(exp.EQ(this=a, expression=exp.LT(this=exp.true(), expression=b))).sql()
+    'a = (TRUE < b)'
+    >>> total = exp.Add(this=a.copy(), expression=b.copy())
+    >>> parenthesise(exp.Mul(this=total, expression=b.copy())).sql()
+    '(a + b) * b'
+    """
+    for n in list(node.walk()):
+        outer = _level(n)
+        if outer is None:
+            continue
+        for key in ("this", "expression"):
+            child = n.args.get(key)
+            if not isinstance(child, exp.Expression):
+                continue
+            inner = _level(child)
+            if inner is None:
+                continue
+            right = key == "expression" or isinstance(n, exp.Not | exp.Neg)
+            if inner < outer or (
+                inner == outer and (right or outer in _NON_ASSOCIATIVE) and not _chain(n, child)
+            ):
+                n.set(key, exp.Paren(this=child))
+    return node
+
+
+def _chain(parent: exp.Expression, child: exp.Expression) -> bool:
+    """AND of ANDs and OR of ORs associate both ways: no parentheses needed."""
+    return type(parent) is type(child) and isinstance(parent, exp.And | exp.Or)
