@@ -178,9 +178,15 @@ def query(
 ) -> None:
     """Answer one aggregate SQL query with differential privacy (spends budget).
 
-    SQL is one SELECT statement ("-" reads it from standard input). Example:
+    SQL is one SELECT statement ("-" reads it from standard input). DP_INTERVAL_LOW(agg) and
+    DP_INTERVAL_HIGH(agg) select the ends of an aggregate's 95% interval, at no extra cost
+    (NULL, with a notice on stderr, for the exponential mechanism and smooth sensitivity);
+    "EXPLAIN SQL" prints the plan as rows and spends nothing. Example:
 
+    \b
         dpproxy query "SELECT sex, AVG(age) FROM adult GROUP BY sex"
+        dpproxy query "SELECT sex, AVG(age), DP_INTERVAL_LOW(AVG(age)),
+                       DP_INTERVAL_HIGH(AVG(age)) FROM adult GROUP BY sex"
     """
     from dpproxy.dbapi import connect
 
@@ -557,7 +563,10 @@ def serve(
     Every answer is differentially private and charged to the authenticated user's budget;
     row-level reads are refused. With --tls-cert, logins without TLS are refused unless
     --allow-plaintext. Refuses to start (one line, exit 1) when the TLS key or the users file
-    is accessible by group or others, or when the budget ledger cannot be written. Example:
+    is accessible by group or others, or when the budget ledger cannot be written. Each
+    answer comes with a NOTICE of its cost and the budget left; EXPLAIN query returns the
+    plan (cost, mechanisms, predicted 95% errors) as rows and spends nothing;
+    DP_INTERVAL_LOW/HIGH(agg) give error bars. Example:
 
     \b
         dpproxy user add ana && dpproxy serve --listen 127.0.0.1:6432
