@@ -70,6 +70,7 @@ _VOLATILE = re.compile(
     r"|cancel|cursor"
 )
 _FLUSH_AFTER = frozenset((b"Q", b"S", b"H"))
+_UTF8 = frozenset(("utf8", "unicode"))  # client_encoding spellings of UTF8
 ISOLATION = "read committed"
 
 _COLUMN_OIDS = {
@@ -896,6 +897,8 @@ class Session:
         if key.startswith("dpproxy."):
             self._set_dpproxy(key, value)
         else:
+            if key == "client_encoding" and re.sub(r"[-_]", "", value).lower() in _UTF8:
+                value, sql = "UTF8", "SET client_encoding = 'UTF8'"  # PostgreSQL's name
             self.state.settings[key] = value
             if self.emulator is not None:  # keep current_setting() in catalog queries in step
                 with contextlib.suppress(DPProxyError):
