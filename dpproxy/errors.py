@@ -119,6 +119,13 @@ class QueryCanceled(DPProxyError):
     sqlstate = "57014"
 
 
+class StatementTooComplex(DPProxyError):
+    """A statement past dpproxy's limits on size and nesting (``sql/parse.py``), refused
+    before it is planned: deep trees would exhaust the stack of the parser or the planner."""
+
+    sqlstate = "54001"
+
+
 class BudgetExhausted(DPProxyError):
     sqlstate = "ZD001"
 

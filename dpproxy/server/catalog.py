@@ -57,7 +57,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
-from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import TokenType
 
 from dpproxy.catalog.model import Catalog, ColumnType
@@ -76,6 +76,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
+from dpproxy.sql.parse import parse_statements
 
 __all__ = ["CatalogEmulator", "Result"]
 
@@ -1561,7 +1562,7 @@ def _duck_error(e: duckdb.Error) -> DPProxyError:
     def clean(name: str) -> str:
         return re.sub(r"\bpgis\.", "information_schema.", re.sub(r"\bpgc\.", "pg_catalog.", name))
 
-    if m := re.search(r'Referenced column "([^"]+)" not found', msg):
+    if m := re.search(r'Referenced column "([^"]+)" (?:was )?not found', msg):
         return UndefinedColumn(f'column "{m[1]}" does not exist', log_detail=detail)
     if m := re.search(r'Referenced table "([^"]+)" not found', msg):
         return UndefinedTable(f'missing FROM-clause entry for table "{m[1]}"', log_detail=detail)
@@ -1896,15 +1897,7 @@ class CatalogEmulator:
 
     @staticmethod
     def _parse_uncached(sql: str) -> exp.Expression:
-        try:
-            trees = [t for t in sqlglot.parse(sql, read=_Postgres) if t is not None]
-        except ParseError as e:
-            near = (e.errors[0].get("highlight") if e.errors else None) or ""
-            raise SQLSyntaxError(
-                f'syntax error at or near "{near}"' if near else "syntax error", log_detail=str(e)
-            ) from None
-        except SqlglotError as e:
-            raise SQLSyntaxError("syntax error", log_detail=str(e)) from None
+        trees = parse_statements(sql, _Postgres)  # within sql/parse.py's limits
         if len(trees) != 1 or not isinstance(trees[0], exp.Expression):
             raise UnsupportedQuery("send one catalog statement at a time")
         return trees[0]

@@ -16,12 +16,12 @@ import re
 from typing import Any
 
 import duckdb
-import sqlglot
 from sqlglot import exp
 
 from dpproxy.accounting.memory import BudgetStatus, Spending
 from dpproxy.errors import Forbidden, SQLSyntaxError
 from dpproxy.server import pgtypes
+from dpproxy.sql.parse import parse_statements
 
 PATTERN = re.compile(r"\bdpproxy\s*\.\s*(spending|budget)\b", re.IGNORECASE)
 
@@ -45,10 +45,10 @@ def answer(
     sql: str, status: BudgetStatus, releases: list[Spending]
 ) -> tuple[list[tuple[str, int]], list[tuple[Any, ...]]]:
     """Run a SELECT over the analyst's own ``dpproxy.spending`` and ``dpproxy.budget``."""
-    try:
-        tree = sqlglot.parse_one(sql, read="postgres")
-    except sqlglot.errors.ParseError as e:
-        raise SQLSyntaxError(f"syntax error: {e}") from None
+    trees = parse_statements(sql)  # within sql/parse.py's limits
+    if len(trees) != 1:
+        raise SQLSyntaxError("send one statement over dpproxy.spending at a time")
+    tree = trees[0]
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise Forbidden("dpproxy.spending and dpproxy.budget are read-only")
     con = duckdb.connect(

@@ -1,14 +1,42 @@
-"""Text → exactly one sqlglot statement. Input SQL is read in the PostgreSQL dialect."""
+"""Text → exactly one sqlglot statement. Input SQL is read in the PostgreSQL dialect.
+
+**Limits.** Every statement a client sends (embedded or on the wire, private or catalog) is
+parsed here, within limits that keep the recursive parts of dpproxy (sqlglot's parser and
+printer, validation, planning, the rewrite) far from Python's stack limit; past them the
+statement is refused with SQLSTATE 54001 (*statement too complex*, as PostgreSQL's "stack
+depth limit exceeded") before it is planned, so it costs nothing:
+
+* :data:`MAX_QUERY_LENGTH` characters of SQL text;
+* :data:`MAX_NESTING` levels of brackets — parentheses (subqueries and function calls
+  included), ``[…]``, ``CASE … END`` — counted on the tokens, before parsing;
+* :data:`MAX_DEPTH` levels of the parsed tree: a chain of 20,000 ``OR`` terms or ``+``
+  operands has no brackets but is a tree 20,000 levels deep.
+
+Anything sqlglot's parser raises on malformed input (not only its ``ParseError``) is a syntax
+error (42601), and a recursion that still runs out of stack is 54001.
+"""
 
 from __future__ import annotations
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+import re
 
-from dpproxy.errors import SQLSyntaxError, UnsupportedQuery
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect, DialectType
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokenizer_core import Token, TokenType
+
+from dpproxy.errors import SQLSyntaxError, StatementTooComplex, UnsupportedQuery
 
 INPUT_DIALECT = "postgres"
+
+MAX_QUERY_LENGTH = 1_000_000  # characters (the wire's default message limit is 1 MiB)
+MAX_NESTING = 100  # brackets and CASE … END inside one another
+MAX_DEPTH = 200  # levels of the parsed tree
+
+_OPEN = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE, TokenType.CASE}
+_CLOSE = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE, TokenType.END}
+_UNARY = {TokenType.NOT, TokenType.DASH, TokenType.PLUS}
+_NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _offset(sql: str, line: int, col: int) -> int:
@@ -18,16 +46,74 @@ def _offset(sql: str, line: int, col: int) -> int:
     return max(1, before + col)
 
 
-def parse(sql: str) -> exp.Expression:
-    """Parse one statement; several statements or none are refused.
+def too_complex(what: str) -> StatementTooComplex:
+    return StatementTooComplex(
+        f"statement too complex: {what}",
+        hint=f"dpproxy accepts at most {MAX_QUERY_LENGTH:,} characters, {MAX_NESTING} nested "
+        f"brackets and expressions {MAX_DEPTH} levels deep; write long OR chains as IN lists",
+    )
 
-    >>> type(parse("SELECT COUNT(*) FROM adult")).__name__
-    'Select'
-    """
-    if not sql.strip().strip(";").strip():
-        raise SQLSyntaxError("empty query", hint="send one SELECT statement")
+
+def check_length(sql: str) -> None:
+    if len(sql) > MAX_QUERY_LENGTH:
+        raise too_complex(f"{len(sql):,} characters")
+
+
+def check_nesting(tokens: list[Token]) -> None:
+    """Refuse more than :data:`MAX_NESTING` brackets (or unary operators in a row) inside one
+    another, on the tokens (iteratively: this runs before anything recursive)."""
+    depth = run = 0
+    for tok in tokens:
+        kind = tok.token_type
+        if kind in _UNARY:
+            run += 1
+        else:
+            run = 0
+        if kind in _OPEN:
+            depth += 1
+        elif kind in _CLOSE:
+            depth = max(depth - 1, 0)
+        if depth + run > MAX_NESTING:
+            raise too_complex(f"more than {MAX_NESTING} levels of nesting")
+
+
+def check_numbers(tokens: list[Token]) -> None:
+    """Number literals are PostgreSQL's (``1e`` or ``5e2.5`` is a syntax error there, not a
+    number whose reading would fail later)."""
+    for tok in tokens:
+        if tok.token_type is TokenType.NUMBER and not _NUMBER.fullmatch(tok.text):
+            raise SQLSyntaxError(
+                f'trailing junk after numeric literal at or near "{tok.text[:40]}"',
+                position=tok.start + 1,
+            )
+
+
+def check_depth(tree: exp.Expr) -> None:
+    """Refuse a tree deeper than :data:`MAX_DEPTH` levels (iteratively)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise too_complex(f"an expression more than {MAX_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+
+
+def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp.Expr]:
+    """The statements of ``sql`` within the limits above (none of them ``None``)."""
+    check_length(sql)
+    reader = Dialect.get_or_raise(dialect)
     try:
-        statements = [s for s in sqlglot.parse(sql, read=INPUT_DIALECT) if s is not None]
+        tokens = reader.tokenize(sql)
+    except TokenError as e:
+        raise SQLSyntaxError("syntax error: unterminated string or identifier") from e
+    except RecursionError:
+        raise too_complex("the tokenizer ran out of stack") from None
+    except Exception as e:  # sqlglot on hostile input: a refusal
+        raise SQLSyntaxError("syntax error", log_detail=f"{type(e).__name__}: {e}") from None
+    check_nesting(tokens)
+    check_numbers(tokens)
+    try:
+        parsed = reader.parser().parse(tokens, sql)
     except ParseError as e:
         first = e.errors[0] if e.errors else {}
         line, col = first.get("line"), first.get("col")
@@ -38,8 +124,25 @@ def parse(sql: str) -> exp.Expression:
             position=pos,
             log_detail=str(first.get("description", e)),
         ) from e
-    except TokenError as e:
-        raise SQLSyntaxError("syntax error: unterminated string or identifier") from e
+    except RecursionError:
+        raise too_complex("the parser ran out of stack") from None
+    except Exception as e:  # e.g. a TypeError in sqlglot on `SELECT #>>`
+        raise SQLSyntaxError("syntax error", log_detail=f"{type(e).__name__}: {e}") from None
+    statements = [s for s in parsed if s is not None]
+    for statement in statements:
+        check_depth(statement)
+    return statements
+
+
+def parse(sql: str) -> exp.Expression:
+    """Parse one statement; several statements or none are refused.
+
+    >>> type(parse("SELECT COUNT(*) FROM adult")).__name__
+    'Select'
+    """
+    if not sql.strip().strip(";").strip():
+        raise SQLSyntaxError("empty query", hint="send one SELECT statement")
+    statements = parse_statements(sql)
     if not statements:
         raise SQLSyntaxError("empty query", hint="send one SELECT statement")
     if len(statements) != 1:
