@@ -32,6 +32,17 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
         if item.is_key:
             out.append(ColumnError(item.name, "exact (group key)", 0.0))
             continue
+        if isinstance(e, exp.Column) and e.name.startswith(("__lo_", "__hi_")):
+            i = int(e.name[5:])
+            end = "lower" if e.name.startswith("__lo_") else "upper"
+            note = (
+                "NULL for this plan: its noise scale is not public"
+                if plan.aggregates[i].method in (Method.EXPONENTIAL, Method.SMOOTH)
+                else "post-processing, no cost of its own"
+            )
+            text = f"{end} end of the 95% interval of {_aggregate_label(plan, i)} ({note})"
+            out.append(ColumnError(item.name, text, None))
+            continue
         if not (isinstance(e, exp.Column) and e.name.startswith("__agg_")):
             out.append(
                 ColumnError(

@@ -8,6 +8,7 @@ import pytest
 
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import DPProxyError
+from dpproxy.explain import column_errors
 from dpproxy.explain_command import ExplainStatement, parse_explain, query_start
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.planning.planner import plan_query
@@ -140,3 +141,15 @@ def test_query_start() -> None:
     start = query_start(sql)
     assert start is not None and sql[start:].strip().startswith("SELECT")
     assert query_start("SELECT 1") is None
+
+
+def test_explain_names_the_interval_columns(demo_catalog: Catalog) -> None:
+    p = _plan(
+        demo_catalog,
+        "SELECT MEDIAN(age), DP_INTERVAL_LOW(MEDIAN(age)), DP_INTERVAL_HIGH(AVG(age)) FROM adult",
+    )
+    errors = {c.name: c.error95 for c in column_errors(p)}
+    assert errors["dp_interval_low"].startswith("lower end of the 95% interval of median(age)")
+    assert "NULL for this plan" in errors["dp_interval_low"]
+    assert errors["dp_interval_high"].startswith("upper end of the 95% interval of avg(age)")
+    assert "no cost of its own" in errors["dp_interval_high"]
