@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import ClassVar
+from typing import ClassVar, ParamSpec, TypeVar
 
 from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
@@ -41,13 +41,38 @@ from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
-from dpproxy.sql.parse import parse
+from dpproxy.sql.parse import parse, too_complex
 from dpproxy.sql.validate import validate
 from dpproxy.values import Cost
 
 log = logging.getLogger("dpproxy")
 sidechannel_log = logging.getLogger("dpproxy.sidechannel")
 CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _before_the_data(step: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Planning (parse … rewrite) raises only DPProxyErrors. The second line behind the
+    limits of ``sql/parse.py``: a recursion too deep is 54001; any other exception is a bug,
+    logged, and XX000 for the client. Nothing is charged: no data was touched."""
+
+    @functools.wraps(step)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return step(*args, **kwargs)
+        except DPProxyError:
+            raise
+        except RecursionError:
+            raise too_complex("planning ran out of stack") from None
+        except Exception as e:
+            log.error("planning failed (nothing charged): %s", type(e).__name__, exc_info=True)
+            raise InternalError(
+                "internal error while planning the query; nothing was charged"
+            ) from None
+
+    return guarded
 
 
 class PrivateQueryFailed(InternalError):
@@ -123,6 +148,7 @@ class Engine:
         self._chosen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self._chosen_lock = threading.Lock()
 
+    @_before_the_data
     def prepare(
         self,
         sql: str,
@@ -243,6 +269,7 @@ class Engine:
         )
         return plan, (self._rewrite(plan, 0) if keyless else None), None
 
+    @_before_the_data
     def plan(
         self,
         sql: str,
@@ -372,6 +399,7 @@ class Engine:
         log.info("released %d rows for %s at %s", len(released.rows), analyst, charged)
         return Answer(released, charged, accountant.remaining(analyst), plan)
 
+    @_before_the_data
     def is_cached(
         self,
         sql: str,
@@ -390,6 +418,7 @@ class Engine:
     def _noise_name(self, mechanism: MechanismKind | None) -> str:
         return (mechanism or self.catalog.policy.mechanism).value
 
+    @_before_the_data
     def _normalised(
         self,
         sql: str,

@@ -438,7 +438,7 @@ class Cells:
 
 def quantile_cells(lo: Fraction, hi: Fraction, integer: bool, bins: int) -> Cells:
     """The candidate cells: the integers lo..hi when ``integer`` and hi − lo ≤ 10000 (integral
-    bounds), else ``bins`` equal cells plus {hi}.
+    bounds), else ``bins`` equal cells plus {hi}; the single cell {lo} when lo = hi.
 
     >>> c = quantile_cells(Fraction(0), Fraction(10), False, 4)
     >>> c.count, c.width, c.value(0), c.value(4), c.index(Fraction(5))
@@ -447,8 +447,10 @@ def quantile_cells(lo: Fraction, hi: Fraction, integer: bool, bins: int) -> Cell
     Fraction(-1, 1)
     """
     lo, hi = Fraction(lo), Fraction(hi)
+    if lo == hi and bins >= 0:  # a constant measure (MAX(NULLIF(1, x))): one cell, {lo}
+        return Cells(lo, Fraction(1), 0, True)
     if not lo < hi or bins < 1:
-        raise InternalError("cells need lo < hi and at least one bin")
+        raise InternalError("cells need lo ≤ hi and at least one bin")
     if integer and lo.denominator == 1 and hi.denominator == 1 and hi - lo <= 10_000:
         return Cells(lo, Fraction(1), int(hi - lo), True)
     return Cells(lo, (hi - lo) / bins, bins, False)

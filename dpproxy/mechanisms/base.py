@@ -65,9 +65,13 @@ class Laplace:
             return 0.0
         if not integer:
             return b * math.log(1 / alpha)
+        # ln p = −1/b exactly: no log(p), which is log(0) once e^{-1/b} underflows (b < 1/745)
+        # and a division by log(1) = 0 once it rounds to 1 (b > 1e16).
         p = math.exp(-1 / b)
-        m = math.ceil(math.log(alpha * (1 + p) / 2) / math.log(p))
-        return float(max(m - 1, 0))
+        steps = -b * math.log(alpha * (1 + p) / 2)
+        if not math.isfinite(steps):
+            return math.inf
+        return float(max(math.ceil(steps) - 1, 0))
 
     @property
     def std(self) -> float:

@@ -202,6 +202,10 @@ def _candidate(
         and (bounds is None or not bounds.bounded)
     ):
         return Candidate(m, None, "", False, "the measure has no finite bounds")
+    constant = bounds is not None and bounds.bounded and bounds.lo == bounds.hi
+    if constant and m in (Method.JOINT, Method.PTR, Method.SMOOTH):
+        # Their local sensitivities and tests need a range of values (lo < hi).
+        return Candidate(m, None, "", False, "the measure is a constant (its bounds are equal)")
     if m is not Method.GS and not budget.arguments_tame:
         return Candidate(
             m, None, "", False, "needs arguments with bounds within ±1e100 in the schema"

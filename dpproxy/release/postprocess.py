@@ -16,13 +16,22 @@ Conventions (also in the README):
   depends on the data.
 * Each cell carries a 95% error bound: the half-width of an interval that holds the noiseless
   value with probability ≥ 95% (a union bound over the noisy primitives it is made of).
+* The select list, HAVING and ORDER BY are typed statically (``sql/validate.py``), and their
+  evaluation here is total: an operation that has no value — an overflow, a rounding or
+  cast of ±∞ or NaN, a text that does not read as the cast's type (the grammar the rewrite
+  uses for row-level casts, ``rewrite/dialect.py``), an integer out of its type's range — is
+  NULL, never an error, since the query is already charged when this runs. Integers beyond
+  64 bits become doubles.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from sqlglot import exp
@@ -31,6 +40,7 @@ from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.intervals import interval_ends
 from dpproxy.release.noise import NoisyGroup
+from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
 from dpproxy.sql.types import SqlType
 from dpproxy.sql.validate import AggKind, OrderItem
 
@@ -249,13 +259,101 @@ _BINARY: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
 }
 
 
+_INT_RANGES = {
+    exp.DataType.Type.SMALLINT: 2**15,
+    exp.DataType.Type.INT: 2**31,
+    exp.DataType.Type.BIGINT: 2**63,
+}
+_TEXT_GRAMMAR = {
+    "integer": re.compile(INTEGER_TEXT),
+    "float": re.compile(FLOAT_TEXT, re.IGNORECASE),
+    "boolean": re.compile(BOOL_TEXT, re.IGNORECASE),
+    "date": re.compile(DATE_TEXT),
+}
+
+
+def _number(v: Any) -> Any:
+    """An integer beyond 64 bits as a double (±∞ beyond doubles); anything else as it is."""
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    return v
+
+
+def _read_text(text: str, kind: str) -> Any:
+    """A text as the row-level casts read it (``rewrite/dialect.py``), else None."""
+    if len(text) > MAX_CAST_TEXT or not _TEXT_GRAMMAR[kind].search(text):
+        return None
+    if kind == "boolean":
+        return text.lower() in ("t", "true", "y", "yes", "1")
+    if kind == "date":
+        try:
+            day = datetime.date.fromisoformat(text)
+        except ValueError:
+            return None
+        return day if day.year > 0 else None
+    if kind == "float":
+        return float(text)
+    try:
+        return Decimal(text.strip()).to_integral_value(ROUND_HALF_UP)
+    except InvalidOperation:
+        return None
+
+
+def _cast(v: Any, to: exp.DataType) -> Any:
+    """CAST on a released value, total: NULL where the row-level cast would be NULL."""
+    t = to.this
+    text = isinstance(v, str)
+    if t in (*_INT_RANGES, exp.DataType.Type.TINYINT):
+        if text:
+            v = _read_text(v, "integer")
+            if v is None:
+                return None
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                return None
+            v = round(v)
+        elif not isinstance(v, int | Decimal):
+            return None
+        limit = _INT_RANGES.get(t, 2**7)
+        return int(v) if -limit <= v < limit else None
+    if t in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
+        if text:
+            return _read_text(v, "float")
+        return float(v) if isinstance(v, int | float) else None
+    if t in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return v.isoformat() if isinstance(v, datetime.date) else str(v)
+    if t is exp.DataType.Type.BOOLEAN:
+        if text:
+            return _read_text(v, "boolean")
+        return bool(v) if isinstance(v, int) else None
+    if t is exp.DataType.Type.DATE:
+        if text:
+            return _read_text(v, "date")
+        return v if isinstance(v, datetime.date) else None
+    return v
+
+
 def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
-    """Evaluate a post-processing expression with SQL NULL semantics.
+    """Evaluate a post-processing expression with SQL NULL semantics; total (see the module
+    docstring): an operation without a value is NULL.
 
     >>> evaluate(exp.maybe_parse("ROUND(__agg_0 / 2, 1) > 1"), {"__agg_0": 3})
     True
+    >>> evaluate(exp.maybe_parse("CAST(__key_0 AS INTEGER)"), {"__key_0": "Male"}) is None
+    True
     """
+    try:
+        return _number(_evaluate(node, env))
+    except (ArithmeticError, ValueError):  # overflow, ±∞ or NaN where a number is needed
+        return None
 
+
+def _evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
     def ev(n: exp.Expression) -> Any:
         return evaluate(n, env)
 
@@ -301,7 +399,8 @@ def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
         v = ev(node.this)
         return None if v is None else not v
     if isinstance(node, exp.Is):
-        return ev(node.this) is None
+        rhs = node.expression
+        return ev(node.this) is (rhs.this if isinstance(rhs, exp.Boolean) else None)
     if isinstance(node, exp.Between):
         v, lo, hi = ev(node.this), ev(node.args["low"]), ev(node.args["high"])
         return None if None in (v, lo, hi) else lo <= v <= hi
@@ -339,6 +438,8 @@ def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
             return None
         if isinstance(node, exp.Abs):
             return abs(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            return v  # ±∞ and NaN round to themselves
         if isinstance(node, exp.Floor):
             return math.floor(v)
         if isinstance(node, exp.Ceil):
@@ -348,16 +449,7 @@ def evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
         return float(round(v, digits)) if d is not None else float(round(v))
     if isinstance(node, exp.Cast):
         v = ev(node.this)
-        if v is None:
-            return None
-        t = node.to.this
-        if t in (exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT):
-            return round(v)
-        if t in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
-            return float(v)
-        if t in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT):
-            return str(v)
-        return v
+        return None if v is None else _cast(v, node.to)
     raise InternalError(f"cannot post-process {node.key}")
 
 

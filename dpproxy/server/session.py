@@ -35,6 +35,7 @@ from dpproxy.catalog.model import ColumnType, MechanismKind
 from dpproxy.errors import (
     DPProxyError,
     Forbidden,
+    InternalError,
     InvalidParameter,
     PrivacyParameterError,
     ProtocolViolation,
@@ -57,6 +58,7 @@ from dpproxy.server.sqltext import (
     split_statements,
     substitute,
 )
+from dpproxy.sql.parse import too_complex
 from dpproxy.values import parse_privacy_number
 
 if TYPE_CHECKING:
@@ -311,10 +313,31 @@ class Session:
                 self.send(protocol.error_from(e, severity="FATAL"))
                 await self.flush()
                 return
+            except Exception as e:  # a bug: this message fails, the session goes on
+                self.send_error(self._unexpected(e))
+                if kind == b"Q":
+                    self._ready()
+                else:
+                    self.skip_until_sync = True
             # The protocol lets a server hold its output until Sync, Flush or the end of a
             # simple Query; pipelined clients then get one write per round trip.
             if kind in _FLUSH_AFTER:
                 await self.flush()
+
+    def _unexpected(self, e: Exception) -> DPProxyError:
+        """The error a client gets for an exception that is no DPProxyError: 54001 for a
+        recursion too deep (``sql/parse.py`` keeps statements far from it), else XX000, with
+        the traceback in the log."""
+        if isinstance(e, DPProxyError):
+            return e
+        if isinstance(e, RecursionError):
+            return too_complex("it ran out of stack")
+        log.error(
+            "internal error",
+            exc_info=e,
+            extra={"event": "internal", "user": self.user, "pid": self.pid},
+        )
+        return InternalError("internal error")
 
     async def dispatch(self, kind: bytes, payload: Payload) -> None:
         handlers = {

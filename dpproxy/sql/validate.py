@@ -17,7 +17,9 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Catalog, ColumnType, Table
 from dpproxy.errors import (
+    DatatypeMismatch,
     Forbidden,
+    SQLSyntaxError,
     UndefinedColumn,
     UndefinedTable,
     UnsupportedQuery,
@@ -34,7 +36,7 @@ from dpproxy.sql.scope import (
     expect_bool,
     no_aggregates,
 )
-from dpproxy.sql.types import COLUMN_TYPES, type_of
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 __all__ = [
     "AggKind",
@@ -124,6 +126,12 @@ def _from_scope(
         raise UnsupportedQuery("LATERAL and PIVOT are not supported")
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
+        column = next((c for p in select.expressions for c in p.find_all(exp.Column)), None)
+        if column is not None:  # as PostgreSQL (and dpproxy serve's catalog emulation)
+            raise UndefinedColumn(
+                f'column "{column.name}" does not exist',
+                hint="a query must read a table (FROM is missing)",
+            )
         raise UnsupportedQuery("a query must read a table (FROM is missing)")
     if needs_join(select, catalog):
         return _join_scope(select, catalog, ctes)
@@ -253,17 +261,23 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
     having = None
     if h := select.args.get("having"):
         having = post.build(h.this, outputs)
+        # Typed like a WHERE clause (string literals become typed constants here), so the
+        # evaluation on released values (release/postprocess.py) never meets a type error.
+        t = post.type_of(having)
+        if t not in (SqlType.BOOLEAN, SqlType.NULL):
+            raise DatatypeMismatch(f"argument of HAVING must be type boolean, not type {t.value}")
     order: list[OrderItem] = []
     if o := select.args.get("order"):
         for item in o.expressions:
             target = item.this
             if isinstance(target, exp.Literal) and not target.is_string:
-                pos = int(target.name)
+                pos = _position(target, "ORDER BY")
                 if not 1 <= pos <= len(outputs):
                     raise UndefinedColumn(f"ORDER BY position {pos} is not in select list")
                 expr = outputs[pos - 1].expr.copy()
             else:
                 expr = post.build(target, outputs)
+                post.type_of(expr)  # typed like the select list
             desc = bool(item.args.get("desc"))
             nulls_first = item.args.get("nulls_first")
             order.append(
@@ -286,11 +300,20 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
     )
 
 
+def _position(literal: exp.Literal, clause: str) -> int:
+    """``GROUP BY 2`` / ``ORDER BY 2``: a select-list position (PostgreSQL's 42601 for any
+    other number)."""
+    if not (literal.name.isascii() and literal.name.isdigit()):
+        raise SQLSyntaxError(f"non-integer constant in {clause}")
+    return int(literal.name)
+
+
 def _int_clause(node: exp.Expression | None, what: str) -> int | None:
     if node is None:
         return None
     value = node.args.get("expression") or node.this
-    if not (isinstance(value, exp.Literal) and not value.is_string and value.name.isdigit()):
+    digits = isinstance(value, exp.Literal) and value.name.isascii() and value.name.isdigit()
+    if not (digits and not value.is_string):
         raise UnsupportedQuery(f"{what} must be a non-negative integer literal")
     return int(value.name)
 
@@ -307,7 +330,7 @@ def _group_keys(
     for item in group.expressions:
         node = item
         if isinstance(item, exp.Literal) and not item.is_string:
-            pos = int(item.name)
+            pos = _position(item, "GROUP BY")
             if not 1 <= pos <= len(select.expressions):
                 raise UndefinedColumn(f"GROUP BY position {pos} is not in select list")
             node = select.expressions[pos - 1].unalias()

@@ -558,8 +558,10 @@ def test_quantile_cells() -> None:
     assert local.quantile_cells(Fraction(1, 2), Fraction(3), True, 10).integer is False
     for i in range(r.count - 1):  # representatives lie in their cells
         assert r.index(r.value(i)) == i
+    one = local.quantile_cells(Fraction(1), Fraction(1), False, 3)  # a constant: {1}
+    assert (one.count, one.value(0), one.index(Fraction(1))) == (1, 1, 0)
     with pytest.raises(InternalError):
-        local.quantile_cells(Fraction(1), Fraction(1), False, 3)
+        local.quantile_cells(Fraction(2), Fraction(1), False, 3)
 
 
 @BRUTE
