@@ -1,0 +1,223 @@
+"""The totality oracle on known-bad queries, deterministically, on both engines.
+
+Each query below made the database fail on a row that matches (or on any row) although
+dpproxy accepted it. Each runs through :func:`tests.totality.check_query` — the oracle of the
+property test ``test_totality.py`` — on a database where a row matches, and the oracle must
+report no violation: either prepare refuses the query (a :class:`DPProxyError`, before any data
+is touched) or every statement it produced runs and :meth:`Engine.run` answers.
+
+The first three lists are the known families; :data:`BEYOND` holds the further violations the
+property test found on 54b2eee (listed in the commit that added this file). The last test
+checks that the property test's generator reaches every family, so that a regression in any of
+them is found there too.
+
+To check that the oracle catches a reverted guard, build an engine the same way and assert
+the opposite, for example::
+
+    engine, _ = DuckDBWorld(tmp).engines("rows", False, FAMILY_ROWS, FAMILY_ROWS)
+    assert check_query(engine, OVERFLOW[1]).violations
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from dpproxy.engine import Engine
+from tests.totality import (
+    SI_LO,
+    Case,
+    DuckDBWorld,
+    PostgresWorld,
+    Row,
+    cases,
+    check_query,
+    neighbour,
+)
+
+# A database in which the conditions of the queries below match: row 1 has cat 'X', si 9,
+# the int32 maximum, the int64 minimum and text that reads as a number.
+FAMILY_ROWS: tuple[Row, ...] = (
+    (1, 9, 2**31 - 1, -(2**63), 0.5, 1.5, "X", "1", True, datetime.date(2024, 2, 29)),
+    (1, 9, 2**31 - 1, 2**63 - 1, 1e6, -0.0, "X", " 12 ", False, datetime.date(1, 1, 1)),
+    (2, SI_LO, -(2**31), None, -1000.0, None, None, None, None, None),
+    (3, 0, 0, 0, 0.0, float("nan"), "", "", None, datetime.date(9999, 12, 31)),
+)
+NEIGHBOUR_ROWS = neighbour(FAMILY_ROWS, 2)
+
+# Integer arithmetic on literals under CASE that overflows when a row matches (PostgreSQL:
+# int4/int8 "out of range"; DuckDB: "Overflow in addition of INT32").
+OVERFLOW = (
+    "SELECT COUNT(*) FROM t WHERE (CASE WHEN cat = 'X' THEN 2147483647 ELSE 0 END) + 1 > 0",
+    "SELECT SUM(CASE WHEN si = 9 THEN 2000000000 ELSE 0 END "
+    "+ CASE WHEN si = 9 THEN 2000000000 ELSE 0 END) FROM t",
+    "SELECT COUNT(*) FROM t WHERE (CASE WHEN cat = 'X' THEN 2147483647 ELSE 0 END) * 2 > 0",
+    "SELECT COUNT(*) FROM t WHERE (CASE WHEN cat = 'X' THEN 9223372036854775807 ELSE 0 END) "
+    "+ 1 > 0",
+    "SELECT COUNT(*) FROM t WHERE ABS(CASE WHEN cat = 'X' THEN -9223372036854775808 ELSE 0 END)"
+    " > 0",
+    "SELECT COUNT(*) FROM t WHERE -(CASE WHEN cat = 'X' THEN -9223372036854775808 ELSE 0 END) > 0",
+    "SELECT COUNT(*) FROM t WHERE ABS(CASE WHEN cat = 'X' THEN -9223372036854775807 - 1 "
+    "ELSE 0 END) > 0",
+    "SELECT AVG((CASE WHEN cat = 'X' THEN 2147483647 ELSE 0 END) + 32767) FROM t",
+    # literal arithmetic without a CASE: PostgreSQL folds it before reading a row
+    "SELECT COUNT(*) FROM t WHERE 2147483647 + 1 > 0",
+    "SELECT SUM(9223372036854775807 + 1000000000) FROM t",
+)
+
+# A string literal beside a typed column in a construct that unifies their types: the
+# database converts the literal to the column's type and fails.
+TYPE_MIX = (
+    "SELECT COUNT(*) FROM t WHERE GREATEST('', fu) > 0",
+    "SELECT COUNT(*) FROM t WHERE NULLIF(i32, '') IS NULL",
+    "SELECT COUNT(*) FROM t WHERE LEAST(si, 'abc') > 0",
+    "SELECT COUNT(*) FROM t WHERE COALESCE(i64, 'X') > 0",
+    "SELECT COUNT(*) FROM t WHERE CASE WHEN cat = 'X' THEN 'abc' ELSE fb END > 0",
+    "SELECT COUNT(*) FROM t WHERE GREATEST('', day) IS NULL",
+    "SELECT COUNT(*) FROM t WHERE LEAST(flag, '') IS NULL",
+    "SELECT SUM(NULLIF(si, '')) FROM t",
+)
+
+# IS with a string literal: PostgreSQL and DuckDB know only IS [NOT] NULL/TRUE/FALSE/DISTINCT.
+IS_LITERAL = (
+    "SELECT COUNT(*) FROM t WHERE note IS 'x'",
+    "SELECT COUNT(*) FROM t WHERE cat IS NOT 'X'",
+    "SELECT COUNT(*) FROM t WHERE i32 IS '1'",
+)
+
+# Violations of the invariant found by the property test beyond the three families.
+BEYOND = (
+    # IS TRUE / IS FALSE of a value that is not a boolean (PostgreSQL: 42804; DuckDB: dates)
+    "SELECT COUNT(*) FROM t WHERE day IS TRUE",
+    "SELECT COUNT(*) FROM t WHERE si IS NOT FALSE",
+    # a checked cast of a string *literal*: PostgreSQL folds the cast itself, before the guard
+    "SELECT COUNT(*) FROM t WHERE CAST('12' AS BOOLEAN)",
+    "SELECT COUNT(*) FROM t WHERE CAST('2024-02-30' AS DATE) IS NULL",
+    # SUBSTRING with a position or length beyond int4 (PostgreSQL: no such function)
+    "SELECT COUNT(*) FROM t WHERE SUBSTRING(note, 2147483648) = 'x'",
+    "SELECT COUNT(*) FROM t WHERE SUBSTRING(note, 1, 2147483648) = 'x'",
+    # a string literal compared with a numeric column: it reads as a float (check_literal) but
+    # not as the column's type (PostgreSQL: 22P02 for integers, 22003 for '1e999')
+    "SELECT COUNT(*) FROM t WHERE i32 < 'NaN'",
+    "SELECT COUNT(*) FROM t WHERE si = '1.5'",
+    "SELECT COUNT(*) FROM t WHERE i64 IN ('1e3', '2')",
+    "SELECT COUNT(*) FROM t WHERE fu = '1e999'",
+    # a string literal and a date in BETWEEN (DuckDB: cannot mix VARCHAR and DATE)
+    "SELECT COUNT(*) FROM t WHERE '2000-01-01' BETWEEN '0001-01-01' AND day",
+    # comparisons chained without parentheses: accepted, but both engines refuse the syntax
+    "SELECT COUNT(*) FROM t WHERE flag = TRUE < flag",
+    # an integer column in parentheses under arithmetic is not computed in DOUBLE
+    # (PostgreSQL: integer/bigint out of range on the extreme rows; DuckDB: ABS)
+    "SELECT COUNT(*) FROM t WHERE (i32) + 2147483647 > 0",
+    "SELECT COUNT(*) FROM t WHERE -(i64) > 0",
+    "SELECT COUNT(*) FROM t WHERE ABS((i64)) > 0",
+    # GREATEST / COALESCE / NULLIF / CASE of an integer column keep its type under arithmetic
+    "SELECT COUNT(*) FROM t WHERE GREATEST(i32, 1) + 2147483647 > 0",
+    "SELECT COUNT(*) FROM t WHERE COALESCE(i32, 0) * 2 > 0",
+    "SELECT COUNT(*) FROM t WHERE NULLIF(i64, 0) * 2 > 0",
+    "SELECT COUNT(*) FROM t WHERE CASE WHEN TRUE THEN i32 END + 2147483647 > 0",
+    # EXTRACT of a time field from a date: PostgreSQL raises (0A000) only for a row whose date
+    # is not NULL, so the error tells whether such a row passed the WHERE
+    "SELECT COUNT(*) FROM t WHERE EXTRACT(HOUR FROM day) > 0",
+    # ROUND to 400 digits: the portable formula's 1e400 overflows double precision
+    "SELECT COUNT(*) FROM t WHERE ROUND(fu, 400) > 0",
+    # a cast of a string literal to DECIMAL: prepare crashes on PostgreSQL (an AssertionError
+    # in rewrite/dialect.py safe_cast, not a refusal)
+    "SELECT COUNT(*) FROM t WHERE CAST('1' AS DECIMAL(4, 1)) = i32",
+    # a CASE whose results are all string literals is text to both engines (dpproxy types it
+    # as an untyped literal): beside a typed value in CASE or COALESCE, both engines refuse it
+    "SELECT COUNT(*) FROM t WHERE COALESCE(CASE WHEN flag THEN '1' END, i32) > 0",
+    "SELECT COUNT(*) FROM t WHERE CASE WHEN flag THEN CASE WHEN TRUE THEN '2000-01-01' "
+    "ELSE '1970-01-01' END ELSE day END IS NULL",
+)
+
+# Beyond the families, with no contribution bound in the schema (rows per unit chosen with
+# DP): AVG and MEDIAN without GROUP BY make run() raise XX000 ("the chosen bound changed the
+# cost of the plan") after the truncation statement read the data.
+BEYOND_DP = (
+    "SELECT AVG(fb) FROM t",
+    "SELECT MEDIAN(fb) FROM t",
+)
+
+
+@pytest.fixture(scope="module")
+def duckdb_engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Engine]]:
+    worlds = {b: DuckDBWorld(tmp_path_factory.mktemp(f"families_{b}")) for b in ("rows", "dp")}
+    yield {b: w.engines(b, False, FAMILY_ROWS, NEIGHBOUR_ROWS)[0] for b, w in worlds.items()}
+    for w in worlds.values():
+        w.close()
+
+
+@pytest.fixture(scope="module")
+def postgres_world(pg_session_dsn: str) -> Iterator[PostgresWorld]:
+    world = PostgresWorld(pg_session_dsn)
+    yield world
+    world.close()
+
+
+def _check(engine: Engine, sql: str) -> None:
+    outcome = check_query(engine, sql)
+    assert not outcome.violations, "\n\n".join(str(v) for v in outcome.violations)
+
+
+ALL = [
+    *(pytest.param("rows", q, id=f"overflow-{i}") for i, q in enumerate(OVERFLOW)),
+    *(pytest.param("rows", q, id=f"type_mix-{i}") for i, q in enumerate(TYPE_MIX)),
+    *(pytest.param("rows", q, id=f"is_literal-{i}") for i, q in enumerate(IS_LITERAL)),
+    *(pytest.param("rows", q, id=f"beyond-{i}") for i, q in enumerate(BEYOND)),
+    *(pytest.param("dp", q, id=f"beyond_dp-{i}") for i, q in enumerate(BEYOND_DP)),
+]
+
+
+@pytest.mark.parametrize(("bound", "sql"), ALL)
+def test_known_bad_query_is_refused_or_runs_on_duckdb(
+    duckdb_engines: dict[str, Engine], bound: str, sql: str
+) -> None:
+    _check(duckdb_engines[bound], sql)
+
+
+@pytest.mark.parametrize(("bound", "sql"), ALL)
+def test_known_bad_query_is_refused_or_runs_on_postgres(
+    postgres_world: PostgresWorld, bound: str, sql: str
+) -> None:
+    engine, _ = postgres_world.engines(bound, False, FAMILY_ROWS, NEIGHBOUR_ROWS)
+    _check(engine, sql)
+
+
+FAMILY_PATTERNS = {
+    "overflow": r"CASE WHEN .* THEN (2147483647|2000000000|9223372036854775807) ELSE 0 END\)? "
+    r"[-+*] ",
+    "type_mix": r"(GREATEST|LEAST|COALESCE|NULLIF)\((('[^']*', (si|i32|i64|fb|fu|day|flag))|"
+    r"((si|i32|i64|fb|fu|day|flag), '[^']*'))\)",
+    "is_literal": r"\b(uid|si|i32|i64|fb|fu|cat|note|flag|day) IS (NOT )?'",
+}
+
+
+class _Reached(Exception):
+    pass
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_PATTERNS))
+def test_the_generator_reaches_every_family(family: str) -> None:
+    """The property test's strategy draws queries of every known family over a database that
+    is not empty, within the first 300 examples (no data needed: the queries only)."""
+    pattern = re.compile(FAMILY_PATTERNS[family])
+
+    @settings(
+        max_examples=300,
+        phases=[Phase.generate],
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=cases())
+    def probe(case: Case) -> None:
+        if case.rows and any(pattern.search(q) for q in case.queries):
+            raise _Reached
+
+    with pytest.raises(_Reached):
+        probe()
