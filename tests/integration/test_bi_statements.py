@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,41 @@ def test_superset_pid_and_cancel(server: Running, real_dsn: str) -> None:
     assert answers["dpproxy"] == answers["postgres"]
     assert answers["dpproxy"][1] == [("SELECT 1", ("pg_cancel_backend",), (("t",),))]
     assert answers["dpproxy"][2] == [("SELECT 1", ("pg_cancel_backend",), (("f",),))]
+
+
+LONG_CATALOG_QUERY = (  # minutes on either server: time enough to be stopped
+    "SELECT count(*) FROM pg_catalog.pg_attribute a, pg_catalog.pg_attribute b, "
+    "pg_catalog.pg_attribute c, pg_catalog.pg_attribute d"
+)
+
+
+def test_superset_stops_a_running_query(server: Running, real_dsn: str) -> None:
+    """SQL Lab's "stop": pg_cancel_backend(pid) from a second connection cancels the query
+    running on the first (57014), which then works again."""
+    answers = {}
+    for kind, dsn in dsns(server, real_dsn).items():
+        with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn, autocommit=True) as b:
+            a.pgconn.send_query(LONG_CATALOG_QUERY.encode())
+            time.sleep(0.5)  # the query is running
+            cancel = f"SELECT pg_cancel_backend({a.info.backend_pid})"
+            stopped = simple(b, cancel)
+            deadline, again = time.monotonic() + 60, time.monotonic() + 2
+            results = []
+            while time.monotonic() < deadline:
+                a.pgconn.consume_input()
+                if not a.pgconn.is_busy():
+                    break
+                if time.monotonic() > again:  # a loaded machine: it had not started yet
+                    simple(b, cancel)
+                    again = time.monotonic() + 2
+                time.sleep(0.05)
+            assert not a.pgconn.is_busy(), f"{kind}: the query was not stopped"
+            while (res := a.pgconn.get_result()) is not None:
+                state = res.error_field(pq.DiagnosticField.SQLSTATE)
+                results.append(state.decode() if state else res.status.name)
+            answers[kind] = [stopped, results, simple(a, "SELECT 1")]
+    assert answers["dpproxy"] == answers["postgres"]
+    assert answers["dpproxy"][1] == ["57014"]
 
 
 def test_cancel_backend_of_another_user_is_refused(server: Running) -> None:
