@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from dpproxy import dbapi
+from tests.commands import dpproxy_command
 from tests.integration.test_server import PASSWORD, Running, start_server, stop_server
 
 AVG_SQL = (
@@ -158,3 +159,38 @@ def test_explain_in_the_embedded_dbapi(demo_db: Path) -> None:
         cur.execute(AVG_SQL)
         assert cur.notices == []
         assert con.remaining_budget.epsilon == 9
+
+
+def test_cli_prints_intervals_and_the_null_interval_notice(demo_db: Path) -> None:
+    out = subprocess.run(
+        [
+            *dpproxy_command(),
+            "query",
+            "--format",
+            "csv",
+            "SELECT sex, COUNT(*) AS n, DP_INTERVAL_LOW(COUNT(*)) AS lo, "
+            "DP_INTERVAL_HIGH(COUNT(*)) AS hi, DP_INTERVAL_LOW(MEDIAN(age)) AS m_lo "
+            "FROM adult GROUP BY sex",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "sex,n,lo,hi,m_lo"
+    for line in lines[1:]:
+        _, n, lo, hi, m_lo = line.split(",")
+        assert float(lo) <= int(n) <= float(hi) and m_lo == ""
+    assert "DP_INTERVAL_LOW/HIGH of MEDIAN(age) is NULL" in out.stderr
+    assert "privacy cost: ε=1;" in out.stderr  # COUNT and MEDIAN share ε = 1 between them
+    explained = subprocess.run(
+        [*dpproxy_command(), "query", "EXPLAIN SELECT COUNT(*) FROM adult"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert explained.returncode == 0 and "QUERY PLAN" in explained.stdout
+    assert "privacy cost: ε=0;" in explained.stderr
