@@ -31,6 +31,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
+from dpproxy.errors import DPProxyError
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.precedence import parenthesise
 from dpproxy.sql.types import COLUMN_TYPES, SqlType
@@ -167,7 +168,7 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             operand = n.args[side]
             if isinstance(operand, exp.Literal) and not operand.is_string:
                 n.set(side, _as_double(operand))
-    if type(n) is exp.Cast and not _widening(n, table):
+    if type(n) is exp.Cast and not _widening(n, table) and not _constant_cast(n):
         out = _try_cast(n, table)
     elif isinstance(n, exp.Round):
         out = _portable_round(n, table)
@@ -221,6 +222,23 @@ def _try_cast(n: exp.Cast, table: Table) -> exp.Expression:
     if condition is None:
         return cast
     return exp.Case(ifs=[exp.If(this=condition, true=cast)])
+
+
+def _constant_cast(n: exp.Cast) -> bool:
+    """A string literal that the type checker read as the cast's type (``CAST('2024-02-29'
+    AS DATE)``, ``CAST('NaN' AS DOUBLE)``): a constant that cannot fail, needing no guard."""
+    from dpproxy.sql.types import cast_type, typed_constant
+
+    literal = n.this
+    if not (isinstance(literal, exp.Literal) and literal.is_string):
+        return False
+    try:
+        target = cast_type(n.to)
+    except DPProxyError:
+        return False
+    if target is SqlType.NUMERIC and n.to.this not in _DOUBLE_TYPES:
+        return False  # 'NaN' and 'Infinity' read as doubles only
+    return typed_constant(literal.name, target) is not None
 
 
 def _widening(n: exp.Cast, table: Table) -> bool:

@@ -213,6 +213,8 @@ def _unify_all(
     target = _unify([t(p) for p in parts], what)
     for p in parts:
         coerce_literal(p, target)
+    if target is SqlType.UNKNOWN and what not in ("IN", "BETWEEN"):
+        return SqlType.TEXT  # PostgreSQL resolves a CASE/COALESCE of string literals as text
     return target
 
 
@@ -358,7 +360,12 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         src = t(node.this)
         dst = cast_type(node.to)
         if src is SqlType.UNKNOWN:  # a cast of a literal is read here (22P02), never per row
-            coerce_literal(node.this, dst)
+            literal = _string_literal(node.this)
+            typed = typed_constant(literal.name, dst) if literal is not None else None
+            if literal is not None and typed is None and dst is not SqlType.TEXT:
+                coerce_literal(literal, dst)  # raises 22P02
+            if literal is not None and isinstance(typed, exp.Literal | exp.Neg | exp.Boolean):
+                literal.replace(typed)  # a number or a boolean; a date stays CAST('…' AS DATE)
         if src is SqlType.DATE and dst is SqlType.NUMERIC:
             raise DatatypeMismatch("cannot cast a date to a number")
         return dst
