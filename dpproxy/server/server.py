@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from dpproxy.engine import Engine
-from dpproxy.errors import DPProxyError, Forbidden, InvalidParameter, ProtocolViolation
+from dpproxy.errors import (
+    DPProxyError,
+    Forbidden,
+    InvalidParameter,
+    ProtocolViolation,
+    QueryCanceled,
+)
 from dpproxy.server import protocol
 from dpproxy.server.session import (
     SERVER_VERSION,
@@ -241,6 +247,8 @@ class Server:
                 "must be a member of the role whose query is being canceled or member of "
                 "pg_signal_backend"
             )
+        if session is caller:  # the signal stops the very statement that sent it
+            raise QueryCanceled("canceling statement due to user request")
         if session.cancel_token is not None:
             session.cancel_token.cancel()
         if session.emulator is not None and session is not caller:

@@ -112,10 +112,13 @@ def test_superset_pid_and_cancel(server: Running, real_dsn: str) -> None:
                 simple(b, f"SELECT pg_cancel_backend({a.info.backend_pid})"),
                 simple(b, "SELECT pg_cancel_backend(2147480000)"),  # no such backend
                 simple(a, "SELECT 1"),  # an idle session is not disturbed
+                simple(a, "SELECT pg_cancel_backend(pg_backend_pid())"),  # 57014: itself
+                simple(a, "SELECT 2"),
             ]
     assert answers["dpproxy"] == answers["postgres"]
     assert answers["dpproxy"][1] == [("SELECT 1", ("pg_cancel_backend",), (("t",),))]
     assert answers["dpproxy"][2] == [("SELECT 1", ("pg_cancel_backend",), (("f",),))]
+    assert answers["dpproxy"][4] == [("57014", (), ())]
 
 
 LONG_CATALOG_QUERY = (  # minutes on either server: time enough to be stopped
