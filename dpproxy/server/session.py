@@ -719,7 +719,7 @@ class Session:
                 time.time(),
                 self.status != "I",
             )
-            return Result([], [], "DECLARE CURSOR")
+            return Result([], [], "DECLARE CURSOR", notices=result.notices)  # the query ran here
         if head == "CLOSE":
             target = _identifier(words[1]) if len(words) > 1 else ""
             if words[1:2] and words[1].upper() == "ALL":

@@ -194,3 +194,16 @@ def test_cli_prints_intervals_and_the_null_interval_notice(demo_db: Path) -> Non
     )
     assert explained.returncode == 0 and "QUERY PLAN" in explained.stdout
     assert "privacy cost: ε=0;" in explained.stderr
+
+
+def test_declare_cursor_carries_the_release_notice(
+    con: tuple[psycopg.Connection, list[str]],
+) -> None:
+    c, notices = con
+    c.execute("BEGIN")
+    c.execute("DECLARE c CURSOR FOR SELECT sex, SUM(hours_per_week) FROM adult GROUP BY sex")
+    assert notices and notices[-1].startswith("dpproxy: this answer cost ε=1, δ=0;")
+    count = len(notices)
+    assert len(c.execute("FETCH ALL FROM c").fetchall()) == 2
+    assert len(notices) == count  # paging through released rows releases nothing
+    c.execute("COMMIT")
