@@ -247,7 +247,8 @@ def check_query(
     """The totality oracle for one query on one engine (over the database it should hold).
 
     * :meth:`Engine.prepare` raising a :class:`DPProxyError` is a refusal: fine. Anything else it
-      raises is a violation (a crash is not a refusal).
+      raises is a violation (a crash is not a refusal), and so is XX000 (an internal error that
+      the engine wrapped).
     * Otherwise every statement the :class:`Prepared` holds is executed on the engine's backend:
       any exception is a violation.
     * With ``run``, :meth:`Engine.run` (use an engine with :class:`tests.noise.NoNoise`) must
@@ -260,6 +261,9 @@ def check_query(
     try:
         prepared = engine.prepare(sql, secret=secret)
     except DPProxyError as e:
+        if e.sqlstate == "XX000":  # an internal error turned into a DPProxyError is a crash
+            error = describe(e)
+            return Outcome(sql, None, (), (Violation(where, sql, "prepare", None, error),))
         return Outcome(sql, e.sqlstate, (), ())
     except Exception as e:  # a crash of the pure pipeline is not a refusal
         return Outcome(sql, None, (), (Violation(where, sql, "prepare", None, describe(e)),))

@@ -1,0 +1,85 @@
+"""The totality oracle catches each family of data-dependent errors when its guard is reverted.
+
+The property test (``test_totality.py``) and the fixed known-bad queries
+(``test_totality_families.py``) pass on today's code. This file shows that they would not, had a
+guard of the typed, total expression layer been left out: each test reverts one guard in the
+running process (``monkeypatch``; nothing else is faked: a real DuckDB file and a real
+PostgreSQL), builds fresh engines, and asserts that :func:`tests.totality.check_query` reports a
+violation for the family's known-bad queries — exactly what the property test checks.
+
+* *Integer overflow in literal arithmetic*: ``rewrite.guard.is_double`` answering "already a
+  DOUBLE" for everything means no operand is promoted, as before the layer.
+* *Type errors on a matching row*: ``sql.types.coerce_literal`` doing nothing leaves string
+  literals to the engines, as before.
+* *Selection δ*: the old continuous-tail threshold is pinned as a violation in
+  ``tests/unit/test_selection_threshold.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpproxy.engine import Engine
+from tests.property.test_totality_families import FAMILY_ROWS, OVERFLOW, TYPE_MIX
+from tests.totality import DuckDBWorld, PostgresWorld, check_query
+
+
+def _revert_promotion(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpproxy.rewrite import guard, pipeline
+
+    monkeypatch.setattr(guard, "is_double", lambda n, table: True)
+    monkeypatch.setattr(pipeline, "is_double", lambda n, table: True)
+
+
+def _revert_literal_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpproxy.sql import types
+
+    monkeypatch.setattr(types, "coerce_literal", lambda node, target: None)
+
+
+def _caught(engine: Engine, queries: tuple[str, ...]) -> list[str]:
+    return [q for q in queries if check_query(engine, q).violations]
+
+
+@pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
+def test_overflow_is_caught_without_promotion(
+    engine_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    engine = _engine(engine_name, tmp_path, request)
+    assert not _caught(engine, OVERFLOW), "the guarded code must pass"
+    _revert_promotion(monkeypatch)
+    reverted = _engine(engine_name, tmp_path / "reverted", request)
+    caught = _caught(reverted, OVERFLOW)
+    assert len(caught) >= 3, f"only {caught} caught on {engine_name}"
+
+
+@pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
+def test_type_mix_is_caught_without_literal_reading(
+    engine_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    engine = _engine(engine_name, tmp_path, request)
+    assert not _caught(engine, TYPE_MIX), "the guarded code must pass"
+    _revert_literal_reading(monkeypatch)
+    reverted = _engine(engine_name, tmp_path / "reverted", request)
+    caught = _caught(reverted, TYPE_MIX)
+    assert len(caught) >= 3, f"only {caught} caught on {engine_name}"
+
+
+def _engine(name: str, tmp: Path, request: pytest.FixtureRequest) -> Engine:
+    """A fresh engine over the families' database (plans are cached per engine)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    world: DuckDBWorld | PostgresWorld
+    if name == "duckdb":
+        world = DuckDBWorld(tmp)
+    else:
+        world = PostgresWorld(request.getfixturevalue("pg_dsn"))
+    request.addfinalizer(world.close)
+    return world.engines("rows", False, FAMILY_ROWS, FAMILY_ROWS)[0]
