@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from dpproxy.planning.plan import Method
 
 COLUMN = "QUERY PLAN"
-_HEAD = re.compile(r"\s*EXPLAIN\b", re.IGNORECASE)
+# Leading comments are skipped (a hint belongs to the query: EXPLAIN /*+ dpproxy ... */ SELECT).
+# (A comment cannot span another's end, so there is one way to read them: no backtracking.)
+_HEAD = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*(?:[^*]|\*(?!/))*\*/)\s*)*EXPLAIN\b", re.I)
 _OPTIONS = re.compile(r"\s*\(([^()]*)\)")
 _LEGACY = re.compile(r"\s*(ANALY[SZ]E|VERBOSE)\b", re.IGNORECASE)
 _IGNORED = {"VERBOSE", "COSTS", "SETTINGS", "BUFFERS", "TIMING", "SUMMARY", "WAL", "GENERIC_PLAN"}

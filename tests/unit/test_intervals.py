@@ -112,6 +112,11 @@ def test_release_notice() -> None:
         ("EXPLAIN VERBOSE SELECT 1", ExplainStatement("SELECT 1", False)),
         ("SELECT 1", None),
         ("EXPLAINED", None),
+        (
+            "-- why\n/* c */ EXPLAIN /*+ dpproxy bins=10 */ SELECT 1",
+            ExplainStatement("/*+ dpproxy bins=10 */ SELECT 1", False),
+        ),
+        ("/* EXPLAIN */ SELECT 1", None),
     ],
 )
 def test_parse_explain(sql: str, expected: ExplainStatement | None) -> None:
