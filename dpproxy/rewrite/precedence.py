@@ -11,6 +11,8 @@ associate, gets parentheses.
 
 from __future__ import annotations
 
+import typing
+
 from sqlglot import exp
 
 _COMPARE = (
@@ -60,7 +62,8 @@ def parenthesise(node: exp.Expression) -> exp.Expression:
     >>> parenthesise(exp.Mul(this=total, expression=b.copy())).sql()
     '(a + b) * b'
     """
-    for n in list(node.walk()):
+    for visited in list(node.walk()):
+        n = typing.cast(exp.Expression, visited)
         outer = _level(n)
         if outer is None:
             continue
