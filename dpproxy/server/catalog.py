@@ -268,6 +268,10 @@ pg_roles 12000 v: rolname name, rolsuper bool, rolinherit bool, rolcreaterole bo
 pg_user 12014 v: usename name, usesysid oid, usecreatedb bool, usesuper bool, userepl bool,
     usebypassrls bool, passwd text, valuntil timestamptz, useconfig _text
 pg_auth_members 1261 r: roleid oid, member oid, grantor oid, admin_option bool
+pg_stat_gssapi 12200 v: pid int4, gss_authenticated bool, principal text, encrypted bool
+pg_replication_slots 12138 v: slot_name name, plugin name, slot_type text, datoid oid, database
+    name, temporary bool, active bool, active_pid int4, xmin xid, catalog_xmin xid, restart_lsn
+    pg_lsn, confirmed_flush_lsn pg_lsn, wal_status text, safe_wal_size int8, two_phase bool
 pg_tables 12033 v: schemaname name, tablename name, tableowner name, tablespace name, hasindexes
     bool, hasrules bool, hastriggers bool, rowsecurity bool
 pg_views 12028 v: schemaname name, viewname name, viewowner name, definition text
@@ -883,6 +887,7 @@ _MACROS: Final = {
     "pg_tablespace_location": f"(o) AS {_NULL_TEXT}",
     "pg_relation_is_publishable": "(o) AS false",
     "pg_is_in_recovery": "() AS false",
+    "pg_is_wal_replay_paused": "() AS false",
     # sizes depend on the data: unknown (NULL), as for a relation PostgreSQL cannot see
     "pg_table_size": "(o) AS CAST(NULL AS BIGINT)",
     "pg_relation_size": "(o) AS CAST(NULL AS BIGINT), (o, f) AS CAST(NULL AS BIGINT)",
