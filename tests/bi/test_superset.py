@@ -118,7 +118,7 @@ def test_superset_sql_lab_and_bar_chart(
     for value in ("Female", "Male"):
         page.get_by_text(value, exact=True).first.wait_for()
     assert grid.count()
-    screenshot(page, tmp_path, "superset-sqllab", keep=True)
+    screenshot(page, tmp_path, "superset-sqllab")
 
     # A bar chart of COUNT(*) by sex on the physical dataset adult: its controls are stored as
     # Explore form data, then Explore runs and renders it in the browser.
