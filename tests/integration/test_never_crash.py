@@ -14,7 +14,9 @@ dropped), ``GROUP BY 0.5`` a ValueError, ``HAVING COUNT(*) > ''`` a TypeError af
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +30,7 @@ from dpproxy.catalog.model import Catalog
 from dpproxy.demo import demo_schema_path
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
+from dpproxy.server.server import Server, ServerConfig
 from dpproxy.values import Cost
 from tests.integration.test_server import Running, start_server, stop_server
 
@@ -187,3 +190,66 @@ def test_wire_epsilon_750_is_answered(tmp_path: Path, demo_db: Path) -> None:
     finally:
         log = stop_server(run)
     assert "Traceback" not in log, log[-3000:]
+
+
+# ------------------------------------------------------------------- the second line
+
+
+@pytest.mark.parametrize(
+    ("exception", "expected"), [(RecursionError(), "54001"), (ValueError("a bug"), "XX000")]
+)
+def test_planning_raises_only_dpproxy_errors(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, exception: Exception, expected: str
+) -> None:
+    """Behind the limits: whatever planning raises reaches the caller as a DPProxyError
+    (RecursionError 54001, a bug XX000), before anything is charged."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise exception
+
+    monkeypatch.setattr("dpproxy.engine.validate", broken)
+    sql = "SELECT COUNT(*) FROM adult WHERE age > 77"  # not planned (cached) before
+    assert _outcome(engine, sql) == (expected, Cost.zero())
+
+
+@pytest.mark.parametrize(
+    ("exception", "expected"), [(RecursionError(), "54001"), (TypeError("a bug"), "XX000")]
+)
+def test_the_wire_session_survives_an_unexpected_exception(
+    demo_db: Path,
+    demo_catalog: Catalog,
+    monkeypatch: pytest.MonkeyPatch,
+    exception: Exception,
+    expected: str,
+) -> None:
+    """``dpproxy serve`` answers an exception that is no DPProxyError with an ErrorResponse
+    (simple and extended protocol) and the session goes on."""
+    engine = Engine(demo_catalog, DuckDBBackend(demo_db))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise exception
+
+    monkeypatch.setattr(engine, "run", broken)
+    server = Server(engine, ServerConfig(host="127.0.0.1", port=0, trust=True))
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(server.start())
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        dsn = f"host=127.0.0.1 port={port} user=ana dbname=dpproxy sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as con:
+            for params in (None, (40,)):  # the simple and the extended protocol
+                with pytest.raises(psycopg.Error) as failed:
+                    if params is None:
+                        con.execute("SELECT COUNT(*) FROM adult WHERE age > 40")
+                    else:
+                        con.execute("SELECT COUNT(*) FROM adult WHERE age > %s", params)
+                assert failed.value.sqlstate == expected
+                assert con.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.shutdown(), loop).result(timeout=60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=60)
+        loop.close()
+        engine.close()
