@@ -15,21 +15,9 @@ import typing
 
 from sqlglot import exp
 
-_COMPARE = (
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.Is,
-    exp.Like,
-    exp.ILike,
-    exp.Between,
-    exp.In,
-)
+from dpproxy.sql.types import COMPARISONS
+
+_COMPARE = (*COMPARISONS, exp.Is, exp.Like, exp.ILike, exp.Between, exp.In)
 # PostgreSQL's precedence, loosest first; comparisons do not associate.
 _LEVELS: tuple[tuple[type[exp.Expression], ...], ...] = (
     (exp.Or,),

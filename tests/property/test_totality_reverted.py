@@ -17,6 +17,7 @@ violation for the family's known-bad queries — exactly what the property test 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,32 +45,24 @@ def _caught(engine: Engine, queries: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
-def test_overflow_is_caught_without_promotion(
+@pytest.mark.parametrize(
+    ("queries", "revert"),
+    [(OVERFLOW, _revert_promotion), (TYPE_MIX, _revert_literal_reading)],
+    ids=["overflow-without-promotion", "type-mix-without-literal-reading"],
+)
+def test_a_reverted_guard_is_caught(
     engine_name: str,
+    queries: tuple[str, ...],
+    revert: Callable[[pytest.MonkeyPatch], None],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
     engine = _engine(engine_name, tmp_path, request)
-    assert not _caught(engine, OVERFLOW), "the guarded code must pass"
-    _revert_promotion(monkeypatch)
+    assert not _caught(engine, queries), "the guarded code must pass"
+    revert(monkeypatch)
     reverted = _engine(engine_name, tmp_path / "reverted", request)
-    caught = _caught(reverted, OVERFLOW)
-    assert len(caught) >= 3, f"only {caught} caught on {engine_name}"
-
-
-@pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
-def test_type_mix_is_caught_without_literal_reading(
-    engine_name: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    request: pytest.FixtureRequest,
-) -> None:
-    engine = _engine(engine_name, tmp_path, request)
-    assert not _caught(engine, TYPE_MIX), "the guarded code must pass"
-    _revert_literal_reading(monkeypatch)
-    reverted = _engine(engine_name, tmp_path / "reverted", request)
-    caught = _caught(reverted, TYPE_MIX)
+    caught = _caught(reverted, queries)
     assert len(caught) >= 3, f"only {caught} caught on {engine_name}"
 
 
