@@ -167,3 +167,5 @@ def test_superset_sql_lab_and_bar_chart(
     page.get_by_role("tab", name="Results").first.click()
     for label in ("Female", "Male"):
         page.get_by_text(label, exact=True).first.wait_for()
+    # With data previews off, nothing Superset sent was a row-level read.
+    assert '"sqlstate": "42501"' not in proxy.log_text()
