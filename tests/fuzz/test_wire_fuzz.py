@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import shutil
 import signal
 import socket
 import struct
@@ -45,6 +46,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dpproxy.demo import demo_schema_path
 from tests.integration.test_server import PASSWORD, Running, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -75,7 +77,15 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, demo_db: Path) -> Iterator[Server]:
-    run = start_server(tmp_path_factory.mktemp("wire-fuzz"))
+    """The demo with a budget that no number of examples exhausts."""
+    tmp = tmp_path_factory.mktemp("wire-fuzz")
+    schema = tmp / "adult.yaml"
+    text = demo_schema_path().read_text(encoding="utf-8")
+    text, n = re.subn(r"(?m)^(\s*)budget:.*$", r"\1budget: {epsilon: 1.0e+9, delta: 0.5}", text)
+    assert n == 1
+    schema.write_text(text, encoding="utf-8")
+    shutil.copy(demo_db, tmp / "adult.duckdb")
+    run = start_server(tmp, "--database", str(tmp / "adult.duckdb"), "--schema", str(schema))
     s = Server(run)
     stderr = run.proc.stderr
     assert stderr is not None
