@@ -387,10 +387,11 @@ class Proxy:
 
 
 def screenshot(page: Any, tmp_path: Path, name: str, keep: bool = False) -> Path:
-    """Save ``name``.png in the test's tmp dir; with ``keep``, also in docs/screenshots/."""
+    """Save ``name``.png in the test's tmp dir; with ``keep`` and
+    ``DPPROXY_UPDATE_SCREENSHOTS=1``, also in docs/screenshots/ (the README's copies)."""
     path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path))
-    if keep:
+    if keep and os.environ.get("DPPROXY_UPDATE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, SCREENSHOTS / f"{name}.png")
     return path
