@@ -171,8 +171,17 @@ def queries(draw: st.DrawFn) -> str:
     if draw(st.integers(0, 6)) == 0:
         keys = [*keys, draw(row_exprs)]
     aggs = draw(st.lists(aggregates(), min_size=0 if keys else 1, max_size=3))
-    post = _row_expr(st.one_of(st.sampled_from(aggs or ["COUNT(*)"]), st.sampled_from(keys or
-                     ["1"]), numbers, strings))  # fmt: skip
+    released = st.sampled_from(aggs or ["COUNT(*)"])
+    intervals = st.tuples(st.sampled_from(["DP_INTERVAL_LOW", "DP_INTERVAL_HIGH"]), released)
+    post = _row_expr(
+        st.one_of(
+            released,
+            st.sampled_from(keys or ["1"]),
+            numbers,
+            strings,
+            intervals.map(lambda t: f"{t[0]}({t[1]})"),
+        )
+    )
     items = [*keys, *aggs]
     if draw(st.booleans()):
         items.append(draw(post))
@@ -209,6 +218,9 @@ NOISE = [
     "E'\\x00'", "'\\'", "count", "sum", "avg", "median", "pg_sleep", "now()", "random()",
     "generate_series(1, 3)", "adult", "person_id", "age", "sex", "x", "OVER ()", "[1]", "'{}'",
     "/*", "--", "COUNT(*)", "MAX(", "1/0", "NULLIF(1, age)", "TRUE", "ROW(1, 2)", "$$x$$",
+    "DP_INTERVAL_LOW(", "DP_INTERVAL_HIGH(COUNT(*))", "DATE '2024-01-01'", "INTERVAL '1 day'",
+    "EXTRACT(YEAR FROM", "SUBSTRING(sex, 1, 2)", "ILIKE", "IS DISTINCT FROM", "FILTER (WHERE",
+    "WITHIN GROUP (ORDER BY", "JOIN", "ON", "USING", "LATERAL", "WITH t AS (", "EXPLAIN",
 ]  # fmt: skip
 WRAPPERS = ["(", "NOT (", "ABS(", "-(", "COALESCE(", "CASE WHEN TRUE THEN ", "CAST(", "ROUND("]
 CLOSERS = {

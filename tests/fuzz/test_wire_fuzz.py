@@ -440,7 +440,13 @@ def test_after_login(server: Server, data: bytes) -> None:
 
 @SEEDED
 @FUZZ
-@given(sqls=st.lists(st.one_of(mutated(), queries()), min_size=1, max_size=3))
+@given(
+    sqls=st.lists(
+        st.one_of(mutated(), queries(), queries().map(lambda q: f"EXPLAIN {q}")),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_fuzzed_sql_keeps_the_session(server: Server, sqls: list[str]) -> None:
     with login(server) as sock:
         sock.sendall(query("SET dpproxy.epsilon = 0.001"))
