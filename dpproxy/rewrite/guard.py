@@ -31,7 +31,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
-from dpproxy.errors import DPProxyError
+from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.precedence import parenthesise
 from dpproxy.sql.types import COLUMN_TYPES, SqlType
@@ -336,6 +336,23 @@ def _operand_to_promote(n: exp.Expression, table: Table) -> bool:
     return not is_double(n, table)
 
 
+MAX_GUARDED_NODES = 50_000
+
+
+def _check_growth(new: exp.Expression) -> None:
+    """ROUND copies its operand four times and ``%`` both of its operands twice, so nesting
+    them grows the guarded tree exponentially (eight nested ROUNDs: 9 MB of SQL, a minute of
+    CPU; a dozen: out of memory). Refused (54001) once a guarded node exceeds
+    :data:`MAX_GUARDED_NODES` nodes: checked bottom-up, so no tree more than a few times
+    that size is ever built."""
+    if sum(1 for _ in new.walk()) > MAX_GUARDED_NODES:
+        raise StatementTooComplex(
+            "statement too complex: its guarded expressions would exceed "
+            f"{MAX_GUARDED_NODES:,} nodes",
+            hint="ROUND and % copy their operands: nest fewer of them",
+        )
+
+
 def guard_row_expression(
     node: exp.Expression, table: Table, *, copy: bool = True
 ) -> exp.Expression:
@@ -355,7 +372,9 @@ def guard_row_expression(
         n = typing.cast(exp.Expression, visited)
         parent, key, index = n.parent, n.arg_key, n.index
         new = _guard_node(n, table)
-        if new is not n and parent is not None and key:
-            parent.set(key, new, index)
+        if new is not n:
+            _check_growth(new)
+            if parent is not None and key:
+                parent.set(key, new, index)
     result: exp.Expression = parenthesise(wrapper).this
     return result

@@ -12,6 +12,7 @@ wire; ``tests/integration/test_never_crash.py`` has every single case.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -91,6 +92,22 @@ def test_deep_nesting(engine: Engine, server: Running, sql: str) -> None:
     planning, nothing charged; a RecursionError that still escapes is 54001 too."""
     assert refusal(engine, sql) == ("54001", Cost.zero())
     assert on_the_wire(server, sql) == "54001"
+
+
+def test_exponential_rewrite(engine: Engine, server: Running) -> None:
+    """Attack: nest the functions whose portable rewrite copies its operand (ROUND four
+    times, ``%`` twice). Twelve nested ROUNDs made a rewritten statement of 4¹² copies of the
+    column: minutes of CPU and then out of memory, which kills the server. Defence: the guarded
+    expression is built bottom-up and refused (54001) as soon as one node exceeds 50,000 nodes,
+    in well under a second."""
+    for sql in (
+        "SELECT SUM(" + "ROUND(" * 12 + "age" + ", 1)" * 12 + ") FROM adult",
+        "SELECT AVG(" + "(" * 40 + "age" + " % 7)" * 40 + ") FROM adult",
+    ):
+        started = time.monotonic()
+        assert refusal(engine, sql) == ("54001", Cost.zero())
+        assert time.monotonic() - started < 10
+        assert on_the_wire(server, sql) == "54001"
 
 
 POST_PROCESSING = [

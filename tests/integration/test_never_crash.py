@@ -54,6 +54,17 @@ CASES: list[tuple[str, str, str | None]] = [
         "54001",
     ),
     ("100-parentheses-answered", _WHERE + "(" * 100 + "age > 1" + ")" * 100, None),
+    (
+        "12-nested-round",
+        "SELECT SUM(" + "ROUND(" * 12 + "age" + ", 1)" * 12 + ") FROM adult",
+        "54001",
+    ),
+    ("30-nested-mod", "SELECT SUM(" + "(" * 30 + "age" + " % 7)" * 30 + ") FROM adult", "54001"),
+    (
+        "4-nested-round-answered",
+        "SELECT SUM(" + "ROUND(" * 4 + "age" + ", 1)" * 4 + ") FROM adult",
+        None,
+    ),
     ("150-term-or-answered", _WHERE + " OR ".join(f"age = {i}" for i in range(150)), None),
     ("cast-text-key-order-by", _BY_SEX + "ORDER BY CAST(sex AS INTEGER)", None),
     ("cast-text-key-having", _BY_SEX + "HAVING CAST(sex AS INTEGER) > 1", None),
