@@ -13,7 +13,9 @@ depth limit exceeded") before it is planned, so it costs nothing:
   operands has no brackets but is a tree 20,000 levels deep.
 
 Anything sqlglot's parser raises on malformed input (not only its ``ParseError``) is a syntax
-error (42601), and a recursion that still runs out of stack is 54001.
+error (42601), and a recursion that still runs out of stack is 54001. What sqlglot reads but
+PostgreSQL does not is refused here too: malformed numbers (``1e``), calls missing a required
+argument (``FLOOR()``) and empty ``IN ()`` lists.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from sqlglot.dialects.dialect import Dialect, DialectType
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from dpproxy.errors import SQLSyntaxError, StatementTooComplex, UnsupportedQuery
+from dpproxy.errors import (
+    SQLSyntaxError,
+    StatementTooComplex,
+    UndefinedFunction,
+    UnsupportedQuery,
+)
 
 INPUT_DIALECT = "postgres"
 
@@ -88,13 +95,27 @@ def check_numbers(tokens: list[Token]) -> None:
             )
 
 
-def check_depth(tree: exp.Expr) -> None:
-    """Refuse a tree deeper than :data:`MAX_DEPTH` levels (iteratively)."""
+def check_tree(tree: exp.Expr) -> None:
+    """Refuse a tree deeper than :data:`MAX_DEPTH` levels (iteratively), and what sqlglot
+    parses but PostgreSQL does not: a function call without a required argument
+    (``FLOOR()``: 42883) and an empty ``IN ()`` list (42601)."""
     stack = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise too_complex(f"an expression more than {MAX_DEPTH} levels deep")
+        if isinstance(node, exp.Func) and any(
+            required and node.args.get(key) in (None, [])
+            for key, required in node.arg_types.items()
+        ):
+            raise UndefinedFunction(
+                f"function {node.sql_name().lower()}() does not exist",
+                hint="the function needs arguments",
+            )
+        if isinstance(node, exp.In) and not any(
+            node.args.get(key) for key in ("expressions", "query", "unnest", "field")
+        ):
+            raise SQLSyntaxError('syntax error at or near ")"', hint="IN needs a value")
         stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
@@ -130,7 +151,7 @@ def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp
         raise SQLSyntaxError("syntax error", log_detail=f"{type(e).__name__}: {e}") from None
     statements = [s for s in parsed if s is not None]
     for statement in statements:
-        check_depth(statement)
+        check_tree(statement)
     return statements
 
 

@@ -166,6 +166,8 @@ PARSER = [
     ("SELECT COUNT(*) FROM adult WHERE age > 1e-'nan'", "42601"),  # 1e: no number
     ("SELECT COUNT(*) FROM adult GROUP BY 0.5", "42601"),  # ValueError in validation
     ("SELECT * FROM dpproxy.spending WHERE #>>", "42601"),  # the spending tables' parser
+    ("SELECT COUNT(*) FROM adult WHERE age = - FLOOR()", "42883"),  # a call without argument
+    ("SELECT COUNT(*) FROM adult WHERE age IN ()", "42601"),  # PostgreSQL's grammar has none
 ]
 
 
@@ -173,9 +175,12 @@ PARSER = [
 def test_parser_crashes(engine: Engine, server: Running, sql: str, expected: str) -> None:
     """Attack: feed the parser input it does not expect. sqlglot raised a TypeError on a
     bare ``#>>`` (in its JSON-path builder), reading ``1e`` as a number failed later with a
-    ValueError, and so did ``GROUP BY 0.5``; on the wire the session was dropped. Defence:
-    anything the parser raises is a syntax error (42601), number literals are checked as
-    PostgreSQL's lexer would, and positions must be integers."""
+    ValueError, and so did ``GROUP BY 0.5``; on the wire the session was dropped. sqlglot also
+    reads what PostgreSQL's grammar rejects: ``FLOOR()`` (an AttributeError in planning) and
+    ``IN ()`` (accepted, then a syntax error of PostgreSQL after the query was charged).
+    Defence: anything the parser raises is a syntax error (42601), number literals are checked
+    as PostgreSQL's lexer would, calls need their arguments, IN lists are not empty, and
+    positions must be integers."""
     if "dpproxy.spending" not in sql:
         assert refusal(engine, sql) == (expected, Cost.zero())
     assert on_the_wire(server, sql) == expected

@@ -77,6 +77,8 @@ CASES: list[tuple[str, str, str | None]] = [
     ("having-text-column", _BY_SEX + "HAVING sex", "42804"),
     ("having-number-column", "SELECT age, COUNT(*) FROM adult GROUP BY age HAVING age", "42804"),
     ("select-x", "SELECT x", "42703"),
+    ("floor-without-argument", _WHERE + "age = FLOOR()", "42883"),  # AttributeError
+    ("empty-in-list", _WHERE + "age IN ()", "42601"),  # PostgreSQL failed after charging
     ("max-of-a-constant", "SELECT MAX(NULLIF(1, capital_gain)) FROM adult", None),
 ]
 IDS = [c[0] for c in CASES]
