@@ -5,7 +5,8 @@ aggregates and group keys, arithmetic, casts, CASE, functions, WHERE, GROUP BY, 
 ORDER BY, LIMIT, FILTER, percentiles, subqueries, hints) and *mutates* them: tokens deleted,
 duplicated, swapped or replaced by random operators, functions and literals (``#>>``, ``::``,
 ``1e``, ``'nan'``, ``0.5``, ``$1``, ...), and sub-expressions wrapped in deep nesting. Every
-query goes through :meth:`Engine.run` on the demo (DuckDB) and must end in one of:
+query goes through :meth:`Engine.run` on the demo, on DuckDB and on PostgreSQL, and must end in
+one of:
 
 * an answer, which charged exactly the plan's cost (or nothing, from the cache);
 * a :class:`DPProxyError` with a SQLSTATE other than XX000 (an internal error is a bug, and
@@ -30,17 +31,21 @@ from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from dpproxy.accounting.memory import MemoryAccountant
 from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.model import Catalog
+from dpproxy.demo import load_demo_postgres
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
 from dpproxy.planning.plan import Method
 from dpproxy.values import Cost
+from tests import pg
 
 EXAMPLES = int(os.environ.get("DPPROXY_FUZZ_EXAMPLES", "150"))
 SEED = os.environ.get("DPPROXY_FUZZ_SEED")
@@ -287,14 +292,35 @@ def deeply_nested(draw: st.DrawFn) -> str:
 # ------------------------------------------------------------------------------- the test
 
 
-@pytest.fixture(scope="module")
-def engine(demo_db: Path, demo_catalog: Catalog) -> Iterator[Engine]:
-    budget = Cost(Fraction(10**9), Fraction(1, 2))  # never the reason for a refusal here
-    e = Engine(demo_catalog, DuckDBBackend(demo_db), accountant=MemoryAccountant(budget))
-    try:
-        yield e
-    finally:
-        e.close()
+@pytest.fixture(
+    scope="module", params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def engine(
+    request: pytest.FixtureRequest, demo_db: Path, demo_catalog: Catalog
+) -> Iterator[Engine]:
+    """The demo on DuckDB (the bundled file) or on PostgreSQL (loaded into a fresh database),
+    with a budget that is never the reason for a refusal."""
+    budget = MemoryAccountant(Cost(Fraction(10**9), Fraction(1, 2)))
+    if request.param == "duckdb":
+        e = Engine(demo_catalog, DuckDBBackend(demo_db), accountant=budget)
+        try:
+            yield e
+        finally:
+            e.close()
+        return
+    server: pg.Server = request.getfixturevalue("pg_server")
+    with pg.temporary_database(server.admin_dsn) as dsn:
+        load_demo_postgres(dsn)
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+        url = (
+            f"postgresql://{info.get('user', 'postgres')}@{info.get('host', '127.0.0.1')}:"
+            f"{info.get('port', 5432)}/{info['dbname']}"
+        )
+        e = Engine(demo_catalog, PostgresBackend(url), accountant=budget)
+        try:
+            yield e
+        finally:
+            e.close()
 
 
 def check(engine: Engine, sql: str, method: Method | None = None) -> None:
