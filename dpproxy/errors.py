@@ -80,6 +80,13 @@ class UndefinedFunction(DPProxyError):
     sqlstate = "42883"
 
 
+class AmbiguousFunction(DPProxyError):
+    """An operator or function whose operands are all untyped NULLs (PostgreSQL cannot choose
+    among its candidates: ``- NULL``, ``NULL + NULL``)."""
+
+    sqlstate = "42725"
+
+
 class DatatypeMismatch(DPProxyError):
     sqlstate = "42804"
 

@@ -215,7 +215,9 @@ class PostBuilder:
         no_aggregates(arg, "an aggregate argument")
         measure = self.scope.resolve(arg)
         t = type_of(measure, self.scope.column_types)
-        if kind is not AggKind.COUNT and t not in (SqlType.NUMERIC, SqlType.NULL):
+        # An untyped NULL (``SUM(NULL)``, ``SUM(CASE WHEN c THEN NULL END)``) is refused as
+        # PostgreSQL refuses it (its CASE of NULLs is text); it failed there after charging.
+        if kind is not AggKind.COUNT and t is not SqlType.NUMERIC:
             raise DatatypeMismatch(
                 f"{kind.value.upper()} needs a numeric argument, not {t.value}",
                 hint="use CASE WHEN ... THEN 1 ELSE 0 END to count conditions",

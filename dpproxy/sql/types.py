@@ -36,6 +36,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import ColumnType
 from dpproxy.errors import (
+    AmbiguousFunction,
     DatatypeMismatch,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
@@ -228,6 +229,17 @@ def _expect(t: SqlType, want: SqlType, node: exp.Expression) -> None:
         )
 
 
+def _not_all_null(operands: list[SqlType], node: exp.Expression) -> None:
+    """PostgreSQL cannot resolve an operator whose operands are all untyped NULLs (``- NULL``,
+    ``NULL + NULL``, ``EXTRACT(YEAR FROM NULL)``): it fails when the statement runs, after the
+    query is charged; refused here on both engines (42725), as PostgreSQL does."""
+    if all(o is SqlType.NULL for o in operands):
+        raise AmbiguousFunction(
+            f"operator is not unique: {node.sql('postgres')[:60]}",
+            hint="CAST the NULL to a type: CAST(NULL AS DOUBLE PRECISION)",
+        )
+
+
 def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
     """The type of a row-level expression over base columns; refuses anything not listed.
 
@@ -252,11 +264,15 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
     if isinstance(node, exp.Null):
         return SqlType.NULL
     if isinstance(node, ARITHMETIC):
-        for side in (node.this, node.expression):
-            _expect(t(side), SqlType.NUMERIC, node)
+        operands = [t(node.this), t(node.expression)]
+        for operand_type in operands:
+            _expect(operand_type, SqlType.NUMERIC, node)
+        _not_all_null(operands, node)
         return SqlType.NUMERIC
     if isinstance(node, exp.Neg):
-        _expect(t(node.this), SqlType.NUMERIC, node)
+        operand = t(node.this)
+        _expect(operand, SqlType.NUMERIC, node)
+        _not_all_null([operand], node)
         return SqlType.NUMERIC
     if isinstance(node, COMPARISONS):
         a, b = t(node.this), t(node.expression)
@@ -370,7 +386,9 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
             raise DatatypeMismatch("cannot cast a date to a number")
         return dst
     if isinstance(node, exp.Extract):
-        _expect(t(node.expression), SqlType.DATE, node)
+        source = t(node.expression)
+        _expect(source, SqlType.DATE, node)
+        _not_all_null([source], node)
         unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
         if unit not in _DATE_FIELDS:  # PostgreSQL raises per row for time fields of a date
             raise UnsupportedQuery(

@@ -79,6 +79,10 @@ CASES: list[tuple[str, str, str | None]] = [
     ("select-x", "SELECT x", "42703"),
     ("floor-without-argument", _WHERE + "age = FLOOR()", "42883"),  # AttributeError
     ("empty-in-list", _WHERE + "age IN ()", "42601"),  # PostgreSQL failed after charging
+    ("minus-null", _WHERE + "age = - NULL", "42725"),  # PostgreSQL failed after charging
+    ("null-times-null", _WHERE + "age = NULL * NULL", "42725"),  # likewise
+    ("extract-from-null", _WHERE + "EXTRACT(YEAR FROM NULL) = 1", "42725"),  # likewise
+    ("sum-of-null", "SELECT SUM(CASE WHEN age > 1 THEN NULL END) FROM adult", "42804"),
     ("max-of-a-constant", "SELECT MAX(NULLIF(1, capital_gain)) FROM adult", None),
 ]
 IDS = [c[0] for c in CASES]
