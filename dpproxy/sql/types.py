@@ -214,8 +214,10 @@ def _unify_all(
     target = _unify([t(p) for p in parts], what)
     for p in parts:
         coerce_literal(p, target)
-    if target is SqlType.UNKNOWN and what not in ("IN", "BETWEEN"):
-        return SqlType.TEXT  # PostgreSQL resolves a CASE/COALESCE of string literals as text
+    if target in (SqlType.UNKNOWN, SqlType.NULL) and what not in ("IN", "BETWEEN"):
+        # PostgreSQL resolves a CASE/COALESCE of string literals or NULLs alone as text
+        # (``age = COALESCE(NULL, NULL)`` failed there after the query was charged)
+        return SqlType.TEXT
     return target
 
 

@@ -83,6 +83,7 @@ CASES: list[tuple[str, str, str | None]] = [
     ("null-times-null", _WHERE + "age = NULL * NULL", "42725"),  # likewise
     ("extract-from-null", _WHERE + "EXTRACT(YEAR FROM NULL) = 1", "42725"),  # likewise
     ("sum-of-null", "SELECT SUM(CASE WHEN age > 1 THEN NULL END) FROM adult", "42804"),
+    ("coalesce-of-nulls", _WHERE + "age = COALESCE(NULL, NULL)", "42883"),  # text there
     ("max-of-a-constant", "SELECT MAX(NULLIF(1, capital_gain)) FROM adult", None),
 ]
 IDS = [c[0] for c in CASES]
