@@ -50,6 +50,13 @@ def _login(page: Any, superset: tools.WebTool) -> None:
     page.locator("input[name=password], #password").first.fill(password)
     page.locator("button[type=submit], input[type=submit]").first.click()
     page.wait_for_url(re.compile(r".*/superset/welcome/?.*"), timeout=120_000)
+    # Under load the welcome page can arrive before the session is usable by the REST API
+    # (seen once in CI: 401 "Missing Authorization Header"): wait until it answers.
+    for _ in range(60):
+        if page.request.get(f"{superset.url}/api/v1/me/", timeout=60_000).ok:
+            return
+        page.wait_for_timeout(1_000)
+    raise AssertionError("Superset's REST API never accepted the logged-in session")
 
 
 def _api(page: Any, superset: tools.WebTool, method: str, path: str, body: Any = None) -> Any:
