@@ -34,7 +34,7 @@ from dpproxy.catalog.model import Table
 from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.precedence import parenthesise
-from dpproxy.sql.types import COLUMN_TYPES, SqlType
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, typed_constant
 from dpproxy.values import float_down, float_up
 
 _ARITH = (
@@ -227,8 +227,6 @@ def _try_cast(n: exp.Cast, table: Table) -> exp.Expression:
 def _constant_cast(n: exp.Cast) -> bool:
     """A string literal that the type checker read as the cast's type (``CAST('2024-02-29'
     AS DATE)``, ``CAST('NaN' AS DOUBLE)``): a constant that cannot fail, needing no guard."""
-    from dpproxy.sql.types import cast_type, typed_constant
-
     literal = n.this
     if not (isinstance(literal, exp.Literal) and literal.is_string):
         return False

@@ -26,21 +26,16 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from dpproxy.accounting.memory import MemoryAccountant
-from dpproxy.backends.duckdb import DuckDBBackend
-from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.model import Catalog, Neighbouring
-from dpproxy.demo import load_demo_postgres
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
 from dpproxy.mechanisms.base import Laplace
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.release.noise import ExactResult, apply_noise
 from dpproxy.values import Cost, float_up
-from tests import pg
+from tests.demo_engines import demo_engine
 
 BUDGET = Cost(Fraction(10**9), Fraction(1, 2))  # never the reason for a refusal here
 Outcome = tuple[str, str | None]  # ("answered", None) | ("refused", SQLSTATE) | ("failed", ...)
@@ -53,26 +48,8 @@ def engine(
     request: pytest.FixtureRequest, demo_db: Path, demo_catalog: Catalog
 ) -> Iterator[Engine]:
     """The demo on DuckDB (the bundled file) or on PostgreSQL (loaded into a fresh database)."""
-    if request.param == "duckdb":
-        e = Engine(demo_catalog, DuckDBBackend(demo_db), accountant=MemoryAccountant(BUDGET))
-        try:
-            yield e
-        finally:
-            e.close()
-        return
-    server: pg.Server = request.getfixturevalue("pg_server")
-    with pg.temporary_database(server.admin_dsn) as dsn:
-        load_demo_postgres(dsn)
-        info = psycopg.conninfo.conninfo_to_dict(dsn)
-        url = (
-            f"postgresql://{info.get('user', 'postgres')}@{info.get('host', '127.0.0.1')}:"
-            f"{info.get('port', 5432)}/{info['dbname']}"
-        )
-        e = Engine(demo_catalog, PostgresBackend(url), accountant=MemoryAccountant(BUDGET))
-        try:
-            yield e
-        finally:
-            e.close()
+    with demo_engine(request.param, request, demo_db, demo_catalog, BUDGET) as e:
+        yield e
 
 
 def outcome(engine: Engine, sql: str) -> Outcome:

@@ -31,49 +31,24 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.mechanisms.base import Laplace
 from dpproxy.mechanisms.selection import exclusive_groups
-from dpproxy.planning.check import check_plan
 from dpproxy.planning.plan import QueryPlan
-from dpproxy.planning.planner import plan_query
 from dpproxy.release.exact import ExactResult
 from dpproxy.release.noise import apply_noise
-from dpproxy.sql.parse import parse
-from dpproxy.sql.validate import validate
 from dpproxy.values import float_up, ln_up
 from tests.audit.estimator import cp_lower
 from tests.audit.harness import NOISE, SIGMAS
+from tests.unit.test_selection_threshold import plan_for
 
 ALPHA = 1e-8  # each within-claim bound is wrong with probability ≤ ALPHA
 UNITS = 1_000  # units of one-unit groups per call
 
-SCHEMA = """
-version: 1
-dataset: shop
-privacy:
-  neighbouring: {relation}
-  epsilon: 1
-  delta: 1.0e-6
-tables:
-  orders:
-    private: true
-    privacy_unit: customer
-    max_groups_per_unit: {groups}
-    max_rows_per_group_per_unit: 1
-    columns:
-      customer: {{type: integer}}
-      city: {{type: text}}
-"""
-QUERY = "SELECT city FROM orders GROUP BY city"  # all of ε and δ go to selection
-
 
 def plan(epsilon: Fraction, delta: Fraction, groups: int, rel: Neighbouring) -> QueryPlan:
-    catalog = parse_catalog(SCHEMA.format(relation=rel.value, groups=groups))
-    query = validate(parse(QUERY), catalog, QUERY)
-    p = plan_query(query, catalog.policy, epsilon=epsilon, delta=delta)
-    check_plan(p)
+    """The checked plan of a private GROUP BY key (the unit test's schema and query)."""
+    p = plan_for(epsilon, delta, groups, rel)
     assert p.selection is not None and [q.name for q in p.primitives] == ["__units"]
     return p
 

@@ -31,21 +31,16 @@ from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from dpproxy.accounting.memory import MemoryAccountant
-from dpproxy.backends.duckdb import DuckDBBackend
-from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.model import Catalog
-from dpproxy.demo import load_demo_postgres
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
 from dpproxy.planning.plan import Method
 from dpproxy.values import Cost
-from tests import pg
+from tests.demo_engines import demo_engine
 
 EXAMPLES = int(os.environ.get("DPPROXY_FUZZ_EXAMPLES", "150"))
 SEED = os.environ.get("DPPROXY_FUZZ_SEED")
@@ -300,27 +295,10 @@ def engine(
 ) -> Iterator[Engine]:
     """The demo on DuckDB (the bundled file) or on PostgreSQL (loaded into a fresh database),
     with a budget that is never the reason for a refusal."""
-    budget = MemoryAccountant(Cost(Fraction(10**9), Fraction(1, 2)))
-    if request.param == "duckdb":
-        e = Engine(demo_catalog, DuckDBBackend(demo_db), accountant=budget)
-        try:
-            yield e
-        finally:
-            e.close()
-        return
-    server: pg.Server = request.getfixturevalue("pg_server")
-    with pg.temporary_database(server.admin_dsn) as dsn:
-        load_demo_postgres(dsn)
-        info = psycopg.conninfo.conninfo_to_dict(dsn)
-        url = (
-            f"postgresql://{info.get('user', 'postgres')}@{info.get('host', '127.0.0.1')}:"
-            f"{info.get('port', 5432)}/{info['dbname']}"
-        )
-        e = Engine(demo_catalog, PostgresBackend(url), accountant=budget)
-        try:
-            yield e
-        finally:
-            e.close()
+    with demo_engine(
+        request.param, request, demo_db, demo_catalog, Cost(Fraction(10**9), Fraction(1, 2))
+    ) as e:
+        yield e
 
 
 def check(engine: Engine, sql: str, method: Method | None = None) -> None:
