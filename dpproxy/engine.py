@@ -22,6 +22,7 @@ from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.catalog.public import attach_public
 from dpproxy.errors import (
     BackendUnavailable,
+    CanceledBeforeStart,
     DPProxyError,
     InternalError,
     InvalidParameter,
@@ -307,8 +308,8 @@ class Engine:
 
         Failures once the budget is reserved (SECURITY.md, "defence in depth"):
 
-        * ``BackendUnavailable`` before any statement reached the database: re-raised,
-          refunded (the query provably read nothing);
+        * ``BackendUnavailable`` or ``CanceledBeforeStart`` before any statement reached the
+          database: re-raised, refunded (the query provably read nothing);
         * ``QueryCanceled`` (``cancel``, from another thread, or the statement timeout) and
           ``StabilityTestFailed`` (propose-test-release's refusal, itself a DP release):
           re-raised as they are, charged;
@@ -378,7 +379,7 @@ class Engine:
             groups = apply_noise(plan, exact, self.noise, extras)
             released = postprocess(plan, groups)
         except BaseException as e:
-            if isinstance(e, BackendUnavailable) and not touched:
+            if isinstance(e, (BackendUnavailable, CanceledBeforeStart)) and not touched:
                 accountant.rollback(reservation)  # provably never reached the data
                 raise
             if not isinstance(e, Exception) or isinstance(e, PASSED_ON):

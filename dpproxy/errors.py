@@ -126,6 +126,11 @@ class QueryCanceled(DPProxyError):
     sqlstate = "57014"
 
 
+class CanceledBeforeStart(QueryCanceled):
+    """Cancelled before the backend sent the statement (``CancelToken.check``): it provably
+    read nothing, so the engine refunds the reservation when no earlier statement ran."""
+
+
 class StatementTooComplex(DPProxyError):
     """A statement past dpproxy's limits on size and nesting (``sql/parse.py``), refused
     before it is planned: deep trees would exhaust the stack of the parser or the planner."""

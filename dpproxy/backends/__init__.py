@@ -9,6 +9,7 @@ from typing import Protocol
 
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import is_postgres_url
+from dpproxy.errors import CanceledBeforeStart
 from dpproxy.release.noise import ExactResult
 
 
@@ -30,6 +31,12 @@ class CancelToken:
             fire = action is not None and self.cancelled
         if fire and action is not None:
             action()
+
+    def check(self) -> None:
+        """Raise QueryCanceled if the query was cancelled before it started: an interrupt sent
+        to a connection that is not running a query yet is lost on both engines."""
+        if self.cancelled:
+            raise CanceledBeforeStart("canceling statement due to user request")
 
     def cancel(self) -> None:
         with self._lock:

@@ -51,6 +51,8 @@ class DuckDBBackend:
             if cancel is not None:
                 cancel.on_cancel(cur.interrupt)
             try:
+                if cancel is not None:
+                    cancel.check()
                 cur.execute(sql)
                 rows = cur.fetchall()
                 cols = tuple(d[0] for d in cur.description or ())

@@ -137,6 +137,8 @@ class PostgresBackend:
         if cancel is not None:
             cancel.on_cancel(conn.cancel_safe)
         try:
+            if cancel is not None:
+                cancel.check()
             with conn.transaction():
                 cur = conn.execute(sql_text.encode())
                 rows = cur.fetchall()

@@ -36,7 +36,7 @@ from dpproxy.errors import LedgerFull
 from dpproxy.values import Cost
 from tests.commands import dpproxy_command
 from tests.integration.test_ledger_concurrency import launch, ready, stop
-from tests.integration.test_single_flight import SLOW, slow_database
+from tests.integration.test_single_flight import SLOW, GatedDuckDB, slow_database
 
 DEFAULT = Cost(F(10), F(1, 10**5))
 ROOT = os.geteuid() == 0
@@ -243,7 +243,8 @@ def test_a_charge_that_cannot_be_recorded_releases_nothing(tiny_fs: Path, tmp_pa
     the same query runs again and takes over its flight."""
     db, catalog = slow_database(tmp_path)
     ledger = Ledger(tiny_fs / "ledger.sqlite", "big", Cost(F(100), F(1, 1000)))
-    engine = Engine(catalog, DuckDBBackend(db), accountant=ledger)
+    backend = GatedDuckDB(db)  # the query waits until the disk is full
+    engine = Engine(catalog, backend, accountant=ledger)
     cost = engine.plan(SLOW).cost
     result: list[Any] = []
 
@@ -260,6 +261,7 @@ def test_a_charge_that_cannot_be_recorded_releases_nothing(tiny_fs: Path, tmp_pa
         while ledger.status("ana").reserved != cost and time.monotonic() < deadline:
             time.sleep(0.005)
         filler = fill(tiny_fs)
+        backend.gate.set()
         t.join(timeout=120)
         assert len(result) == 1 and isinstance(result[0], LedgerFull), result
         assert ledger.status("ana").reserved == cost  # held: it may have read the data
@@ -273,5 +275,6 @@ def test_a_charge_that_cannot_be_recorded_releases_nothing(tiny_fs: Path, tmp_pa
         assert kinds == ["open", "reserve", "expire", "reserve", "release"], kinds
         assert ledger.verify().ok
     finally:
+        backend.gate.set()
         engine.close()
         ledger.close()

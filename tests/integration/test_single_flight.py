@@ -38,6 +38,7 @@ from dpproxy.catalog.model import Catalog
 from dpproxy.engine import Engine
 from dpproxy.errors import QueryCanceled
 from dpproxy.values import Cost
+from tests.demo_engines import demo_engine
 from tests.integration.test_ledger_concurrency import launch, ready, stop
 from tests.integration.test_server import BIG_SCHEMA
 
@@ -172,17 +173,42 @@ def slow_catalog(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Catalo
 
 
 def slow_database(tmp: Path) -> tuple[Path, Catalog]:
-    """1.5 M rows, 10 per unit: bounding contributions takes a second or two (``SLOW``)."""
+    """100,000 rows, 10 per unit, for ``SLOW``; the tests hold its flight with ``GatedDuckDB``."""
     db = tmp / "big.duckdb"
     con = duckdb.connect(str(db))
     con.execute(
         "CREATE TABLE events AS SELECT (i // 10)::INTEGER AS uid, "
-        "(hash(i) % 1000)::DOUBLE AS amount FROM range(1500000) t(i)"
+        "(hash(i) % 1000)::DOUBLE AS amount FROM range(100000) t(i)"
     )
     con.close()
     schema = tmp / "big.yaml"
     schema.write_text(BIG_SCHEMA, encoding="utf-8")
     return db, load_catalog(schema)
+
+
+class GatedDuckDB(DuckDBBackend):
+    """The real DuckDB backend, whose queries run and then wait at a gate until the test opens
+    it, or until they are cancelled (then they raise QueryCanceled, as a cancel arriving while
+    the database works does): a flight that has read the data is held for exactly as long as
+    the test needs, however fast the machine (a slow query alone raced the test's checks)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gate = threading.Event()
+
+    def execute(self, sql: str, cancel: CancelToken | None = None) -> Any:
+        result = super().execute(sql, cancel)
+        if cancel is not None:
+            cancel.on_cancel(self.gate.set)
+        try:
+            if not self.gate.wait(timeout=300):
+                raise AssertionError("the test never opened the gate")
+        finally:
+            if cancel is not None:
+                cancel.on_cancel(None)
+        if cancel is not None and cancel.cancelled:
+            raise QueryCanceled("canceling statement due to user request")
+        return result
 
 
 def _wait_for(cond: Callable[[], bool], what: str, timeout: float = 60) -> None:
@@ -199,7 +225,8 @@ def test_a_failed_flight_is_charged_to_itself_only_and_one_waiter_retries(
 ) -> None:
     db, catalog = slow_catalog
     accountant = _accountant(kind, tmp_path)
-    engine = Engine(catalog, DuckDBBackend(db), accountant=accountant)
+    backend = GatedDuckDB(db)
+    engine = Engine(catalog, backend, accountant=accountant)
     cost = engine.plan(SLOW).cost
     results: dict[str, Any] = {}
 
@@ -222,14 +249,15 @@ def test_a_failed_flight_is_charged_to_itself_only_and_one_waiter_retries(
         quitter_token.cancel()  # a waiter gives up: nothing charged
         waiters[-1].join(timeout=10)
         assert isinstance(results.get("quitter"), QueryCanceled), results.get("quitter")
-        assert holder.is_alive(), "the holder finished too soon for this test"
+        assert holder.is_alive() and not backend.gate.is_set()  # held at the gate
         assert accountant.spent("ana") == Cost.zero()
-        holder_token.cancel()  # the flight fails: charged to the holder
+        holder_token.cancel()  # the flight fails (and opens the gate): charged to the holder
         holder.join(timeout=120)
         for t in waiters:
             t.join(timeout=300)
     finally:
         holder_token.cancel()
+        backend.gate.set()
         holder.join(timeout=120)
     assert isinstance(results["holder"], QueryCanceled), results["holder"]
     answers = [results[f"w{i}"] for i in range(3)]
@@ -294,3 +322,21 @@ def test_a_dead_holder_is_taken_over_and_a_live_one_waited_for(tmp_path: Path) -
         if child.stdout is not None:
             child.stdout.close()
         led.close()
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_a_query_cancelled_before_it_starts_is_not_run(
+    kind: str, request: pytest.FixtureRequest, demo_db: Path, demo_catalog: Catalog
+) -> None:
+    """A cancel that arrives before the backend starts the query is not lost (an interrupt sent
+    to an idle connection is dropped by both engines): the query is not run, nothing is
+    charged, and the backend runs the next query normally."""
+    with demo_engine(kind, request, demo_db, demo_catalog, DEFAULT) as engine:
+        token = CancelToken()
+        token.cancel()
+        with pytest.raises(QueryCanceled):
+            engine.backend.execute("SELECT COUNT(*) FROM adult", token)
+        with pytest.raises(QueryCanceled):
+            engine.run(QUERY, analyst="ana", cancel=token)
+        assert engine.accountant.spent("ana") == Cost.zero()
+        assert engine.backend.execute("SELECT 1").rows == ((1,),)
