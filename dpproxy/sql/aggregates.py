@@ -13,6 +13,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpproxy.errors import (
+    AmbiguousColumn,
     DatatypeMismatch,
     Forbidden,
     GroupingError,
@@ -114,13 +115,24 @@ class PostBuilder:
         self.key_index = {k.expr: i for i, k in enumerate(keys)}
 
     def build(
-        self, node: exp.Expression, outputs: list[OutputItem] | None = None
+        self,
+        node: exp.Expression,
+        outputs: list[OutputItem] | None = None,
+        *,
+        outputs_first: bool = False,
     ) -> exp.Expression:
+        """``node`` as a post-processing expression. A bare name that is an output column's
+        name stands for that output: in ORDER BY (``outputs_first``) before any input column
+        of that name, as PostgreSQL resolves it (``SUM(x) AS x … ORDER BY x`` orders by the
+        sum; two outputs of that name are ambiguous, 42702); in HAVING only when no input
+        column has the name (PostgreSQL refuses output names there; DuckDB takes them)."""
         if outputs and isinstance(node, exp.Column) and not node.table:
             name = node.name.lower()
-            for out in outputs:
-                if out.name.lower() == name and name not in self.scope.names:
-                    return out.expr.copy()
+            named = [out for out in outputs if out.name.lower() == name]
+            if outputs_first and len(named) > 1:
+                raise AmbiguousColumn(f'ORDER BY "{node.name}" is ambiguous')
+            if named and (outputs_first or name not in self.scope.names):
+                return named[0].expr.copy()
         return self._walk(node)
 
     def _walk(self, node: exp.Expression) -> exp.Expression:

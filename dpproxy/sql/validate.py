@@ -276,7 +276,7 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
                     raise UndefinedColumn(f"ORDER BY position {pos} is not in select list")
                 expr = outputs[pos - 1].expr.copy()
             else:
-                expr = post.build(target, outputs)
+                expr = post.build(target, outputs, outputs_first=True)
                 post.type_of(expr)  # typed like the select list
             desc = bool(item.args.get("desc"))
             nulls_first = item.args.get("nulls_first")
