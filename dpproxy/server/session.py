@@ -4,7 +4,7 @@ Every statement is routed, in this order, to
 
 1. the session itself (transaction control, SET/RESET/SHOW, DISCARD, DEALLOCATE, cursors,
    dpproxy's own settings) — answered without any database;
-2. the catalog emulation (``catalog.py``) when it reads only ``pg_catalog`` /
+2. the catalog emulation (the ``catalog`` package) when it reads only ``pg_catalog`` /
    ``information_schema`` or calls system functions — answered from the privacy schema, with
    nothing that depends on the data;
 3. the differential-privacy engine — which plans it or refuses it. No SQL reaches the backend

@@ -1,4 +1,4 @@
-"""The catalog emulator (``dpproxy/server/catalog.py``) against what real clients send.
+"""The catalog emulator (the package ``dpproxy/server/catalog/``) against what real clients send.
 
 The corpus in ``tests/fixtures/catalog/`` was captured from psql, psycopg, asyncpg, SQLAlchemy,
 pg8000, pgJDBC and node-postgres talking to PostgreSQL 15 with ``log_statement = all``;
