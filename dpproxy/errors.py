@@ -95,6 +95,12 @@ class GroupingError(DPProxyError):
     sqlstate = "42803"
 
 
+class WindowingError(DPProxyError):
+    """A window function where SQL allows none (WHERE, GROUP BY, HAVING) or nested in one."""
+
+    sqlstate = "42P20"
+
+
 class AmbiguousColumn(DPProxyError):
     sqlstate = "42702"
 

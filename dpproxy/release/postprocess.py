@@ -40,9 +40,11 @@ from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.intervals import interval_ends
 from dpproxy.release.noise import NoisyGroup
+from dpproxy.release.windows import compute_windows
 from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
 from dpproxy.sql.types import SqlType
 from dpproxy.sql.validate import AggKind, OrderItem
+from dpproxy.sql.windows import INTEGRAL
 
 CONFIDENCE = 0.95
 _COUNTS = (AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS)
@@ -154,6 +156,15 @@ def output_columns(plan: QueryPlan) -> tuple[OutputColumn, ...]:
         if isinstance(e, exp.Column) and e.name.startswith("__agg_"):
             kind = plan.aggregates[int(e.name[6:])].kind
             out.append(OutputColumn(item.name, "integer" if kind in _COUNTS else "double"))
+        elif isinstance(e, exp.Column) and e.name.startswith("__win_"):
+            w = plan.query.windows[int(e.name[6:])]
+            integral = w.function in INTEGRAL or (
+                w.function in ("min", "max", "lag", "lead")
+                and w.argument is not None
+                and _integral(plan, w.argument)
+            )
+            name = "integer" if integral else _TYPE_NAMES.get(w.type, "text")
+            out.append(OutputColumn(item.name, name))
         elif item.type is SqlType.NUMERIC:
             key_type = "double"
             if isinstance(e, exp.Column) and e.name.startswith("__key_"):
@@ -163,6 +174,23 @@ def output_columns(plan: QueryPlan) -> tuple[OutputColumn, ...]:
             mapping = {SqlType.TEXT: "text", SqlType.BOOLEAN: "boolean", SqlType.DATE: "date"}
             out.append(OutputColumn(item.name, mapping.get(item.type, "text")))
     return tuple(out)
+
+
+_TYPE_NAMES = {
+    SqlType.NUMERIC: "double",
+    SqlType.TEXT: "text",
+    SqlType.BOOLEAN: "boolean",
+    SqlType.DATE: "date",
+}
+
+
+def _integral(plan: QueryPlan, e: exp.Expression) -> bool:
+    """Is this post-processing expression an integer column: a count, or an integral key?"""
+    if isinstance(e, exp.Column) and e.name.startswith("__agg_"):
+        return plan.aggregates[int(e.name[6:])].kind in _COUNTS
+    if isinstance(e, exp.Column) and e.name.startswith("__key_"):
+        return _integral_key(plan, int(e.name[6:]))
+    return False
 
 
 def _integral_key(plan: QueryPlan, i: int) -> bool:
@@ -192,6 +220,7 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     # A count over one table holds at most its rows (not so for a join or a flat map).
     max_count = q.table.public_max_rows if q.source is None else None
     rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
+    kept_groups: list[tuple[dict[str, Any], dict[str, Span | None]]] = []
     for g in groups:
         env: dict[str, Any] = {f"__key_{i}": v for i, v in enumerate(g.key)}
         spans: dict[str, Span | None] = {f"__key_{i}": (0.0, 0.0) for i in range(len(g.key))}
@@ -206,6 +235,11 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
             env[f"__lo_{i}"], env[f"__hi_{i}"] = interval_ends(agg, spans[f"__agg_{i}"], max_count)
         if q.having is not None and evaluate(q.having, env) is not True:
             continue
+        kept_groups.append((env, spans))
+    # Window functions read the rows that survived HAVING (release/windows.py); their values
+    # carry no error bound (evaluate_span knows no __win_ name).
+    compute_windows(q.windows, [env for env, _ in kept_groups], evaluate)
+    for env, spans in kept_groups:
         values = [evaluate(o.expr, env) for o in q.outputs]
         errors = [
             0.0 if o.is_key else _half_width(evaluate_span(o.expr, spans), v)

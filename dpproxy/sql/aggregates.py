@@ -30,6 +30,7 @@ from dpproxy.sql.scope import (
     no_aggregates,
 )
 from dpproxy.sql.types import SqlType, raise_unsupported, type_of
+from dpproxy.sql.windows import WindowItem, build_window, function_name
 
 _AGG_CLASSES: dict[type[exp.Expression], AggKind] = {
     exp.Sum: AggKind.SUM,
@@ -86,6 +87,8 @@ def default_name(node: exp.Expression, i: int) -> str:
         return node.name
     if isinstance(node, exp.Anonymous) and node.name.upper() in INTERVAL_FUNCTIONS:
         return node.name.lower()
+    if isinstance(node, exp.Window):  # PostgreSQL names it after its function: rank, sum
+        return function_name(node.this).lower()
     if isinstance(node, exp.AggFunc | exp.Filter | exp.WithinGroup):
         inner = node.this if isinstance(node, exp.Filter | exp.WithinGroup) else node
         names = {
@@ -113,6 +116,7 @@ class PostBuilder:
         self.keys = keys
         self.aggregates = aggregates
         self.key_index = {k.expr: i for i, k in enumerate(keys)}
+        self.windows: list[WindowItem] = []  # window functions over the released rows
 
     def build(
         self,
@@ -137,7 +141,7 @@ class PostBuilder:
 
     def _walk(self, node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Window):
-            raise UnsupportedQuery("window functions are not supported")
+            return build_window(node, self._walk, self.type_of, self.windows)
         if isinstance(node, exp.Filter | exp.AggFunc | exp.WithinGroup):
             return exp.column(f"__agg_{self._aggregate(node)}")
         if isinstance(node, exp.Anonymous) and node.name.upper() in INTERVAL_FUNCTIONS:
@@ -320,6 +324,7 @@ class PostBuilder:
             for p in ("agg", "lo", "hi")
         }
         types.update({f"__key_{i}": k.type for i, k in enumerate(self.keys)})
+        types.update({f"__win_{i}": w.type for i, w in enumerate(self.windows)})
         return type_of(expr, types)
 
 

@@ -22,6 +22,7 @@ from dpproxy.errors import (
     UndefinedColumn,
     UndefinedTable,
     UnsupportedQuery,
+    WindowingError,
 )
 from dpproxy.sql.joins import JoinSource
 from dpproxy.sql.totality import check_allowed
@@ -188,4 +189,4 @@ def no_aggregates(node: exp.Expression, where: str) -> None:
         if isinstance(n, exp.AggFunc):
             raise GroupingError(f"aggregate functions are not allowed in {where}")
         if isinstance(n, exp.Window):
-            raise UnsupportedQuery("window functions are not supported")
+            raise WindowingError(f"window functions are not allowed in {where}")

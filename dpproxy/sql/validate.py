@@ -23,6 +23,7 @@ from dpproxy.errors import (
     UndefinedColumn,
     UndefinedTable,
     UnsupportedQuery,
+    WindowingError,
 )
 from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
@@ -37,6 +38,7 @@ from dpproxy.sql.scope import (
     no_aggregates,
 )
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
+from dpproxy.sql.windows import WindowItem
 
 __all__ = [
     "AggKind",
@@ -78,6 +80,7 @@ class ValidQuery:
     limit: int | None
     offset: int
     source: JoinSource | None = None  # a join: the relation ``table`` describes
+    windows: tuple[WindowItem, ...] = ()  # over the released rows (``sql/windows.py``)
 
     @property
     def public_keys(self) -> bool:
@@ -233,9 +236,12 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
         if not has_agg:
             raise Forbidden("row-level reads are not allowed: SELECT DISTINCT returns rows")
         raise UnsupportedQuery("SELECT DISTINCT over aggregates is not supported")
-    for key in ("qualify", "windows"):
-        if select.args.get(key):
-            raise UnsupportedQuery("window functions are not supported")
+    if select.args.get("qualify"):
+        raise UnsupportedQuery("QUALIFY is not supported", hint="filter in an outer query")
+    if select.args.get("windows"):
+        raise UnsupportedQuery(
+            "named windows (WINDOW w AS ...) are not supported", hint="write OVER (...)"
+        )
     for proj in select.expressions:
         if isinstance(proj, exp.Star) or (
             isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
@@ -244,7 +250,7 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
     aliases = {p.alias.lower(): p.unalias() for p in select.expressions if p.alias}
     keys = _group_keys(select, scope, aliases)
     aggregates: list[Aggregate] = []
-    has_any_agg = any(isinstance(n, exp.AggFunc) for p in select.expressions for n in p.walk())
+    has_any_agg = any(_is_aggregate(n) for p in select.expressions for n in p.walk())
     if not keys and not has_any_agg:
         raise Forbidden(
             "row-level reads are not allowed: every column must be aggregated",
@@ -260,6 +266,8 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
         outputs.append(OutputItem(name, expr, post.type_of(expr), is_key))
     having = None
     if h := select.args.get("having"):
+        if h.this.find(exp.Window):
+            raise WindowingError("window functions are not allowed in HAVING")
         having = post.build(h.this, outputs)
         # Typed like a WHERE clause (string literals become typed constants here), so the
         # evaluation on released values (release/postprocess.py) never meets a type error.
@@ -297,7 +305,16 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
         limit=limit,
         offset=offset,
         source=scope.source,
+        windows=tuple(post.windows),
     )
+
+
+def _is_aggregate(node: exp.Expression) -> bool:
+    """An aggregate call of the query; not the function of a window (``SUM(x) OVER ()``
+    without GROUP BY reads rows, one value per row)."""
+    if not isinstance(node, exp.AggFunc):
+        return False
+    return not (isinstance(node.parent, exp.Window) and node.arg_key == "this")
 
 
 def _position(literal: exp.Literal, clause: str) -> int:
