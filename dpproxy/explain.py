@@ -10,10 +10,11 @@ from sqlglot import exp
 
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
+from dpproxy.sql.scope import COUNT_KINDS
 from dpproxy.sql.validate import AggKind
 from dpproxy.values import Cost
 
-_COUNTS = (AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS)
+_COUNTS = COUNT_KINDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,12 @@ class PrimitiveKind(Enum):
     COUNT = "count"  # number of rows (or of non-NULL measure values)
     SUM = "sum"  # sum of a bounded measure
     UNITS = "units"  # number of distinct privacy units
+    # number of distinct non-NULL values of a measure, with COUNT's sensitivity: removing a
+    # row lowers its group's distinct count by 1 or 0, adding one raises it by 1 or 0. A unit
+    # removed (added) with r_g rows in group g moves that count by at most r_g, COUNT's own
+    # bound; substituted (r_g rows out, a_g in) by at most max(r_g, a_g): at most K over one
+    # group, and Σ_g (r_g + a_g) ≤ 2K over groups, COUNT's substitution bounds.
+    DISTINCT = "distinct"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +107,7 @@ def sensitivity(
         if neighbouring is Neighbouring.SUBSTITUTE:
             return base.scaled(Fraction(2)) if grouped else base
         return base
-    if kind is PrimitiveKind.COUNT:
+    if kind in (PrimitiveKind.COUNT, PrimitiveKind.DISTINCT):
         per_row = Interval(Fraction(0), Fraction(1))
     else:
         if values is None or not values.bounded:

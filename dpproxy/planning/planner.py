@@ -630,6 +630,10 @@ class _PrimitiveBuilder:
             return AggregatePlan(
                 k, (self._add(Primitive("", PrimitiveKind.COUNT, agg.measure)),), None
             )
+        if k is AggKind.COUNT_DISTINCT:
+            return AggregatePlan(
+                k, (self._add(Primitive("", PrimitiveKind.DISTINCT, agg.measure)),), None
+            )
         iv = self._bounds(agg.measure, "SUM" if k is AggKind.SUM else k.value.upper())
         if k is AggKind.SUM:
             p = Primitive("", PrimitiveKind.SUM, agg.measure, iv)

@@ -34,10 +34,10 @@ import math
 from sqlglot import exp
 
 from dpproxy.planning.plan import AggregatePlan, Method, QueryPlan
-from dpproxy.sql.scope import AggKind
+from dpproxy.sql.scope import COUNT_KINDS, AggKind
 
 Span = tuple[float, float]
-_COUNTS = (AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS)
+_COUNTS = COUNT_KINDS
 _NO_INTERVAL = (Method.EXPONENTIAL, Method.SMOOTH)
 
 

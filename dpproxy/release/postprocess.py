@@ -42,12 +42,13 @@ from dpproxy.release.intervals import interval_ends
 from dpproxy.release.noise import NoisyGroup
 from dpproxy.release.windows import compute_windows
 from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
+from dpproxy.sql.scope import COUNT_KINDS
 from dpproxy.sql.types import SqlType
 from dpproxy.sql.validate import AggKind, OrderItem
 from dpproxy.sql.windows import INTEGRAL
 
 CONFIDENCE = 0.95
-_COUNTS = (AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS)
+_COUNTS = COUNT_KINDS
 
 
 @dataclass(frozen=True, slots=True)

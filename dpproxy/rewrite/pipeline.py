@@ -308,6 +308,8 @@ def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.E
     column = alias_of[p.name]
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
+    if p.kind is PrimitiveKind.DISTINCT:  # over the bounded rows: at most K values per unit
+        return exp.Count(this=exp.Distinct(expressions=[exp.column(column)]))
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
     if max(abs(p.values.lo), abs(p.values.hi)) > SUM_LIMIT:
         # PostgreSQL raises when a float8 SUM overflows (rewrite/floats.py): refuse a sum

@@ -233,7 +233,7 @@ class PostBuilder:
         t = type_of(measure, self.scope.column_types)
         # An untyped NULL (``SUM(NULL)``, ``SUM(CASE WHEN c THEN NULL END)``) is refused as
         # PostgreSQL refuses it (its CASE of NULLs is text); it failed there after charging.
-        if kind is not AggKind.COUNT and t is not SqlType.NUMERIC:
+        if kind not in (AggKind.COUNT, AggKind.COUNT_DISTINCT) and t is not SqlType.NUMERIC:
             raise DatatypeMismatch(
                 f"{kind.value.upper()} needs a numeric argument, not {t.value}",
                 hint="use CASE WHEN ... THEN 1 ELSE 0 END to count conditions",
@@ -261,10 +261,12 @@ class PostBuilder:
                     and self.scope.table.is_unit(resolved.name)
                 ):
                     return AggKind.COUNT_UNITS, None, None, None
-                raise UnsupportedQuery(
-                    "COUNT(DISTINCT ...) is supported on the privacy unit column only",
-                    hint=f"COUNT(DISTINCT {unit}) counts people",
-                )
+                if len(items) != 1:
+                    raise UnsupportedQuery(
+                        "COUNT(DISTINCT ...) of several expressions is not supported",
+                        hint="count the distinct values of one expression",
+                    )
+                return AggKind.COUNT_DISTINCT, items[0], None, None
             return AggKind.COUNT, arg, None, None
         if isinstance(node, exp.WithinGroup):
             return self._within_group(node)

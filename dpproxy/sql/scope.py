@@ -33,6 +33,7 @@ class AggKind(Enum):
     COUNT_STAR = "count(*)"
     COUNT = "count"
     COUNT_UNITS = "count(distinct unit)"
+    COUNT_DISTINCT = "count(distinct)"  # of any other column: as COUNT's sensitivity (below)
     SUM = "sum"
     AVG = "avg"
     VAR_POP = "var_pop"
@@ -59,6 +60,12 @@ class AggKind(Enum):
     @property
     def bivariate(self) -> bool:
         return self in BIVARIATE_KINDS
+
+
+# Aggregates released as non-negative integers (rounded, clipped at 0).
+COUNT_KINDS = frozenset(
+    {AggKind.COUNT, AggKind.COUNT_STAR, AggKind.COUNT_UNITS, AggKind.COUNT_DISTINCT}
+)
 
 
 QUANTILE_KINDS = frozenset(
