@@ -38,6 +38,7 @@ from dpproxy.errors import (
     QueryCanceled,
 )
 from dpproxy.server import protocol
+from dpproxy.server.catalog import CatalogEmulator
 from dpproxy.server.session import (
     SERVER_VERSION,
     STATUS_PARAMETERS,
@@ -217,12 +218,10 @@ class Server:
 
     # ---------------------------------------------------------------------- per session
 
-    def catalog_emulator(self, session: Session) -> Any:
+    def catalog_emulator(self, session: Session) -> CatalogEmulator:
         """The catalog emulation of one session (its own settings and current user; about
         7 ms to make, on a database built once per process)."""
         if session.emulator is None:
-            from dpproxy.server.catalog import CatalogEmulator
-
             session.emulator = CatalogEmulator(
                 self.engine.catalog,
                 server_version=SERVER_VERSION,

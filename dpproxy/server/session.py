@@ -28,10 +28,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dpproxy.backends import CancelToken
 from dpproxy.catalog.model import ColumnType, MechanismKind
+from dpproxy.engine import Engine
 from dpproxy.errors import (
     DPProxyError,
     Forbidden,
@@ -49,6 +50,7 @@ from dpproxy.planning.plan import Method
 from dpproxy.release.intervals import interval_notes
 from dpproxy.release.postprocess import output_columns
 from dpproxy.server import pgtypes, protocol, spending
+from dpproxy.server.catalog import CatalogEmulator
 from dpproxy.server.notices import release_notice
 from dpproxy.server.protocol import Field, Payload
 from dpproxy.server.sqltext import (
@@ -60,9 +62,6 @@ from dpproxy.server.sqltext import (
 )
 from dpproxy.sql.parse import too_complex
 from dpproxy.values import parse_privacy_number
-
-if TYPE_CHECKING:
-    from dpproxy.server.server import Server
 
 log = logging.getLogger("dpproxy.server")
 
@@ -223,12 +222,42 @@ STATUS_PARAMETERS = {
 }
 
 
+class SessionLimits(Protocol):
+    """The limits of the server's configuration that a session enforces."""
+
+    @property
+    def max_message_size(self) -> int: ...
+    @property
+    def idle_timeout(self) -> float | None: ...
+    @property
+    def statement_timeout(self) -> float | None: ...
+
+
+class SessionHost(Protocol):
+    """What a :class:`Session` uses of the server that runs it (``server.Server`` is one).
+
+    Declared here so that the dependency is one-way: the server imports this module, and
+    this module never imports the server.
+    """
+
+    @property
+    def config(self) -> SessionLimits: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def shutting_down(self) -> bool: ...
+
+    def catalog_emulator(self, session: Session) -> CatalogEmulator: ...
+    def is_catalog_query(self, session: Session, sql: str) -> bool: ...
+    def startup_params(self, session: Session) -> dict[str, str]: ...
+
+
 class Session:
     """The state machine of one connection (created by ``server.Server``)."""
 
     def __init__(
         self,
-        server: Server,
+        server: SessionHost,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
@@ -252,7 +281,7 @@ class Session:
         self._out: list[bytes] = []
         self._queued = 0
         self.startup: dict[str, str] = {}
-        self.emulator: Any = None  # catalog.CatalogEmulator, made on first use
+        self.emulator: CatalogEmulator | None = None  # made on first use
         self.peer = writer.get_extra_info("peername")
 
     # ----------------------------------------------------------------------------- output
