@@ -413,10 +413,12 @@ def notes(results: dict[str, dict[str, Any]], truth: float) -> str:
         "  dpproxy's `gs` adds about half the noise of the text's `gs_avg`.",
         "- **PTR** spends ε = 1 *in total*: ε/2 on the test and ε/2 on the release. (The text's",
         "  `ptr_avg` spends ε on each, 2ε in all.) The release noise at b = 0.005 is therefore",
-        f"  Laplace(0.01), twice the text's. The test threshold is τ = ln(1/(2δ))/ε_t ="
-        f" {results['ptr']['threshold']:.4g},",
-        f"  against the text's ln(2/δ)/(2ε) = {TEXT_PTR_THRESHOLD:.4g}: it makes the",
-        "  probability that a dataset at distance 0 passes exactly δ. The distance here is",
+        "  Laplace(0.01), twice the text's. The test adds discrete Laplace noise of scale",
+        "  1/ε_t to the (integer) distance and passes above τ ="
+        f" {results['ptr']['threshold']:.4g}, the",
+        "  smallest integer for which a dataset at distance 0 passes with probability at most",
+        f"  δ under that law (the text's threshold, ln(2/δ)/(2ε) = {TEXT_PTR_THRESHOLD:.4g},",
+        "  lets it pass far more often). The distance here is",
         f"  {ptr['distance']:,} steps, so the test passed in {ptr['answered']} of"
         f" {ptr['runs']} runs.",
         f"  Since n = {N:,} is public in the schema, dpproxy can also pick b itself:"

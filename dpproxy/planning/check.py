@@ -99,7 +99,11 @@ def _check_stat(st: StatPlan, plan: QueryPlan) -> None:
         assert st.bound is not None
         eps_t = 1 / st.test_scale
         eps_r = st.bound / st.scale
-        if eps_t + eps_r > eps or st.threshold * eps_t < ln_down(1 / (2 * dlt)):
+        if eps_t + eps_r > eps or Fraction(st.threshold).denominator != 1:
+            fail("test")
+        # passes iff d + Z ≥ τ + 1 with Z discrete Laplace at the drawn scale: p^(τ+1)/(1+p) ≤ δ
+        s = Fraction(float_up(st.test_scale))
+        if Fraction(st.threshold + 1) / s < ln_up(1 / dlt) - ln_down(1 + exp_down(-1 / s)):
             fail("test")
     elif st.method is Method.SMOOTH:
         if dlt <= 0 or st.beta <= 0 or st.beta * 2 * ln_down(2 / dlt) > eps:

@@ -19,12 +19,16 @@ basic composition; neighbours are those of the schema, add/remove or substitute 
   coordinate is ε-DP (Dwork et al. 2006); the mean lo + w·A/(A + B) is post-processing.
 * **PTR** (AVG, order statistics; Dwork–Lei 2009, ``reading/000`` definition 18). d(x) is a
   lower bound on the number of unit steps to a dataset whose local sensitivity exceeds the
-  proposed bound b (``analysis/local.py``), with sensitivity 1. The test releases
-  d + Laplace(1/ε_t) and refuses unless it exceeds τ = ln(1/(2δ))/ε_t: a dataset with d = 0 passes
-  with probability ½·e^{−ε_t·τ} = δ. When d ≥ 1 every neighbour's value is within b, so the value
-  plus Laplace(b/ε_r) is ε_r-DP. Together (ε_t + ε_r, δ)-DP, charged whether or not it refuses.
-  (The teaching text's threshold ln(2/δ)/(2ε) passes a d = 0 dataset with probability
-  ½·(δ/2)^{1/2}, far above δ; we use the threshold that makes the failure probability δ.)
+  proposed bound b (``analysis/local.py``), an integer with sensitivity 1. The test releases
+  d + Z with Z *discrete* Laplace of scale 1/ε_t (ε_t-DP for an integer of sensitivity 1) and
+  passes when d + Z ≥ m, for the smallest integer m with P(Z ≥ m) = p^m/(1 + p) ≤ δ at the
+  scale the sampler actually draws (``mechanisms/selection.py``'s exact tail, the same law as
+  partition selection's): a dataset with d = 0 passes with probability at most δ. The plan
+  stores τ = m − 1 and refuses when d + Z ≤ τ. When d ≥ 1 every neighbour's value is within b,
+  so the value plus Laplace(b/ε_r) is ε_r-DP. Together (ε_t + ε_r, δ)-DP, charged whether or
+  not it refuses. (The continuous-Laplace threshold ln(1/(2δ))/ε_t used before bounds
+  continuous noise, not the integer comparison; the teaching text's ln(2/δ)/(2ε) passes a
+  d = 0 dataset with probability ½·(δ/2)^{1/2}, far above δ.)
 * **SMOOTH** (AVG, order statistics; Nissim–Raskhodnikova–Smith 2007, Lemma 2.6 and
   Corollary 2.4; ``reading/000`` definition 19). S(x) = max_k e^{−βk}·Ā(x, k) with Ā an upper
   bound on the local sensitivity at distance k that satisfies Ā(x, k) ≤ Ā(x′, k + 1) for
@@ -53,6 +57,7 @@ from fractions import Fraction
 from dpproxy.analysis import local
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InvalidParameter, PrivacyParameterError, UnsupportedQuery
+from dpproxy.mechanisms.selection import selection_threshold
 from dpproxy.planning.plan import Candidate, Method, StatPlan
 from dpproxy.sql.scope import AggKind, Aggregate
 from dpproxy.values import Interval, ln_up
@@ -160,7 +165,8 @@ def _ptr_pieces(budget: Budget) -> tuple[Fraction, Fraction, Fraction, Fraction]
     eps_t = eps_r = eps / 2
     if dlt <= 0:
         raise PrivacyParameterError("propose-test-release needs δ > 0")
-    threshold = ln_up(1 / (2 * dlt)) / eps_t
+    # pass iff d + Z ≥ m, i.e. d + Z > m − 1, with P(Z ≥ m) ≤ δ for discrete Laplace Z
+    threshold = Fraction(selection_threshold(1 / eps_t, 1, dlt) - 1)
     return eps_t, eps_r, threshold, dlt
 
 

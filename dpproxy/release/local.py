@@ -57,10 +57,11 @@ def ptr(
     noise: NoiseSource,
 ) -> float | None:
     """Propose-test-release: release ``value`` + Laplace(release_scale) when the distance to
-    instability plus Laplace(test_scale) noise exceeds ``threshold``; ``None`` otherwise.
-    ``distance`` ``None`` means no dataset exceeds the proposed bound (the test always passes)."""
+    instability (an integer) plus *discrete* Laplace(test_scale) noise exceeds ``threshold``
+    (``planning/methods.py`` derives it from that law); ``None`` otherwise. ``distance`` ``None``
+    means no dataset exceeds the proposed bound (the test always passes)."""
     if distance is not None:
-        (noisy,) = noise.laplace([float(distance)], test_scale, integer=False)
+        (noisy,) = noise.laplace([float(distance)], test_scale, integer=True)
         if noisy <= float_up(threshold):
             return None
     (released,) = noise.laplace([value], release_scale, integer=False)

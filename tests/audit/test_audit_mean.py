@@ -99,12 +99,14 @@ def test_joint_mean_noise_scale() -> None:
 
 @functools.cache
 def ptr_mean_audit() -> Audit:
-    """(ε, δ) = (2, 10⁻⁶), split ε_t = ε_r = 1, so the threshold is τ = ln(5·10⁵) ≈ 13.12. AVG
+    """(ε, δ) = (2, 10⁻⁶), split ε_t = ε_r = 1, so the test passes when the distance plus
+    discrete Laplace noise Z reaches 14 (τ = 13: the smallest m with P(Z ≥ m) ≤ δ is 14). AVG
     over [0, 1] with proposed bound b = 1/1000: LS'(n) = 1/n > b iff n < 1000, and the
-    distance is n − 999. D: 1011 rows at 0 and one at 1 (distance 13, just below τ: the test
-    passes with probability ½e^{−0.12} ≈ 0.44). D' drops the row at 1 (distance 12: passes
-    with probability ≈ 0.16; mean lower by 1/1012 ≈ 0.99·b). Both the test and the release
-    lose nearly their whole share: "passes and releases more than t" has a true loss ≈ 1.99."""
+    distance is n − 999. D: 1011 rows at 0 and one at 1 (distance 13, just below the pass
+    mark: the test passes with probability P(Z ≥ 1) = p/(1 + p) ≈ 0.27, p = e^{−1}). D' drops
+    the row at 1 (distance 12: passes with probability p²/(1 + p) ≈ 0.10; mean lower by
+    1/1012 ≈ 0.99·b). Both the test and the release lose nearly their whole share: "passes
+    and releases more than t" has a true loss ≈ 1.99."""
     lo, hi, b = Fraction(0), Fraction(1), Fraction(1, 1000)
     plan = calibrate(
         Method.PTR,

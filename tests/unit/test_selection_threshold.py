@@ -28,6 +28,7 @@ from fractions import Fraction
 from functools import cache
 
 import pytest
+from sqlglot import exp
 
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Neighbouring
@@ -35,11 +36,14 @@ from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Laplace
 from dpproxy.mechanisms.selection import exclusive_groups, selection_threshold
 from dpproxy.planning.check import check_plan
-from dpproxy.planning.plan import QueryPlan, Selection
+from dpproxy.planning.hints import parse_hints
+from dpproxy.planning.methods import Budget, MethodOptions, stat_plan
+from dpproxy.planning.plan import Method, QueryPlan, Selection, StatPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.sql.parse import parse
+from dpproxy.sql.scope import AggKind, Aggregate
 from dpproxy.sql.validate import validate
-from dpproxy.values import float_up, ln_up
+from dpproxy.values import Interval, float_up, ln_up
 
 EPSILONS = ["0.1", "0.5", "1", "2", "5"]  # ε_sel: the whole query ε goes to selection here
 DELTAS = ["1e-3", "1e-5", "1e-6", "1e-7", "1e-9"]
@@ -212,3 +216,87 @@ def test_the_checker_counts_the_groups_of_both_substituted_units() -> None:
     tampered = dataclasses.replace(plan, selection=dataclasses.replace(sel, threshold=half))
     with pytest.raises(InternalError, match="selection threshold"):
         check_plan(tampered)
+
+
+# ---------------------------------------------------------------------------------------------
+# Propose-test-release's test uses the same law: d + Z, Z discrete Laplace of scale 1/ε_t.
+
+PTR_CASES = [(Fraction(e), Fraction(Decimal(d))) for e in EPSILONS for d in DELTAS]
+
+
+def ptr_plan(epsilon: Fraction, delta: Fraction) -> StatPlan:
+    """The planner's PTR calibration of an ungrouped AVG (``planning/methods.py``)."""
+    budget = Budget(
+        epsilon=epsilon,
+        delta=delta,
+        groups=1,
+        rows=1,
+        total_rows=1,
+        neighbouring=Neighbouring.ADD_REMOVE,
+        reference_rows=1000,
+        public_size=True,
+        gaussian=False,
+    )
+    agg = Aggregate(AggKind.AVG, exp.column("x"))
+    opts = MethodOptions(ptr_bound=Fraction(1, 100))
+    return stat_plan(
+        Method.PTR, agg, Interval(Fraction(0), Fraction(1)), budget, opts, name="x", bounded=True
+    )
+
+
+@pytest.mark.parametrize(
+    "case", PTR_CASES, ids=[f"eps{float(e):g}-delta{float(d):g}" for e, d in PTR_CASES]
+)
+def test_ptr_passes_a_dataset_at_distance_zero_with_probability_at_most_delta(
+    case: tuple[Fraction, Fraction],
+) -> None:
+    """The test passes when d + Z > τ: at d = 0 that is Z ≥ τ + 1, summed from the pmf here;
+    at most δ, and τ is the smallest such integer (one lower would exceed δ)."""
+    epsilon, delta = case
+    plan = ptr_plan(epsilon, delta)
+    assert plan.test_scale == 2 / epsilon  # ε_t = ε/2
+    tau = Fraction(plan.threshold)
+    assert tau.denominator == 1
+    budget = Decimal(delta.numerator) / Decimal(delta.denominator)
+    _, hi = keep_probability(plan.test_scale, int(tau) + 1)
+    assert hi <= budget, f"P = {hi:.6g} > δ"
+    lo, _ = keep_probability(plan.test_scale, int(tau))
+    assert lo > budget, f"τ − 1 passes with P = {lo:.6g} ≤ δ: τ is not the smallest"
+
+
+PTR_SCHEMA = """
+version: 1
+dataset: shop
+privacy:
+  epsilon: 1
+  delta: 1.0e-6
+tables:
+  orders:
+    private: true
+    privacy_unit: customer
+    max_rows_per_unit: 1
+    columns:
+      customer: {type: integer}
+      amount: {type: float, lower: 0, upper: 1}
+"""
+
+
+def test_the_plan_checker_refuses_a_lower_ptr_threshold() -> None:
+    """The real planner's PTR plan passes the independent plan checker; the same plan with its
+    threshold one lower (a test that passes a distance-0 dataset more often than δ) does not."""
+    catalog = parse_catalog(PTR_SCHEMA)
+    sql = "SELECT /*+ dpproxy mechanism=ptr ptr_bound=0.01 */ AVG(amount) FROM orders"
+    plan = plan_query(
+        validate(parse(sql), catalog, sql),
+        catalog.policy,
+        epsilon=Fraction(1),
+        delta=Fraction(1, 10**6),
+        options=parse_hints(sql),
+    )
+    check_plan(plan)
+    agg = plan.aggregates[0]
+    assert agg.stat is not None and agg.stat.method is Method.PTR
+    lowered = dataclasses.replace(agg.stat, threshold=agg.stat.threshold - 1)
+    bad = dataclasses.replace(plan, aggregates=(dataclasses.replace(agg, stat=lowered),))
+    with pytest.raises(InternalError, match="ptr test"):
+        check_plan(bad)
