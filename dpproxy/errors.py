@@ -124,6 +124,14 @@ class NumericValueOutOfRange(DPProxyError):
     sqlstate = "22003"
 
 
+class DatetimeFieldOverflow(DPProxyError):
+    """A date or time field out of range (month 13, February 30), or beyond PostgreSQL's (a
+    wire parameter); date arithmetic on constants whose result leaves 0001-01-01 …
+    9999-12-31, decided before any data is read."""
+
+    sqlstate = "22008"
+
+
 class InvalidParameter(DPProxyError):
     sqlstate = "22023"
 

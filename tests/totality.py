@@ -365,13 +365,37 @@ NOTE_SPECIAL = (
     "inf",
     "1.5",
 )
-DAY_SPECIAL = (
+
+
+class ExtremeDate(str):
+    """A date beyond Python's 0001…9999 that an engine stores, written as each engine reads
+    it (``str``: DuckDB's spelling; ``pg``: PostgreSQL's); loaded from text by both."""
+
+    pg: str
+
+    def __new__(cls, duck: str, pg: str | None = None) -> ExtremeDate:
+        made = super().__new__(cls, duck)
+        made.pg = pg or duck
+        return made
+
+
+DAY_SPECIAL: tuple[datetime.date | ExtremeDate, ...] = (
     datetime.date(2024, 2, 29),
     datetime.date(1, 1, 1),
     datetime.date(9999, 12, 31),
     datetime.date(1970, 1, 1),
     datetime.date(2000, 1, 1),
     datetime.date(1582, 10, 10),
+    datetime.date(2024, 1, 31),
+    datetime.date(1, 1, 31),
+    datetime.date(9999, 12, 1),
+    # what each engine stores beyond 0001…9999: ±infinity, PostgreSQL's minimum and
+    # maximum (DuckDB stores them too), a year 10000
+    ExtremeDate("infinity"),
+    ExtremeDate("-infinity"),
+    ExtremeDate("4713-01-01 (BC)", "4713-01-01 BC"),
+    ExtremeDate("5874897-12-31"),
+    ExtremeDate("10000-01-01"),
 )
 _TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=8)
 
@@ -510,7 +534,7 @@ class PostgresWorld:
                 if data:
                     with self.con.cursor().copy(f"COPY {schema}.t FROM STDIN") as copy:
                         for row in data:
-                            copy.write_row(row)
+                            copy.write_row([getattr(v, "pg", v) for v in row])
             self._loaded = key
         return self._engine(bound, portable, "d"), self._engine(bound, portable, "nb")
 
@@ -590,6 +614,19 @@ CASTS = (
     "DECIMAL(4, 1)",
 )
 EXTRACT_FIELDS = ("YEAR", "MONTH", "DAY", "DOW", "EPOCH", "QUARTER", "HOUR", "WEEK", "DOY")
+TRUNC_UNITS = ("month", "year", "week", "quarter", "day", "hour")
+INTERVALS = (
+    "'1' MONTH",
+    "'3 months'",
+    "'90' DAY",
+    "'1' YEAR",
+    "'1 month 1 day'",
+    "'1' QUARTER",
+    "'2 weeks'",
+    "'9998 years'",
+    "'1 hour'",
+)
+DAY_COUNTS = ("1", "30", "-1", "3652058", "2147483647")
 COMPARE = ("=", "<>", "<", ">=", ">", "<=")
 TYPES = ("num", "text", "bool", "date")
 
@@ -606,6 +643,8 @@ def sql_literal(v: Any) -> str | None:
         return repr(v) if math.isfinite(v) else None
     if isinstance(v, datetime.date):
         return f"'{v.isoformat()}'"
+    if isinstance(v, ExtremeDate):
+        return None
     if isinstance(v, str):
         return "'" + v.replace("'", "''") + "'" if len(v) <= 64 else None
     raise TypeError(v)
@@ -745,6 +784,10 @@ class QueryGen:
         if kind == "length":
             return f"LENGTH({self.text(d)})"
         if kind == "extract":
+            if self.chance(30):
+                return f"DATE_PART('{self.pick(EXTRACT_FIELDS).lower()}', {self.date(d)})"
+            if self.chance(20):
+                return f"({self.date(d)} - {self.date(d)})"
             return f"EXTRACT({self.pick(EXTRACT_FIELDS)} FROM {self.date(d)})"
         if kind == "paren":
             return f"({self.pick(INTEGER_COLUMNS)}) {self.pick(('+', '-', '*'))} {self.num(d)}"
@@ -781,9 +824,16 @@ class QueryGen:
         if depth <= 0:
             return self.date_leaf()
         d = depth - 1
-        kind = self.pick(("leaf", "cast", "case", "hull"))
+        kind = self.pick(("leaf", "cast", "case", "hull", "trunc", "interval", "days"))
         if kind == "cast":
             return f"CAST({self.text(d)} AS DATE)"
+        if kind == "trunc":
+            return f"DATE_TRUNC('{self.pick(TRUNC_UNITS)}', {self.date(d)})"
+        if kind == "interval":
+            op = self.pick(("+", "-"))
+            return f"({self.date(d)} {op} INTERVAL {self.pick(INTERVALS)})"
+        if kind == "days":
+            return f"({self.date(d)} {self.pick(('+', '-'))} {self.pick(DAY_COUNTS)})"
         if kind == "case":
             return self.case("date", d)
         if kind == "hull":

@@ -14,7 +14,8 @@ rewritten SQL evaluates per row:
   database's physical integer or float type (SMALLINT, REAL, ...) the arithmetic is the same
   IEEE double arithmetic, whose range :mod:`dpproxy.rewrite.floats` checks;
   ``ROUND`` and ``%`` become one formula of IEEE operations that DuckDB and PostgreSQL
-  evaluate identically;
+  evaluate identically; ``DATE_TRUNC`` and date ± interval on date columns become the forms
+  of :mod:`dpproxy.sql.dates`, total on every date either engine stores;
 * ``clamp_values``: a numeric column in a *value position* of a measure (not inside a
   condition) is clamped to its schema bounds, which makes :mod:`dpproxy.analysis.bounds` sound.
 
@@ -34,6 +35,7 @@ from dpproxy.catalog.model import Table
 from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.precedence import parenthesise
+from dpproxy.sql.dates import portable_shift, portable_trunc
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, typed_constant
 from dpproxy.values import float_down, float_up
 
@@ -151,6 +153,10 @@ def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> ex
 
 def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     """The guards of this module applied to one node whose children are already guarded."""
+    if isinstance(n, exp.TimestampTrunc | exp.DateTrunc):  # a DATE, never an operand of + - * /
+        return portable_trunc(n.this, n.args["unit"].name)
+    if isinstance(n, exp.DateAdd):
+        return portable_shift(n)
     if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
         rhs = n.expression
         if not (isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0):

@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Final, NoReturn
 
 from dpproxy.errors import (
+    DatetimeFieldOverflow,
     DPProxyError,
     InternalError,
     InvalidTextRepresentation,
@@ -55,12 +56,6 @@ class InvalidDatetimeFormat(InvalidTextRepresentation):
     """PostgreSQL's code for an unreadable date or timestamp (an InvalidTextRepresentation)."""
 
     sqlstate = "22007"
-
-
-class DatetimeFieldOverflow(DPProxyError):
-    """A date or time field out of range (month 13, February 30), or beyond PostgreSQL's."""
-
-    sqlstate = "22008"
 
 
 class UnsupportedParameterType(UnsupportedQuery):

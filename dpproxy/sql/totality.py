@@ -13,6 +13,8 @@ Together these give the invariant stated in :mod:`dpproxy.sql.types`.
 
 from __future__ import annotations
 
+import typing
+
 from sqlglot import exp
 
 from dpproxy.errors import UndefinedFunction
@@ -96,7 +98,26 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "(integer or float to DOUBLE) cannot fail"
     ),
     exp.TryCast: "as CAST",
-    exp.Extract: "a date in, a small integer out; never fails",
+    exp.Extract: (
+        "a date in, a small integer out; never fails (only the fields of a date both engines "
+        "compute alike; DATE_PART('field', d) is read as EXTRACT)"
+    ),
+    exp.TimestampTrunc: (
+        "DATE_TRUNC on a date, typed DATE; on a constant folded in Python (sql/dates.py); "
+        "on a column printed without date_trunc (timestamptz: session time zone, fails "
+        "beyond year 294276) as d − CAST(EXTRACT(ISODOW|DAY|DOY FROM d) − 1 AS INTEGER) or "
+        "MAKE_DATE(year, 3·quarter − 2, 1), inside CASE WHEN d BETWEEN 0001-01-01 AND "
+        "9999-12-31: there the integers are small and the result a date between 0001-01-01 "
+        "(a Monday) and d; other dates, ±infinity included, give NULL on both engines"
+    ),
+    exp.DateTrunc: "as DATE_TRUNC (TimestampTrunc)",
+    exp.DateAdd: (
+        "a date column ± INTERVAL or ± integer days (sql/dates.py): months, then days, each "
+        "inside CASE WHEN d BETWEEN lo AND hi, where lo … hi are exactly the dates whose "
+        "result stays in 0001-01-01 … 9999-12-31 (computed before the data is read; refused, "
+        "22008, when there are none): date + integer and CAST(date + INTERVAL 'n' MONTH AS "
+        "DATE) cannot overflow there, and clamp to the month's end alike on both engines"
+    ),
 }
 
 # Parts of the nodes above that are not evaluated by themselves.
@@ -107,6 +128,32 @@ _STRUCTURAL = (
     exp.Var,
     exp.Star,
 )
+
+
+#: sqlglot's names for functions that PostgreSQL spells otherwise.
+_USER_NAMES: dict[type[exp.Expression], str] = {
+    exp.TimestampTrunc: "date_trunc",
+    exp.DateTrunc: "date_trunc",
+    exp.TimestampAdd: "date_add",
+    exp.DateAdd: "date_add",
+    exp.StrToTime: "to_timestamp",
+    exp.UnixToTime: "to_timestamp",
+    exp.TimeToStr: "to_char",
+    exp.StrToDate: "to_date",
+}
+
+
+def user_name(n: exp.Expression) -> str:
+    """The name of a function as the analyst wrote it (never sqlglot's internal name).
+
+    >>> user_name(exp.maybe_parse("DATE_TRUNC('month', d)", dialect="postgres"))
+    'date_trunc'
+    """
+    if isinstance(n, exp.Anonymous):
+        return str(n.this).lower()
+    if type(n) in _USER_NAMES:
+        return _USER_NAMES[type(n)]
+    return n.sql_name().lower() if isinstance(n, exp.Func) else n.key
 
 
 def check_allowed(node: exp.Expression) -> None:
@@ -122,9 +169,7 @@ def check_allowed(node: exp.Expression) -> None:
     for n in node.walk():
         if type(n) in TOTALITY or isinstance(n, _STRUCTURAL):
             continue
-        name = n.sql_name().lower() if isinstance(n, exp.Func) else n.key
-        if isinstance(n, exp.Anonymous):
-            name = str(n.this).lower()
+        name = user_name(typing.cast(exp.Expression, n))
         raise UndefinedFunction(
             f"function {name}() is not supported",
             hint="dpproxy accepts only functions that provably cannot fail on a row; "

@@ -30,7 +30,6 @@ import datetime
 import math
 import re
 from collections.abc import Callable
-from enum import Enum
 
 from sqlglot import exp
 
@@ -44,16 +43,9 @@ from dpproxy.errors import (
     UndefinedFunction,
     UnsupportedQuery,
 )
-
-
-class SqlType(Enum):
-    NUMERIC = "numeric"
-    TEXT = "text"
-    BOOLEAN = "boolean"
-    DATE = "date"
-    NULL = "null"  # the untyped NULL literal, compatible with everything
-    UNKNOWN = "unknown"  # a string literal: Postgres's "unknown", coerced on use
-
+from dpproxy.sql import dates
+from dpproxy.sql.sqltype import SqlType as SqlType  # re-exported: its home for most modules
+from dpproxy.sql.totality import user_name
 
 COLUMN_TYPES = {
     ColumnType.INTEGER: SqlType.NUMERIC,
@@ -265,8 +257,15 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         return SqlType.BOOLEAN
     if isinstance(node, exp.Null):
         return SqlType.NULL
+    if isinstance(node, exp.CurrentDate):  # a public constant: today in UTC, when planned
+        if node.parent is not None:
+            node.replace(dates.today())
+        return SqlType.DATE
     if isinstance(node, ARITHMETIC):
-        operands = [t(node.this), t(node.expression)]
+        a, b = dates.operand_type(node.this, t), dates.operand_type(node.expression, t)
+        if a is None or b is None or SqlType.DATE in (a, b):  # an interval or a date
+            return dates.date_arithmetic(node, a, b)
+        operands = [a, b]
         for operand_type in operands:
             _expect(operand_type, SqlType.NUMERIC, node)
         _not_all_null(operands, node)
@@ -398,6 +397,17 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
                 hint="fields of a date: " + ", ".join(sorted(_DATE_FIELDS)),
             )
         return SqlType.NUMERIC
+    if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
+        return dates.truncation(node, t(node.this))
+    if isinstance(node, exp.DateAdd):  # built from date ± interval by dates.date_arithmetic
+        _expect(t(node.this), SqlType.DATE, node)
+        return SqlType.DATE
+    if isinstance(node, exp.Interval):
+        dates.interval_shift(node)  # refuses time units first
+        raise UnsupportedQuery(
+            f"{node.sql('postgres')[:60]} is supported only added to or subtracted from a date",
+            hint="write DATE '1998-12-01' - INTERVAL '90' DAY",
+        )
     raise_unsupported(node)
     raise AssertionError("unreachable")
 
@@ -407,7 +417,7 @@ _DATE_FIELDS = frozenset(
     {"year", "month", "day", "quarter", "week", "dow", "doy", "isodow", "isoyear", "decade"}
     | {"century", "millennium"}
 )
-_NONDETERMINISTIC = (exp.Rand, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime)
+_NONDETERMINISTIC = (exp.Rand, exp.CurrentTimestamp, exp.CurrentTime)
 _SYSTEM = (exp.CurrentUser, exp.CurrentVersion)
 
 
@@ -434,5 +444,5 @@ def raise_unsupported(node: exp.Expression) -> None:
     if isinstance(node, exp.AggFunc):
         raise UnsupportedQuery(f"the aggregate {node.key.upper()} is not allowed here")
     if isinstance(node, exp.Func):
-        raise UndefinedFunction(f"function {node.sql_name().lower()}() is not supported")
+        raise UndefinedFunction(f"function {user_name(node)}() is not supported")
     raise UnsupportedQuery(f"unsupported expression: {node.sql('postgres')[:80]}")

@@ -11,6 +11,9 @@ violation for the family's known-bad queries — exactly what the property test 
   DOUBLE" for everything means no operand is promoted, as before the layer.
 * *Type errors on a matching row*: ``sql.types.coerce_literal`` doing nothing leaves string
   literals to the engines, as before.
+* *Date functions and date arithmetic*: ``rewrite.guard.portable_trunc`` / ``portable_shift``
+  printing ``DATE_TRUNC(unit, d)`` and ``d ± n`` / ``d ± INTERVAL`` as written, as sqlglot
+  would.
 * *Selection δ*: the old continuous-tail threshold is pinned as a violation in
   ``tests/unit/test_selection_threshold.py``.
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from dpproxy.engine import Engine
-from tests.property.test_totality_families import FAMILY_ROWS, OVERFLOW, TYPE_MIX
+from tests.property.test_totality_families import DATES, FAMILY_ROWS, OVERFLOW, TYPE_MIX
 from tests.totality import DuckDBWorld, PostgresWorld, check_query
 
 
@@ -40,6 +43,24 @@ def _revert_literal_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(types, "coerce_literal", lambda node, target: None)
 
 
+def _revert_date_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlglot import exp
+
+    from dpproxy.rewrite import guard
+
+    def naive_shift(node: exp.DateAdd) -> exp.Expression:
+        amount = exp.Literal.number(int(node.expression.sql()))
+        if node.args["unit"].name == "DAY":
+            return exp.Add(this=node.this, expression=amount)
+        interval = exp.Interval(this=exp.Literal.string(amount.sql()), unit=exp.Var(this="MONTH"))
+        return exp.Add(this=node.this, expression=interval)
+
+    monkeypatch.setattr(
+        guard, "portable_trunc", lambda d, unit: exp.TimestampTrunc(this=d, unit=exp.Var(this=unit))
+    )
+    monkeypatch.setattr(guard, "portable_shift", naive_shift)
+
+
 def _caught(engine: Engine, queries: tuple[str, ...]) -> list[str]:
     return [q for q in queries if check_query(engine, q).violations]
 
@@ -47,8 +68,16 @@ def _caught(engine: Engine, queries: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize("engine_name", ["duckdb", "postgres"])
 @pytest.mark.parametrize(
     ("queries", "revert"),
-    [(OVERFLOW, _revert_promotion), (TYPE_MIX, _revert_literal_reading)],
-    ids=["overflow-without-promotion", "type-mix-without-literal-reading"],
+    [
+        (OVERFLOW, _revert_promotion),
+        (TYPE_MIX, _revert_literal_reading),
+        (DATES, _revert_date_forms),
+    ],
+    ids=[
+        "overflow-without-promotion",
+        "type-mix-without-literal-reading",
+        "dates-printed-as-written",
+    ],
 )
 def test_a_reverted_guard_is_caught(
     engine_name: str,
