@@ -30,7 +30,6 @@ import psycopg
 import pytest
 
 from dpproxy.accounting.ledger import Ledger
-from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.engine import Engine
 from dpproxy.errors import LedgerFull
 from dpproxy.values import Cost
