@@ -22,7 +22,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpproxy.analysis.sensitivity import PrimitiveKind
-from dpproxy.catalog.model import ColumnType
+from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import Primitive, QueryPlan
 from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows, two_sided
@@ -134,7 +134,7 @@ def rows_select(
         rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
     for m, alias in measures:
         rows = rows.select(exp.alias_(m, alias, copy=False), copy=False)
-    conditions = [finite_arithmetic(guard_row_expression(f, table), table) for f in q.filters]
+    conditions = [guarded_filter(f, table) for f in q.filters]
     if q.source is not None and q.source.sides is not None:  # two units' rows joined
         joined = exp.Subquery(
             this=two_sided(ctx), alias=exp.TableAlias(this=exp.to_identifier("__joined"))
@@ -156,6 +156,23 @@ def rows_select(
     for c in conditions:
         rows = rows.where(exp.Paren(this=c), copy=False)
     return rows
+
+
+def guarded_filter(f: exp.Expression, table: Table) -> exp.Expression:
+    """A row filter with the guards of ``rewrite/guard.py`` and ``rewrite/floats.py``.
+
+    A semi-join filter (``[NOT] EXISTS (SELECT 1 FROM (…) AS __sqN WHERE …)``, built by
+    ``sql/semijoins.py``) gets them on its WHERE, the only user expression in it: its columns
+    are the outer relation's and the subquery's renamed ones, all columns of ``table``."""
+    target = f.this if isinstance(f, exp.Not) else f
+    if isinstance(target, exp.Exists):
+        out = f.copy()
+        select = (out.this if isinstance(out, exp.Not) else out).this
+        where = select.args.get("where")
+        if where is not None:
+            where.set("this", finite_arithmetic(guard_row_expression(where.this, table), table))
+        return out
+    return finite_arithmetic(guard_row_expression(f, table), table)
 
 
 def _joined(source: exp.Select, used: set[str]) -> exp.Subquery:

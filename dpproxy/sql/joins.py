@@ -90,6 +90,9 @@ class JoinSource:
     # A join of two units' rows on other columns: both sides, truncated per join key in the
     # rewrite (``rewrite/pipeline.py``), instead of one relation bounded per unit.
     sides: tuple[Side, Side] | None = None
+    # (virtual name, schema table, column) of every visible column: what ``sql/semijoins.py``
+    # needs to tie a subquery to the unit of the outer row.
+    origins: tuple[tuple[str, str, str], ...] = ()
 
     def stability(self, join_rows: int) -> int:
         """Rows of the joined relation that one unit can change (reading/002):
@@ -587,7 +590,13 @@ class JoinBuilder:
             else ContributionBound(),
             unit_columns=tuple(unit_columns),
         )
-        return table, JoinSource(select, described, derived, derivation, hidden), names, ambiguous
+        origins = tuple(
+            (vname, inst.table.name, name)
+            for (alias, name), vname in vnames.items()
+            if (inst := self._inst(alias)).table is not None
+        )
+        joined = JoinSource(select, described, derived, derivation, hidden, origins=origins)
+        return table, joined, names, ambiguous
 
     def _derived_bound(self, subset: list[_Instance] | None = None) -> tuple[int | None, str]:
         """Rows of one unit in the joined relation, from the schema and the public data.

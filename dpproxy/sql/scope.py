@@ -162,6 +162,11 @@ class Scope:
                 return parenthesised(self.names[name].copy())
             if isinstance(n, exp.Star):
                 raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
+            if isinstance(n, exp.Subquery | exp.Select | exp.Exists):
+                raise UnsupportedQuery(
+                    f"a subquery is not supported here: {n.sql('postgres')[:60]}",
+                    hint=SUBQUERY_HINT,
+                )
             return n
 
         out = exp.Paren(this=node.copy().transform(sub, copy=False))
@@ -191,8 +196,18 @@ def expect_bool(cond: exp.Expression, scope: Scope, where: str) -> None:
         raise DatatypeMismatch(f"argument of {where} must be type boolean, not {t.value}")
 
 
+SUBQUERY_HINT = (
+    "EXISTS, NOT EXISTS, IN (SELECT …) and NOT IN (SELECT …) are supported as conditions "
+    "AND-ed to the WHERE clause"
+)
+
+
 def no_aggregates(node: exp.Expression, where: str) -> None:
+    """Refuse aggregates and window functions in a row-level clause (and subqueries, whose
+    aggregates are not the clause's: sql/semijoins.py takes the supported ones out first)."""
     for n in node.walk():
+        if isinstance(n, exp.Subquery | exp.Select | exp.Exists):
+            raise UnsupportedQuery(f"a subquery in {where} is not supported", hint=SUBQUERY_HINT)
         if isinstance(n, exp.AggFunc):
             raise GroupingError(f"aggregate functions are not allowed in {where}")
         if isinstance(n, exp.Window):

@@ -69,6 +69,12 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "IS TRUE/FALSE need a boolean operand (42804)"
     ),
     exp.In: "a list of values of the operand's type, string literals converted statically",
+    exp.Exists: (
+        "EXISTS / NOT EXISTS (and IN / NOT IN (SELECT …), printed as them) over one table's rows: "
+        "reading rows never fails, and the subquery's WHERE is typed, checked against this "
+        "list and guarded like any WHERE clause (sql/semijoins.py); no aggregate, LIMIT or "
+        "scalar subquery, so no cardinality error"
+    ),
     exp.Between: "as the two comparisons it stands for",
     exp.Like: (
         "pattern must be a string literal that does not end with an unpaired escape "

@@ -10,7 +10,7 @@ proxy on the noisy values, never by the database.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlglot import exp
@@ -26,6 +26,7 @@ from dpproxy.errors import (
     WindowingError,
 )
 from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
+from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
 from dpproxy.sql.scope import (
     AggKind,
@@ -37,6 +38,7 @@ from dpproxy.sql.scope import (
     expect_bool,
     no_aggregates,
 )
+from dpproxy.sql.semijoins import SemiJoins, split_where
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 from dpproxy.sql.windows import WindowItem
 
@@ -99,14 +101,32 @@ def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuer
         raise UnsupportedQuery(
             f"{tree.key.upper()} statements are not supported; send an aggregate SELECT"
         )
+    tree = factor_where(tree)  # (A AND B) OR (A AND C) → A AND (B OR C), before the joins
     ctes = _collect_ctes(tree)
-    scope = _from_scope(tree, catalog, ctes)
-    if where := tree.args.get("where"):
-        no_aggregates(where.this, "WHERE")
-        cond = scope.resolve(where.this)
+    semis = SemiJoins(catalog, ctes)
+    scope = _from_scope(tree, catalog, ctes, semis=semis)
+    _where(tree, scope, semis)
+    query = _aggregate_query(tree, scope, sql)
+    if semis.hidden:  # the subqueries' columns, typed and guarded like the relation's own
+        table = replace(query.table, columns=query.table.columns + tuple(semis.hidden))
+        query = replace(query, table=table)
+    return query
+
+
+def _where(select: exp.Select, scope: Scope, semis: SemiJoins) -> None:
+    """The WHERE clause as row filters: its plain conditions, resolved and typed, and each
+    EXISTS / NOT EXISTS / [NOT] IN (SELECT …) condition as a semi-join filter."""
+    where = select.args.get("where")
+    if where is None:
+        return
+    plain, subqueries = split_where(where.this)
+    if plain is not None:
+        no_aggregates(plain, "WHERE")
+        cond = scope.resolve(plain)
         expect_bool(cond, scope, "WHERE")
         scope.filters.append(cond)
-    return _aggregate_query(tree, scope, sql)
+    for node in subqueries:
+        scope.filters.append(semis.filter(node, scope))
 
 
 def _collect_ctes(tree: exp.Select) -> dict[str, exp.Expression]:
@@ -121,7 +141,12 @@ def _collect_ctes(tree: exp.Select) -> dict[str, exp.Expression]:
 
 
 def _from_scope(
-    select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expression], depth: int = 0
+    select: exp.Select,
+    catalog: Catalog,
+    ctes: dict[str, exp.Expression],
+    depth: int = 0,
+    *,
+    semis: SemiJoins,
 ) -> Scope:
     if depth > 16:
         raise UnsupportedQuery("subqueries are nested too deeply")
@@ -148,7 +173,7 @@ def _from_scope(
         alias = source.alias_or_name.lower()
         if name in ctes and not source.db:
             inner = ctes[name]
-            scope = _subquery_scope(inner, catalog, ctes, depth)
+            scope = _subquery_scope(inner, catalog, ctes, depth, semis)
             scope.qualifiers = {alias}
             return scope
         table = catalog.table(name)
@@ -168,7 +193,7 @@ def _from_scope(
         types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
         return Scope(table, names, {alias, name}, [], types)
     if isinstance(source, exp.Subquery):
-        scope = _subquery_scope(source.this, catalog, ctes, depth)
+        scope = _subquery_scope(source.this, catalog, ctes, depth, semis)
         scope.qualifiers = {source.alias_or_name.lower()} if source.alias else set()
         return scope
     raise UnsupportedQuery(f"unsupported FROM item: {source.sql('postgres')[:80]}")
@@ -190,7 +215,11 @@ def _join_scope(select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expres
 
 
 def _subquery_scope(
-    inner: exp.Expression, catalog: Catalog, ctes: dict[str, exp.Expression], depth: int
+    inner: exp.Expression,
+    catalog: Catalog,
+    ctes: dict[str, exp.Expression],
+    depth: int,
+    semis: SemiJoins,
 ) -> Scope:
     """A row-wise subquery (no aggregation, grouping, DISTINCT or LIMIT) inlined as a scope."""
     if isinstance(inner, exp.SetOperation):
@@ -206,12 +235,8 @@ def _subquery_scope(
     for proj in inner.expressions:
         no_aggregates(proj, "a subquery (aggregate in the outer query)")
     local = {**ctes, **{k.lower(): v for k, v in _collect_ctes(inner).items()}}
-    scope = _from_scope(inner, catalog, local, depth + 1)
-    if where := inner.args.get("where"):
-        no_aggregates(where.this, "WHERE")
-        cond = scope.resolve(where.this)
-        expect_bool(cond, scope, "WHERE")
-        scope.filters.append(cond)
+    scope = _from_scope(inner, catalog, local, depth + 1, semis=semis)
+    _where(inner, scope, semis)
     names: dict[str, exp.Expression] = {}
     for proj in inner.expressions:
         if isinstance(proj, exp.Star):
