@@ -1080,6 +1080,19 @@ class QueryGen:
             )
         )
 
+    def semijoin(self, depth: int) -> str:
+        """A subquery filter tied to the outer row's unit (``sql/semijoins.py``): EXISTS,
+        NOT EXISTS or [NOT] IN over ``t AS s`` with ``s.uid = t.uid`` and generated conditions
+        inside, whose unqualified names are the subquery's columns."""
+        inner = self.cond(depth)
+        kind = self.pick(("EXISTS", "NOT EXISTS", "IN", "NOT IN"))
+        where = f"s.uid = t.uid AND ({inner})"
+        if kind.endswith("EXISTS"):
+            return f"{kind} (SELECT 1 FROM t AS s WHERE {where})"
+        typ = self.pick(TYPES)
+        outer, inner_value = self.expr(typ, 0), self.expr(typ, depth)
+        return f"{outer} {kind} (SELECT {inner_value} FROM t AS s WHERE {where})"
+
     def query(self) -> str:
         depth = self.draw(st.integers(1, 3))
         danger = self.chance(40)
@@ -1091,6 +1104,9 @@ class QueryGen:
                 where = f"{self.cond(depth - 1)} {self.pick(('AND', 'OR'))} {where}"
         elif self.chance(60):
             where = self.cond(depth)
+        if self.chance(15):
+            semi = self.semijoin(max(depth - 1, 0))
+            where = f"({where}) AND {semi}" if where else semi
         key = self.group_key(depth) if self.chance(35) else None
         select = ", ".join(([key] if key else []) + aggs)
         sql = f"SELECT {select} FROM t"

@@ -222,6 +222,7 @@ ALL = [
     *(pytest.param("rows", q, id=f"is_literal-{i}") for i, q in enumerate(IS_LITERAL)),
     *(pytest.param("rows", q, id=f"beyond-{i}") for i, q in enumerate(BEYOND)),
     *(pytest.param("rows", q, id=f"dates-{i}") for i, q in enumerate(DATES)),
+    *(pytest.param("rows", q, id=f"semijoins-{i}") for i, q in enumerate(SEMIJOINS)),
     *(pytest.param("dp", q, id=f"beyond_dp-{i}") for i, q in enumerate(BEYOND_DP)),
 ]
 
@@ -247,6 +248,8 @@ FAMILY_PATTERNS = {
     "type_mix": r"(GREATEST|LEAST|COALESCE|NULLIF)\((('[^']*', (si|i32|i64|fb|fu|day|flag))|"
     r"((si|i32|i64|fb|fu|day|flag), '[^']*'))\)",
     "is_literal": r"\b(uid|si|i32|i64|fb|fu|cat|note|flag|day) IS (NOT )?'",
+    "semijoins": r"EXISTS \(SELECT 1 FROM t AS s WHERE s\.uid = t\.uid AND|"
+    r"IN \(SELECT .* FROM t AS s WHERE s\.uid = t\.uid AND",
     "dates": r"DATE_TRUNC\('(month|week|year|quarter)', day\)|\(day [-+] (INTERVAL|[0-9])",
 }
 
