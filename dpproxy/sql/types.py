@@ -44,6 +44,7 @@ from dpproxy.errors import (
     UnsupportedQuery,
 )
 from dpproxy.sql import dates
+from dpproxy.sql.exact import fold_exact
 from dpproxy.sql.sqltype import SqlType as SqlType  # re-exported: its home for most modules
 from dpproxy.sql.totality import user_name
 
@@ -269,6 +270,7 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         for operand_type in operands:
             _expect(operand_type, SqlType.NUMERIC, node)
         _not_all_null(operands, node)
+        fold_exact(node)  # 0.06 + 0.01 is 0.07, as PostgreSQL's numeric reads it
         return SqlType.NUMERIC
     if isinstance(node, exp.Neg):
         operand = t(node.this)
