@@ -24,7 +24,7 @@ from dpproxy.explain_command import COLUMN, ExplainStatement, explain_rows, pars
 from dpproxy.mechanisms.noise import NoiseSource
 from dpproxy.planning.hints import method_named
 from dpproxy.planning.plan import Method
-from dpproxy.release.intervals import interval_notes
+from dpproxy.release.public import plan_notes
 from dpproxy.values import Cost, parse_privacy_number
 
 apilevel = "2.0"
@@ -127,7 +127,7 @@ class Cursor:
         self.cached = answer.cached
         t = answer.plan.truncation
         self.bound_note = t.describe() if t is not None else None
-        self.notices = interval_notes(answer.plan)
+        self.notices = plan_notes(answer.plan)
         self._pos = 0
         return self
 

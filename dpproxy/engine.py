@@ -34,12 +34,14 @@ from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
+from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.truncation import scores as truncation_scores
 from dpproxy.release.encoding import decode_released, encode_released
 from dpproxy.release.exact import ExactResult
 from dpproxy.release.local import exponential_index
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
+from dpproxy.release.public import public_failure, release_public
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import parse, too_complex
@@ -103,7 +105,7 @@ class Prepared:
     """A planned query: the plan and the exact SQL the backend would run — the main statement
     (``None`` when no primitive needs it) and one statement per stat that reads its own data."""
 
-    plan: QueryPlan
+    plan: QueryPlan | PublicPlan
     sql: str | None
     extra: tuple[tuple[str, str], ...] = ()
     truncation: str | None = None  # runs first when the rows per unit are chosen with DP
@@ -120,7 +122,7 @@ class Answer:
     released: Released
     cost: Cost  # what this call spent: zero for an answer from the cache
     remaining: Cost
-    plan: QueryPlan
+    plan: QueryPlan | PublicPlan  # PublicPlan: public tables only, exact and free
     cached: bool = False  # the very answer released earlier for the same query
 
 
@@ -135,8 +137,10 @@ class Engine:
         *,
         accountant: Accountant | None = None,
         noise: NoiseSource | None = None,
+        public_max_rows: int = MAX_PUBLIC_ROWS,
     ) -> None:
         self.backend = backend
+        self.public_max_rows = public_max_rows  # the most rows of a public-only answer
         self.catalog = attach_public(
             backend.attach_catalog(catalog),
             lambda sql: backend.execute(sql).rows,
@@ -166,8 +170,12 @@ class Engine:
         Plans are cached per (SQL text, ε, δ, mechanism, method): planning is a pure function
         of those and the catalog. The rewrite is redone for every call that needs a fresh
         secret. ``method`` forces a plan (``SET dpproxy.mechanism``); a ``/*+ dpproxy ... */``
-        hint in the SQL overrides it.
+        hint in the SQL overrides it. A query over public tables only has a
+        :class:`PublicPlan` and its SQL.
         """
+        public = self.public_plan(sql)
+        if public is not None:
+            return Prepared(public, public.sql)
         plan, unkeyed, statement = self._plan(sql, epsilon, delta, mechanism, method)
         if statement is not None:
             tau = self._reusable(plan, statement, analyst)
@@ -279,9 +287,35 @@ class Engine:
         delta: Fraction | None = None,
         mechanism: MechanismKind | None = None,
         method: Method | None = None,
-    ) -> QueryPlan:
+    ) -> QueryPlan | PublicPlan:
         """The checked plan alone (cached; no rewrite, no secret): what Describe needs."""
+        public = self.public_plan(sql)
+        if public is not None:
+            return public
         return self._plan(sql, epsilon, delta, mechanism, method)[0]
+
+    @_before_the_data
+    @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
+    def public_plan(self, sql: str) -> PublicPlan | None:
+        """The plan of a query that reads public tables only (answered exactly, at no cost:
+        ``planning/public.py``); None when it reads a private table, or no table."""
+        tree = parse(sql)
+        if not reads_public_only(tree, self.catalog):
+            return None
+        return plan_public(tree, self.catalog, self.backend.dialect, self.public_max_rows)
+
+    def _run_public(self, plan: PublicPlan, analyst: str, cancel: CancelToken | None) -> Answer:
+        """Nothing is reserved, charged or written to the ledger: public rows cost no privacy.
+        A failure depends on public data alone: the database's message is passed on."""
+        try:
+            exact = self.backend.execute(plan.sql, cancel)
+        except Exception as e:
+            if not isinstance(e, DPProxyError):
+                log.error("a public query failed: %s", type(e).__name__, exc_info=e)
+            raise public_failure(e) from None
+        released = release_public(plan, exact)
+        log.info("released %d exact rows of public tables for %s", len(released.rows), analyst)
+        return Answer(released, Cost.zero(), self.accountant.remaining(analyst), plan)
 
     def _rewrite(self, plan: QueryPlan, secret: int) -> Prepared:
         backend = self.backend
@@ -304,7 +338,8 @@ class Engine:
         cancel: CancelToken | None = None,
         method: Method | None = None,
     ) -> Answer:
-        """Answer one query with differential privacy, charging ``analyst``'s budget.
+        """Answer one query with differential privacy, charging ``analyst``'s budget — or,
+        when it reads public tables only, exactly and at no cost (:meth:`_run_public`).
 
         Failures once the budget is reserved (SECURITY.md, "defence in depth"):
 
@@ -318,10 +353,15 @@ class Engine:
           operator's log (``dpproxy``, ERROR), with a ``dpproxy.sidechannel`` WARNING naming
           the analyst, the normalised query and the plan (never a value).
         """
+        public = self.public_plan(sql)
+        if public is not None:
+            return self._run_public(public, analyst, cancel)
         prepared = self.prepare(
             sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method, analyst=analyst
         )
-        plan = prepared.plan
+        first = prepared.plan
+        assert isinstance(first, QueryPlan)  # public plans were answered above
+        plan = first
         accountant = self.accountant
         query_text, normalised = self._normalised(sql, plan, mechanism, method)
         key = accountant.cache_key(analyst, normalised)
@@ -356,7 +396,7 @@ class Engine:
                         self._chosen.popitem(last=False)
                 plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, False)
                 reserved = prepared.plan.cost
-                if not reserved.covers(plan.cost) and (same := _one_method(prepared.plan)):
+                if not reserved.covers(plan.cost) and (same := _one_method(first)):
                     # At the drawn bound the planner preferred a dearer method (a smooth
                     # plan's δ): keep the method that was reserved for.
                     plan = self._plan_chosen(sql, epsilon, delta, mechanism, same, tau, False)
@@ -413,6 +453,8 @@ class Engine:
     ) -> bool:
         """Would :meth:`run` answer this from the cache, at no cost? (Spends nothing.)"""
         plan = self.plan(sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method)
+        if isinstance(plan, PublicPlan):
+            return False  # answered afresh every time, and always at no cost
         _, normalised = self._normalised(sql, plan, mechanism, method)
         return self.accountant.cached(self.accountant.cache_key(analyst, normalised)) is not None
 

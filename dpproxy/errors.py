@@ -244,3 +244,18 @@ class LedgerLocked(LedgerUnavailable):
     (lock_not_available)."""
 
     sqlstate = "55P03"
+
+
+class PublicQueryFailed(DPProxyError):
+    """The database failed to run a query over public tables only (system_error). Such a
+    query reads no private row, so its failure reveals nothing private: the message carries
+    the database's own, and nothing is charged (``planning/public.py``)."""
+
+    sqlstate = "58000"
+
+
+class PublicResultTooLarge(DPProxyError):
+    """A query over public tables only returned more rows than dpproxy releases at once
+    (configuration_limit_exceeded, ``planning/public.MAX_PUBLIC_ROWS``); nothing is charged."""
+
+    sqlstate = "53400"

@@ -9,7 +9,9 @@ from typing import Any
 from sqlglot import exp
 
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
+from dpproxy.planning.public import PublicPlan
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
+from dpproxy.release.public import PUBLIC_NOTE
 from dpproxy.sql.scope import COUNT_KINDS
 from dpproxy.sql.validate import AggKind
 from dpproxy.values import Cost
@@ -238,7 +240,39 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
     }
 
 
-def _budget_data(plan: QueryPlan, budget: BudgetView | None) -> dict[str, Any] | None:
+def public_data(plan: PublicPlan, sql: str, budget: BudgetView | None = None) -> dict[str, Any]:
+    """The plan of a query over public tables only: exact, free, at most ``max_rows`` rows."""
+    return {
+        "query": plan.query,
+        "mechanism": PUBLIC_NOTE,
+        "tables": list(plan.tables),
+        "max_rows": plan.max_rows,
+        "columns": [{"name": n, "type": t, "error95": "exact"} for n, t in plan.columns],
+        "cost": {"epsilon": 0.0, "delta": 0.0},
+        "budget": _budget_data(plan, budget),
+        "rewritten_sql": sql,
+    }
+
+
+def _public_text(d: dict[str, Any]) -> str:
+    lines = [
+        f"query:        {d['query']}",
+        f"mechanism:    {d['mechanism']}",
+        f"tables:       {', '.join(d['tables'])} (public)",
+        "cost:         ε = 0, δ = 0",
+        *_budget_lines(d["budget"]),
+        f"rows:         at most {d['max_rows']:,} (a larger answer is refused, SQLSTATE 53400)",
+        "",
+        "output columns (exact):",
+        *(f"  {c['name']}: {c['type']}" for c in d["columns"]),
+        "",
+        "SQL (runs on the database; the answer is released as it is):",
+        f"  {d['rewritten_sql']}",
+    ]
+    return "\n".join(lines)
+
+
+def _budget_data(plan: QueryPlan | PublicPlan, budget: BudgetView | None) -> dict[str, Any] | None:
     if budget is None:
         return None
     remaining = budget.remaining
@@ -258,8 +292,10 @@ def _budget_data(plan: QueryPlan, budget: BudgetView | None) -> dict[str, Any] |
     }
 
 
-def explain_text(plan: QueryPlan, sql: str, budget: BudgetView | None = None) -> str:
+def explain_text(plan: QueryPlan | PublicPlan, sql: str, budget: BudgetView | None = None) -> str:
     """The plan as text for a terminal."""
+    if isinstance(plan, PublicPlan):
+        return _public_text(public_data(plan, sql, budget))
     d = explain_data(plan, sql, budget)
     lines = [
         f"query:        {d['query']}",
@@ -339,5 +375,10 @@ def _budget_lines(b: dict[str, Any] | None) -> list[str]:
     return [head]
 
 
-def explain_json(plan: QueryPlan, sql: str, budget: BudgetView | None = None) -> str:
-    return json.dumps(explain_data(plan, sql, budget), indent=2, ensure_ascii=False)
+def explain_json(plan: QueryPlan | PublicPlan, sql: str, budget: BudgetView | None = None) -> str:
+    data = (
+        public_data(plan, sql, budget)
+        if isinstance(plan, PublicPlan)
+        else explain_data(plan, sql, budget)
+    )
+    return json.dumps(data, indent=2, ensure_ascii=False)

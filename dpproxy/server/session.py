@@ -47,8 +47,7 @@ from dpproxy.errors import (
 from dpproxy.explain_command import COLUMN as EXPLAIN_COLUMN
 from dpproxy.explain_command import ExplainStatement, explain_rows, parse_explain
 from dpproxy.planning.plan import Method
-from dpproxy.release.intervals import interval_notes
-from dpproxy.release.postprocess import output_columns
+from dpproxy.release.public import FREE, columns_of, plan_notes
 from dpproxy.server import pgtypes, protocol, spending
 from dpproxy.server.catalog import CatalogEmulator
 from dpproxy.server.notices import release_notice
@@ -681,7 +680,11 @@ class Session:
                 raise QueryCanceled(
                     "canceling statement due to statement timeout",
                     hint=f"the limit is {timeout:g} s (dpproxy serve --statement-timeout); "
-                    "the query ran, so its budget was charged",
+                    + (
+                        "nothing was charged"
+                        if e.hint == FREE
+                        else "the query ran, so its budget was charged"
+                    ),
                 ) from e
             raise
         finally:
@@ -711,7 +714,7 @@ class Session:
         notices = []
         if bound is not None and not answer.cached:
             notices.append(f"rows per unit: {bound.describe()}")
-        notices += interval_notes(answer.plan)
+        notices += plan_notes(answer.plan)
         notices.append(release_notice(answer.cost, answer.remaining, answer.cached))
         return Result(
             fields, list(released.rows), f"SELECT {len(released.rows)}", str(answer.cost), notices
@@ -809,7 +812,7 @@ class Session:
             mechanism=self.state.mechanism,
             method=self.state.method,
         )
-        return [(c.name, pgtypes.oid_of(c.type)) for c in output_columns(plan)]
+        return [(c.name, pgtypes.oid_of(c.type)) for c in columns_of(plan)]
 
     # --------------------------------------------------------------- encoding results
 
