@@ -384,8 +384,10 @@ class JoinBuilder:
         private = [i for i in self.instances if i.table is not None and i.table.private]
         if not private:
             raise UnsupportedQuery(
-                "a join of public tables only is not answered by dpproxy",
-                hint="query the public tables in the database directly",
+                "the join reads public tables only: a query answered with differential "
+                "privacy must join a private table",
+                hint="a query that reads public tables only (no private table in any subquery "
+                "or CTE either) is answered exactly, at no cost",
             )
         units = {i.alias: self._unit_of(i) for i in list(private)}
         classes = {self.uf.find(u) for u in units.values()}

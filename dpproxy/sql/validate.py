@@ -184,8 +184,10 @@ def _from_scope(
             )
         if not table.private:
             raise UnsupportedQuery(
-                f'table "{table.name}" is public; queries over public tables alone are not '
-                "answered by dpproxy yet"
+                f'table "{table.name}" is public: a query answered with differential privacy '
+                "must read a private table in its FROM",
+                hint="a query that reads public tables only (no private table in any subquery "
+                "or CTE either) is answered exactly, at no cost",
             )
         names: dict[str, exp.Expression] = {
             c.name.lower(): exp.column(c.name) for c in table.columns
