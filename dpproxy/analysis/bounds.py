@@ -12,6 +12,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
+from dpproxy.sql.dates import MAX_DAYS
 from dpproxy.values import Interval
 
 _UNBOUNDED = Interval.unbounded()
@@ -142,6 +143,8 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         return Interval(v.lo - 1, v.hi + 1)  # a cast to an integer type may round
     if isinstance(node, exp.Length):
         return Interval(Fraction(0), None)
+    if isinstance(node, exp.DateDiff):  # days between two dates of 0001…9999 (sql/dates.py)
+        return Interval(Fraction(-MAX_DAYS), Fraction(MAX_DAYS))
     return _UNBOUNDED
 
 

@@ -19,6 +19,10 @@ interval with both. A result outside 0001-01-01 … 9999-12-31 is refused (22008
   the shift is monotone). Inside that range both engines compute the proleptic Gregorian
   result, which never overflows; outside it — dates BC, beyond 9999, ±infinity — the value
   is NULL on both engines instead of an error for one row;
+* ``a - b`` of two dates, one of them not a constant, becomes :class:`~sqlglot.exp.DateDiff`,
+  printed by :func:`portable_difference` as ``CASE WHEN a BETWEEN DATE '0001-01-01' AND DATE
+  '9999-12-31' AND b BETWEEN … THEN CAST(a - b AS INTEGER) END``: there both engines count the
+  days alike and the result lies within ±:data:`MAX_DAYS` (PostgreSQL raises on ±infinity);
 * ``DATE_TRUNC(unit, d)`` for day, week (ISO, Monday), month, quarter and year is a DATE
   (not PostgreSQL's timestamp: ``date_trunc`` on a date goes through ``timestamptz``, which
   depends on the session time zone and fails beyond year 294276). :func:`portable_trunc`
@@ -54,6 +58,7 @@ from dpproxy.sql.sqltype import SqlType
 
 MIN_DATE = datetime.date.min  # 0001-01-01, a Monday
 MAX_DATE = datetime.date.max  # 9999-12-31
+MAX_DAYS = MAX_DATE.toordinal() - MIN_DATE.toordinal()  # 3652058: |a - b| of two such dates
 _RANGE_HINT = "dates run from 0001-01-01 to 9999-12-31"
 
 #: Interval units on a date → (months, days) per unit.
@@ -283,12 +288,10 @@ def date_arithmetic(node: exp.Expression, a: SqlType | None, b: SqlType | None) 
     day = constant_date(date_side)
     if other_type is SqlType.DATE:  # date - date: a number of days
         later = constant_date(other)
-        if day is None or later is None:
-            raise UnsupportedQuery(
-                f"subtracting dates is supported for constants only: {_said(node)}",
-                hint="compare the dates instead, or EXTRACT fields from them",
-            )
-        _replace(node, exp.Literal.number(day.toordinal() - later.toordinal()))
+        if day is not None and later is not None:
+            _replace(node, exp.Literal.number(day.toordinal() - later.toordinal()))
+        else:
+            _replace(node, exp.DateDiff(this=date_side, expression=other, unit=exp.Var(this="DAY")))
         return SqlType.NUMERIC
     if other_type is None:
         shift = interval_shift(_unparen(other)).times(sign)  # type: ignore[arg-type]
@@ -411,3 +414,14 @@ def portable_shift(node: exp.DateAdd) -> exp.Expression:
     else:
         value = op(this=d.copy(), expression=n)
     return exp.Case(ifs=[exp.If(this=_between(d, *bounds), true=value)])
+
+
+def portable_difference(node: exp.DateDiff) -> exp.Expression:
+    """``a - b`` of two dates in days, NULL unless both lie in 0001…9999 (an INTEGER there,
+    within ±:data:`MAX_DAYS`: the cast to INTEGER tells the magnitude analysis so)."""
+    a, b = node.this, node.expression
+    inside = exp.And(
+        this=_between(a, MIN_DATE, MAX_DATE), expression=_between(b, MIN_DATE, MAX_DATE)
+    )
+    value = _int(exp.Sub(this=a.copy(), expression=b.copy()))
+    return exp.Case(ifs=[exp.If(this=inside, true=value)])

@@ -117,6 +117,12 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "(a Monday) and d; other dates, ±infinity included, give NULL on both engines"
     ),
     exp.DateTrunc: "as DATE_TRUNC (TimestampTrunc)",
+    exp.DateDiff: (
+        "date − date with a column (sql/dates.py): CASE WHEN both lie in 0001-01-01 … "
+        "9999-12-31 THEN CAST(a − b AS INTEGER) END; there both engines count the same days "
+        "and |a − b| ≤ 3652058 fits an integer (PostgreSQL raises on ±infinity, outside the "
+        "CASE); computed as DOUBLE under arithmetic, like any integer"
+    ),
     exp.DateAdd: (
         "a date column ± INTERVAL or ± integer days (sql/dates.py): months, then days, each "
         "inside CASE WHEN d BETWEEN lo AND hi, where lo … hi are exactly the dates whose "

@@ -404,6 +404,10 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
     if isinstance(node, exp.DateAdd):  # built from date ± interval by dates.date_arithmetic
         _expect(t(node.this), SqlType.DATE, node)
         return SqlType.DATE
+    if isinstance(node, exp.DateDiff):  # built from date - date by dates.date_arithmetic
+        _expect(t(node.this), SqlType.DATE, node)
+        _expect(t(node.expression), SqlType.DATE, node)
+        return SqlType.NUMERIC
     if isinstance(node, exp.Interval):
         dates.interval_shift(node)  # refuses time units first
         raise UnsupportedQuery(

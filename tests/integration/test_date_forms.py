@@ -184,6 +184,32 @@ def test_date_forms_agree_and_never_fail(engines: tuple[Any, Any], sql: str) -> 
     assert d[2000] is True and p[2000] is True
 
 
+@pytest.mark.parametrize(
+    "sql", ["d - DATE '2000-01-01'", "DATE '1970-01-01' - d", "d - (d - 30)", "(d - d) * 2"]
+)
+def test_date_differences_agree_and_never_fail(engines: tuple[Any, Any], sql: str) -> None:
+    """Days between dates: the Python value inside 0001…9999, NULL beyond, on both engines."""
+    wrapped = exp.Paren(this=sqlglot.parse_one(sql, read="postgres"))
+    assert type_of(wrapped, TYPES) is SqlType.NUMERIC
+    expr = guard_row_expression(wrapped.this, DD)
+    d, p = _run(engines, expr, ordinary=True)
+    for i, day in enumerate(ORDINARY):
+        base = {"d - DATE '2000-01-01'": day.toordinal() - datetime.date(2000, 1, 1).toordinal()}
+        want = base.get(sql)
+        if sql == "DATE '1970-01-01' - d":
+            want = datetime.date(1970, 1, 1).toordinal() - day.toordinal()
+        elif sql == "d - (d - 30)":
+            want = 30 if day.toordinal() > 30 else None
+        elif sql == "(d - d) * 2":
+            want = 0
+        assert (d[i] is None and want is None) or float(d[i]) == want, (sql, day, d[i], want)
+        assert (p[i] is None and want is None) or float(p[i]) == want, (sql, day, p[i], want)
+    d, p = _run(engines, expr, ordinary=False)  # no error on any row, NULL beyond 0001…9999
+    for i in d:
+        if i >= 1000:
+            assert d[i] is True and p.get(i, True) is True, (sql, i)
+
+
 def test_extract_and_date_part_agree(engines: tuple[Any, Any]) -> None:
     """Every EXTRACT field of a date (DATE_PART is the same node) on the common range."""
     from dpproxy.sql.types import _DATE_FIELDS

@@ -145,7 +145,7 @@ BEYOND = (
 # wrote them, each fails on some date an engine stores — date_trunc goes through timestamptz
 # (PostgreSQL: "timestamp out of range" beyond year 294276), date ± n at each engine's first
 # and last date, date ± interval through timestamp, EXTRACT(YEAR) of ±infinity is Infinity in
-# PostgreSQL (an integer cast fails).
+# PostgreSQL (an integer cast fails), and infinite dates cannot be subtracted there.
 DATES = (
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('month', day) > DATE '2000-01-01'",
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('week', day) IS NULL",
@@ -161,6 +161,8 @@ DATES = (
     "SELECT COUNT(*) FROM t WHERE day < CURRENT_DATE - INTERVAL '90' DAY",
     "SELECT COUNT(*) FROM t WHERE day >= DATE '9999-12-31' - INTERVAL '1' YEAR",
     "SELECT COUNT(*) FROM t WHERE DATE_PART('doy', day) > 100",
+    "SELECT COUNT(*) FROM t WHERE day - DATE '2000-01-01' > 0",
+    "SELECT COUNT(*) FROM t WHERE (day - day) * 2 = 0",
 )
 
 # The families above inside a subquery filter tied to the outer row's unit (sql/semijoins.py):
