@@ -6,18 +6,21 @@ each row of the outer relation; it adds no row and changes no value. It is accep
 value for an outer row provably depends only on that row, public data and **the rows of the
 outer row's own privacy unit**:
 
-(a) the subquery reads a public table: the filter is a function of the outer row and public
-    data, the same in every neighbouring database;
-(b) the subquery reads a private table and one of its AND-ed conditions equates an inner column
-    with an outer column that the schema ties to the same unit (:func:`unit_key`): both are the
-    unit column (``o_custkey = c_custkey``), or both lead to the same referenced key
-    (``l_orderkey = o_orderkey``: ``lineitem`` references ``orders.o_orderkey``). Every inner
-    row that can satisfy the subquery's WHERE then belongs to the outer row's unit: an inner
-    row ``r`` with ``r.b = o.a`` has unit ``F(r.b) = F(o.a)`` = the outer row's unit, where
-    ``F`` maps a key value to the unit of the one row of the referenced table with that key
-    (the identity for a unit column). That ``KEY`` is unique in its table is the schema's
-    stated assumption (schemas/README.md, "Units through references"); the joins of
-    ``sql/joins.py`` rest on it too.
+(a) the subquery reads public tables only: the filter is a function of the outer row and
+    public data, the same in every neighbouring database;
+(b) every private table of the subquery is *tied*: an AND-ed condition (of its WHERE or an
+    inner join's ON) equates one of its columns with an outer column that the schema ties to
+    the same unit (:func:`dpproxy.sql.unitkeys.unit_key`) — both are the unit column
+    (``o_custkey = c_custkey``), or both lead to the same referenced key (``l_orderkey =
+    o_orderkey``: ``lineitem`` references ``orders.o_orderkey``) — or with such a column of a
+    table already tied (``orders o2 JOIN lineitem l ON l.l_orderkey = o2.o_orderkey WHERE
+    o2.o_custkey = c_custkey``). Every inner row that can satisfy the conditions then belongs
+    to the outer row's unit: a row ``r`` with ``r.b = o.a`` has unit ``F(r.b) = F(o.a)`` = the
+    outer row's unit, where ``F`` maps a key value to the unit of the one row of the
+    referenced table with that key (the identity for a unit column), and by induction along
+    the chain. That ``KEY`` is unique in its table is the schema's stated assumption
+    (schemas/README.md, "Units through references"); the joins of ``sql/joins.py`` rest on it
+    too.
 
 **Stability.** Let D' add or remove one unit u with all its rows. For an outer row of a unit
 w ≠ u, the inner rows that can match it are w's rows (case b) or public rows (case a), which
@@ -33,9 +36,9 @@ per unit of the same filtered rows, each count a function of its unit's data alo
 Refused (0A000, naming the obstacle): a private subquery with no such correlation (the filter
 would depend on other people's rows: an uncorrelated subquery, or one correlated through a
 column that is not a unit key, such as ``l_suppkey``); a private subquery in a join of two
-people's rows; aggregates, GROUP BY, HAVING, LIMIT, joins, CTEs or nested subqueries inside the
-subquery; a subquery anywhere but as an AND-ed WHERE condition (inside OR, in a comparison,
-in the select list).
+people's rows; aggregates, GROUP BY, HAVING, LIMIT, outer joins, USING, CTEs or nested
+subqueries inside the subquery; a subquery anywhere but as an AND-ed WHERE condition (inside
+OR, in a comparison, in the select list).
 
 **Semantics.** ``x IN (SELECT c …)`` is TRUE exactly when some row has ``c = x`` TRUE, so as a
 WHERE conjunct it is ``EXISTS (SELECT … WHERE … AND c = x)``. ``x NOT IN (SELECT c …)`` is TRUE
@@ -46,13 +49,15 @@ match rows of any unit, so over private rows a nullable ``NOT IN`` is accepted o
 another condition ties the subquery to the unit.)
 
 **The SQL.** The filter is printed from the validated tree, never from the text: ``EXISTS
-(SELECT 1 FROM (SELECT __sqN_t.col AS __sqN_col, … FROM table AS __sqN_t) AS __sqN WHERE …)``.
-Every inner column is renamed ``__sqN_col`` (qualified ``__sqN.``) and declared, with the inner
-table's type and bounds, as a hidden column of the query's relation, so the conditions inside
-go through the same typing (:func:`dpproxy.sql.types.type_of`), allowlist
-(:func:`dpproxy.sql.totality.check_allowed`) and rewrite guards as any WHERE clause. An outer
-column keeps the relation's own name, which no inner column can capture (they all start with
-``__sqN_``). ``EXISTS`` itself cannot fail: it reads rows and evaluates a total condition.
+(SELECT 1 FROM (SELECT __sqN_t.col AS __sqN_col, … FROM table AS __sqN_t) AS __sqN WHERE …)``,
+a further table of the subquery as ``CROSS JOIN (…) AS __sqN_k`` with its ON conditions in the
+WHERE (the same rows, for inner joins). Every inner column is renamed ``__sqN_col`` (or
+``__sqN_k_col``; qualified) and declared, with the inner table's type and bounds, as a
+hidden column of the query's relation, so the conditions inside go through the same typing
+(:func:`dpproxy.sql.types.type_of`), allowlist (:func:`dpproxy.sql.totality.check_allowed`)
+and rewrite guards as any WHERE clause. An outer column keeps the relation's own name, which
+no inner column can capture (they all start with ``__sqN_``). ``EXISTS`` itself cannot fail:
+it reads rows and evaluates a total condition.
 
 ``(A AND B) OR (A AND C)`` is first rewritten as ``A AND (B OR C)`` (:mod:`dpproxy.sql.factor`),
 so that a join equality repeated in every OR branch (TPC-H Q19) is seen by the join builder.
@@ -160,8 +165,26 @@ class SemiJoins:
         return _Inner(self, form, outer, self.count).build()
 
 
+@dataclass
+class _Source:
+    """One table of a subquery: how the user names it, and how the rewrite names it and its
+    columns (``__sqN`` and ``__sqN_col`` for the first, ``__sqN_k`` and ``__sqN_k_col`` for
+    the k-th; a column name never starts with a digit, so no two names collide)."""
+
+    user_alias: str
+    table: Table
+    alias: str
+    used: dict[str, Column] = field(default_factory=dict)  # column (lower) → renamed Column
+
+    def has(self, name: str) -> bool:
+        return any(c.name.lower() == name for c in self.table.columns)
+
+
+MAX_TABLES = 4
+
+
 class _Inner:
-    """One subquery: its table, the names it sees, its conditions."""
+    """One subquery: its tables, the names it sees, its conditions."""
 
     def __init__(self, owner: SemiJoins, form: _Form, outer: Scope, n: int) -> None:
         self.owner, self.form, self.outer = owner, form, outer
@@ -171,30 +194,61 @@ class _Inner:
         from_ = select.args.get("from_") or select.args.get("from")
         if from_ is None:
             raise UnsupportedQuery(f"the subquery of {form.word} must read a table (FROM)")
-        source = from_.this
-        if not isinstance(source, exp.Table):
+        self.sources: list[_Source] = []
+        self.on: list[exp.Expression] = []  # inner joins' ON conditions, AND-ed to the WHERE
+        self._add(from_.this)
+        for join in select.args.get("joins") or []:
+            self._join(join)
+
+    def _add(self, item: exp.Expression) -> None:
+        word = self.form.word
+        if not isinstance(item, exp.Table):
             raise UnsupportedQuery(
-                f"the subquery of {form.word} must read one table, not {_shorten(source)}",
-                hint="name the table directly: " + SUPPORTED,
+                f"the subquery of {word} must read tables, not {_shorten(item)}",
+                hint="name the tables directly: " + SUPPORTED,
             )
-        if source.args.get("db") or source.args.get("catalog"):
-            if source.db.lower() not in ("public", "main"):
-                raise UndefinedTable(f'relation "{source.sql("postgres")}" does not exist')
-        name = source.name.lower()
-        if name in owner.ctes and not source.db:
+        if item.args.get("db") or item.args.get("catalog"):
+            if item.db.lower() not in ("public", "main"):
+                raise UndefinedTable(f'relation "{item.sql("postgres")}" does not exist')
+        name = item.name.lower()
+        if name in self.owner.ctes and not item.db:
             raise UnsupportedQuery(
-                f"a CTE inside {form.word} is not supported",
+                f"a CTE inside {word} is not supported",
                 hint="name the table in the subquery directly",
             )
-        table = owner.catalog.table(name)
+        table = self.owner.catalog.table(name)
         if table is None:
             raise UndefinedTable(
-                f'relation "{source.name}" does not exist',
-                hint="tables: " + ", ".join(t.name for t in owner.catalog.tables),
+                f'relation "{item.name}" does not exist',
+                hint="tables: " + ", ".join(t.name for t in self.owner.catalog.tables),
             )
-        self.table = table
-        self.user_alias = source.alias_or_name.lower()
-        self.used: dict[str, Column] = {}  # inner column name (lower) → its renamed Column
+        user_alias = item.alias_or_name.lower()
+        if any(s.user_alias == user_alias for s in self.sources):
+            raise AmbiguousColumn(f'table name "{user_alias}" specified more than once')
+        if len(self.sources) >= MAX_TABLES:
+            raise UnsupportedQuery(f"a subquery of {word} reads more than {MAX_TABLES} tables")
+        k = len(self.sources)
+        alias = self.alias if k == 0 else f"{self.alias}_{k}"
+        self.sources.append(_Source(user_alias, table, alias))
+
+    def _join(self, join: exp.Join) -> None:
+        word = self.form.word
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        if side or kind not in ("", "INNER", "CROSS") or join.args.get("method"):
+            what = " ".join(p for p in (join.args.get("method"), side, kind) if p) or "this join"
+            raise UnsupportedQuery(
+                f"{str(what).upper()} JOIN inside the subquery of {word} is not supported",
+                hint="inner joins (JOIN … ON, or tables and equalities in WHERE) are",
+            )
+        if join.args.get("using"):
+            raise UnsupportedQuery(
+                f"JOIN … USING inside the subquery of {word} is not supported",
+                hint="write JOIN … ON a.key = b.key",
+            )
+        self._add(join.this)
+        if on := join.args.get("on"):
+            self.on.append(on)
 
     def _check_shape(self, select: exp.Select) -> None:
         word = self.form.word
@@ -204,11 +258,6 @@ class _Inner:
                     f"{key.upper()} inside the subquery of {word} is not supported",
                     hint=SUPPORTED + ", over rows without grouping",
                 )
-        if select.args.get("joins"):
-            raise UnsupportedQuery(
-                f"a join inside the subquery of {word} is not supported",
-                hint="read one table in the subquery; join in the outer query",
-            )
         if select.args.get("with_") or select.args.get("with"):
             raise UnsupportedQuery(f"WITH inside the subquery of {word} is not supported")
         for n in select.walk():
@@ -217,7 +266,7 @@ class _Inner:
             if isinstance(n, exp.Subquery | exp.Select | exp.Exists):
                 raise UnsupportedQuery(
                     f"a subquery inside the subquery of {word} is not supported",
-                    hint="each subquery must read one table with conditions on it and on the "
+                    hint="each subquery must read tables with conditions on them and on the "
                     "outer row",
                 )
             if isinstance(n, exp.AggFunc | exp.Window):
@@ -229,48 +278,55 @@ class _Inner:
 
     # -- names -------------------------------------------------------------------------
 
-    def _inner_column(self, name: str) -> exp.Expression:
-        c = self.table.column(name) or next(
-            (c for c in self.table.columns if c.name.lower() == name), None
-        )
-        assert c is not None
-        key = c.name.lower()
-        if key not in self.used:
+    def _inner_column(self, source: _Source, name: str) -> exp.Expression:
+        c = next(c for c in source.table.columns if c.name.lower() == name)
+        if name not in source.used:
             renamed = Column(
-                f"{self.alias}_{c.name}", c.type, c.lower, c.upper, c.nullable, c.domain
+                f"{source.alias}_{c.name}", c.type, c.lower, c.upper, c.nullable, c.domain
             )
             if self.outer.table.column(renamed.name) is not None:
                 raise AmbiguousColumn(f'column name "{renamed.name}" is reserved by dpproxy')
-            self.used[key] = renamed
-        return exp.column(self.used[key].name, table=self.alias)
+            source.used[name] = renamed
+        return exp.column(source.used[name].name, table=source.alias)
 
-    def _has(self, name: str) -> bool:
-        return any(c.name.lower() == name for c in self.table.columns)
+    def _used(self) -> list[Column]:
+        return [c for s in self.sources for c in s.used.values()]
 
     def resolve(self, node: exp.Expression) -> exp.Expression:
         """Inner names → renamed inner columns, outer names → the outer scope's expressions;
         then typed and checked against the allowlist, as :meth:`Scope.resolve` does."""
 
         def sub(n: exp.Expression) -> exp.Expression:
+            word = self.form.word
             if isinstance(n, exp.Star):
-                raise UnsupportedQuery(f"* is allowed only as the select list of {self.form.word}")
+                raise UnsupportedQuery(f"* is allowed only as the select list of {word}")
             if not isinstance(n, exp.Column):
                 return n
             name = n.name.lower()
             if isinstance(n.this, exp.Star):
-                raise UnsupportedQuery(f"* is allowed only as the select list of {self.form.word}")
-            if n.table and n.table.lower() == self.user_alias:
-                if not self._has(name):
-                    raise UndefinedColumn(f"column {n.table}.{n.name} does not exist")
-                return self._inner_column(name)
-            if not n.table and self._has(name):
-                return self._inner_column(name)
+                raise UnsupportedQuery(f"* is allowed only as the select list of {word}")
+            if n.table:
+                named = [s for s in self.sources if s.user_alias == n.table.lower()]
+                if named:
+                    if not named[0].has(name):
+                        raise UndefinedColumn(f"column {n.table}.{n.name} does not exist")
+                    return self._inner_column(named[0], name)
+            else:
+                having = [s for s in self.sources if s.has(name)]
+                if len(having) > 1:
+                    raise AmbiguousColumn(
+                        f'column reference "{n.name}" is ambiguous',
+                        hint=f"qualify it with its table: t.{n.name}",
+                    )
+                if having:
+                    return self._inner_column(having[0], name)
             try:
                 return self.outer.resolve(n)
             except UndefinedColumn as e:
-                inner = ", ".join(c.name for c in self.table.columns)
+                inner = ", ".join(c.name for s in self.sources for c in s.table.columns)
+                tables = ", ".join(s.table.name for s in self.sources)
                 raise UndefinedColumn(
-                    e.message, hint=f"columns of {self.table.name}: {inner}"[:300]
+                    e.message, hint=f"columns of {tables}: {inner}"[:300]
                 ) from None
 
         out = exp.Paren(this=node.copy().transform(sub, copy=False))
@@ -288,7 +344,7 @@ class _Inner:
     def types(self) -> dict[str, SqlType]:
         return {
             **self.outer.column_types,
-            **{c.name: COLUMN_TYPES[c.type] for c in self.used.values()},
+            **{c.name: COLUMN_TYPES[c.type] for c in self._used()},
         }
 
     # -- the filter ----------------------------------------------------------------------
@@ -296,18 +352,22 @@ class _Inner:
     def build(self) -> exp.Expression:
         select, form = self.form.select, self.form
         conds: list[exp.Expression] = []
-        if where := select.args.get("where"):
-            no_aggregates(where.this, f"the subquery of {form.word}")
-            resolved = self.resolve(where.this)
-            self._expect_bool(resolved, f"WHERE in the subquery of {form.word}")
-            conds = conjuncts(resolved)
+        where = select.args.get("where")
+        for cond, clause in [(on, "JOIN/ON") for on in self.on] + (
+            [(where.this, "WHERE")] if where is not None else []
+        ):
+            no_aggregates(cond, f"the subquery of {form.word}")
+            resolved = self.resolve(cond)
+            self._expect_bool(resolved, f"{clause} in the subquery of {form.word}")
+            conds.extend(conjuncts(resolved))
         projections = select.expressions
         if form.operand is None:
-            used = dict(self.used)
+            used = [dict(s.used) for s in self.sources]
             for p in projections:  # names checked as PostgreSQL would; never printed
                 if not (isinstance(p, exp.Star) or isinstance(getattr(p, "this", None), exp.Star)):
                     self.resolve(p.unalias())
-            self.used = used
+            for s, kept in zip(self.sources, used, strict=True):
+                s.used = kept
         else:
             if len(projections) != 1 or isinstance(projections[0], exp.Star):
                 raise SQLSyntaxError(
@@ -321,7 +381,7 @@ class _Inner:
     def _membership(
         self, projection: exp.Expression, operand: exp.Expression
     ) -> list[exp.Expression]:
-        """``c = x`` for IN; for NOT IN also ``c IS NULL OR x IS NULL`` unless both are NOT
+        """``x = c`` for IN; for NOT IN also ``c IS NULL OR x IS NULL`` unless both are NOT
         NULL by the schema (module docstring, Semantics)."""
         if isinstance(bare(operand), exp.Tuple):
             raise UnsupportedQuery(
@@ -357,83 +417,114 @@ class _Inner:
             return True
         if not isinstance(e, exp.Column):
             return False
-        for c in (*self.used.values(), *self.outer.table.columns):
+        for c in (*self._used(), *self.outer.table.columns):
             if c.name == e.name:
                 return not c.nullable
         return False
 
     def _prove(self, conds: list[exp.Expression]) -> None:
-        """Case (a) or (b) of the module docstring, or a refusal naming the obstacle."""
-        if not self.table.private:
+        """Case (a) or (b) of the module docstring, or a refusal naming the obstacle.
+
+        A private table of the subquery is *tied* when an AND-ed equality equates one of its
+        columns with an outer column of the same unit key, or with a column of the same unit
+        key of a table already tied: then each of its rows that can satisfy the WHERE
+        belongs to the outer row's unit. Every private table must end up tied."""
+        private = [s for s in self.sources if s.table.private]
+        if not private:
             return
-        word, t = self.form.word, self.table.name
+        word = self.form.word
         source = self.outer.source
         if source is not None and source.sides is not None:
             raise UnsupportedQuery(
-                f'{word} over the private table "{t}" in a join of two people\'s rows is not '
-                "supported: the outer row has no single privacy unit to tie the subquery to",
+                f'{word} over the private table "{private[0].table.name}" in a join of two '
+                "people's rows is not supported: the outer row has no single privacy unit to "
+                "tie the subquery to",
                 hint=f"{word} over public tables is supported there",
             )
+        pairs = []
         for c in conds:
             c = bare(c)
-            if not isinstance(c, exp.EQ):
-                continue
-            a, b = bare(c.this), bare(c.expression)
-            for inner, outer in ((a, b), (b, a)):
-                if self._same_unit(inner, outer):
-                    return
-        keys = [
-            c.name for c in self.table.columns if unit_key(self.owner.catalog, self.table, c.name)
-        ]
+            if isinstance(c, exp.EQ):
+                a, b = bare(c.this), bare(c.expression)
+                if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+                    pairs += [(a, b), (b, a)]
+        tied: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for mine, theirs in pairs:
+                found = self._inner_key(mine)
+                if found is None or found[0].alias in tied:
+                    continue
+                other = self._inner_key(theirs)
+                if other is not None:
+                    key = other[1] if other[0].alias in tied else None
+                else:
+                    key = self._outer_key(theirs)
+                if key is not None and key == found[1]:
+                    tied.add(found[0].alias)
+                    changed = True
+        loose = [s for s in private if s.alias not in tied]
+        if not loose:
+            return
+        t = loose[0].table
+        keys = [c.name for c in t.columns if unit_key(self.owner.catalog, t, c.name)]
         raise UnsupportedQuery(
-            f'{word} over the private table "{t}" must be tied to the outer row\'s privacy '
+            f'{word} over the private table "{t.name}" must be tied to the outer row\'s privacy '
             "unit: without an equality between a column of the subquery and a column of the "
             "outer row that lead to the same person, the condition would depend on other "
             "people's rows",
-            hint=f"correlate on a unit key of {t} ({', '.join(keys) or 'none'}), e.g. "
-            f"WHERE {t}.{keys[0] if keys else 'key'} = <the matching column of the outer "
-            "table>; or filter with a public table",
+            hint=f"correlate on a unit key of {t.name} ({', '.join(keys) or 'none'}), e.g. "
+            f"WHERE {loose[0].user_alias}.{keys[0] if keys else 'key'} = <the matching column "
+            "of the outer table>; or filter with a public table",
         )
 
-    def _same_unit(self, inner: exp.Expression, outer: exp.Expression) -> bool:
-        if not (isinstance(inner, exp.Column) and isinstance(outer, exp.Column)):
-            return False
-        if inner.table != self.alias or outer.table:
-            return False
-        own = next((k for k, c in self.used.items() if c.name == inner.name), None)
-        origin = _origin(self.outer, self.owner.catalog, outer.name)
-        if own is None or origin is None:
-            return False
-        catalog = self.owner.catalog
-        mine = unit_key(catalog, self.table, own)
-        theirs = unit_key(catalog, origin[0], origin[1])
-        return mine is not None and mine == theirs
+    def _inner_key(self, col: exp.Column) -> tuple[_Source, tuple[str, ...]] | None:
+        """The subquery table of a renamed column and the column's unit key, if any."""
+        for s in self.sources:
+            if col.table != s.alias:
+                continue
+            for name, renamed in s.used.items():
+                if renamed.name == col.name:
+                    key = unit_key(self.owner.catalog, s.table, name)
+                    return (s, key) if key is not None else None
+        return None
+
+    def _outer_key(self, col: exp.Column) -> tuple[str, ...] | None:
+        if col.table:
+            return None
+        origin = _origin(self.outer, self.owner.catalog, col.name)
+        return unit_key(self.owner.catalog, *origin) if origin is not None else None
 
     def _sql(self, conds: list[exp.Expression]) -> exp.Expression:
-        inner_alias = f"{self.alias}_t"
-        derived = exp.select()
-        for key, renamed in self.used.items():
-            column = next(c for c in self.table.columns if c.name.lower() == key)
-            derived = derived.select(
-                exp.alias_(exp.column(column.name, table=inner_alias), renamed.name, copy=False),
+        query = exp.select(exp.Literal.number(1))
+        for k, s in enumerate(self.sources):
+            table_alias = f"{s.alias}_t"
+            derived = exp.select()
+            for key, renamed in s.used.items():
+                column = next(c for c in s.table.columns if c.name.lower() == key)
+                derived = derived.select(
+                    exp.alias_(exp.column(column.name, table=table_alias), renamed.name),
+                    copy=False,
+                )
+            if not s.used:
+                derived = derived.select(exp.alias_(exp.Literal.number(1), s.alias), copy=False)
+            derived = derived.from_(
+                exp.Table(
+                    this=exp.to_identifier(s.table.name),
+                    alias=exp.TableAlias(this=exp.to_identifier(table_alias)),
+                ),
                 copy=False,
             )
-        if not self.used:
-            derived = derived.select(exp.alias_(exp.Literal.number(1), self.alias), copy=False)
-        derived = derived.from_(
-            exp.Table(
-                this=exp.to_identifier(self.table.name),
-                alias=exp.TableAlias(this=exp.to_identifier(inner_alias)),
-            ),
-            copy=False,
-        )
-        query = exp.select(exp.Literal.number(1)).from_(
-            exp.Subquery(this=derived, alias=exp.TableAlias(this=exp.to_identifier(self.alias))),
-            copy=False,
-        )
+            item = exp.Subquery(this=derived, alias=exp.TableAlias(this=exp.to_identifier(s.alias)))
+            query = (
+                query.from_(item, copy=False)
+                if k == 0
+                else query.join(item, join_type="CROSS", copy=False)  # conditions in WHERE
+            )
         for c in conds:
             query = query.where(exp.Paren(this=c) if isinstance(bare(c), exp.Or) else c, copy=False)
-        self.owner.hidden.extend(self.used.values())
+        self.owner.hidden.extend(self._used())
         exists: exp.Expression = exp.Exists(this=query)
         return exp.Not(this=exists) if self.form.negated else exists
 

@@ -46,6 +46,12 @@ QUERIES = {
     "WHERE NOT EXISTS (SELECT 1 FROM orders WHERE o_custkey = c_custkey) GROUP BY c_mktsegment",
     "public_not_in": "SELECT SUM(l_quantity) FROM lineitem WHERE l_suppkey NOT IN "
     "(SELECT ps_suppkey FROM partsupp WHERE ps_partkey = l_partkey AND ps_supplycost > 500)",
+    "public_join_in": "SELECT c_mktsegment, COUNT(*), AVG(c_acctbal) FROM customer "
+    "WHERE c_nationkey IN (SELECT n_nationkey FROM nation JOIN region "
+    "ON n_regionkey = r_regionkey WHERE r_name = 'EUROPE') GROUP BY c_mktsegment",
+    "chain_inside": "SELECT c_mktsegment, COUNT(*) FROM customer c WHERE EXISTS "
+    "(SELECT 1 FROM orders o JOIN lineitem l ON l.l_orderkey = o.o_orderkey "
+    "WHERE o.o_custkey = c.c_custkey AND l.l_quantity > 49) GROUP BY c_mktsegment",
 }
 
 

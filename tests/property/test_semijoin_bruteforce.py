@@ -12,7 +12,8 @@ a public ``nation`` table; D and all its neighbours D ∓ one customer with all 
 through the rewritten SQL without noise, with a fixed secret): for every neighbour, the change
 of every primitive stays within the plan's sensitivity in L1, L2 and L∞. The added customers
 include the heavy ones of that module (more orders and line items than any τ, values beyond the
-bounds), whose rows make EXISTS true for their own orders only.
+bounds), whose rows make EXISTS true for their own orders only. Two queries join tables inside
+the subquery (orders and line items tied along the chain of references; a public table).
 
 Teeth: the same oracle catches an uncorrelated subquery over the line items when the proof of
 ``sql/semijoins.py`` is switched off (one added customer's line item then flips the filter for
@@ -68,6 +69,13 @@ QUERIES = {
     "GROUP BY n_name",
     "public_in": "SELECT {hint}COUNT(*), SUM(c_acctbal) FROM customer WHERE c_nationkey IN "
     "(SELECT n_nationkey FROM nation WHERE n_name <> 'BRAZIL')",
+    # Joins inside the subquery: line items tied through their order, a public nation.
+    "chain_orders_items": "SELECT {hint}COUNT(*), SUM(c_acctbal) FROM customer c WHERE EXISTS "
+    "(SELECT 1 FROM orders o JOIN lineitem l ON l.l_orderkey = o.o_orderkey "
+    "WHERE o.o_custkey = c.c_custkey AND l.l_quantity > 40)",
+    "customer_nation_inside": "SELECT {hint}COUNT(*) FROM orders o WHERE NOT EXISTS "
+    "(SELECT 1 FROM customer c2 JOIN nation n ON c2.c_nationkey = n.n_nationkey "
+    "WHERE c2.c_custkey = o.o_custkey AND n.n_name = 'BRAZIL')",
 }
 HINTS = ("", "max_rows=1", "max_rows=3", "max_rows_cap=4")
 NATION = "dup_spread"
