@@ -121,6 +121,8 @@ ALLOWED: dict[type[exp.Expr], frozenset[str]] = {
     exp.Between: frozenset({"this", "low", "high"}),
     exp.In: frozenset({"this", "expressions", "query"}),
     exp.Exists: _ONE,
+    exp.Escape: _TWO,
+    exp.Filter: _TWO,  # COUNT(*) FILTER (WHERE ...)
     exp.Any: _ONE,
     exp.All: _ONE,
     exp.Case: frozenset({"this", "ifs", "default"}),
@@ -155,7 +157,9 @@ _CAST_TYPES = frozenset(
     getattr(exp.DataType.Type, name)
     for name in "SMALLINT INT BIGINT FLOAT DOUBLE DECIMAL TEXT VARCHAR CHAR DATE BOOLEAN".split()
 )
-_UNRESOLVED = re.compile(r"(?:Column '|Unknown column: )([^']+?)(?:'| could|$)")
+_UNRESOLVED = re.compile(
+    r"(?:Column '|Unknown column: |automatically join: )([^']+?)(?:'| could|$)"
+)
 _NAMES = {exp.Pow: "power", exp.TimestampTrunc: "date_trunc", exp.StrPosition: "position"}
 
 
@@ -207,7 +211,8 @@ def _refuse(node: exp.Expr) -> DPProxyError:
         return UnsupportedQuery(f"window functions (OVER) are not supported {where}")
     if isinstance(node, exp.Func) and not isinstance(node, exp.AggFunc):
         return Forbidden(f"{text} is not allowed {where}", hint=_USE)
-    return UnsupportedQuery(f"{text or node.key.upper()} is not supported {where}", hint=_USE)
+    hint = _USE if isinstance(node, exp.Func) else None
+    return UnsupportedQuery(f"{text or node.key.upper()} is not supported {where}", hint=hint)
 
 
 def check_allowed(tree: exp.Expression) -> None:
@@ -216,6 +221,8 @@ def check_allowed(tree: exp.Expression) -> None:
         allowed = ALLOWED.get(type(node))
         if allowed is None:
             raise _refuse(node)
+        if isinstance(node, exp.Join) and node.method:
+            raise UnsupportedQuery(f"{node.method.upper()} JOIN is not supported")
         for key, value in node.args.items():
             if key not in allowed and value not in (None, False, [], ""):
                 raise UnsupportedQuery(
@@ -384,7 +391,11 @@ def plan_public(tree: exp.Expression, catalog: Catalog, dialect: str, max_rows: 
         _check_sources(tree, catalog)
     except OptimizeError as e:
         found = _UNRESOLVED.search(str(e))
-        message = f'column "{found.group(1)}" does not exist' if found else str(e)[:200]
+        message = (
+            f'column "{found.group(1)}" does not exist'
+            if found
+            else "a column of the query is not a declared column of its tables"
+        )
         raise UndefinedColumn(
             message, hint="a query reads the columns the schema declares"
         ) from None

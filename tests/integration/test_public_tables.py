@@ -52,6 +52,10 @@ OWN = {
     "union": "SELECT n_name AS name FROM nation UNION ALL SELECT r_name FROM region "
     "ORDER BY name LIMIT 7",
     "distinct": "SELECT DISTINCT p_mfgr FROM part ORDER BY p_mfgr",
+    "filter": "SELECT p_mfgr, COUNT(*) FILTER (WHERE p_size > 25) AS big, COUNT(*) AS n "
+    "FROM part WHERE p_type ILIKE '%brass' GROUP BY p_mfgr ORDER BY p_mfgr",
+    "left join": "SELECT r_name, COUNT(n_nationkey) AS n FROM region LEFT JOIN nation "
+    "ON n_regionkey = r_regionkey AND n_name LIKE 'A%' GROUP BY r_name ORDER BY r_name",
     "scalar": "SELECT s_suppkey, UPPER(SUBSTRING(s_phone FROM 1 FOR 2)) AS cc, "
     "ROUND(s_acctbal) AS bal, CASE WHEN s_acctbal < 0 THEN 'neg' ELSE 'pos' END AS sign, "
     "LENGTH(s_name) AS len, COALESCE(NULLIF(s_nationkey, 0), -1) AS nk FROM supplier "
