@@ -7,8 +7,9 @@ Every statement is routed, in this order, to
 2. the catalog emulation (the ``catalog`` package) when it reads only ``pg_catalog`` /
    ``information_schema`` or calls system functions — answered from the privacy schema, with
    nothing that depends on the data;
-3. the differential-privacy engine — which plans it or refuses it. No SQL reaches the backend
-   unless the planner produced it.
+3. the differential-privacy engine — which plans it or refuses it (a query over public tables
+   only is answered exactly, at no cost). No SQL reaches the backend unless the planner
+   produced it.
 
 DP semantics on the wire: Describe is answered from the plan and never runs the query; the
 budget is charged once per executed portal (the first Execute runs it, later Executes of a
