@@ -361,14 +361,20 @@ class _Inner:
             self._expect_bool(resolved, f"{clause} in the subquery of {form.word}")
             conds.extend(conjuncts(resolved))
         projections = select.expressions
+        used = [dict(s.used) for s in self.sources]
+        unprinted = [o.this for o in (select.args.get("order") or exp.Order()).expressions]
         if form.operand is None:
-            used = [dict(s.used) for s in self.sources]
-            for p in projections:  # names checked as PostgreSQL would; never printed
-                if not (isinstance(p, exp.Star) or isinstance(getattr(p, "this", None), exp.Star)):
-                    self.resolve(p.unalias())
-            for s, kept in zip(self.sources, used, strict=True):
-                s.used = kept
-        else:
+            unprinted += [
+                p.unalias()
+                for p in projections
+                if not (isinstance(p, exp.Star) or isinstance(getattr(p, "this", None), exp.Star))
+            ]
+        for e in unprinted:  # names checked as PostgreSQL would; neither is printed
+            if not (isinstance(e, exp.Literal) and not e.is_string):
+                self.resolve(e)
+        for s, kept in zip(self.sources, used, strict=True):
+            s.used = kept
+        if form.operand is not None:
             if len(projections) != 1 or isinstance(projections[0], exp.Star):
                 raise SQLSyntaxError(
                     f"the subquery of {form.word} must return exactly one column",
