@@ -225,9 +225,8 @@ def safe_cast(node: exp.TryCast, source: SqlType) -> exp.Expression:
         return value
     if target is exp.DataType.Type.DATE and source is SqlType.DATE:
         return value
-    if from_text:
-        condition = text_cast_condition(value, target)
-        assert condition is not None
+    condition = text_cast_condition(value, target) if from_text else None
+    if condition is not None:  # None from text: no grammar both engines read (DECIMAL)
         if target in _FLOAT_TYPES:
             return _case((condition, _text_to_double(value)))
         if target in _INT_RANGES:

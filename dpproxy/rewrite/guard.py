@@ -35,7 +35,12 @@ from dpproxy.catalog.model import Table
 from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.precedence import parenthesise
-from dpproxy.sql.dates import portable_difference, portable_shift, portable_trunc
+from dpproxy.sql.dates import (
+    portable_difference,
+    portable_extract,
+    portable_shift,
+    portable_trunc,
+)
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, typed_constant
 from dpproxy.values import float_down, float_up
 
@@ -157,9 +162,10 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
         return portable_trunc(n.this, n.args["unit"].name)
     if isinstance(n, exp.DateAdd):
         return portable_shift(n)
-    if isinstance(n, exp.DateDiff):  # a number: promoted to DOUBLE below, under arithmetic
-        out: exp.Expression = portable_difference(n)
-        return _as_double(out) if _operand_to_promote(n, table) else out
+    if isinstance(n, exp.DateDiff | exp.Extract):  # numbers: DOUBLE under arithmetic
+        promote_date = _operand_to_promote(n, table)
+        made = portable_difference(n) if isinstance(n, exp.DateDiff) else portable_extract(n)
+        return _as_double(made) if promote_date else made
     if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
         rhs = n.expression
         if not (isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0):

@@ -31,7 +31,9 @@ interval with both. A result outside 0001-01-01 … 9999-12-31 is refused (22008
   inside ``CASE WHEN d BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'``: there every
   intermediate is a small integer and the result a date between 0001-01-01 (a Monday) and
   the input, so nothing can fail; other dates (BC, beyond 9999, ±infinity, which PostgreSQL's
-  EXTRACT(YEAR) reports as Infinity, an integer cast error) truncate to NULL on both engines.
+  EXTRACT(YEAR) reports as Infinity, an integer cast error) truncate to NULL on both engines;
+* ``EXTRACT(field FROM d)`` (``DATE_PART`` too) is printed by :func:`portable_extract` inside
+  the same CASE: the engines disagree on BC years and on ±infinity, never inside it.
 
 :func:`date_arithmetic` and :func:`truncation` are called by :func:`dpproxy.sql.types.type_of`
 and replace the node they type, in place, as the coercion of string literals does.
@@ -414,6 +416,15 @@ def portable_shift(node: exp.DateAdd) -> exp.Expression:
     else:
         value = op(this=d.copy(), expression=n)
     return exp.Case(ifs=[exp.If(this=_between(d, *bounds), true=value)])
+
+
+def portable_extract(node: exp.Extract) -> exp.Expression:
+    """``EXTRACT(field FROM d)`` where both engines give the same value: NULL unless ``d`` lies
+    in 0001…9999. Beyond it they differ — BC years (PostgreSQL: 4713 BC is -4713, DuckDB counts
+    a year 0: -4712), ISOYEAR of 1 BC, and ±infinity (PostgreSQL: ±Infinity for YEAR, DECADE,
+    CENTURY, MILLENNIUM, ISOYEAR; DuckDB: NULL)."""
+    d = node.expression
+    return exp.Case(ifs=[exp.If(this=_between(d.copy(), MIN_DATE, MAX_DATE), true=node.copy())])
 
 
 def portable_difference(node: exp.DateDiff) -> exp.Expression:

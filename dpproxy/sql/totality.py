@@ -106,7 +106,9 @@ TOTALITY: dict[type[exp.Expression], str] = {
     exp.TryCast: "as CAST",
     exp.Extract: (
         "a date in, a small integer out; never fails (only the fields of a date both engines "
-        "compute alike; DATE_PART('field', d) is read as EXTRACT)"
+        "compute alike; DATE_PART('field', d) is read as EXTRACT); printed inside CASE WHEN d "
+        "BETWEEN 0001-01-01 AND 9999-12-31 (sql/dates.py), where the engines agree: beyond, "
+        "BC years, ISOYEAR and ±infinity differ"
     ),
     exp.TimestampTrunc: (
         "DATE_TRUNC on a date, typed DATE; on a constant folded in Python (sql/dates.py); "

@@ -134,6 +134,8 @@ BEYOND = (
     # a cast of a string literal to DECIMAL: prepare crashes on PostgreSQL (an AssertionError
     # in rewrite/dialect.py safe_cast, not a refusal)
     "SELECT COUNT(*) FROM t WHERE CAST('1' AS DECIMAL(4, 1)) = i32",
+    # ... and of a text column (an AssertionError in safe_cast; now 0A000 on PostgreSQL)
+    "SELECT COUNT(CAST(cat AS DECIMAL(4, 1))) FROM t",
     # a CASE whose results are all string literals is text to both engines (dpproxy types it
     # as an untyped literal): beside a typed value in CASE or COALESCE, both engines refuse it
     "SELECT COUNT(*) FROM t WHERE COALESCE(CASE WHEN flag THEN '1' END, i32) > 0",
