@@ -435,7 +435,8 @@ def _evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
         return None if v is None else not v
     if isinstance(node, exp.Is):
         rhs = node.expression
-        return ev(node.this) is (rhs.this if isinstance(rhs, exp.Boolean) else None)
+        holds = ev(node.this) is (rhs.this if isinstance(rhs, exp.Boolean) else None)
+        return not holds if node.args.get("negate") else holds  # IS NOT: sqlglot's negate
     if isinstance(node, exp.Between):
         v, lo, hi = ev(node.this), ev(node.args["low"]), ev(node.args["high"])
         return None if None in (v, lo, hi) else lo <= v <= hi

@@ -26,6 +26,7 @@ from dpproxy.errors import (
     WindowingError,
 )
 from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
+from dpproxy.sql.domains import narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
 from dpproxy.sql.scope import (
@@ -395,11 +396,10 @@ def _group_keys(
             and all(scope.table.is_unit(c.name) for c in resolved.find_all(exp.Column))
         ):
             raise Forbidden("grouping by the privacy unit would release one group per person")
-        keys.append(
-            GroupKey(
-                resolved, type_of(resolved, scope.column_types), _domain(resolved, scope.table)
-            )
-        )
+        domain = _domain(resolved, scope.table)
+        if domain is not None:  # without the values the WHERE clause itself excludes
+            domain = narrow_domain(resolved, domain, scope.filters)
+        keys.append(GroupKey(resolved, type_of(resolved, scope.column_types), domain))
     if all(k.domain is not None for k in keys):
         size = 1
         for k in keys:

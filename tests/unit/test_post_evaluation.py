@@ -47,6 +47,10 @@ def _ev(sql: str, **env: Any) -> Any:
         ("__key_0 IS TRUE", None, False),
         ("__key_0 IS FALSE", False, True),
         ("__key_0 IS NULL", None, True),
+        ("__key_0 IS NOT NULL", None, False),  # sqlglot: Is(negate=True)
+        ("__key_0 IS NOT NULL", 3.5, True),
+        ("__key_0 IS NOT TRUE", None, True),
+        ("__key_0 IS NOT FALSE", False, False),
     ],
 )
 def test_evaluation_is_total(sql: str, value: Any, expected: Any) -> None:

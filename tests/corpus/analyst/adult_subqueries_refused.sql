@@ -23,14 +23,13 @@ GROUP BY s.race;
 
 -- title: people older than the average age
 -- schema: adult
--- expect: 42803
--- reason: a scalar subquery of a private aggregate
+-- expect: 0A000
+-- reason: a subquery inside a WHERE expression is not supported (in age > (SELECT AVG(age) FROM adul
 SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(age) FROM adult);
 
 -- title: people with a capital gain, through IN
 -- schema: adult
--- expect: 0A000
--- reason: IN (subquery)
+-- expect: answered
 SELECT sex, COUNT(*)
 FROM adult
 WHERE person_id IN (SELECT person_id FROM adult WHERE capital_gain > 0)
@@ -38,16 +37,14 @@ GROUP BY sex;
 
 -- title: people with a capital loss, through EXISTS
 -- schema: adult
--- expect: 42P01
--- reason: EXISTS (correlated subquery); the message blames a missing table
+-- expect: answered
 SELECT COUNT(*)
 FROM adult a
 WHERE EXISTS (SELECT 1 FROM adult b WHERE b.person_id = a.person_id AND b.capital_loss > 0);
 
 -- title: people without a capital gain, through NOT IN
 -- schema: adult
--- expect: 0A000
--- reason: NOT IN (subquery)
+-- expect: answered
 SELECT COUNT(*) FROM adult WHERE person_id NOT IN (SELECT person_id FROM adult WHERE capital_gain > 0);
 
 -- title: average size of an occupation group
