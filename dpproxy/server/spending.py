@@ -67,23 +67,22 @@ def answer(
             "CREATE TABLE dpproxy.spending (seq BIGINT, time TEXT, kind TEXT, query TEXT, "
             "plan TEXT, mechanism TEXT, epsilon DOUBLE, delta DOUBLE, rho DOUBLE)"
         )
-        con.executemany(
-            "INSERT INTO dpproxy.spending VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    s.seq,
-                    datetime.datetime.fromtimestamp(s.time, datetime.UTC).isoformat(),
-                    s.kind,
-                    s.query,
-                    s.plan,
-                    s.mechanism,
-                    float(s.cost.epsilon),
-                    float(s.cost.delta),
-                    float(s.cost.rho),
-                )
-                for s in releases
-            ],
-        )
+        rows = [
+            (
+                s.seq,
+                datetime.datetime.fromtimestamp(s.time, datetime.UTC).isoformat(),
+                s.kind,
+                s.query,
+                s.plan,
+                s.mechanism,
+                float(s.cost.epsilon),
+                float(s.cost.delta),
+                float(s.cost.rho),
+            )
+            for s in releases
+        ]
+        if rows:  # DuckDB refuses executemany with no parameter sets
+            con.executemany("INSERT INTO dpproxy.spending VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         con.execute(
             "CREATE TABLE dpproxy.budget (total_epsilon DOUBLE, total_delta DOUBLE, "
             "spent_epsilon DOUBLE, spent_delta DOUBLE, reserved_epsilon DOUBLE, "
