@@ -52,7 +52,6 @@ from sqlglot import exp
 from dpproxy.errors import (
     AmbiguousFunction,
     DatetimeFieldOverflow,
-    InternalError,
     UndefinedFunction,
     UnsupportedQuery,
 )
@@ -245,8 +244,14 @@ def _integer_constant(node: exp.Expression) -> int | None:
 
 
 def _replace(node: exp.Expression, new: exp.Expression) -> None:
-    if node.parent is None:  # type_of is called on resolved expressions, which have one
-        raise InternalError("date arithmetic outside a resolved expression")
+    """Replace ``node`` in its tree. Row-level expressions are typed inside a wrapper; a
+    post-processing expression (select list, HAVING, ORDER BY over aggregates) is typed as it
+    stands, and date arithmetic alone at its top has nowhere to go: refused (0A000)."""
+    if node.parent is None:
+        raise UnsupportedQuery(
+            f"date arithmetic on its own is not supported here: {_said(node)}",
+            hint="date arithmetic works in WHERE, in GROUP BY keys and inside aggregates",
+        )
     node.replace(new)
 
 
