@@ -29,6 +29,7 @@ from dpproxy.sql.scope import (
     expect_bool,
     no_aggregates,
 )
+from dpproxy.sql.totality import user_name
 from dpproxy.sql.types import SqlType, raise_unsupported, type_of
 from dpproxy.sql.windows import WindowItem, build_window, function_name
 
@@ -271,7 +272,7 @@ class PostBuilder:
         if isinstance(node, exp.WithinGroup):
             return self._within_group(node)
         if isinstance(node.this, exp.Distinct):
-            raise UnsupportedQuery(f"{node.key.upper()}(DISTINCT ...) is not supported")
+            raise UnsupportedQuery(f"{user_name(node).upper()}(DISTINCT ...) is not supported")
         kind = _AGG_CLASSES.get(type(node))
         if kind is not None:
             return kind, node.this, None, None
@@ -292,7 +293,7 @@ class PostBuilder:
                 hint="MEDIAN, PERCENTILE_CONT/PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY x), MIN "
                 "and MAX are the supported order statistics",
             )
-        raise UnsupportedQuery(f"the aggregate {node.key.upper()} is not supported")
+        raise UnsupportedQuery(f"the aggregate {user_name(node).upper()} is not supported")
 
     def _within_group(
         self, node: exp.WithinGroup
@@ -305,7 +306,7 @@ class PostBuilder:
         }
         kind = kinds.get(type(func))
         if kind is None:
-            raise UnsupportedQuery(f"{func.key.upper()} ... WITHIN GROUP is not supported")
+            raise UnsupportedQuery(f"{user_name(func).upper()} ... WITHIN GROUP is not supported")
         order = node.expression
         items = order.expressions if isinstance(order, exp.Order) else []
         if len(items) != 1:

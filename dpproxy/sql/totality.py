@@ -13,6 +13,7 @@ Together these give the invariant stated in :mod:`dpproxy.sql.types`.
 
 from __future__ import annotations
 
+import re
 import typing
 
 from sqlglot import exp
@@ -144,6 +145,8 @@ _STRUCTURAL = (
 )
 
 
+_CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
 #: sqlglot's names for functions that PostgreSQL spells otherwise.
 _USER_NAMES: dict[type[exp.Expression], str] = {
     exp.TimestampTrunc: "date_trunc",
@@ -154,6 +157,7 @@ _USER_NAMES: dict[type[exp.Expression], str] = {
     exp.UnixToTime: "to_timestamp",
     exp.TimeToStr: "to_char",
     exp.StrToDate: "to_date",
+    exp.StrPosition: "strpos",  # printed as POSITION(x IN y) for PostgreSQL
 }
 
 
@@ -162,12 +166,22 @@ def user_name(n: exp.Expression) -> str:
 
     >>> user_name(exp.maybe_parse("DATE_TRUNC('month', d)", dialect="postgres"))
     'date_trunc'
+    >>> user_name(exp.maybe_parse("STRING_AGG(a, ',')", dialect="postgres"))
+    'string_agg'
     """
     if isinstance(n, exp.Anonymous):
         return str(n.this).lower()
     if type(n) in _USER_NAMES:
         return _USER_NAMES[type(n)]
-    return n.sql_name().lower() if isinstance(n, exp.Func) else n.key
+    if isinstance(n, exp.Func):
+        # PostgreSQL's spelling of the call (STRING_AGG, not sqlglot's GROUP_CONCAT)
+        try:
+            printed = n.sql("postgres")
+        except Exception:  # a node the printer cannot print: sqlglot's name
+            printed = ""
+        m = _CALL.match(printed)
+        return m.group(1).lower() if m else n.sql_name().lower()
+    return n.key
 
 
 def check_allowed(node: exp.Expression) -> None:

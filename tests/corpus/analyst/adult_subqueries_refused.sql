@@ -158,7 +158,6 @@ SELECT version();
 -- schema: adult
 -- expect: 0A000
 -- reason: STRING_AGG lists values
--- bug: the message names STRING_AGG as GROUPCONCAT (sqlglot's class)
 SELECT native_country, STRING_AGG(occupation, ',') FROM adult GROUP BY native_country;
 
 -- title: mean of the group counts without a subquery

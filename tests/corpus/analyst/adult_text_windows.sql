@@ -69,7 +69,6 @@ SELECT SUM(hours_per_week::float) / COUNT(*) AS mean_hours FROM adult;
 -- schema: adult
 -- expect: 42883
 -- reason: STRPOS is not in the allowlist
--- bug: the message names STRPOS as str_position() (sqlglot's name)
 SELECT COUNT(*) FROM adult WHERE STRPOS(native_country, '-') > 0;
 
 -- title: marital status with spaces
