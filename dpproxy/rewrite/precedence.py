@@ -17,7 +17,9 @@ from sqlglot import exp
 
 from dpproxy.sql.types import COMPARISONS
 
-_COMPARE = (*COMPARISONS, exp.Is, exp.Like, exp.ILike, exp.Between, exp.In)
+# ``x LIKE p ESCAPE e`` (rewrite/guard.py adds the ESCAPE) is one comparison: an Escape node
+# binds like the LIKE inside it, which it never parenthesises.
+_COMPARE = (*COMPARISONS, exp.Is, exp.Like, exp.ILike, exp.Escape, exp.Between, exp.In)
 # PostgreSQL's precedence, loosest first; comparisons do not associate.
 _LEVELS: tuple[tuple[type[exp.Expression], ...], ...] = (
     (exp.Or,),
@@ -71,5 +73,8 @@ def parenthesise(node: exp.Expression) -> exp.Expression:
 
 
 def _chain(parent: exp.Expression, child: exp.Expression) -> bool:
-    """AND of ANDs and OR of ORs associate both ways: no parentheses needed."""
+    """AND of ANDs and OR of ORs associate both ways: no parentheses needed; nor does the LIKE
+    of ``LIKE … ESCAPE``, which is part of the same construct."""
+    if isinstance(parent, exp.Escape) and isinstance(child, exp.Like | exp.ILike):
+        return True
     return type(parent) is type(child) and isinstance(parent, exp.And | exp.Or)
