@@ -1093,8 +1093,47 @@ class QueryGen:
         outer, inner_value = self.expr(typ, 0), self.expr(typ, depth)
         return f"{outer} {kind} (SELECT {inner_value} FROM t AS s WHERE {where})"
 
+    def per_unit(self, depth: int) -> str:
+        """A query over a per-unit subquery (``sql/perunit.py``): generated aggregates per
+        ``uid`` (the database computes them on guarded values), an optional WHERE and HAVING
+        inside, clamped aggregates and a CASE key outside."""
+        kinds = ("COUNT(*)", "COUNT", "COUNT(DISTINCT", "SUM", "AVG", "MIN", "MAX")
+        inner = []
+        for i in range(self.draw(st.integers(1, 3))):
+            kind = self.pick(kinds)
+            if kind == "COUNT(*)":
+                agg = kind
+            elif kind.startswith("COUNT"):
+                agg = f"{kind}({self.any_expr(depth)})" + (")" if "DISTINCT" in kind else "")
+            else:
+                agg = f"{kind}({self.measure(depth)})"
+            inner.append(f"{agg} AS v{i}")
+        sub = f"SELECT uid, {', '.join(inner)} FROM t"
+        if self.chance(50):
+            sub += f" WHERE {self.dangerous() if self.chance(50) else self.cond(depth)}"
+        sub += " GROUP BY uid"
+        if self.chance(30):
+            sub += f" HAVING {self.pick(('SUM', 'MAX', 'COUNT'))}({self.measure(depth)}) > 0"
+        v = self.pick([f"v{i}" for i in range(len(inner))])
+        outer = self.pick(
+            (
+                "COUNT(*)",
+                f"SUM(LEAST(GREATEST({v}, 0), 10))",
+                f"AVG(LEAST(GREATEST({v}, -5), 5))",
+                f"SUM(CASE WHEN {v} > 1 THEN 1 ELSE 0 END)",
+            )
+        )
+        key = self.chance(30)
+        sql = f"SELECT {'CASE WHEN ' + v + ' > 2 THEN 1 ELSE 0 END, ' if key else ''}{outer} "
+        sql += f"FROM ({sub}) AS x"
+        if self.chance(40):
+            sql += f" WHERE {v} {self.pick(('>', '<', '='))} {self.pick(NUM_LITERALS)}"
+        return sql + (" GROUP BY 1" if key else "")
+
     def query(self) -> str:
         depth = self.draw(st.integers(1, 3))
+        if self.chance(12):
+            return self.per_unit(max(depth - 1, 0))
         danger = self.chance(40)
         aggs = [self.aggregate(depth) for _ in range(self.draw(st.integers(1, 2)))]
         where = ""

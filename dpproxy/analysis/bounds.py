@@ -52,9 +52,9 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         return b(node.this)
     if isinstance(node, exp.Column):
         col = table.column(node.name)
-        if col is None or not col.bounded:
+        if col is None:
             return _UNBOUNDED
-        return col.bounds
+        return col.bounds  # half-bounded columns are clamped on their side (rewrite/guard.py)
     if isinstance(node, exp.Literal):
         if node.is_string:
             return _UNBOUNDED

@@ -111,7 +111,9 @@ def clamp_bounds(lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
     )
 
 
-def clamp(make: Callable[[], exp.Expression], lo: Fraction, hi: Fraction) -> exp.Expression:
+def clamp(
+    make: Callable[[], exp.Expression], lo: Fraction | None, hi: Fraction | None
+) -> exp.Expression:
     """``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``, bounds rounded outward.
 
     ``make`` builds a fresh ``v`` for each of its three uses (cheaper than deep copies).
@@ -119,6 +121,19 @@ def clamp(make: Callable[[], exp.Expression], lo: Fraction, hi: Fraction) -> exp
     PostgreSQL (a NULL would become ``lo``); here NULL stays NULL, and NaN, which both engines
     order above every number, becomes ``hi``.
     """
+    if lo is None or hi is None:  # one side only (a per-unit COUNT ∈ [0, ∞): sql/perunit.py)
+        ifs = []
+        if lo is not None:
+            lo_num = lo if lo.denominator == 1 else Fraction(float_down(lo))
+            ifs.append(
+                exp.If(this=exp.LT(this=make(), expression=number(lo_num)), true=number(lo_num))
+            )
+        if hi is not None:
+            hi_num = hi if hi.denominator == 1 else Fraction(float_up(hi))
+            ifs.append(
+                exp.If(this=exp.GT(this=make(), expression=number(hi_num)), true=number(hi_num))
+            )
+        return exp.Case(ifs=ifs, default=make())
     lo_num, hi_num = clamp_bounds(lo, hi)
     return exp.Case(
         ifs=[
@@ -146,11 +161,10 @@ def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> ex
     wrapper = exp.Paren(this=out)  # so that a bare column has a parent to be replaced in
     for col in list(out.find_all(exp.Column)):
         c = table.column(col.name)
-        if c is None or not c.type.numeric or not c.bounded:
-            continue
+        if c is None or not c.type.numeric or (c.lower is None and c.upper is None):
+            continue  # a half-bounded column is clamped on its one side
         if not _in_value_position(col, wrapper):
             continue
-        assert c.lower is not None and c.upper is not None
         col.replace(clamp(_double_column(col.name), c.lower, c.upper))
     result: exp.Expression = wrapper.this
     return result

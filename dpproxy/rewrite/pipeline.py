@@ -36,6 +36,7 @@ from dpproxy.rewrite.guard import (
     lit,
 )
 from dpproxy.rewrite.guard import table as table_ref
+from dpproxy.rewrite.perunit import per_unit_relation
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 UNIT = "__unit"
@@ -53,7 +54,10 @@ class RewriteContext:
 
     @property
     def column_types(self) -> dict[str, SqlType]:
-        return {c.name: COLUMN_TYPES[c.type] for c in self.plan.query.table.columns}
+        q = self.plan.query
+        # A per-unit relation's inner columns too (sql/perunit.py: no name with two types).
+        columns = (q.per_unit.inner.columns if q.per_unit is not None else ()) + q.table.columns
+        return {c.name: COLUMN_TYPES[c.type] for c in columns}
 
     @property
     def unit_kind(self) -> SqlType | None:
@@ -147,6 +151,8 @@ def rows_select(
             for c in e.find_all(exp.Column)
         }
         rows = rows.from_(_joined(q.source.select, used | {table.privacy_unit or ""}), copy=False)
+    elif q.per_unit is not None:  # one row per unit, aggregated (sql/perunit.py)
+        rows = rows.from_(per_unit_relation(q.per_unit), copy=False)
     else:
         rows = rows.from_(table_ref(table.name), copy=False)
     if q.keys and q.public_keys and domain_filter:

@@ -29,6 +29,7 @@ from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
 from dpproxy.sql.domains import narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
+from dpproxy.sql.perunit import PerUnit, PerUnitScope, per_unit_scope
 from dpproxy.sql.scope import (
     AggKind,
     Aggregate,
@@ -84,6 +85,7 @@ class ValidQuery:
     offset: int
     source: JoinSource | None = None  # a join: the relation ``table`` describes
     windows: tuple[WindowItem, ...] = ()  # over the released rows (``sql/windows.py``)
+    per_unit: PerUnit | None = None  # a per-unit subquery: the relation ``table`` describes
 
     @property
     def public_keys(self) -> bool:
@@ -174,7 +176,7 @@ def _from_scope(
         alias = source.alias_or_name.lower()
         if name in ctes and not source.db:
             inner = ctes[name]
-            scope = _subquery_scope(inner, catalog, ctes, depth, semis)
+            scope = _subquery_scope(inner, catalog, ctes, depth, semis, name)
             scope.qualifiers = {alias}
             return scope
         table = catalog.table(name)
@@ -196,7 +198,10 @@ def _from_scope(
         types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
         return Scope(table, names, {alias, name}, [], types)
     if isinstance(source, exp.Subquery):
-        scope = _subquery_scope(source.this, catalog, ctes, depth, semis)
+        table_alias = source.args.get("alias")
+        columns = [c.name for c in table_alias.columns] if table_alias is not None else []
+        name = source.alias_or_name or "subquery"
+        scope = _subquery_scope(source.this, catalog, ctes, depth, semis, name, columns)
         scope.qualifiers = {source.alias_or_name.lower()} if source.alias else set()
         return scope
     raise UnsupportedQuery(f"unsupported FROM item: {source.sql('postgres')[:80]}")
@@ -223,12 +228,23 @@ def _subquery_scope(
     ctes: dict[str, exp.Expression],
     depth: int,
     semis: SemiJoins,
+    name: str = "subquery",
+    columns: list[str] | None = None,
 ) -> Scope:
-    """A row-wise subquery (no aggregation, grouping, DISTINCT or LIMIT) inlined as a scope."""
+    """A row-wise subquery (no aggregation, grouping, DISTINCT or LIMIT) inlined as a scope,
+    or one grouped by the privacy unit as a derived relation (``sql/perunit.py``)."""
     if isinstance(inner, exp.SetOperation):
         raise UnsupportedQuery("set operations (UNION, INTERSECT, EXCEPT) are not supported")
     if not isinstance(inner, exp.Select):
         raise UnsupportedQuery("only SELECT subqueries are supported")
+    if inner.args.get("group"):
+        local = {**ctes, **{k.lower(): v for k, v in _collect_ctes(inner).items()}}
+        return per_unit_scope(
+            inner,
+            name,
+            columns or [],
+            lambda s: _from_scope(s, catalog, local, depth + 1, semis=semis),
+        )
     for key in ("group", "having", "distinct", "limit", "offset", "qualify"):
         if inner.args.get(key):
             raise UnsupportedQuery(
@@ -334,6 +350,7 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
         offset=offset,
         source=scope.source,
         windows=tuple(post.windows),
+        per_unit=scope.per_unit if isinstance(scope, PerUnitScope) else None,
     )
 
 

@@ -195,6 +195,25 @@ SEMIJOINS = (
     "SELECT COUNT(*) FROM t WHERE cat NOT IN (SELECT '' FROM t AS s WHERE s.uid = t.uid)",
 )
 
+# Per-unit subqueries (sql/perunit.py): the families above inside the aggregates the database
+# computes per unit, and sums of unbounded doubles and of int64 extremes (PostgreSQL raises on
+# float8 and bigint overflow).
+PER_UNIT = (
+    "SELECT COUNT(*) FROM (SELECT uid, SUM(fu) AS s FROM t GROUP BY uid) x WHERE s > 0",
+    "SELECT COUNT(*) FROM (SELECT uid, SUM(i64) AS s, AVG(i64) AS a FROM t GROUP BY uid) x "
+    "WHERE s > a",
+    "SELECT SUM(LEAST(n, 5)) FROM (SELECT uid, COUNT(*) AS n FROM t WHERE "
+    "(CASE WHEN cat = 'X' THEN 2147483647 ELSE 0 END) + 1 > 0 GROUP BY uid) x",
+    "SELECT COUNT(*) FROM (SELECT uid, AVG(fb / si) AS a, MAX(i32 + 2147483647) AS m FROM t "
+    "GROUP BY uid HAVING MIN(CAST(note AS INT)) > 0) x WHERE m > a",
+    "SELECT COUNT(*) FROM (SELECT uid, COUNT(DISTINCT CAST(note AS INT)) AS k FROM t "
+    "GROUP BY uid) x WHERE k > 0",
+    "SELECT AVG(LEAST(GREATEST(s, 0), 10)) FROM (SELECT uid, SUM(fu * fu) AS s, MIN(day - day) "
+    "AS d FROM t GROUP BY uid) x WHERE d >= 0",
+    "SELECT COUNT(*) FROM (SELECT uid, SUM(EXTRACT(HOUR FROM day)) AS h FROM t GROUP BY uid) x "
+    "WHERE h > 0",
+)
+
 # Beyond the families, with no contribution bound in the schema (rows per unit chosen with
 # DP): AVG and MEDIAN without GROUP BY make run() raise XX000 ("the chosen bound changed the
 # cost of the plan") after the truncation statement read the data.
@@ -231,6 +250,7 @@ ALL = [
     *(pytest.param("rows", q, id=f"beyond-{i}") for i, q in enumerate(BEYOND)),
     *(pytest.param("rows", q, id=f"dates-{i}") for i, q in enumerate(DATES)),
     *(pytest.param("rows", q, id=f"semijoins-{i}") for i, q in enumerate(SEMIJOINS)),
+    *(pytest.param("rows", q, id=f"per_unit-{i}") for i, q in enumerate(PER_UNIT)),
     *(pytest.param("dp", q, id=f"beyond_dp-{i}") for i, q in enumerate(BEYOND_DP)),
 ]
 
@@ -258,6 +278,7 @@ FAMILY_PATTERNS = {
     "is_literal": r"\b(uid|si|i32|i64|fb|fu|cat|note|flag|day) IS (NOT )?'",
     "semijoins": r"EXISTS \(SELECT 1 FROM t AS s WHERE s\.uid = t\.uid AND|"
     r"IN \(SELECT .* FROM t AS s WHERE s\.uid = t\.uid AND",
+    "per_unit": r"FROM \(SELECT uid, .* GROUP BY uid",
     "dates": r"DATE_TRUNC\('(month|week|year|quarter)', day\)|\(day [-+] (INTERVAL|[0-9])",
 }
 

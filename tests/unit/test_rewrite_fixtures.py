@@ -44,7 +44,7 @@ SCHEMAS = ("adult", "visits_rows", "visits_groups", "tpch")
 FILES = (
     "clamp_measures", "bound_contributions", "split_avg", "variance", "public_groups",
     "private_groups", "guards", "subqueries_ctes", "post_processing", "filters", "joins",
-    "semijoins",
+    "semijoins", "per_unit",
 )
 # The queries of the issue that must appear (verbatim) among the fixture inputs.
 DEMO_QUERIES = (
