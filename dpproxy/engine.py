@@ -11,9 +11,9 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
-from typing import ClassVar, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
@@ -26,8 +26,6 @@ from dpproxy.errors import (
     DPProxyError,
     InternalError,
     InvalidParameter,
-    QueryCanceled,
-    StabilityTestFailed,
 )
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
@@ -35,12 +33,18 @@ from dpproxy.planning.hints import parse_hints
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
+from dpproxy.planning.scalars import ComposedPlan, compose, outer_query, same_plan
 from dpproxy.planning.truncation import scores as truncation_scores
+from dpproxy.release.answer import Answer as Answer
+from dpproxy.release.answer import Prepared as Prepared
+from dpproxy.release.answer import Progress
 from dpproxy.release.encoding import decode_released, encode_released
 from dpproxy.release.exact import ExactResult
+from dpproxy.release.failure import PASSED_ON, log_failure
+from dpproxy.release.failure import PrivateQueryFailed as PrivateQueryFailed
 from dpproxy.release.local import exponential_index
 from dpproxy.release.noise import apply_noise
-from dpproxy.release.postprocess import Released, postprocess
+from dpproxy.release.postprocess import Released, output_columns, postprocess
 from dpproxy.release.public import public_failure, release_public
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
@@ -49,9 +53,10 @@ from dpproxy.sql.validate import validate
 from dpproxy.values import Cost
 
 log = logging.getLogger("dpproxy")
-sidechannel_log = logging.getLogger("dpproxy.sidechannel")
 CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
 
+Composed = ComposedPlan | None
+_Options = tuple[Fraction | None, Fraction | None, MechanismKind | None, Method | None]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -76,54 +81,6 @@ def _before_the_data(step: Callable[_P, _R]) -> Callable[_P, _R]:
             ) from None
 
     return guarded
-
-
-class PrivateQueryFailed(InternalError):
-    """A private query failed while it ran (XX000), charged.
-
-    Whether and how the database fails could depend on one person's row (an overflow or a
-    failed cast on a matching row), and an error is not noised. So every such failure looks
-    the same to the analyst, on both engines, embedded and over the wire: this SQLSTATE and
-    :data:`MESSAGE`, no detail, no hint, no position. The cause is logged for the operator
-    only (:meth:`Engine.run`).
-    """
-
-    MESSAGE: ClassVar[str] = "the database failed to run a private query; the attempt was charged"
-
-    def __init__(self) -> None:
-        super().__init__(self.MESSAGE)
-
-
-# Failures after the data was touched that reach the analyst unchanged (charged): a
-# cancellation the analyst asked for or the statement timeout (57014), and propose-test-release's
-# refusal (ZD005), which is the outcome of a DP test.
-PASSED_ON: tuple[type[DPProxyError], ...] = (QueryCanceled, StabilityTestFailed)
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """A planned query: the plan and the exact SQL the backend would run — the main statement
-    (``None`` when no primitive needs it) and one statement per stat that reads its own data."""
-
-    plan: QueryPlan | PublicPlan
-    sql: str | None
-    extra: tuple[tuple[str, str], ...] = ()
-    truncation: str | None = None  # runs first when the rows per unit are chosen with DP
-
-    @property
-    def statements(self) -> tuple[str, ...]:
-        first = (self.truncation,) if self.truncation is not None else ()
-        main = (self.sql,) if self.sql is not None else ()
-        return first + main + tuple(s for _, s in self.extra)
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    released: Released
-    cost: Cost  # what this call spent: zero for an answer from the cache
-    remaining: Cost
-    plan: QueryPlan | PublicPlan  # PublicPlan: public tables only, exact and free
-    cached: bool = False  # the very answer released earlier for the same query
 
 
 class Engine:
@@ -176,6 +133,13 @@ class Engine:
         public = self.public_plan(sql)
         if public is not None:
             return Prepared(public, public.sql)
+        composed = self._composed(sql, epsilon, delta, mechanism, method)
+        if composed is not None:
+            opts = (epsilon, delta, mechanism, method)
+            texts = [p.sql for p in composed.scalars] + [composed.outer_sql]
+            statements = tuple(self._prepared(t, opts, analyst).statements for t in texts)
+            extra = tuple((f"part {i}", s) for i, st in enumerate(statements) for s in st)
+            return Prepared(replace(composed, statements=statements), None, extra)
         plan, unkeyed, statement = self._plan(sql, epsilon, delta, mechanism, method)
         if statement is not None:
             tau = self._reusable(plan, statement, analyst)
@@ -288,10 +252,14 @@ class Engine:
         mechanism: MechanismKind | None = None,
         method: Method | None = None,
     ) -> QueryPlan | PublicPlan:
-        """The checked plan alone (cached; no rewrite, no secret): what Describe needs."""
+        """The checked plan alone (cached; no rewrite, no secret): what Describe needs (for a
+        query with scalar subqueries, the outer query's plan: its columns are the answer's)."""
         public = self.public_plan(sql)
         if public is not None:
             return public
+        composed = self._composed(sql, epsilon, delta, mechanism, method)
+        if composed is not None:
+            return composed.outer
         return self._plan(sql, epsilon, delta, mechanism, method)[0]
 
     @_before_the_data
@@ -356,23 +324,43 @@ class Engine:
         public = self.public_plan(sql)
         if public is not None:
             return self._run_public(public, analyst, cancel)
-        prepared = self.prepare(
-            sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method, analyst=analyst
-        )
-        first = prepared.plan
-        assert isinstance(first, QueryPlan)  # public plans were answered above
-        plan = first
-        accountant = self.accountant
+        opts = (epsilon, delta, mechanism, method)
+        composed = self._composed(sql, *opts)
+        if composed is not None:
+            return self._run_composed(composed, analyst, opts, cancel)
+        prepared = self._prepared(sql, opts, analyst)
+        plan = prepared.plan
+        assert isinstance(plan, QueryPlan)  # public plans were answered above
         query_text, normalised = self._normalised(sql, plan, mechanism, method)
-        key = accountant.cache_key(analyst, normalised)
         record = ReleaseRecord(query_text, _plan_summary(plan), self._noise_name(mechanism))
+        key = self.accountant.cache_key(analyst, normalised)
+        return self._spend(
+            analyst,
+            plan,
+            plan.cost,
+            (key, record),
+            cancel,
+            lambda progress: self._execute(sql, prepared, analyst, opts, cancel, progress),
+        )
+
+    def _spend(
+        self,
+        analyst: str,
+        plan: QueryPlan,
+        cost: Cost,
+        release: tuple[str, ReleaseRecord],
+        cancel: CancelToken | None,
+        body: Callable[[Progress], tuple[Released, QueryPlan]],
+    ) -> Answer:
+        """Reserve ``cost`` (one reservation), run ``body``, commit: the failure rules of
+        :meth:`run`. ``plan`` is the answer's plan when it comes from the cache."""
+        accountant = self.accountant
+        key, record = release
         # Single flight (Accountant.claim): an identical query in flight, in this process or
         # another on the same ledger, is waited for and its answer returned at no cost.
         hit = accountant.cached(key)
         claim = (
-            hit
-            if hit is not None
-            else accountant.claim(analyst, plan.cost, key, record, _poll(cancel))
+            hit if hit is not None else accountant.claim(analyst, cost, key, record, _poll(cancel))
         )
         if isinstance(claim, str):
             log.info("answered %s from the cache at no cost", analyst)
@@ -380,46 +368,12 @@ class Engine:
                 decode_released(claim), Cost.zero(), accountant.remaining(analyst), plan, True
             )
         reservation = claim
-        charged = plan.cost  # what the reservation holds; a plan at a drawn bound may cost less
-        touched = False  # has any statement reached the data?
-        drawn: tuple[str, str] | None = None  # a bound on rows per unit drawn with DP
+        progress = Progress()
         failure: PrivateQueryFailed | None = None
         try:
-            if prepared.truncation is not None:
-                tau = self._choose_rows(plan, prepared.truncation, cancel)
-                touched = True
-                choice = self._choice_key(plan, prepared.truncation, analyst)
-                drawn = (self._bound_cache_key(choice), str(tau))
-                with self._chosen_lock:
-                    self._chosen[choice] = tau
-                    while len(self._chosen) > CHOSEN_KEPT:  # the oldest is drawn again
-                        self._chosen.popitem(last=False)
-                plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, False)
-                reserved = prepared.plan.cost
-                if not reserved.covers(plan.cost) and (same := _one_method(first)):
-                    # At the drawn bound the planner preferred a dearer method (a smooth
-                    # plan's δ): keep the method that was reserved for.
-                    plan = self._plan_chosen(sql, epsilon, delta, mechanism, same, tau, False)
-                # A cheaper plan at the drawn bound (joint instead of smooth) is charged what
-                # was reserved: the reservation is never exceeded, only not refunded.
-                if not plan.requested.covers(plan.cost) or not reserved.covers(plan.cost):
-                    raise InternalError("the chosen bound changed the cost of the plan")
-                prepared = self._rewrite(plan, secrets.randbits(62))
-            exact = None
-            if prepared.sql is not None:
-                exact = self.backend.execute(prepared.sql, cancel)
-                touched = True
-            extras: dict[str, ExactResult] = {}
-            done: dict[str, ExactResult] = {}  # equal statements (median and p90 of x) run once
-            for name, statement in prepared.extra:
-                if statement not in done:
-                    done[statement] = self.backend.execute(statement, cancel)
-                    touched = True
-                extras[name] = done[statement]
-            groups = apply_noise(plan, exact, self.noise, extras)
-            released = postprocess(plan, groups)
+            released, plan = body(progress)
         except BaseException as e:
-            if isinstance(e, (BackendUnavailable, CanceledBeforeStart)) and not touched:
+            if isinstance(e, (BackendUnavailable, CanceledBeforeStart)) and not progress.touched:
                 accountant.rollback(reservation)  # provably never reached the data
                 raise
             if not isinstance(e, Exception) or isinstance(e, PASSED_ON):
@@ -429,16 +383,101 @@ class Engine:
             # PrivateQueryFailed); the cause goes to the operator's log only.
             failure = PrivateQueryFailed()
             accountant.commit(reservation, failed=failure.sqlstate)
-            _log_failure(e, analyst, query_text, record.plan)
+            log_failure(e, analyst, record.query, record.plan)
         if failure is not None:
             raise failure  # raised outside the handler: no cause or context is chained to it
-        accountant.commit(
-            reservation,
-            (key, encode_released(released)),
-            (drawn,) if drawn is not None else (),
+        accountant.commit(reservation, (key, encode_released(released)), tuple(progress.drawn))
+        log.info("released %d rows for %s at %s", len(released.rows), analyst, cost)
+        return Answer(released, cost, accountant.remaining(analyst), plan)
+
+    def _execute(
+        self,
+        sql: str,
+        prepared: Prepared,
+        analyst: str,
+        opts: _Options,
+        cancel: CancelToken | None,
+        progress: Progress,
+    ) -> tuple[Released, QueryPlan]:
+        """Run one planned DP query (the budget is reserved): draw its rows-per-unit bound if
+        it needs one, run its statements, add noise. ``progress`` records what was touched."""
+        first = prepared.plan
+        assert isinstance(first, QueryPlan)
+        plan = first
+        if prepared.truncation is not None:
+            tau = self._choose_rows(plan, prepared.truncation, cancel)
+            progress.touched = True
+            choice = self._choice_key(plan, prepared.truncation, analyst)
+            progress.drawn.append((self._bound_cache_key(choice), str(tau)))
+            with self._chosen_lock:
+                self._chosen[choice] = tau
+                while len(self._chosen) > CHOSEN_KEPT:  # the oldest is drawn again
+                    self._chosen.popitem(last=False)
+            plan = self._plan_chosen(sql, *opts, tau, False)
+            reserved = first.cost
+            if not reserved.covers(plan.cost) and (same := _one_method(first)):
+                # At the drawn bound the planner preferred a dearer method (a smooth
+                # plan's δ): keep the method that was reserved for.
+                plan = self._plan_chosen(sql, *opts[:3], same, tau, False)
+            # A cheaper plan at the drawn bound (joint instead of smooth) is charged what
+            # was reserved: the reservation is never exceeded, only not refunded.
+            if not plan.requested.covers(plan.cost) or not reserved.covers(plan.cost):
+                raise InternalError("the chosen bound changed the cost of the plan")
+            prepared = self._rewrite(plan, secrets.randbits(62))
+        exact = None
+        if prepared.sql is not None:
+            exact = self.backend.execute(prepared.sql, cancel)
+            progress.touched = True
+        extras: dict[str, ExactResult] = {}
+        done: dict[str, ExactResult] = {}  # equal statements (median and p90 of x) run once
+        for name, statement in prepared.extra:
+            if statement not in done:
+                done[statement] = self.backend.execute(statement, cancel)
+                progress.touched = True
+            extras[name] = done[statement]
+        groups = apply_noise(plan, exact, self.noise, extras)
+        return postprocess(plan, groups), plan
+
+    @_before_the_data
+    @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
+    def _composed(
+        self, sql: str, *opts: Fraction | MechanismKind | Method | None
+    ) -> ComposedPlan | None:
+        """The plan of a query with scalar subqueries over private data, every part planned
+        (``planning/scalars.py``); None for a query without them."""
+
+        def numeric(plan: QueryPlan) -> bool:
+            return output_columns(plan)[0].type in ("integer", "double")
+
+        return compose(sql, self.catalog, lambda text: self._plan(text, *opts)[0], numeric)
+
+    def _prepared(self, sql: str, opts: _Options, analyst: str | None) -> Prepared:
+        e, d, m, method = opts
+        return self.prepare(sql, epsilon=e, delta=d, mechanism=m, method=method, analyst=analyst)
+
+    def _run_composed(
+        self, composed: ComposedPlan, analyst: str, opts: _Options, cancel: CancelToken | None
+    ) -> Answer:
+        """The scalar subqueries released first, then the outer query with their values, under
+        one reservation of the total cost (privacy argument: ``planning/scalars.py``)."""
+        text, normalised = self._normalised(composed.query, composed.outer, opts[2], opts[3])
+        parts = " | ".join(
+            _plan_summary(p) for p in (*(s.plan for s in composed.scalars), composed.outer)
         )
-        log.info("released %d rows for %s at %s", len(released.rows), analyst, charged)
-        return Answer(released, charged, accountant.remaining(analyst), plan)
+        record = ReleaseRecord(text, f"scalars first: {parts}", self._noise_name(opts[2]))
+
+        def one(sql: str, progress: Progress) -> tuple[Released, QueryPlan]:
+            prepared = self._prepared(sql, opts, analyst)
+            return self._execute(sql, prepared, analyst, opts, cancel, progress)
+
+        def body(progress: Progress) -> tuple[Released, QueryPlan]:
+            outer = outer_query(composed, lambda sql: one(sql, progress)[0].rows[0][0])
+            if not same_plan(composed.outer, self._plan(outer, *opts)[0]):
+                raise InternalError("a released scalar value changed the plan of the query")
+            return one(outer, progress)
+
+        key = self.accountant.cache_key(analyst, normalised)
+        return self._spend(analyst, composed.outer, composed.cost, (key, record), cancel, body)
 
     @_before_the_data
     def is_cached(
@@ -496,36 +535,6 @@ def _normalised_text(sql: str) -> str:
     """The query as one canonical PostgreSQL text (a pure function of ``sql``: cached, since
     parsing and printing it again is most of dpproxy's own time on a cheap query)."""
     return parse(sql).sql(dialect="postgres", normalize=True, comments=False)
-
-
-def _log_failure(error: Exception, analyst: str, query: str, plan: str) -> None:
-    """The operator's record of a :class:`PrivateQueryFailed`: the cause (the backend's own
-    message, which may quote a value: the operator's log is as confidential as the database),
-    then a ``dpproxy.sidechannel`` record with no value in it."""
-    if isinstance(error, DPProxyError):
-        cause = f"{type(error).__name__} ({error.sqlstate}): {error.log_detail or error.message}"
-    else:
-        cause = f"{type(error).__name__}: {error}"
-    log.error(
-        "a private query of %s failed while it ran (charged): %s",
-        analyst,
-        cause,
-        exc_info=None if isinstance(error, DPProxyError) else error,
-        extra={"event": "failure", "user": analyst, "sqlstate": PrivateQueryFailed.sqlstate},
-    )
-    sidechannel_log.warning(
-        "possible side channel: a private query failed while it ran; analyst %r, query %s, plan %s",
-        analyst,
-        query,
-        plan,
-        extra={
-            "event": "sidechannel",
-            "user": analyst,
-            "sqlstate": PrivateQueryFailed.sqlstate,
-            "query": query,
-            "plan": plan,
-        },
-    )
 
 
 def _poll(cancel: CancelToken | None) -> Callable[[], bool] | None:

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.planning.public import PublicPlan
+from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.release.public import PUBLIC_NOTE
 from dpproxy.sql.scope import COUNT_KINDS
@@ -272,7 +273,46 @@ def _public_text(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _budget_data(plan: QueryPlan | PublicPlan, budget: BudgetView | None) -> dict[str, Any] | None:
+def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[str, Any]:
+    """A query with scalar subqueries: each part's plan, in the order the parts run."""
+    parts = [*(p.plan for p in plan.scalars), plan.outer]
+    statements = plan.statements or tuple(() for _ in parts)
+    data = [explain_data(p, ";\n".join(s)) for p, s in zip(parts, statements, strict=True)]
+    return {
+        "query": plan.query,
+        "mechanism": FIRST_NOTE,
+        "scalar_subqueries": data[:-1],
+        "outer": data[-1],
+        "cost": {"epsilon": float(plan.cost.epsilon), "delta": float(plan.cost.delta)},
+        "budget": _budget_data(plan, budget),
+    }
+
+
+def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
+    d = composed_data(plan, budget)
+    lines = [
+        f"query:        {d['query']}",
+        f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g} "
+        f"(the sum of the {len(plan.scalars) + 1} parts below)",
+        *_budget_lines(d["budget"]),
+        f"how:          {FIRST_NOTE}.",
+    ]
+    statements = plan.statements or tuple(() for _ in range(len(plan.scalars) + 1))
+    for i, part in enumerate(plan.scalars):
+        lines += ["", f"--- scalar subquery {i + 1}, released first with noise: {part.sql}"]
+        lines += [explain_text(part.plan, ";\n".join(statements[i]))]
+    lines += [
+        "",
+        "--- the outer query, planned with 0 in place of each scalar subquery (the released "
+        "values replace it; the plan is the same whatever they are):",
+        explain_text(plan.outer, ";\n".join(statements[-1])),
+    ]
+    return "\n".join(lines)
+
+
+def _budget_data(
+    plan: QueryPlan | PublicPlan | ComposedPlan, budget: BudgetView | None
+) -> dict[str, Any] | None:
     if budget is None:
         return None
     remaining = budget.remaining
@@ -292,8 +332,12 @@ def _budget_data(plan: QueryPlan | PublicPlan, budget: BudgetView | None) -> dic
     }
 
 
-def explain_text(plan: QueryPlan | PublicPlan, sql: str, budget: BudgetView | None = None) -> str:
+def explain_text(
+    plan: QueryPlan | PublicPlan | ComposedPlan, sql: str, budget: BudgetView | None = None
+) -> str:
     """The plan as text for a terminal."""
+    if isinstance(plan, ComposedPlan):
+        return _composed_text(plan, budget)
     if isinstance(plan, PublicPlan):
         return _public_text(public_data(plan, sql, budget))
     d = explain_data(plan, sql, budget)
@@ -375,9 +419,13 @@ def _budget_lines(b: dict[str, Any] | None) -> list[str]:
     return [head]
 
 
-def explain_json(plan: QueryPlan | PublicPlan, sql: str, budget: BudgetView | None = None) -> str:
+def explain_json(
+    plan: QueryPlan | PublicPlan | ComposedPlan, sql: str, budget: BudgetView | None = None
+) -> str:
     data = (
-        public_data(plan, sql, budget)
+        composed_data(plan, budget)
+        if isinstance(plan, ComposedPlan)
+        else public_data(plan, sql, budget)
         if isinstance(plan, PublicPlan)
         else explain_data(plan, sql, budget)
     )

@@ -1,0 +1,182 @@
+"""Queries with scalar subqueries over private data: each scalar released first with DP.
+
+A query such as TPC-H Q22, ``... WHERE c_acctbal > (SELECT AVG(c_acctbal) FROM customer
+WHERE ...)``, is planned as k + 1 ordinary DP queries (``sql/scalars.py`` finds and checks the
+subqueries):
+
+* each scalar subquery, as a query of its own: an ungrouped aggregate, so one noisy number;
+* the outer query with a placeholder constant (0) in place of each subquery.
+
+Everything is planned before any data is read, so a refusal of any part (the outer query
+groups by the privacy unit, the subquery is correlated, the budget does not cover the sum)
+charges nothing. ``Engine.run`` then reserves the total cost at once, runs the scalar
+queries, writes their released values into the outer query (:meth:`ComposedPlan.outer_text`),
+plans that text again, checks that its plan is the placeholder plan (same cost, same
+mechanisms and bounds; otherwise an internal error, charged, as any failure after the data
+was read), runs it, and commits the one reservation.
+
+Privacy argument.
+
+* **Sequential composition.** The scalar releases M_1 … M_k and the outer release M_0 are
+  each (ε_i, δ_i)-DP with respect to the same neighbouring relation (one privacy unit added
+  or removed, the schema's); the analyst sees (M_1, …, M_k, M_0), so by basic composition
+  the whole is (Σ ε_i, Σ δ_i)-DP, which is :attr:`ComposedPlan.cost`, the amount reserved
+  and charged. Each part is planned at the analyst's requested (ε, δ), so a query with k
+  scalar subqueries costs k + 1 times a plain one; ``explain`` shows each part's cost.
+* **Adaptivity.** M_0 is chosen after M_1 … M_k are known: its query text contains their
+  values. Basic composition holds for adaptively chosen mechanisms (Dwork, Rothblum and Vadhan
+  2010; Dwork and Roth 2014, Theorem 3.16 and §3.5.1), provided each M_0(v) is (ε_0, δ_0)-DP
+  for every value v it may be given, with ε_0, δ_0 fixed in advance. That is why the outer
+  query is planned with a placeholder before the data is read and the plan at the released
+  values must have the same cost (checked, refused otherwise).
+* **The values are public constants for the outer query.** A released value is a function of
+  DP outputs only (post-processing): the outer query's sensitivity analysis may treat it like
+  any constant the analyst typed, because conditioned on it M_0's sensitivity bound holds for
+  every pair of neighbouring databases. The constant stands only as one side of a comparison
+  (``sql/scalars.py``), where it decides which rows match and nothing else: types, clamping
+  bounds, totality arguments and the plan do not depend on it.
+* **No NULL surprises.** The released value of an ungrouped COUNT, SUM or AVG is always a
+  finite number (an AVG released by JOINT or GS is clipped into the column's bounds); a value
+  that is NULL is substituted as NULL (SQL comparisons with it are unknown, so no row
+  matches: what the plain SQL does when the subquery reads no rows), and a
+  propose-test-release refusal (ZD005) of a scalar part ends the whole query, charged, as PTR's
+  refusal of any query is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpproxy.catalog.model import Catalog
+from dpproxy.errors import UnsupportedQuery
+from dpproxy.planning.plan import QueryPlan
+from dpproxy.planning.public import reads_public_only
+from dpproxy.sql.parse import parse
+from dpproxy.sql.scalars import (
+    check_scalar,
+    constant,
+    find_scalars,
+    placeholder,
+    refuse_arithmetic,
+    substitute,
+)
+from dpproxy.values import Cost
+
+_HINT = re.compile(r"/\*\+\s*dpproxy\b.*?\*/", re.DOTALL | re.IGNORECASE)
+FIRST_NOTE = (
+    "each scalar subquery is released first with differential privacy, as a query of its own; "
+    "its noisy value then replaces the subquery in the outer query as a public constant "
+    "(post-processing). The cost is the sum of the parts (sequential composition)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarPart:
+    """One scalar subquery as a query of its own, and its plan."""
+
+    sql: str
+    plan: QueryPlan
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ComposedPlan:
+    """The plan of a query with scalar subqueries: the parts, in the order they run."""
+
+    query: str  # the analyst's query
+    scalars: tuple[ScalarPart, ...]
+    outer_sql: str  # the outer query with a placeholder for each scalar subquery
+    outer: QueryPlan
+    tree: exp.Expression = field(repr=False)  # the analyst's query, parsed
+    hints: str = ""  # the query's /*+ dpproxy ... */ hints, given to every part
+    # the statements each part runs, scalars first then the outer query (for explain)
+    statements: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def cost(self) -> Cost:
+        total = self.outer.cost
+        for part in self.scalars:
+            total = total + part.plan.cost
+        return total
+
+    def outer_text(self, values: Sequence[exp.Expression]) -> str:
+        """The outer query with ``values`` in place of the scalar subqueries."""
+        return self.hints + substitute(self.tree, values).sql("postgres", comments=False)
+
+
+def compose(
+    sql: str,
+    catalog: Catalog,
+    plan_of: Callable[[str], QueryPlan],
+    numeric: Callable[[QueryPlan], bool],
+) -> ComposedPlan | None:
+    """The plan of ``sql`` when it has scalar subqueries (None when it has none); every part
+    planned with ``plan_of`` (the engine's checked planner), so any refusal happens here.
+    ``numeric``: does a plan release a number (its one output column)?"""
+    tree = parse(sql)
+    refuse_arithmetic(tree)
+    found = find_scalars(tree)
+    if not found:
+        return None
+    hints = "".join(m + " " for m in _HINT.findall(sql))
+    parts = []
+    for node in found:
+        select = _with_outer_ctes(check_scalar(node, catalog), tree)
+        if reads_public_only(select, catalog):
+            raise UnsupportedQuery(
+                f"a scalar subquery over public tables only is not supported inside a query "
+                f"over private data (in {node.sql('postgres')[:60]})",
+                hint="run the subquery as a query of its own (public tables are answered "
+                "exactly, at no cost) and write its value as a constant",
+            )
+        text = hints + select.sql("postgres", comments=False)
+        plan = plan_of(text)
+        if not numeric(plan):
+            raise UnsupportedQuery(
+                f"a scalar subquery must compute a number (in {node.sql('postgres')[:60]})",
+                hint="compare with (SELECT AVG(x) FROM t WHERE ...)",
+            )
+        parts.append(ScalarPart(text, plan))
+    outer_sql = hints + substitute(tree, [placeholder()] * len(found)).sql(
+        "postgres", comments=False
+    )
+    return ComposedPlan(sql, tuple(parts), outer_sql, plan_of(outer_sql), tree, hints)
+
+
+def _with_outer_ctes(select: exp.Select, tree: exp.Expression) -> exp.Select:
+    """``select`` as a query of its own: with the outer query's WITH when it reads one of its
+    CTEs (``... (SELECT MAX(total_revenue) FROM revenue)`` of TPC-H Q15)."""
+    key = "with_" if "with_" in tree.args else "with"  # the name differs by sqlglot version
+    ctes = tree.args.get(key)
+    if ctes is None or select.args.get(key) is not None:
+        return select
+    names = {c.alias_or_name.lower() for c in ctes.expressions}
+    if not any(t.name.lower() in names for t in select.find_all(exp.Table)):
+        return select
+    own = select.copy()
+    own.set(key, ctes.copy())
+    return own
+
+
+def outer_query(composed: ComposedPlan, release: Callable[[str], object]) -> str:
+    """Release each scalar part (``release``: the engine's run of one planned query, returning
+    its one released value), in order; the outer query's text with the released values."""
+    return composed.outer_text([constant(release(part.sql)) for part in composed.scalars])
+
+
+def same_plan(placeholder_plan: QueryPlan, plan: QueryPlan) -> bool:
+    """Does ``plan`` (at the released values) release what was reserved for, the same way:
+    cost, contribution bound, noisy primitives, selection and aggregate methods?"""
+
+    def shape(p: QueryPlan) -> tuple[object, ...]:
+        methods = tuple((a.kind, a.method, a.bounds) for a in p.aggregates)
+        noise = tuple(
+            (r.primitive.name, r.primitive.kind, r.primitive.values, r.sensitivity, r.mechanism)
+            for r in p.releases
+        )  # a primitive's measure holds the constant itself
+        return (p.cost, p.stability, noise, p.selection, methods)
+
+    return shape(placeholder_plan) == shape(plan)
