@@ -1114,6 +1114,9 @@ class QueryGen:
         sub += " GROUP BY uid"
         if self.chance(30):
             sub += f" HAVING {self.pick(('SUM', 'MAX', 'COUNT'))}({self.measure(depth)}) > 0"
+        if self.chance(30):  # arithmetic over the aggregates, computed by the outer query
+            a, b = self.pick(inner).split(" AS ")[0], self.pick(inner).split(" AS ")[0]
+            inner.append(f"{a} {self.pick(('+', '-', '*', '/'))} {b} AS v{len(inner)}")
         v = self.pick([f"v{i}" for i in range(len(inner))])
         outer = self.pick(
             (

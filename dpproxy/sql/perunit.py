@@ -5,8 +5,11 @@ GROUP BY n`` — a histogram of orders per customer — reads a *derived relatio
 customer. It is accepted when the subquery's GROUP BY is exactly the privacy unit of its own
 relation (one private table, a join that ``sql/joins.py`` builds, or ``T LEFT JOIN U ON
 T.unit = U.unit``) and its select list holds the unit and aggregates (COUNT(*), COUNT(x),
-COUNT(DISTINCT x), SUM, AVG, MIN, MAX of row-level expressions), with an optional WHERE and an
-optional HAVING.
+COUNT(DISTINCT x), SUM, AVG, MIN, MAX of row-level expressions, and arithmetic over them), with
+an optional WHERE and an optional HAVING. Each aggregate is a column of the derived relation
+(hidden when only HAVING or arithmetic uses it); HAVING becomes a filter on the derived rows and
+arithmetic over aggregates a row-level expression of the outer query over those columns, typed,
+guarded and bounded like any other.
 
 Privacy argument. Every row of the inner relation belongs to exactly one unit: the value of
 its unit column (rows whose unit is NULL belong to no one and are dropped: ``WHERE unit IS NOT
@@ -22,7 +25,7 @@ A LEFT JOIN keeps the argument: ``customer LEFT JOIN orders ON c_custkey = o_cus
 customer row only with orders of the same unit (orders' unit is ``o_custkey``), and a customer
 without orders gets one row of NULLs, so every output row still belongs to exactly one unit,
 ``c_custkey``. Further ON conditions may read the right table only (they are applied to its
-rows before the join); any other outer join is refused.
+rows before the join); any other outer join is refused (``sql/leftjoin.py``).
 
 Bounds of the derived columns (claims the outer rewrite enforces by clamping them, since the
 derived relation is a table like any other to it): COUNT ∈ [0, ∞) (an integer); AVG, MIN and
@@ -36,7 +39,6 @@ The SQL of the derived relation is built in ``rewrite/perunit.py`` from :class:`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -45,12 +47,14 @@ from sqlglot import exp
 from dpproxy.catalog.model import Column, ColumnType, ContributionBound, Table
 from dpproxy.errors import GroupingError, UnsupportedQuery
 from dpproxy.sql.aggregates import default_name
-from dpproxy.sql.joins import JoinSource, conjuncts
+from dpproxy.sql.joins import JoinSource
+from dpproxy.sql.leftjoin import FromScope, LeftJoin, left_join_scope, no_subqueries, row_level
 from dpproxy.sql.scope import Scope, expect_bool
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 UNIT_OF_ROW = "__unit_of_row"
 
+_AGGS = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 _KINDS: dict[type, str] = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -68,17 +72,6 @@ class Derived:
     name: str
     kind: str
     measure: exp.Expression | None
-
-
-@dataclass(frozen=True, slots=True)
-class LeftJoin:
-    """``left LEFT JOIN right ON left.unit = right.unit AND <right_filters>``."""
-
-    left: Table
-    right: Table
-    left_unit: str
-    right_unit: str
-    right_filters: tuple[exp.Expression, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +95,6 @@ class PerUnitScope(Scope):
     per_unit: PerUnit | None = None
 
 
-FromScope = Callable[[exp.Select], Scope]
-
-
 def per_unit_scope(
     inner: exp.Select, name: str, column_list: list[str], from_scope: FromScope
 ) -> PerUnitScope:
@@ -120,7 +110,7 @@ def per_unit_scope(
     joins = inner.args.get("joins") or []
     left_join = None
     if any(j.side for j in joins):
-        scope, left_join = _left_join_scope(inner, from_scope)
+        scope, left_join = left_join_scope(inner, from_scope)
     else:
         scope = from_scope(inner)
     if isinstance(scope, PerUnitScope):
@@ -141,8 +131,8 @@ def per_unit_scope(
     table = scope.table
     where = inner.args.get("where")
     if where is not None:
-        _no_subqueries(where.this, "the WHERE clause of a per-unit subquery")
-        _row_level(where.this, "WHERE")
+        no_subqueries(where.this, "the WHERE clause of a per-unit subquery")
+        row_level(where.this, "WHERE")
         cond = scope.resolve(where.this)
         expect_bool(cond, scope, "WHERE")
         scope.filters.append(cond)
@@ -150,17 +140,20 @@ def per_unit_scope(
     outputs: list[tuple[str, exp.Expression]] = []
     unit_output = None
     derived: list[Derived] = []
+    computed: list[tuple[str, exp.Expression]] = []
     for i, proj in enumerate(inner.expressions):
         node = proj.unalias()
         out = column_list[i] if i < len(column_list) else (proj.alias or default_name(node, i))
         out = out.lower()
+        if out.startswith("__"):
+            raise UnsupportedQuery(f'column names beginning with "__" are reserved: "{out}"')
         if any(o == out for o, _ in outputs):
             raise UnsupportedQuery(f'the per-unit subquery has two columns named "{out}"')
         if isinstance(node, exp.Star) or (
             isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
         ):
             raise UnsupportedQuery("SELECT * in a per-unit subquery is not supported")
-        _no_subqueries(node, "a per-unit subquery's select list")
+        no_subqueries(node, "a per-unit subquery's select list")
         if not any(isinstance(n, exp.AggFunc) for n in node.walk()):
             if scope.resolve(node) != unit:
                 raise GroupingError(
@@ -171,7 +164,14 @@ def per_unit_scope(
             unit_output = out
             outputs.append((out, exp.column(unit_output)))
             continue
-        derived.append(_aggregate(node, out, scope))
+        if isinstance(node, _AGGS):
+            derived.append(_aggregate(node, out, scope))
+            outputs.append((out, exp.column(out)))
+            continue
+        # Arithmetic over aggregates: each aggregate a hidden derived column, the expression
+        # over them computed row-wise by the outer query, like a row-wise subquery's columns.
+        unit_ref = exp.column(unit_output or UNIT_OF_ROW)
+        computed.append((out, _over_derived(node, scope, unit, unit_ref, derived, "a column")))
         outputs.append((out, exp.column(out)))
     if len(column_list) > len(inner.expressions):
         raise UnsupportedQuery(
@@ -180,8 +180,9 @@ def per_unit_scope(
         )
     having_terms: list[exp.Expression] = []
     if h := inner.args.get("having"):
-        _no_subqueries(h.this, "HAVING of a per-unit subquery")
-        having_terms.append(_having(h.this, scope, unit, unit_output, derived))
+        no_subqueries(h.this, "HAVING of a per-unit subquery")
+        unit_ref = exp.column(unit_output or UNIT_OF_ROW)
+        having_terms.append(_over_derived(h.this, scope, unit, unit_ref, derived, "HAVING"))
     inner_name = scope.source.description if scope.source is not None else table.name
     description = f"{name} (one row per unit: {inner_name} GROUP BY {unit.sql('postgres')})"
     derived_table = _derived_table(description, table, unit, unit_output, derived)
@@ -207,25 +208,14 @@ def per_unit_scope(
     out_scope = PerUnitScope(derived_table, dict(outputs), set(), [], types, per_unit=per_unit)
     visible = out_scope.names
     out_scope.names = {c.name: exp.column(c.name) for c in derived_table.columns}
+    for out, expr in computed:
+        visible[out] = out_scope.resolve(expr)
     for term in having_terms:  # over every derived column, the hidden ones too
         cond = out_scope.resolve(term)
         expect_bool(cond, out_scope, "HAVING")
         out_scope.filters.append(cond)
     out_scope.names = visible
     return out_scope
-
-
-def _no_subqueries(node: exp.Expression, where: str) -> None:
-    if any(isinstance(n, exp.Subquery | exp.Select | exp.Exists) for n in node.walk()):
-        raise UnsupportedQuery(f"a subquery in {where} is not supported")
-
-
-def _row_level(node: exp.Expression, where: str) -> None:
-    for n in node.walk():
-        if isinstance(n, exp.AggFunc):
-            raise GroupingError(f"aggregate functions are not allowed in {where}")
-        if isinstance(n, exp.Window):
-            raise UnsupportedQuery(f"window functions are not allowed in {where}")
 
 
 def _unit_key(inner: exp.Select, group: exp.Group, scope: Scope) -> exp.Expression:
@@ -239,7 +229,7 @@ def _unit_key(inner: exp.Select, group: exp.Group, scope: Scope) -> exp.Expressi
             if not 1 <= pos <= len(inner.expressions):
                 raise UnsupportedQuery(f"GROUP BY position {pos} is not in select list")
             node = inner.expressions[pos - 1].unalias()
-        _row_level(node, "GROUP BY")
+        row_level(node, "GROUP BY")
         r = scope.resolve(node)
         if r not in resolved:
             resolved.append(r)
@@ -259,12 +249,7 @@ def _unit_key(inner: exp.Select, group: exp.Group, scope: Scope) -> exp.Expressi
 
 
 def _aggregate(node: exp.Expression, out: str, scope: Scope) -> Derived:
-    if not isinstance(node, tuple(_KINDS)):
-        raise UnsupportedQuery(
-            f"{node.sql('postgres')[:60]} in a per-unit subquery is not supported: its columns "
-            "must be COUNT, SUM, AVG, MIN or MAX of a row-level expression",
-            hint="compute arithmetic over the aggregates in the outer query",
-        )
+    assert isinstance(node, _AGGS)
     kind = _KINDS[type(node)]
     arg = node.this
     if isinstance(arg, exp.Star):
@@ -279,7 +264,7 @@ def _aggregate(node: exp.Expression, out: str, scope: Scope) -> Derived:
         kind, arg = "count_distinct", arg.expressions[0]
     if arg is None or node.args.get("expressions"):
         raise UnsupportedQuery(f"{node.sql('postgres')[:60]}: one argument expected")
-    _row_level(arg, f"the argument of {kind.upper()}")
+    row_level(arg, f"the argument of {kind.upper()}")
     measure = scope.resolve(arg)
     t = type_of(measure, scope.column_types)
     if kind in ("sum", "avg", "min", "max") and t is not SqlType.NUMERIC:
@@ -290,31 +275,31 @@ def _aggregate(node: exp.Expression, out: str, scope: Scope) -> Derived:
     return Derived(out, kind, measure)
 
 
-def _having(
-    cond: exp.Expression,
+def _over_derived(
+    node: exp.Expression,
     scope: Scope,
     unit: exp.Expression,
-    unit_output: str | None,
+    unit_ref: exp.Expression,
     derived: list[Derived],
+    where: str,
 ) -> exp.Expression:
-    """HAVING as a filter on the derived relation: every aggregate becomes a derived column
-    (hidden when the select list does not hold it), the unit its output column."""
-    hidden = 0
+    """An expression over aggregates (HAVING, or a computed column) rewritten over the derived
+    relation: every aggregate becomes a derived column (a hidden one when the select list does
+    not hold it), the unit its output column."""
 
     def sub(n: exp.Expression) -> exp.Expression:
-        nonlocal hidden
-        if isinstance(n, tuple(_KINDS)):
+        if isinstance(n, _AGGS):
             d = _aggregate(n, "", scope)
             for have in derived:
                 if have.kind == d.kind and have.measure == d.measure:
                     return exp.column(have.name)
-            name = f"__having_{hidden}"
-            hidden += 1
+            name = f"__agg_{len(derived)}"
             derived.append(Derived(name, d.kind, d.measure))
             return exp.column(name)
         if isinstance(n, exp.AggFunc):
             raise UnsupportedQuery(
-                f"{n.sql('postgres')[:60]} in HAVING of a per-unit subquery is not supported"
+                f"{n.sql('postgres')[:60]} in {where} of a per-unit subquery is not supported: "
+                "its aggregates must be COUNT, SUM, AVG, MIN or MAX"
             )
         if isinstance(n, exp.Column):
             if scope.resolve(n) != unit:
@@ -322,10 +307,10 @@ def _having(
                     f'column "{n.sql("postgres")}" must appear in the GROUP BY clause or be '
                     "used in an aggregate function"
                 )
-            return exp.column(unit_output or UNIT_OF_ROW)
+            return unit_ref.copy()
         return n
 
-    return cond.copy().transform(sub, copy=False)
+    return node.copy().transform(sub, copy=False)
 
 
 def _derived_table(
@@ -365,113 +350,3 @@ def _derived_column(d: Derived, table: Table) -> Column:
     if lo is None or hi is None:
         lo = hi = None
     return Column(d.name, ColumnType.FLOAT, lo, hi, nullable=True)
-
-
-def _left_join_scope(inner: exp.Select, from_scope: FromScope) -> tuple[Scope, LeftJoin]:
-    """``T LEFT JOIN U ON T.unit = U.unit [AND <conditions on U>]`` (module docstring)."""
-    joins = inner.args.get("joins") or []
-    from_ = inner.args.get("from_") or inner.args.get("from")
-    join = joins[0]
-    if (
-        from_ is None
-        or len(joins) != 1
-        or join.side.upper() != "LEFT"
-        or join.args.get("using")
-        or not isinstance(from_.this, exp.Table)
-        or not isinstance(join.this, exp.Table)
-    ):
-        raise UnsupportedQuery(
-            "outer joins are supported only as T LEFT JOIN U ON T.unit = U.unit inside a "
-            "per-unit subquery (GROUP BY the privacy unit): other outer joins could give a row "
-            "no person or two people",
-        )
-    left_scope = from_scope(exp.select("*").from_(from_.this.copy()))
-    right_scope = from_scope(exp.select("*").from_(join.this.copy()))
-    lt, rt = left_scope.table, right_scope.table
-    if not (_plain(left_scope) and _plain(right_scope)):
-        raise UnsupportedQuery(
-            "a LEFT JOIN in a per-unit subquery must join tables of the schema, not CTEs",
-            hint="write the tables themselves in the LEFT JOIN",
-        )
-    if (
-        left_scope.source is not None
-        or right_scope.source is not None
-        or not (lt.privacy_unit and rt.privacy_unit)
-    ):
-        raise UnsupportedQuery(
-            "a LEFT JOIN in a per-unit subquery must join two private tables that each hold "
-            "the privacy unit as a column"
-        )
-    shared = {c.name for c in lt.columns} & {c.name for c in rt.columns}
-    if shared:
-        raise UnsupportedQuery(
-            f"a LEFT JOIN of tables sharing column names ({', '.join(sorted(shared))}) is not "
-            "supported in a per-unit subquery"
-        )
-    lq = {from_.this.alias_or_name.lower(), lt.name.lower()}
-    rq = {join.this.alias_or_name.lower(), rt.name.lower()}
-    tied = False
-    right_filters: list[exp.Expression] = []
-    for c in conjuncts(join.args.get("on")):
-        cols = list(c.find_all(exp.Column))
-        owners = {_owner(col, lt, rt, lq, rq) for col in cols}
-        if isinstance(c, exp.EQ) and owners == {"left", "right"} and len(cols) == 2:
-            a, b = cols if _owner(cols[0], lt, rt, lq, rq) == "left" else cols[::-1]
-            if a.name.lower() == lt.privacy_unit.lower() and b.name.lower() == (
-                rt.privacy_unit.lower()
-            ):
-                tied = True
-                continue
-        if owners - {"right"}:
-            raise UnsupportedQuery(
-                "the ON clause of a LEFT JOIN in a per-unit subquery may equate the two "
-                "tables' privacy units and add conditions on the right table only",
-                hint=f"ON {lt.privacy_unit} = {rt.privacy_unit} AND <conditions on {rt.name}>",
-            )
-        _no_subqueries(c, "the ON clause")
-        _row_level(c, "JOIN/ON")
-        right_filters.append(right_scope.resolve(c))
-    if not tied:
-        raise UnsupportedQuery(
-            "a LEFT JOIN in a per-unit subquery must equate the two tables' privacy units "
-            f"(ON {lt.privacy_unit} = {rt.privacy_unit}): otherwise a joined row could hold "
-            "another person's rows"
-        )
-    columns = lt.columns + tuple(
-        Column(c.name, c.type, c.lower, c.upper, True, c.domain) for c in rt.columns
-    )
-    table = Table(
-        name=f"{lt.name} ⟕ {rt.name}",
-        private=True,
-        columns=columns,
-        privacy_unit=lt.privacy_unit,
-    )
-    names: dict[str, exp.Expression] = {c.name.lower(): exp.column(c.name) for c in columns}
-    for q in lq:
-        names.update({f"{q}.{c.name.lower()}": exp.column(c.name) for c in lt.columns})
-    for q in rq:
-        names.update({f"{q}.{c.name.lower()}": exp.column(c.name) for c in rt.columns})
-    types = {c.name: COLUMN_TYPES[c.type] for c in columns}
-    scope = Scope(table, names, lq | rq, [], types, None, set(), True)
-    left = LeftJoin(lt, rt, lt.privacy_unit, rt.privacy_unit, tuple(right_filters))
-    return scope, left
-
-
-def _plain(scope: Scope) -> bool:
-    """Is the scope a table of the schema as it is (no CTE's filters or computed columns)?"""
-    own = {c.name.lower(): exp.column(c.name) for c in scope.table.columns}
-    return not scope.filters and scope.names == own
-
-
-def _owner(col: exp.Column, lt: Table, rt: Table, lq: set[str], rq: set[str]) -> str:
-    if col.table:
-        if col.table.lower() in lq:
-            return "left"
-        if col.table.lower() in rq:
-            return "right"
-        return "?"
-    if lt.column(col.name.lower()) is not None or lt.column(col.name) is not None:
-        return "left"
-    if rt.column(col.name.lower()) is not None or rt.column(col.name) is not None:
-        return "right"
-    return "?"

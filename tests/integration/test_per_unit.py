@@ -45,6 +45,9 @@ QUERIES = {
     "revenue": ("SELECT COUNT(*), SUM(LEAST(GREATEST(revenue, 0), 1000000)) FROM (SELECT "
                 "o_custkey, SUM(l_extendedprice * (1 - l_discount)) AS revenue FROM orders JOIN "
                 "lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey) t", True),
+    "arithmetic": ("SELECT AVG(LEAST(GREATEST(mean, 0), 1000000)), SUM(spread) FROM (SELECT "
+                   "o_custkey, SUM(o_totalprice) / COUNT(*) AS mean, MAX(o_totalprice) - "
+                   "MIN(o_totalprice) AS spread FROM orders GROUP BY o_custkey) t", True),
     "q13": (Q13.strip().rstrip(";"), False),
     "hinted": ("SELECT /*+ dpproxy max_rows=3 */ COUNT(*) FROM "
                f"({PER_CUSTOMER} GROUP BY o_custkey) t WHERE n > 10", True),

@@ -61,6 +61,9 @@ QUERIES = {
     "items_per_customer": "SELECT {hint}SUM(LEAST(q, 100)), COUNT(*) FROM (SELECT o_custkey, "
     "SUM(l_quantity) AS q FROM orders JOIN lineitem ON l_orderkey = o_orderkey "
     "GROUP BY o_custkey HAVING COUNT(*) > 1) t",
+    "arithmetic": "SELECT {hint}AVG(LEAST(GREATEST(mean, 0), 500)), SUM(LEAST(spread, 100)) "
+    "FROM (SELECT o_custkey, SUM(o_totalprice) / COUNT(*) AS mean, MAX(o_totalprice) - "
+    "MIN(o_totalprice) AS spread FROM orders GROUP BY o_custkey) t",
     "cte_distinct": "WITH pc AS (SELECT o_custkey, COUNT(DISTINCT o_tags) AS k FROM orders "
     "WHERE o_totalprice < 900 GROUP BY o_custkey) SELECT {hint}SUM(LEAST(k, 2)) FROM pc",
 }

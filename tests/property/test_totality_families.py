@@ -212,6 +212,8 @@ PER_UNIT = (
     "AS d FROM t GROUP BY uid) x WHERE d >= 0",
     "SELECT COUNT(*) FROM (SELECT uid, SUM(EXTRACT(HOUR FROM day)) AS h FROM t GROUP BY uid) x "
     "WHERE h > 0",
+    "SELECT AVG(LEAST(GREATEST(r, 0), 5)) FROM (SELECT uid, SUM(fu) / COUNT(i64) AS r, "
+    "MAX(i64) - MIN(i64) AS w FROM t GROUP BY uid) x WHERE w * 2 > 0",
 )
 
 # Beyond the families, with no contribution bound in the schema (rows per unit chosen with
