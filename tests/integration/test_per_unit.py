@@ -19,6 +19,7 @@ from dpproxy.accounting.memory import MemoryAccountant
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.engine import Engine
+from dpproxy.explain import explain_data
 from dpproxy.tpch import load_tpch_postgres
 from dpproxy.values import Cost
 from tests.noise import NoNoise
@@ -29,28 +30,53 @@ Q13 = (Path(__file__).resolve().parents[1] / "corpus" / "tpch" / "q13.sql").read
 PER_CUSTOMER = "SELECT o_custkey, COUNT(*) AS n, SUM(o_totalprice) AS spent FROM orders"
 # name → (query, ungrouped: compare with the plain SQL on PostgreSQL too)
 QUERIES = {
-    "histogram": (f"SELECT n, COUNT(*) FROM ({PER_CUSTOMER} GROUP BY o_custkey) t GROUP BY n",
-                  False),
-    "spent": (f"SELECT COUNT(*) FROM ({PER_CUSTOMER} GROUP BY o_custkey) t WHERE spent > 100000",
-              True),
-    "avg_least": ("SELECT AVG(LEAST(n, 50)) FROM (SELECT c_custkey, COUNT(*) AS n FROM customer "
-                  "JOIN orders ON c_custkey = o_custkey GROUP BY c_custkey) t", True),
-    "cte_having": ("WITH pc AS (SELECT o_custkey, COUNT(*) AS n FROM orders WHERE "
-                   "o_orderstatus <> 'P' GROUP BY o_custkey HAVING MAX(o_totalprice) > 300000) "
-                   "SELECT SUM(LEAST(n, 40)), COUNT(*) FROM pc", True),
-    "min_avg": ("SELECT AVG(lo), AVG(mean) FROM (SELECT o_custkey, MIN(o_totalprice) AS lo, "
-                "AVG(o_totalprice) AS mean FROM orders GROUP BY o_custkey) t", True),
-    "buckets": ("SELECT CASE WHEN n >= 20 THEN 'many' ELSE 'few' END AS b, COUNT(*) FROM "
-                f"({PER_CUSTOMER} GROUP BY o_custkey) t GROUP BY 1", False),
-    "revenue": ("SELECT COUNT(*), SUM(LEAST(GREATEST(revenue, 0), 1000000)) FROM (SELECT "
-                "o_custkey, SUM(l_extendedprice * (1 - l_discount)) AS revenue FROM orders JOIN "
-                "lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey) t", True),
-    "arithmetic": ("SELECT AVG(LEAST(GREATEST(mean, 0), 1000000)), SUM(spread) FROM (SELECT "
-                   "o_custkey, SUM(o_totalprice) / COUNT(*) AS mean, MAX(o_totalprice) - "
-                   "MIN(o_totalprice) AS spread FROM orders GROUP BY o_custkey) t", True),
+    "histogram": (
+        f"SELECT n, COUNT(*) FROM ({PER_CUSTOMER} GROUP BY o_custkey) t GROUP BY n",
+        False,
+    ),
+    "spent": (
+        f"SELECT COUNT(*) FROM ({PER_CUSTOMER} GROUP BY o_custkey) t WHERE spent > 100000",
+        True,
+    ),
+    "avg_least": (
+        "SELECT AVG(LEAST(n, 50)) FROM (SELECT c_custkey, COUNT(*) AS n FROM customer "
+        "JOIN orders ON c_custkey = o_custkey GROUP BY c_custkey) t",
+        True,
+    ),
+    "cte_having": (
+        "WITH pc AS (SELECT o_custkey, COUNT(*) AS n FROM orders WHERE "
+        "o_orderstatus <> 'P' GROUP BY o_custkey HAVING MAX(o_totalprice) > 300000) "
+        "SELECT SUM(LEAST(n, 40)), COUNT(*) FROM pc",
+        True,
+    ),
+    "min_avg": (
+        "SELECT AVG(lo), AVG(mean) FROM (SELECT o_custkey, MIN(o_totalprice) AS lo, "
+        "AVG(o_totalprice) AS mean FROM orders GROUP BY o_custkey) t",
+        True,
+    ),
+    "buckets": (
+        "SELECT CASE WHEN n >= 20 THEN 'many' ELSE 'few' END AS b, COUNT(*) FROM "
+        f"({PER_CUSTOMER} GROUP BY o_custkey) t GROUP BY 1",
+        False,
+    ),
+    "revenue": (
+        "SELECT COUNT(*), SUM(LEAST(GREATEST(revenue, 0), 1000000)) FROM (SELECT "
+        "o_custkey, SUM(l_extendedprice * (1 - l_discount)) AS revenue FROM orders JOIN "
+        "lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey) t",
+        True,
+    ),
+    "arithmetic": (
+        "SELECT AVG(LEAST(GREATEST(mean, 0), 1000000)), SUM(spread) FROM (SELECT "
+        "o_custkey, SUM(o_totalprice) / COUNT(*) AS mean, MAX(o_totalprice) - "
+        "MIN(o_totalprice) AS spread FROM orders GROUP BY o_custkey) t",
+        True,
+    ),
     "q13": (Q13.strip().rstrip(";"), False),
-    "hinted": ("SELECT /*+ dpproxy max_rows=3 */ COUNT(*) FROM "
-               f"({PER_CUSTOMER} GROUP BY o_custkey) t WHERE n > 10", True),
+    "hinted": (
+        "SELECT /*+ dpproxy max_rows=3 */ COUNT(*) FROM "
+        f"({PER_CUSTOMER} GROUP BY o_custkey) t WHERE n > 10",
+        True,
+    ),
 }
 
 
@@ -90,6 +116,18 @@ def test_postgres_gives_the_same_noise_free_answers(
                 if ungrouped:
                     plain = con.execute(sql.replace("/*+ dpproxy max_rows=3 */ ", "")).fetchall()
                     assert all(_close(u, v) for u, v in zip(b[0], plain[0], strict=True)), (
-                        name, b, plain)
+                        name,
+                        b,
+                        plain,
+                    )
     finally:
         pg.close()
+
+
+def test_explain_shows_the_derived_relation(duck: Engine) -> None:
+    """The plan names the per-unit relation and how it was derived, and needs no bounding."""
+    prepared = duck.prepare(QUERIES["q13"][0], secret=1)
+    data = explain_data(prepared.plan, QUERIES["q13"][0])
+    assert data["relation"] == "c_orders (one row per unit: customer ⟕ orders GROUP BY c_custkey)"
+    assert not prepared.plan.needs_bounding and prepared.plan.stability.rows == 1
+    assert "LEFT JOIN" in (prepared.sql or "") and "AS __derived" in (prepared.sql or "")

@@ -127,8 +127,6 @@ def test_grouping_by_another_key_would_break_the_bound(
     )
     prepared = harness.engine("declared", NATION).prepare(PER_ORDER, secret=1)
     d = Db(tuple(Customer(k, 0, 1.0, (Order(10 * k, 1.0, None, (1.0,)),)) for k in (1, 2, 3)))
-    loud = Customer(
-        50_000, 0, 1.0, tuple(Order(60_000 + i, 1.0, None, (1.0,)) for i in range(3))
-    )
+    loud = Customer(50_000, 0, 1.0, tuple(Order(60_000 + i, 1.0, None, (1.0,)) for i in range(3)))
     with pytest.raises(AssertionError, match="brute force L1"):
         check_neighbours(harness, prepared, NATION, d, [loud])
