@@ -237,13 +237,19 @@ def _unit_key(inner: exp.Select, group: exp.Group, scope: Scope) -> exp.Expressi
     units = [r for r in resolved if isinstance(r, exp.Column) and table.is_unit(r.name)]
     if len(resolved) != 1 or not units:
         names = [table.privacy_unit or "", *table.unit_columns]
-        shown = ", ".join(n for n in names if n and not n.startswith("__")) or "the unit"
+        shown = ", ".join(n for n in names if n and not n.startswith("__"))
+        hint = "aggregate per person in the subquery (GROUP BY the privacy unit), or aggregate "
+        hint += "in the outer query only"
+        hidden = scope.source.hidden if scope.source is not None else ()
+        if not shown and hidden:  # the unit is reached through tables the query does not name
+            hint = f"join {', '.join(hidden)} in the subquery and GROUP BY its privacy unit, or "
+            hint += "aggregate in the outer query only"
         raise UnsupportedQuery(
-            "GROUP BY in a subquery must be exactly the privacy unit "
-            f"({shown}): a group of several people's rows is not one person's row, so the "
-            "outer query could not bound what one person contributes",
-            hint="aggregate per person in the subquery (GROUP BY the privacy unit), or "
-            "aggregate in the outer query only",
+            "GROUP BY in a subquery must be exactly the privacy unit"
+            + (f" ({shown})" if shown else "")
+            + ": a group of several people's rows is not one person's row, so the outer query "
+            "could not bound what one person contributes",
+            hint=hint,
         )
     return units[0]
 
