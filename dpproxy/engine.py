@@ -33,7 +33,7 @@ from dpproxy.planning.hints import parse_hints
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
-from dpproxy.planning.scalars import ComposedPlan, compose, outer_query, same_plan
+from dpproxy.planning.scalars import ComposedPlan, compose, outer_query, public_values, same_plan
 from dpproxy.planning.truncation import scores as truncation_scores
 from dpproxy.release.answer import Answer as Answer
 from dpproxy.release.answer import Prepared as Prepared
@@ -44,8 +44,8 @@ from dpproxy.release.failure import PASSED_ON, log_failure
 from dpproxy.release.failure import PrivateQueryFailed as PrivateQueryFailed
 from dpproxy.release.local import exponential_index
 from dpproxy.release.noise import apply_noise
-from dpproxy.release.postprocess import Released, output_columns, postprocess
-from dpproxy.release.public import public_failure, release_public
+from dpproxy.release.postprocess import Released, postprocess
+from dpproxy.release.public import columns_of, public_failure, release_public
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import parse, too_complex
@@ -136,8 +136,7 @@ class Engine:
         composed = self._composed(sql, epsilon, delta, mechanism, method)
         if composed is not None:
             opts = (epsilon, delta, mechanism, method)
-            texts = [p.sql for p in composed.scalars] + [composed.outer_sql]
-            statements = tuple(self._prepared(t, opts, analyst).statements for t in texts)
+            statements = tuple(self._prepared(t, opts, analyst).statements for t in composed.texts)
             extra = tuple((f"part {i}", s) for i, st in enumerate(statements) for s in st)
             return Prepared(replace(composed, statements=statements), None, extra)
         plan, unkeyed, statement = self._plan(sql, epsilon, delta, mechanism, method)
@@ -440,16 +439,15 @@ class Engine:
 
     @_before_the_data
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
-    def _composed(
-        self, sql: str, *opts: Fraction | MechanismKind | Method | None
-    ) -> ComposedPlan | None:
+    def _composed(self, sql: str, *opts: Fraction | MechanismKind | Method | None) -> Composed:
         """The plan of a query with scalar subqueries over private data, every part planned
         (``planning/scalars.py``); None for a query without them."""
 
-        def numeric(plan: QueryPlan) -> bool:
-            return output_columns(plan)[0].type in ("integer", "double")
+        def plan_of(text: str) -> QueryPlan | PublicPlan:
+            return self.public_plan(text) or self._plan(text, *opts)[0]
 
-        return compose(sql, self.catalog, lambda text: self._plan(text, *opts)[0], numeric)
+        numeric = ("integer", "double")
+        return compose(sql, self.catalog, plan_of, lambda p: columns_of(p)[0].type in numeric)
 
     def _prepared(self, sql: str, opts: _Options, analyst: str | None) -> Prepared:
         e, d, m, method = opts
@@ -461,20 +459,20 @@ class Engine:
         """The scalar subqueries released first, then the outer query with their values, under
         one reservation of the total cost (privacy argument: ``planning/scalars.py``)."""
         text, normalised = self._normalised(composed.query, composed.outer, opts[2], opts[3])
-        parts = " | ".join(
-            _plan_summary(p) for p in (*(s.plan for s in composed.scalars), composed.outer)
-        )
+        parts = " | ".join(_plan_summary(p) for p in composed.plans)
         record = ReleaseRecord(text, f"scalars first: {parts}", self._noise_name(opts[2]))
-
-        def one(sql: str, progress: Progress) -> tuple[Released, QueryPlan]:
-            prepared = self._prepared(sql, opts, analyst)
-            return self._execute(sql, prepared, analyst, opts, cancel, progress)
+        public = lambda p: self._run_public(p, analyst, cancel).released.rows[0][0]  # noqa: E731
+        exact = public_values(composed, public)  # before the budget is reserved: free
 
         def body(progress: Progress) -> tuple[Released, QueryPlan]:
-            outer = outer_query(composed, lambda sql: one(sql, progress)[0].rows[0][0])
+            def one(sql: str) -> tuple[Released, QueryPlan]:
+                prepared = self._prepared(sql, opts, analyst)
+                return self._execute(sql, prepared, analyst, opts, cancel, progress)
+
+            outer = outer_query(composed, exact, lambda s: one(s)[0].rows[0][0])
             if not same_plan(composed.outer, self._plan(outer, *opts)[0]):
                 raise InternalError("a released scalar value changed the plan of the query")
-            return one(outer, progress)
+            return one(outer)
 
         key = self.accountant.cache_key(analyst, normalised)
         return self._spend(analyst, composed.outer, composed.cost, (key, record), cancel, body)
@@ -553,8 +551,10 @@ def _needs_choice(plan: QueryPlan) -> bool:
     return t is not None and t.source == "dp" and not t.chosen
 
 
-def _plan_summary(plan: QueryPlan) -> str:
+def _plan_summary(plan: QueryPlan | PublicPlan) -> str:
     """The plan for the release log: each aggregate with its method, and the bound."""
+    if isinstance(plan, PublicPlan):
+        return "public tables, exact"
     parts = [f"{a.kind.value}:{a.method.value}" for a in plan.aggregates]
     s = plan.stability
     return f"{', '.join(parts)}; {s.rows} row(s)/unit, {s.groups} group(s)/unit"

@@ -275,9 +275,12 @@ def _public_text(d: dict[str, Any]) -> str:
 
 def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[str, Any]:
     """A query with scalar subqueries: each part's plan, in the order the parts run."""
-    parts = [*(p.plan for p in plan.scalars), plan.outer]
+    parts = plan.plans
     statements = plan.statements or tuple(() for _ in parts)
-    data = [explain_data(p, ";\n".join(s)) for p, s in zip(parts, statements, strict=True)]
+    data = [
+        explain_data(p, ";\n".join(s)) if isinstance(p, QueryPlan) else public_data(p, "".join(s))
+        for p, s in zip(parts, statements, strict=True)
+    ]
     return {
         "query": plan.query,
         "mechanism": FIRST_NOTE,
@@ -299,7 +302,8 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     ]
     statements = plan.statements or tuple(() for _ in range(len(plan.scalars) + 1))
     for i, part in enumerate(plan.scalars):
-        lines += ["", f"--- scalar subquery {i + 1}, released first with noise: {part.sql}"]
+        how = "released first with noise" if isinstance(part.plan, QueryPlan) else "exact, free"
+        lines += ["", f"--- scalar subquery {i + 1}, {how}: {part.sql}"]
         lines += [explain_text(part.plan, ";\n".join(statements[i]))]
     lines += [
         "",

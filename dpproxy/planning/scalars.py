@@ -7,6 +7,10 @@ subqueries):
 * each scalar subquery, as a query of its own: an ungrouped aggregate, so one noisy number;
 * the outer query with a placeholder constant (0) in place of each subquery.
 
+A scalar subquery over public tables only is computed exactly, at no cost, by the public path
+(``planning/public.py``) before the budget is reserved: public rows hold no one's private data,
+so its value is a public constant like any other.
+
 Everything is planned before any data is read, so a refusal of any part (the outer query
 groups by the privacy unit, the subquery is correlated, the budget does not cover the sum)
 charges nothing. ``Engine.run`` then reserves the total cost at once, runs the scalar
@@ -54,7 +58,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
-from dpproxy.planning.public import reads_public_only
+from dpproxy.planning.public import PublicPlan
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import (
     check_scalar,
@@ -79,7 +83,7 @@ class ScalarPart:
     """One scalar subquery as a query of its own, and its plan."""
 
     sql: str
-    plan: QueryPlan
+    plan: QueryPlan | PublicPlan  # PublicPlan: over public tables only, computed exactly, free
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -96,6 +100,16 @@ class ComposedPlan:
     statements: tuple[tuple[str, ...], ...] = ()
 
     @property
+    def plans(self) -> tuple[QueryPlan | PublicPlan, ...]:
+        """Every part's plan, in the order they run: the scalars, then the outer query."""
+        return (*(p.plan for p in self.scalars), self.outer)
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """Every part as a query of its own (the outer one with placeholders)."""
+        return (*(p.sql for p in self.scalars), self.outer_sql)
+
+    @property
     def cost(self) -> Cost:
         total = self.outer.cost
         for part in self.scalars:
@@ -110,8 +124,8 @@ class ComposedPlan:
 def compose(
     sql: str,
     catalog: Catalog,
-    plan_of: Callable[[str], QueryPlan],
-    numeric: Callable[[QueryPlan], bool],
+    plan_of: Callable[[str], QueryPlan | PublicPlan],
+    numeric: Callable[[QueryPlan | PublicPlan], bool],
 ) -> ComposedPlan | None:
     """The plan of ``sql`` when it has scalar subqueries (None when it has none); every part
     planned with ``plan_of`` (the engine's checked planner), so any refusal happens here.
@@ -125,13 +139,6 @@ def compose(
     parts = []
     for node in found:
         select = _with_outer_ctes(check_scalar(node, catalog), tree)
-        if reads_public_only(select, catalog):
-            raise UnsupportedQuery(
-                f"a scalar subquery over public tables only is not supported inside a query "
-                f"over private data (in {node.sql('postgres')[:60]})",
-                hint="run the subquery as a query of its own (public tables are answered "
-                "exactly, at no cost) and write its value as a constant",
-            )
         text = hints + select.sql("postgres", comments=False)
         plan = plan_of(text)
         if not numeric(plan):
@@ -143,7 +150,10 @@ def compose(
     outer_sql = hints + substitute(tree, [placeholder()] * len(found)).sql(
         "postgres", comments=False
     )
-    return ComposedPlan(sql, tuple(parts), outer_sql, plan_of(outer_sql), tree, hints)
+    outer = plan_of(outer_sql)
+    if not isinstance(outer, QueryPlan):
+        raise UnsupportedQuery("a query with scalar subqueries must read a private table")
+    return ComposedPlan(sql, tuple(parts), outer_sql, outer, tree, hints)
 
 
 def _with_outer_ctes(select: exp.Select, tree: exp.Expression) -> exp.Select:
@@ -161,10 +171,20 @@ def _with_outer_ctes(select: exp.Select, tree: exp.Expression) -> exp.Select:
     return own
 
 
-def outer_query(composed: ComposedPlan, release: Callable[[str], object]) -> str:
-    """Release each scalar part (``release``: the engine's run of one planned query, returning
-    its one released value), in order; the outer query's text with the released values."""
-    return composed.outer_text([constant(release(part.sql)) for part in composed.scalars])
+def public_values(composed: ComposedPlan, run: Callable[[PublicPlan], object]) -> dict[str, object]:
+    """The exact value of each scalar part over public tables (``run``: the engine's public
+    path), by its text: computed before the budget is reserved, at no cost."""
+    return {p.sql: run(p.plan) for p in composed.scalars if isinstance(p.plan, PublicPlan)}
+
+
+def outer_query(
+    composed: ComposedPlan, exact: dict[str, object], release: Callable[[str], object]
+) -> str:
+    """Release each DP scalar part (``release``: the engine's run of one planned query,
+    returning its one released value) in order, with the ``exact`` public values; the outer
+    query's text with those values."""
+    values = [exact[p.sql] if p.sql in exact else release(p.sql) for p in composed.scalars]
+    return composed.outer_text([constant(v) for v in values])
 
 
 def same_plan(placeholder_plan: QueryPlan, plan: QueryPlan) -> bool:

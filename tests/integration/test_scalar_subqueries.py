@@ -20,14 +20,17 @@ import psycopg
 import pytest
 
 from dpproxy.accounting.memory import MemoryAccountant
+from dpproxy.backends import CancelToken
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.model import Catalog
 from dpproxy.demo import load_demo_postgres
-from dpproxy.engine import Engine
-from dpproxy.errors import BudgetExhausted, DPProxyError
+from dpproxy.engine import Engine, PrivateQueryFailed
+from dpproxy.errors import BackendUnavailable, BudgetExhausted, DPProxyError
 from dpproxy.explain import explain_json, explain_text
+from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.scalars import ComposedPlan
+from dpproxy.release.exact import ExactResult
 from dpproxy.release.public import columns_of
 from dpproxy.sql.scalars import constant
 from dpproxy.tpch import load_tpch_postgres
@@ -121,6 +124,32 @@ def test_adult_examples_equal_the_plain_sql(name: str, adult: Engine, demo_db: P
     assert answer.cost.epsilon == 10 * (scalars + 1)
 
 
+PUBLIC = [  # (bound hint, query): the bound never binds at scale 0.01
+    (
+        "/*+ dpproxy max_rows=100000 */ ",
+        "SELECT COUNT(*) AS items FROM lineitem JOIN part ON l_partkey = p_partkey "
+        "WHERE p_retailprice > (SELECT AVG(p_retailprice) FROM part)",
+    ),
+    (
+        HINT,
+        "SELECT c_mktsegment, COUNT(*) FROM customer WHERE c_nationkey = "
+        "(SELECT MAX(n_nationkey) FROM nation WHERE n_name < 'M') GROUP BY c_mktsegment",
+    ),
+]
+
+
+@pytest.mark.parametrize(("hint", "sql"), PUBLIC)
+def test_public_scalars_are_exact_and_free(hint: str, sql: str, tpch: Engine, tpch_db: Any) -> None:
+    composed = tpch.prepare(hint + sql, epsilon=EPS).plan
+    assert isinstance(composed, ComposedPlan)
+    assert isinstance(composed.scalars[0].plan, PublicPlan)
+    assert composed.cost == composed.outer.cost  # the public part costs nothing
+    answer = tpch.run(hint + sql, analyst="pub", epsilon=EPS)
+    assert answer.cost == composed.outer.cost
+    assert _same(sorted(answer.released.rows, key=str), _exact(tpch_db.path, sql))
+    assert "exact, free" in explain_text(composed, "")
+
+
 def test_postgres_gives_the_same_answers(
     pg_dsn: str, tpch_db: Any, tpch: Engine, adult: Engine, demo_catalog: Catalog
 ) -> None:
@@ -130,6 +159,7 @@ def test_postgres_gives_the_same_answers(
     pg_adult = _engine(PostgresBackend(pg_dsn), demo_catalog)
     try:
         cases = [(pg_tpch, tpch, HINT + Q22, EPS)]
+        cases += [(pg_tpch, tpch, hint + sql, EPS) for hint, sql in PUBLIC]
         cases += [(pg_adult, adult, sql, Fraction(10)) for sql in ADULT.values()]
         for pg, duck, sql, eps in cases:
             a = sorted(duck.run(sql, analyst="d", epsilon=eps).released.rows, key=str)
@@ -189,6 +219,45 @@ def test_the_total_must_fit_the_budget(demo_db: Path, demo_catalog: Catalog) -> 
         assert isinstance(err, BudgetExhausted)
         assert engine.accountant.spent("b") == Cost.zero()
         engine.run("SELECT AVG(age) FROM adult", analyst="b")  # a part alone fits
+    finally:
+        engine.close()
+
+
+class FailingDuckDB(DuckDBBackend):
+    """The real DuckDB backend, whose ``fail_at``-th statement raises ``error`` instead."""
+
+    def __init__(self, path: Path, fail_at: int, error: Exception) -> None:
+        super().__init__(path)
+        self.calls, self.fail_at, self.error = 0, fail_at, error
+
+    def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise self.error
+        return super().execute(sql, cancel)
+
+
+def test_a_failure_after_the_scalar_ran_charges_the_sum(
+    demo_db: Path, demo_catalog: Catalog
+) -> None:
+    """The scalar's statement ran (data read); the outer statement fails: the one fixed
+    error, and the whole reservation is charged."""
+    engine = _engine(FailingDuckDB(demo_db, 2, RuntimeError("boom")), demo_catalog)
+    try:
+        with pytest.raises(PrivateQueryFailed):
+            engine.run(ADULT["where"], analyst="f", epsilon=Fraction(1))
+        assert engine.accountant.spent("f").epsilon == 2
+    finally:
+        engine.close()
+
+
+def test_unavailable_before_any_statement_is_refunded(demo_db: Path, demo_catalog: Catalog) -> None:
+    engine = _engine(FailingDuckDB(demo_db, 1, BackendUnavailable("down")), demo_catalog)
+    try:
+        with pytest.raises(BackendUnavailable):
+            engine.run(ADULT["where"], analyst="u", epsilon=Fraction(1))
+        assert engine.accountant.spent("u") == Cost.zero()
+        assert engine.remaining("u") == HUGE
     finally:
         engine.close()
 
