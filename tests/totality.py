@@ -1105,6 +1105,8 @@ class QueryGen:
                 agg = kind
             elif kind.startswith("COUNT"):
                 agg = f"{kind}({self.any_expr(depth)})" + (")" if "DISTINCT" in kind else "")
+            elif kind in ("MIN", "MAX") and self.chance(25):
+                agg = f"{kind}({self.date(depth)})"  # a DATE column of the derived relation
             else:
                 agg = f"{kind}({self.measure(depth)})"
             inner.append(f"{agg} AS v{i}")

@@ -9,7 +9,7 @@ Totality: every row value is guarded and clamped as in ``__rows`` (``guard_row_e
 DOUBLEs: a measure whose interval (``analysis/bounds.py``) is not within ±SUM_LIMIT is clamped
 to it first, so that at most 2⁶³ summands stay below 10³⁰⁰ and PostgreSQL, which raises on
 float8 overflow, never does (``rewrite/floats.py``); AVG's group is never empty (a unit's
-group has at least one row). MIN and MAX of numbers are DOUBLEs too.
+group has at least one row). MIN and MAX of numbers are DOUBLEs too; of dates, DATEs.
 """
 
 from __future__ import annotations
@@ -96,6 +96,9 @@ def _aggregate(d: Derived, table: Table) -> exp.Expression:
         if d.kind == "count_distinct":
             return exp.Count(this=exp.Distinct(expressions=[m]))
         return exp.Count(this=m)
+    if d.date:  # MIN/MAX of dates: guarded (rewrite/guard.py's portable date forms), a DATE
+        guarded = guard_row_expression(d.measure, table)
+        return exp.Min(this=guarded) if d.kind == "min" else exp.Max(this=guarded)
     m = guard_row_expression(clamp_values(d.measure, table), table, copy=False)
     m = finite_arithmetic(m, table)
     if not is_double(m, table):

@@ -29,9 +29,10 @@ rows before the join); any other outer join is refused (``sql/leftjoin.py``).
 
 Bounds of the derived columns (claims the outer rewrite enforces by clamping them, since the
 derived relation is a table like any other to it): COUNT ∈ [0, ∞) (an integer); AVG, MIN and
-MAX of a bounded column within that column's bounds; SUM of a column with lower bound ≥ 0 in
-[0, ∞); anything else unbounded — the outer query must clamp what it sums (``LEAST(n, 50)``),
-or is refused by the planner ("has no finite bounds"). SUM and AVG are DOUBLE.
+MAX of a bounded column within that column's bounds (MIN and MAX of dates are dates); SUM of a
+column with lower bound ≥ 0 in [0, ∞); arithmetic over aggregates by interval arithmetic;
+anything else unbounded — the outer query must clamp what it sums (``LEAST(n, 50)``), or is
+refused by the planner ("has no finite bounds"). SUM and AVG are DOUBLE.
 
 The SQL of the derived relation is built in ``rewrite/perunit.py`` from :class:`PerUnit`
 (guarded, clamped row values; the layering forbids ``sql/`` to import ``rewrite/``).
@@ -72,6 +73,7 @@ class Derived:
     name: str
     kind: str
     measure: exp.Expression | None
+    date: bool = False  # MIN or MAX of dates: a DATE column
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,12 +275,13 @@ def _aggregate(node: exp.Expression, out: str, scope: Scope) -> Derived:
     row_level(arg, f"the argument of {kind.upper()}")
     measure = scope.resolve(arg)
     t = type_of(measure, scope.column_types)
-    if kind in ("sum", "avg", "min", "max") and t is not SqlType.NUMERIC:
+    date = kind in ("min", "max") and t is SqlType.DATE
+    if kind in ("sum", "avg", "min", "max") and t is not SqlType.NUMERIC and not date:
         raise UnsupportedQuery(
             f"{kind.upper()} of a {t.value} in a per-unit subquery is not supported",
-            hint="per-unit SUM, AVG, MIN and MAX take numbers",
+            hint="per-unit SUM and AVG take numbers, MIN and MAX numbers or dates",
         )
-    return Derived(out, kind, measure)
+    return Derived(out, kind, measure, date)
 
 
 def _over_derived(
@@ -300,7 +303,7 @@ def _over_derived(
                 if have.kind == d.kind and have.measure == d.measure:
                     return exp.column(have.name)
             name = f"__agg_{len(derived)}"
-            derived.append(Derived(name, d.kind, d.measure))
+            derived.append(Derived(name, d.kind, d.measure, d.date))
             return exp.column(name)
         if isinstance(n, exp.AggFunc):
             raise UnsupportedQuery(
@@ -343,6 +346,8 @@ def _derived_table(
 def _derived_column(d: Derived, table: Table) -> Column:
     if d.kind in ("count", "count_distinct"):
         return Column(d.name, ColumnType.INTEGER, lower=Fraction(0))
+    if d.date:
+        return Column(d.name, ColumnType.DATE, nullable=True)
     col = table.column(d.measure.name) if isinstance(d.measure, exp.Column) else None
     lo = col.lower if col is not None else None
     hi = col.upper if col is not None else None

@@ -71,6 +71,12 @@ QUERIES = {
         "MIN(o_totalprice) AS spread FROM orders GROUP BY o_custkey) t",
         True,
     ),
+    "dates": (
+        "SELECT EXTRACT(YEAR FROM first_order) AS y, COUNT(*) FROM (SELECT o_custkey, "
+        "MIN(o_orderdate) AS first_order, MAX(o_orderdate) AS last_order FROM orders "
+        "GROUP BY o_custkey) t WHERE last_order - first_order > 365 GROUP BY 1",
+        False,
+    ),
     "q13": (Q13.strip().rstrip(";"), False),
     "hinted": (
         "SELECT /*+ dpproxy max_rows=3 */ COUNT(*) FROM "

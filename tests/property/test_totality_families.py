@@ -214,6 +214,8 @@ PER_UNIT = (
     "WHERE h > 0",
     "SELECT AVG(LEAST(GREATEST(r, 0), 5)) FROM (SELECT uid, SUM(fu) / COUNT(i64) AS r, "
     "MAX(i64) - MIN(i64) AS w FROM t GROUP BY uid) x WHERE w * 2 > 0",
+    "SELECT COUNT(*) FROM (SELECT uid, MIN(day + 1) AS d0, MAX(day - INTERVAL '1' YEAR) AS d1 "
+    "FROM t GROUP BY uid) x WHERE d1 - d0 > 0 AND EXTRACT(YEAR FROM d0) > 2000",
 )
 
 # Beyond the families, with no contribution bound in the schema (rows per unit chosen with
