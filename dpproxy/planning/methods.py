@@ -283,11 +283,23 @@ def _candidate(
     return Candidate(m, err, formula, True, size + ", evenly spread values")
 
 
+MAX_CELL_SCALE = Fraction(10) ** 250  # cells per unit of the value, at most
+
+
 def _cells(bounds: Interval, budget: Budget, opts: MethodOptions) -> local.Cells:
     assert bounds.lo is not None and bounds.hi is not None
     integer = budget.integral and bounds.lo.denominator == 1 and bounds.hi.denominator == 1
     integer = integer and bounds.hi - bounds.lo <= INTEGER_CELLS and opts.bins is None
-    return local.quantile_cells(bounds.lo, bounds.hi, integer, opts.bins or DEFAULT_BINS)
+    cells = local.quantile_cells(bounds.lo, bounds.hi, integer, opts.bins or DEFAULT_BINS)
+    if not cells.integer and 1 / cells.width > MAX_CELL_SCALE:
+        # The rewrite scales (x − lo) by bins / (hi − lo) (rewrite/stats.py); that factor
+        # must be a finite double on every engine, decided here before any data is read.
+        raise UnsupportedQuery(
+            f"the bounds of this order statistic are too close together "
+            f"(width {float(bounds.hi - bounds.lo):.3g}) to cut into cells",
+            hint="widen the column's bounds in the schema, or scale the value up",
+        )
+    return cells
 
 
 def choose(

@@ -97,6 +97,8 @@ IS_LITERAL = (
 
 # Violations of the invariant found by the property test beyond the three families.
 BEYOND = (
+    # an order statistic over bounds 5e-324 apart: the cell scale bins / width is no double
+    "SELECT MEDIAN(CASE WHEN si IS NULL THEN 0 ELSE 5e-324 END) FROM t",
     # IS TRUE / IS FALSE of a value that is not a boolean (PostgreSQL: 42804; DuckDB: dates)
     "SELECT COUNT(*) FROM t WHERE day IS TRUE",
     "SELECT COUNT(*) FROM t WHERE si IS NOT FALSE",
