@@ -48,7 +48,7 @@ from dpproxy.release.postprocess import Released, postprocess
 from dpproxy.release.public import columns_of, public_failure, release_public
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
-from dpproxy.sql.parse import parse, too_complex
+from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
 from dpproxy.sql.validate import validate
 from dpproxy.values import Cost
 
@@ -130,6 +130,7 @@ class Engine:
         hint in the SQL overrides it. A query over public tables only has a
         :class:`PublicPlan` and its SQL.
         """
+        sql = dated(sql)
         public = self.public_plan(sql)
         if public is not None:
             return Prepared(public, public.sql)
@@ -253,6 +254,7 @@ class Engine:
     ) -> QueryPlan | PublicPlan:
         """The checked plan alone (cached; no rewrite, no secret): what Describe needs (for a
         query with scalar subqueries, the outer query's plan: its columns are the answer's)."""
+        sql = dated(sql)
         public = self.public_plan(sql)
         if public is not None:
             return public
@@ -320,6 +322,7 @@ class Engine:
           operator's log (``dpproxy``, ERROR), with a ``dpproxy.sidechannel`` WARNING naming
           the analyst, the normalised query and the plan (never a value).
         """
+        sql = dated(sql)  # CURRENT_DATE: today's plans and answers, cached for today only
         public = self.public_plan(sql)
         if public is not None:
             return self._run_public(public, analyst, cancel)
@@ -489,6 +492,7 @@ class Engine:
         method: Method | None = None,
     ) -> bool:
         """Would :meth:`run` answer this from the cache, at no cost? (Spends nothing.)"""
+        sql = dated(sql)
         plan = self.plan(sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method)
         if isinstance(plan, PublicPlan):
             return False  # answered afresh every time, and always at no cost
@@ -508,7 +512,7 @@ class Engine:
     ) -> tuple[str, str]:
         """The normalised SQL, and what makes two queries the same release: that SQL, the
         hints and forced plan, the privacy parameters and the noise. Equal → equal answer."""
-        text = _normalised_text(sql)
+        text = normalised_text(sql)
         key = json.dumps(
             [
                 text,
@@ -526,13 +530,6 @@ class Engine:
 
     def close(self) -> None:
         self.backend.close()
-
-
-@functools.lru_cache(maxsize=1024)
-def _normalised_text(sql: str) -> str:
-    """The query as one canonical PostgreSQL text (a pure function of ``sql``: cached, since
-    parsing and printing it again is most of dpproxy's own time on a cheap query)."""
-    return parse(sql).sql(dialect="postgres", normalize=True, comments=False)
 
 
 def _poll(cancel: CancelToken | None) -> Callable[[], bool] | None:

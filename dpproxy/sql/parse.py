@@ -20,6 +20,8 @@ argument (``FLOOR()``) and empty ``IN ()`` lists.
 
 from __future__ import annotations
 
+import datetime
+import functools
 import re
 
 from sqlglot import exp
@@ -175,3 +177,33 @@ def parse(sql: str) -> exp.Expression:
     if not isinstance(statement, exp.Expression):
         raise UnsupportedQuery("this kind of statement is not supported")
     return statement
+
+
+_CURRENT_DATE = re.compile(r"\bcurrent_date\b", re.IGNORECASE)
+_DAY_MARK = re.compile(r"/\* current_date \d{4}-\d{2}-\d{2} \*/ ")
+
+
+def dated(sql: str) -> str:
+    """``sql`` marked with today's date (UTC) when it names ``CURRENT_DATE``, which planning
+    folds into a constant (``sql/dates.py``): plans and released answers are cached by their
+    text, and the marked text of a query is another text tomorrow. Others come back as they are.
+
+    >>> dated("SELECT COUNT(*) FROM t")
+    'SELECT COUNT(*) FROM t'
+    >>> dated("SELECT COUNT(*) FROM t WHERE d > CURRENT_DATE - 7").startswith("/* current_date ")
+    True
+    """
+    if _CURRENT_DATE.search(sql) is None or _DAY_MARK.match(sql):
+        return sql
+    day = datetime.datetime.now(datetime.UTC).date().isoformat()
+    return f"/* current_date {day} */ {sql}"
+
+
+@functools.lru_cache(maxsize=1024)
+def normalised_text(sql: str) -> str:
+    """The query as one canonical PostgreSQL text (a pure function of ``sql``: cached, since
+    parsing and printing it again is most of dpproxy's own time on a cheap query); with the
+    day a ``CURRENT_DATE`` query was planned on (:func:`dated`), which is part of its answer."""
+    mark = _DAY_MARK.match(sql)
+    text = parse(sql).sql(dialect="postgres", normalize=True, comments=False)
+    return mark.group(0) + text if mark else text

@@ -37,11 +37,11 @@ from dpproxy.accounting.ledger import Ledger
 from dpproxy.engine import (
     Engine,
     PrivateQueryFailed,
-    _normalised_text,
     _plan_summary,
     open_engine,
 )
 from dpproxy.errors import QueryCanceled
+from dpproxy.sql.parse import normalised_text
 from dpproxy.values import Cost
 from tests.commands import dpproxy_command
 from tests.integration.test_server import start_server, stop_server
@@ -181,7 +181,7 @@ def test_the_engine_raises_one_fixed_error_charges_and_logs_the_cause(
             "event": "sidechannel",
             "user": "ana",
             "sqlstate": "XX000",
-            "query": _normalised_text(sql),
+            "query": normalised_text(sql),
             "plan": _plan_summary(engine.plan(sql)),
         }
         assert SECRET not in side.getMessage()  # never a value
