@@ -23,8 +23,7 @@ GROUP BY s.race;
 
 -- title: people older than the average age
 -- schema: adult
--- expect: 0A000
--- reason: a subquery inside a WHERE expression is not supported (in age > (SELECT AVG(age) FROM adul
+-- expect: answered
 SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(age) FROM adult);
 
 -- title: people with a capital gain, through IN
