@@ -69,6 +69,16 @@ _TEXT_CASTS = {exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.T
 
 ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+_SYMBOL: dict[type[exp.Expression], str] = {  # as the analyst wrote them, for messages
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+    exp.NullSafeNEQ: "IS DISTINCT FROM",
+}
 NUMERIC_FUNCS = (exp.Abs, exp.Round, exp.Floor, exp.Ceil)
 TEXT_FUNCS = (exp.Lower, exp.Upper, exp.Trim)
 
@@ -283,7 +293,8 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         coerce_literal(node.this, b)
         if not _compatible(a, b):
             raise UndefinedFunction(
-                f"operator does not exist: {a.value} {node.key} {b.value}",
+                f"operator does not exist: {a.value} {_SYMBOL.get(type(node), node.key)} "
+                f"{b.value}",
                 hint="compare values of the same type, or CAST one side",
             )
         return SqlType.BOOLEAN
