@@ -145,7 +145,7 @@ def parameters(plan: QueryPlan) -> str:
     if stat.method is Method.PTR:
         assert stat.bound is not None
         return (
-            f"b = {float(stat.bound):.4g}; test Laplace(b={float(stat.test_scale):.4g}), "
+            f"b = {float(stat.bound):.4g}; test discrete Laplace(b={float(stat.test_scale):.4g}), "
             f"τ = {float(stat.threshold):.4g}; release Laplace(b={float(stat.scale):.4g})"
         )
     if stat.method is Method.SMOOTH:
