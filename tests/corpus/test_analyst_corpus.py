@@ -28,15 +28,12 @@ so the README's count ("analyst queries") stays what this test measures.
 
 from __future__ import annotations
 
-import datetime
-import math
 import re
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import sqlglot
 
@@ -46,6 +43,7 @@ from dpproxy.catalog.model import Catalog
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
 from dpproxy.values import Cost
+from tests.corpus.exact import exact_rows, matches
 from tests.fixtures import Case, parse_cases
 from tests.noise import NoNoise
 
@@ -129,29 +127,10 @@ def engines(demo_db: Path, demo_catalog: Catalog, tpch_db: Any) -> Iterator[dict
         engine.close()
 
 
-def _exact(path: Path, sql: str) -> list[tuple[Any, ...]]:
-    tree = sqlglot.parse_one(sql, read="postgres")
-    tree.set("limit", None)
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.execute(tree.sql("duckdb")).fetchall()
-    finally:
-        con.close()
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
-    # DATE_TRUNC of a date: a DATE from dpproxy, a TIMESTAMP at midnight from the database
-    if isinstance(a, datetime.date) and isinstance(b, datetime.date):
-        return str(a).removesuffix(" 00:00:00") == str(b).removesuffix(" 00:00:00")
-    return str(a) == str(b)
 
 
-def _matches(row: tuple[Any, ...], exact: list[tuple[Any, ...]]) -> bool:
-    return any(
-        len(e) == len(row) and all(_same(x, y) for x, y in zip(row, e, strict=True)) for e in exact
-    )
 
 
 @pytest.mark.parametrize("case_id", sorted(BY_ID))
@@ -176,12 +155,12 @@ def test_analyst_query(case_id: str, engines: dict[str, Any]) -> None:
     if compare and compare.group(1) == "none":
         return
     released = [tuple(r) for r in answer.released.rows]
-    exact = _exact(path, sql)
+    exact = exact_rows(path, sql)
     if compare:  # keys N: the rows of groups the exact answer has
         keys = int(compare.group(2))
-        released = [r for r in released if _matches(r[:keys], [e[:keys] for e in exact])]
+        released = [r for r in released if matches(r[:keys], [e[:keys] for e in exact])]
         assert released, "no released group occurs in the exact answer"
-    missing = [r for r in released if not _matches(r, exact)]
+    missing = [r for r in released if not matches(r, exact)]
     assert not missing, (missing[:3], exact[:3])
     limited = sqlglot.parse_one(sql, read="postgres").args.get("limit") is not None
     if getattr(answer.plan, "selection", None) is None and not limited:

@@ -20,16 +20,13 @@ answered side, so the README's count ("TPC-H") stays what this test measures.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
-import sqlglot
 from sqlglot import exp
 
 from dpproxy.accounting.memory import MemoryAccountant
@@ -39,6 +36,7 @@ from dpproxy.errors import DPProxyError
 from dpproxy.planning.public import PublicPlan
 from dpproxy.sql.scope import COUNT_KINDS, AggKind
 from dpproxy.values import Cost
+from tests.corpus.exact import exact_rows, matches
 from tests.noise import NoNoise
 
 HERE = Path(__file__).parent / "tpch"
@@ -93,30 +91,6 @@ def engine(tpch_db: Any) -> Iterator[Engine]:
     engine.close()
 
 
-def _exact(path: Path, sql: str, *, limit: bool = False) -> list[tuple[Any, ...]]:
-    tree = sqlglot.parse_one(sql, read="postgres")
-    if not limit:
-        tree.set("limit", None)
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.execute(tree.sql("duckdb")).fetchall()
-    finally:
-        con.close()
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
-    return str(a) == str(b)
-
-
-def _matches(row: tuple[Any, ...], exact: list[tuple[Any, ...]]) -> bool:
-    return any(
-        len(e) == len(row) and all(_same(x, y) for x, y in zip(row, e, strict=True))
-        for e in exact
-    )
-
-
 def _empty_public_group(plan: Any, row: tuple[Any, ...]) -> bool:
     """A group of a public domain that no row has: released with its counts and sums at 0
     (an AVG of no rows is the middle of its bounds, not checked here)."""
@@ -143,21 +117,21 @@ def test_tpch_query(name: str, engine: Engine, tpch_db: Any) -> None:
     first = engine.run(sql, analyst="t")  # as written: answered
     if isinstance(first.plan, PublicPlan):  # public tables only: the exact answer, free
         assert first.cost == Cost.zero()
-        exact = _exact(tpch_db.path, sql, limit=True)
+        exact = exact_rows(tpch_db.path, sql, limit=True)
         got = [tuple(r) for r in first.released.rows]
         assert len(got) == len(exact) and all(
-            _matches(r, [e]) for r, e in zip(got, exact, strict=True)
+            matches(r, [e]) for r, e in zip(got, exact, strict=True)
         ), (got[:3], exact[:3])
         return
     answer = engine.run(HINT + sql, analyst="t", epsilon=LOUD)
     released = [tuple(r) for r in answer.released.rows]
-    exact = _exact(tpch_db.path, sql)
+    exact = exact_rows(tpch_db.path, sql)
     wrong = [
-        r for r in released if not _matches(r, exact) and not _empty_public_group(answer.plan, r)
+        r for r in released if not matches(r, exact) and not _empty_public_group(answer.plan, r)
     ]
     assert not wrong, (wrong[:3], exact[:3])
     if answer.plan.selection is None and answer.plan.query.limit is None:  # all exact groups
-        assert all(_matches(e, released) for e in exact), (released[:3], exact[:3])
+        assert all(matches(e, released) for e in exact), (released[:3], exact[:3])
 
 
 def test_the_readme_states_the_measured_count() -> None:
