@@ -14,7 +14,7 @@ from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.release.public import PUBLIC_NOTE
 from dpproxy.sql.scope import COUNT_KINDS
-from dpproxy.sql.validate import AggKind
+from dpproxy.sql.validate import AggKind, ValidQuery
 from dpproxy.values import Cost
 
 _COUNTS = COUNT_KINDS
@@ -209,7 +209,7 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
             "choice_epsilon": float(t.epsilon) if t is not None else 0.0,
             "coverage": float(t.coverage) if t is not None and t.coverage is not None else None,
             "candidates": list(t.grid) if t is not None else [],
-            "how": t.describe() if t is not None else "declared in the schema",
+            "how": t.describe() if t is not None else _fixed_bound(q),
         },
         "grouping": grouping,
         "primitives": [
@@ -434,3 +434,10 @@ def explain_json(
         else explain_data(plan, sql, budget)
     )
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def _fixed_bound(q: ValidQuery) -> str:
+    """Where a bound that is not drawn with DP comes from."""
+    if q.per_unit is not None:
+        return "one row per unit: the per-unit subquery"
+    return "declared in the schema"

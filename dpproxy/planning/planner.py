@@ -453,8 +453,7 @@ def _plan_methods(
             args = ", ".join(a.sql("postgres") for a in (agg.measure, agg.second) if a is not None)
             raise UnboundedColumn(
                 f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
-                hint="declare lower/upper for the column in the schema, or clamp it with "
-                "LEAST(GREATEST(x, lo), hi)",
+                hint=unbounded_hint(query),
             )
         cands = candidates(agg, bounds, budget, opts)
         if Method.GS in options:
@@ -573,6 +572,20 @@ def _gs_candidate(
     return Candidate(Method.GS, c / n, f"≈ ±{c:.4g}/n", True, size + ", mean mid-range")
 
 
+def unbounded_hint(query: ValidQuery) -> str:
+    """What to do about an aggregate without finite bounds: a column of the schema can be
+    given bounds there; a value a per-unit subquery computes can only be clamped."""
+    if query.per_unit is not None:
+        return (
+            "clamp it with LEAST(GREATEST(x, lo), hi): a value computed per unit by the "
+            "subquery has no bounds in the schema"
+        )
+    return (
+        "declare lower/upper for the column in the schema, or clamp it with "
+        "LEAST(GREATEST(x, lo), hi)"
+    )
+
+
 def total_cost(
     releases: tuple[Release, ...],
     selection: Selection | None,
@@ -613,8 +626,7 @@ class _PrimitiveBuilder:
         if not iv.bounded:
             raise UnboundedColumn(
                 f"{what}({measure.sql('postgres')}) has no finite bounds",
-                hint="declare lower/upper for the column in the schema, or clamp it with "
-                "LEAST(GREATEST(x, lo), hi)",
+                hint=unbounded_hint(self.query),
             )
         return iv
 

@@ -19,6 +19,7 @@ from dpproxy.accounting.memory import MemoryAccountant
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.engine import Engine
+from dpproxy.errors import UnboundedColumn
 from dpproxy.explain import explain_data
 from dpproxy.tpch import load_tpch_postgres
 from dpproxy.values import Cost
@@ -137,3 +138,17 @@ def test_explain_shows_the_derived_relation(duck: Engine) -> None:
     assert data["relation"] == "c_orders (one row per unit: customer ⟕ orders GROUP BY c_custkey)"
     assert not prepared.plan.needs_bounding and prepared.plan.stability.rows == 1
     assert "LEFT JOIN" in (prepared.sql or "") and "AS __derived" in (prepared.sql or "")
+    assert data["contribution_bound"]["how"] == "one row per unit: the per-unit subquery"
+
+
+def test_an_unclamped_per_unit_value_is_refused_with_the_clamp_hint(duck: Engine) -> None:
+    """A per-unit COUNT has no upper bound, and the schema cannot give it one: the hint says
+    to clamp it, not to declare bounds in the schema."""
+    sql = (
+        "SELECT SUM(n) FROM (SELECT o_custkey, COUNT(*) AS n FROM orders GROUP BY o_custkey) t"
+    )
+    with pytest.raises(UnboundedColumn) as refused:
+        duck.plan(sql)
+    assert refused.value.hint is not None
+    assert refused.value.hint.startswith("clamp it with LEAST(GREATEST(x, lo), hi)")
+    assert "schema" in refused.value.hint and "declare" not in refused.value.hint
