@@ -848,8 +848,9 @@ class Session:
                 self.status = "T"
             return Result([], [], "BEGIN")
         if head in ("COMMIT", "END"):
+            failed = self.status == "E"  # PostgreSQL rolls a failed block back, and says so
             self._end_transaction(committed=self.status == "T")
-            return Result([], [], "COMMIT")
+            return Result([], [], "ROLLBACK" if failed else "COMMIT")
         if head == "ABORT":
             self._end_transaction(committed=False)
             return Result([], [], "ROLLBACK")

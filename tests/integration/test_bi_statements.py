@@ -305,3 +305,27 @@ def test_asyncpg_array_parameters_and_type_codec(server: Running, real_dsn: str)
     got = asyncio.run(_asyncpg_answers(server.host, server.port, "ana", PASSWORD, "dpproxy"))
     assert got == real
     assert got[0] == [(23, "int4"), (25, "text"), (1043, "varchar")]
+
+
+# -------------------------------------------------------------------- transaction blocks
+
+
+def test_commit_of_a_failed_transaction_rolls_back(server: Running, real_dsn: str) -> None:
+    """COMMIT (or END) in a transaction block that failed answers ROLLBACK, as PostgreSQL
+    does: drivers and BI tools read the tag to learn that nothing was kept."""
+    script = [
+        ("BEGIN", False),
+        ("SELECT COUNT(no_such_column) FROM adult", False),  # 42703: the block fails
+        ("SELECT COUNT(*) FROM adult", False),  # 25P02 until its end
+        ("COMMIT", False),
+        ("BEGIN", False),
+        ("SELECT COUNT(no_such_column) FROM adult", False),
+        ("END", False),
+        ("BEGIN", False),
+        ("COMMIT", False),
+    ]
+    got = {kind: replay(dsn, script) for kind, dsn in dsns(server, real_dsn).items()}
+    assert got["dpproxy"] == got["postgres"]
+    assert got["dpproxy"][3] == [("ROLLBACK", (), ())]
+    assert got["dpproxy"][6] == [("ROLLBACK", (), ())]
+    assert got["dpproxy"][8] == [("COMMIT", (), ())]
