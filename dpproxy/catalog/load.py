@@ -27,8 +27,8 @@ from dpproxy.catalog.model import (
     Table,
     UnitPath,
 )
-from dpproxy.errors import SchemaError
-from dpproxy.values import Cost
+from dpproxy.errors import DPProxyError, SchemaError
+from dpproxy.values import Cost, check_privacy_parameters
 
 _TOP_KEYS = {"version", "dataset", "privacy", "tables"}
 _PRIVACY_KEYS = {
@@ -250,6 +250,11 @@ def _policy(doc: Any, probs: _Problems) -> PrivacyPolicy:
     delta = _number(doc.get("delta", 0), "privacy.delta", probs)
     if delta is not None and not 0 <= delta < 1:
         probs.add("privacy.delta", "must be in [0, 1)")
+    elif eps is not None and eps > 0 and delta is not None:
+        try:  # the default (ε, δ) of every query: within what the planner plans with
+            check_privacy_parameters(eps, delta)
+        except DPProxyError as e:
+            probs.add("privacy.epsilon" if "ε" in e.message else "privacy.delta", e.message)
     share = _number(doc.get("selection_share", "1/2"), "privacy.selection_share", probs)
     if share is not None and not 0 < share < 1:
         probs.add("privacy.selection_share", "must be strictly between 0 and 1")

@@ -85,40 +85,7 @@ from dpproxy.planning.plan import (
 )
 from dpproxy.planning.truncation import DEFAULT_CAP, Truncation, grid
 from dpproxy.sql.validate import AggKind, Aggregate, ValidQuery
-from dpproxy.values import Cost, Interval
-
-# The per-query ε and δ dpproxy plans with; outside, 22023 before anything runs. Beyond
-# ε = 1000 a query protects nothing (a likelihood ratio of e^1000), while the exact arithmetic
-# of smooth sensitivity and PTR grows with ε (at 10^12 a plan takes minutes, at 10^15 memory
-# runs out); below ε = 10^-9 or δ = 10^-300 the noise scales and logarithms leave floating
-# point. More than MAX_PRIVACY_BITS bits in a numerator or denominator is refused too.
-MAX_EPSILON = Fraction(1000)
-MIN_EPSILON = Fraction(1, 10**9)
-MIN_DELTA = Fraction(1, 10**300)
-MAX_PRIVACY_BITS = 2000
-
-
-def check_privacy_parameters(eps: Fraction, dlt: Fraction) -> None:
-    """A requested (ε, δ) that dpproxy can plan with (see :data:`MAX_EPSILON`)."""
-    if eps <= 0:
-        raise PrivacyParameterError("ε must be positive")
-    if not 0 <= dlt < 1:
-        raise PrivacyParameterError("δ must be in [0, 1)")
-    for name, v in (("ε", eps), ("δ", dlt)):
-        if max(v.numerator.bit_length(), v.denominator.bit_length()) > MAX_PRIVACY_BITS:
-            raise InvalidParameter(f"{name} has too many digits", hint="give it in decimal")
-    if not MIN_EPSILON <= eps <= MAX_EPSILON:
-        raise InvalidParameter(
-            f"ε = {float(eps):g} is outside the range dpproxy plans with, "
-            f"[{float(MIN_EPSILON):g}, {MAX_EPSILON}] per query",
-            hint="above ε = 1000 a query protects nothing",
-        )
-    if 0 < dlt < MIN_DELTA:
-        raise InvalidParameter(
-            f"δ = {float(dlt):g} is below the smallest positive δ dpproxy plans with, "
-            f"{float(MIN_DELTA):g}",
-            hint="use δ = 0 for pure ε-DP",
-        )
+from dpproxy.values import Cost, Interval, check_privacy_parameters
 
 
 def plan_query(

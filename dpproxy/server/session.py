@@ -61,7 +61,7 @@ from dpproxy.server.sqltext import (
     substitute,
 )
 from dpproxy.sql.parse import too_complex
-from dpproxy.values import parse_privacy_number
+from dpproxy.values import check_privacy_parameters, parse_privacy_number
 
 log = logging.getLogger("dpproxy.server")
 
@@ -966,6 +966,7 @@ class Session:
         policy = self.server.engine.catalog.policy
         if key == "dpproxy.epsilon":
             eps = parse_privacy_number(value, "epsilon")
+            check_privacy_parameters(eps, Fraction(0))  # refused now, not at the next query
             if eps > policy.epsilon:
                 raise Forbidden(
                     "dpproxy.epsilon cannot exceed the schema's limit of "
@@ -975,6 +976,7 @@ class Session:
             self.state.epsilon = eps
         elif key == "dpproxy.delta":
             dlt = parse_privacy_number(value, "delta", allow_zero=True)
+            check_privacy_parameters(Fraction(1), dlt)
             if dlt > policy.delta:
                 raise Forbidden(
                     f"dpproxy.delta cannot exceed the schema's limit of {float(policy.delta):g}",

@@ -192,6 +192,10 @@ def test_dpproxy_settings_can_lower_but_not_raise(con: psycopg.Connection) -> No
     assert con.execute("SHOW dpproxy.epsilon").fetchone() == ("0.5",)
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         con.execute("SET dpproxy.epsilon = 100")
+    for setting in ("dpproxy.epsilon = '1e-300'", "dpproxy.delta = '1e-305'"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue):  # at SET, not at a query
+            con.execute(f"SET {setting}")
+    assert con.execute("SHOW dpproxy.epsilon").fetchone() == ("0.5",)
     con.execute("RESET dpproxy.epsilon")
     assert con.execute("SHOW dpproxy.epsilon").fetchone() == ("1",)
 
