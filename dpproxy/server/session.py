@@ -144,6 +144,8 @@ class Result:
     tag: str
     cost: str | None = None
     notices: list[str] = field(default_factory=list)  # NoticeResponses before CommandComplete
+    # ParameterStatus after CommandComplete: a reported setting that the statement changed
+    reported: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -418,6 +420,7 @@ class Session:
             for notice in result.notices:
                 self.send(protocol.notice_response("00000", notice))
             self.send(protocol.command_complete(result.tag))
+            self._report(result)
         self._ready()
 
     # -------------------------------------------------------------------- extended query
@@ -563,6 +566,7 @@ class Session:
                 for notice in result.notices:
                     self.send(protocol.notice_response("00000", notice))
             self.send(protocol.command_complete(tag))
+            self._report(result)
 
     async def on_close(self, payload: Payload) -> None:
         what = payload.raw(1)
@@ -948,7 +952,7 @@ class Session:
         if rest[0] == "TIME" and rest[1:2] == ["ZONE"]:
             value = " ".join(names[3 if words[1] not in ("SESSION", "LOCAL") else 4 :])
             self.state.settings["timezone"] = value.strip("'") or "UTC"
-            return Result([], [], "SET")
+            return Result([], [], "SET", reported=self._reported(["timezone"]))
         name, value = _setting_assignment(sql)
         key = name.lower()
         if key.startswith("dpproxy."):
@@ -960,6 +964,7 @@ class Session:
             if self.emulator is not None:  # keep current_setting() in catalog queries in step
                 with contextlib.suppress(DPProxyError):
                     self.emulator.execute(sql)
+            return Result([], [], "SET", reported=self._reported([key]))
         return Result([], [], "SET")
 
     def _set_dpproxy(self, key: str, value: str) -> None:
@@ -1003,10 +1008,22 @@ class Session:
         else:
             raise UndefinedObject(f'unrecognized configuration parameter "{key}"')
 
+    def _report(self, result: Result) -> None:
+        """ParameterStatus for each reported setting the statement changed, as PostgreSQL
+        sends it (drivers and BI tools track DateStyle, TimeZone, application_name …)."""
+        for name, value in result.reported:
+            self.send(protocol.parameter_status(name, value))
+
+    def _reported(self, keys: list[str]) -> list[tuple[str, str]]:
+        """(PostgreSQL's name, current value) of each of ``keys`` that is reported."""
+        now = self.settings()
+        return [(STATUS_PARAMETERS[k], now.get(k, "")) for k in keys if k in STATUS_PARAMETERS]
+
     def _reset(self, words: list[str]) -> Result:
         if words[1:2] == ["ALL"]:
+            changed = [k for k in self.state.settings if k in STATUS_PARAMETERS]
             self.state = SessionState()
-            return Result([], [], "RESET")
+            return Result([], [], "RESET", reported=self._reported(changed))
         key = words[1].lower() if len(words) > 1 else ""
         if key == "dpproxy.epsilon":
             self.state.epsilon = None
@@ -1016,7 +1033,8 @@ class Session:
             self.state.mechanism = None
             self.state.method = None
         else:
-            self.state.settings.pop(key, None)
+            if self.state.settings.pop(key, None) is not None:
+                return Result([], [], "RESET", reported=self._reported([key]))
         return Result([], [], "RESET")
 
     def settings(self) -> dict[str, str]:

@@ -329,3 +329,24 @@ def test_commit_of_a_failed_transaction_rolls_back(server: Running, real_dsn: st
     assert got["dpproxy"][3] == [("ROLLBACK", (), ())]
     assert got["dpproxy"][6] == [("ROLLBACK", (), ())]
     assert got["dpproxy"][8] == [("COMMIT", (), ())]
+
+
+def test_set_and_reset_report_the_setting(server: Running, real_dsn: str) -> None:
+    """SET and RESET of a reported setting send ParameterStatus, as PostgreSQL does: drivers
+    (psycopg's ``info.parameter_status``, pgJDBC, psqlODBC) and BI tools track them."""
+    steps = [
+        ("SET application_name = 'dpx-report'", "application_name"),
+        ("SET TIME ZONE 'Europe/Paris'", "TimeZone"),
+        ("SET DateStyle = 'ISO, DMY'", "DateStyle"),
+        ("RESET application_name", "application_name"),
+    ]
+    got: dict[str, list[str | None]] = {}
+    for kind, dsn in dsns(server, real_dsn).items():
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            seen = []
+            for sql, name in steps:
+                conn.execute(sql)
+                seen.append(conn.info.parameter_status(name))
+            got[kind] = seen
+    assert got["dpproxy"] == got["postgres"]
+    assert got["dpproxy"][:3] == ["dpx-report", "Europe/Paris", "ISO, DMY"]
