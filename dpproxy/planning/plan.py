@@ -24,6 +24,18 @@ class Primitive:
     ``measure`` is the row-level expression over base columns (``None`` for COUNT(*));
     ``values`` the interval every row's measure is clamped to (SUM only); ``center`` is
     subtracted from the measure before summing (and squaring, when ``squared``).
+
+    ``distinct`` (SUM(DISTINCT x), AVG(DISTINCT x)): the database sums, or counts, the
+    *distinct* per-row integers q of ``rewrite/fixed.py`` — the clamped, centred value on the
+    sum's grid — over the bounded rows. A SUM primitive then has SUM's sensitivity: adding or
+    removing one row adds or removes at most one distinct q, |q·2^-k| ≤ max|x| over
+    ``values``; a unit's r_g rows in group g change that group's set by at most r_g terms, so
+    the add/remove bounds (L1 K·max|x|, L∞ R·max|x|, packed L2) are SUM's. Substituted, the
+    group's total moves by Σ(new terms not already present) − Σ(old terms no longer present),
+    two sums of at most r_g distinct values of ``values``: within SUM's bounds (ungrouped,
+    both lie in [min(0, K·lo), max(0, K·hi)], so the change is at most that width; grouped,
+    removal then addition, twice). A DISTINCT primitive with ``distinct`` counts the same
+    distinct q (an AVG(DISTINCT)'s count, consistent with its sum): COUNT(DISTINCT)'s argument.
     """
 
     name: str
@@ -32,11 +44,12 @@ class Primitive:
     values: Interval | None = None
     center: Fraction = Fraction(0)
     squared: bool = False
+    distinct: bool = False
 
     @property
     def key(self) -> tuple[object, ...]:
         """Identity for sharing: equal keys compute equal values (sqlglot compares trees)."""
-        return (self.kind, self.measure, self.center, self.squared)
+        return (self.kind, self.measure, self.center, self.squared, self.distinct)
 
 
 @dataclass(frozen=True, slots=True)

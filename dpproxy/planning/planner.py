@@ -128,9 +128,9 @@ def plan_query(
         stab = stability(table.bound, grouped=grouped)
     rel = policy.neighbouring
     kinds = [a.kind for a in query.aggregates]
-    gs_only = all(methods_for(k) == (Method.GS,) for k in kinds)
+    gs_only = all(_methods(a) == (Method.GS,) for a in query.aggregates)
     if opts.method is not None and opts.method is not Method.GS:
-        if not any(opts.method in methods_for(k) for k in kinds):
+        if not any(opts.method in _methods(a) for a in query.aggregates):
             raise InvalidParameter(
                 f"no aggregate of this query can use the {opts.method.value} plan",
                 hint="gs, joint, ptr, smooth and saa answer AVG; exponential, ptr, smooth and "
@@ -411,7 +411,7 @@ def _plan_methods(
             integral=agg.measure is not None and integral(agg.measure, table),
             arguments_tame=_tame(agg, table),
         )
-        options = methods_for(agg.kind)
+        options = _methods(agg)
         if options == (Method.GS,):
             aggs.append(_share(builder.aggregate(i), budget, released))
             continue
@@ -573,6 +573,11 @@ def total_cost(
     return cost
 
 
+def _methods(agg: Aggregate) -> tuple[Method, ...]:
+    """SUM(DISTINCT)/AVG(DISTINCT) have global-sensitivity plans only (``Primitive``)."""
+    return (Method.GS,) if agg.distinct else methods_for(agg.kind)
+
+
 class _PrimitiveBuilder:
     def __init__(self, query: ValidQuery) -> None:
         self.query = query
@@ -615,12 +620,16 @@ class _PrimitiveBuilder:
             )
         iv = self._bounds(agg.measure, "SUM" if k is AggKind.SUM else k.value.upper())
         if k is AggKind.SUM:
-            p = Primitive("", PrimitiveKind.SUM, agg.measure, iv)
+            p = Primitive("", PrimitiveKind.SUM, agg.measure, iv, distinct=agg.distinct)
             return AggregatePlan(k, (self._add(p),), iv)
         assert iv.lo is not None and iv.hi is not None
         center = (iv.lo + iv.hi) / 2
-        count = self._add(Primitive("", PrimitiveKind.COUNT, agg.measure))
         centred = iv - Interval.point(center)
+        if agg.distinct:  # AVG(DISTINCT): c + Σ distinct q / #distinct q, the same q both times
+            n = Primitive("", PrimitiveKind.DISTINCT, agg.measure, centred, center, distinct=True)
+            s = Primitive("", PrimitiveKind.SUM, agg.measure, centred, center, distinct=True)
+            return AggregatePlan(k, (self._add(n), self._add(s)), iv, center)
+        count = self._add(Primitive("", PrimitiveKind.COUNT, agg.measure))
         s1 = self._add(Primitive("", PrimitiveKind.SUM, agg.measure, centred, center))
         if k is AggKind.AVG:
             return AggregatePlan(k, (count, s1), iv, center)

@@ -15,7 +15,7 @@ The result is exact; the proxy scales sums back and adds noise (``release/noise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -331,6 +331,9 @@ def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.E
     column = alias_of[p.name]
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
+    if p.kind is PrimitiveKind.DISTINCT and p.distinct:  # AVG(DISTINCT): its sum's terms q
+        q = summand(replace(p, kind=PrimitiveKind.SUM), column, plan.query.table)
+        return exp.Count(this=exp.Distinct(expressions=[q]))
     if p.kind is PrimitiveKind.DISTINCT:  # over the bounded rows: at most K values per unit
         return exp.Count(this=exp.Distinct(expressions=[exp.column(column)]))
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
@@ -342,7 +345,9 @@ def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.E
             hint="narrow the column's lower/upper bounds in the schema (to within ±1e250)",
         )
     # Integers on a fixed-point grid (rewrite/fixed.py): an exact, order-independent total.
-    summed = exp.Sum(this=summand(p, column, plan.query.table))
+    # SUM(DISTINCT ...): the distinct terms q (planning/plan.py Primitive), on both engines.
+    term = summand(p, column, plan.query.table)
+    summed = exp.Sum(this=exp.Distinct(expressions=[term]) if p.distinct else term)
     return exp.Coalesce(this=summed, expressions=[lit(0)])
 
 

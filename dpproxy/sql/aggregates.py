@@ -202,6 +202,7 @@ class PostBuilder:
             node = node.this
             no_aggregates(condition, "FILTER")
         kind, arg, q, second_arg = self._classify(node)
+        distinct = isinstance(node, exp.Sum | exp.Avg) and isinstance(node.this, exp.Distinct)
         measure: exp.Expression | None = None
         second: exp.Expression | None = None
         if kind is AggKind.COUNT_UNITS:
@@ -221,7 +222,7 @@ class PostBuilder:
                 second = exp.Case(ifs=[exp.If(this=cond.copy(), true=second)])
             if kind is AggKind.COUNT_STAR:
                 kind = AggKind.COUNT
-        candidate = Aggregate(kind, measure, q, second)
+        candidate = Aggregate(kind, measure, q, second, distinct)
         for i, a in enumerate(self.aggregates):
             if a == candidate:
                 return i
@@ -271,6 +272,14 @@ class PostBuilder:
             return AggKind.COUNT, arg, None, None
         if isinstance(node, exp.WithinGroup):
             return self._within_group(node)
+        if isinstance(node, exp.Sum | exp.Avg) and isinstance(node.this, exp.Distinct):
+            items = node.this.expressions
+            if len(items) != 1:
+                raise UnsupportedQuery(
+                    f"{user_name(node).upper()}(DISTINCT ...) of several expressions is not "
+                    "supported"
+                )
+            return _AGG_CLASSES[type(node)], items[0], None, None
         if isinstance(node.this, exp.Distinct):
             raise UnsupportedQuery(f"{user_name(node).upper()}(DISTINCT ...) is not supported")
         kind = _AGG_CLASSES.get(type(node))

@@ -88,12 +88,14 @@ class Aggregate:
 
     ``q`` is the fraction of an order statistic (MEDIAN ½, MIN 0, MAX 1); ``second`` the second
     argument of a two-argument statistic (``CORR(measure, second)``), FILTER folded in too.
+    ``distinct``: SUM(DISTINCT x) or AVG(DISTINCT x) (``planning/plan.py`` Primitive).
     """
 
     kind: AggKind
     measure: exp.Expression | None
     q: Fraction | None = None
     second: exp.Expression | None = None
+    distinct: bool = False
 
 
 @dataclass(frozen=True, slots=True)

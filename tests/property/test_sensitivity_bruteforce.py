@@ -119,6 +119,8 @@ AGGREGATES = (
     "SUM(z)",
     "SUM(y / 10 - 1)",
     "AVG(x)",
+    "SUM(DISTINCT x)",
+    "AVG(DISTINCT z)",
     "VAR_POP(z)",
     "AVG(CASE WHEN g = 'a' THEN 1 ELSE 0 END)",
 )

@@ -102,14 +102,12 @@ SELECT COUNT(DISTINCT native_country) AS countries FROM adult;
 
 -- title: sum of distinct capital losses
 -- schema: adult
--- expect: 0A000
--- reason: SUM(DISTINCT ...)
+-- expect: answered
 SELECT SUM(DISTINCT capital_loss) FROM adult;
 
 -- title: average of distinct ages
 -- schema: adult
--- expect: 0A000
--- reason: AVG(DISTINCT ...)
+-- expect: answered
 SELECT AVG(DISTINCT age) FROM adult;
 
 -- title: distinct people
