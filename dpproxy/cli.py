@@ -506,6 +506,14 @@ def _listen(value: str) -> tuple[str, int]:
     "--max-connections", default=100, show_default=True, type=click.IntRange(1), help="Cap."
 )
 @click.option(
+    "--authentication-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    metavar="SECONDS",
+    help="Disconnect a client that has not logged in this long after connecting.",
+)
+@click.option(
     "--idle-timeout",
     default=3600.0,
     show_default=True,
@@ -552,6 +560,7 @@ def serve(
     tls_key: str | None,
     require_tls: bool | None,
     max_connections: int,
+    authentication_timeout: float,
     idle_timeout: float,
     max_message_size: int,
     statement_timeout: float | None,
@@ -616,6 +625,7 @@ def serve(
         tls_key=Path(tls_key) if tls_key else None,
         require_tls=tls_cert is not None if require_tls is None else require_tls,
         max_connections=max_connections,
+        authentication_timeout=authentication_timeout,
         idle_timeout=idle_timeout,
         max_message_size=max_message_size,
         statement_timeout=statement_timeout,

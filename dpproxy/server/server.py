@@ -2,7 +2,10 @@
 
 asyncio, one task per connection; backend work runs in worker threads
 (``asyncio.to_thread``) so one slow query never blocks another client. Limits: a connection
-cap (``53300`` beyond it), a maximum message size (``54000``), an idle timeout (``57P05``);
+cap (``53300`` beyond it, for sessions and, apart, for connections still logging in), an
+authentication timeout (60 s by default, as PostgreSQL's ``authentication_timeout``: a client
+that never finishes its startup is disconnected), a maximum message size (``54000``), an idle
+timeout (``57P05``);
 SIGTERM stops accepting, lets in-flight queries finish (up to a grace period) and refuses new
 ones with ``57P01``.
 
@@ -107,6 +110,9 @@ class ServerConfig:
     max_connections: int = 100
     max_message_size: int = protocol.DEFAULT_MAX_MESSAGE
     idle_timeout: float | None = 3600.0
+    # From connect to the end of authentication, as PostgreSQL's authentication_timeout (at
+    # most max_connections connections at once in that phase; the rest: 53300 at once).
+    authentication_timeout: float = 60.0
     statement_timeout: float | None = None  # seconds; cancels a DP query running longer
     shutdown_grace: float = 30.0
     database: str = "dpproxy"
@@ -147,6 +153,7 @@ class Server:
         self.engine = engine
         self.config = config
         self.sessions: dict[int, Session] = {}
+        self._starting = 0  # connections not yet logged in (at most max_connections)
         self.shutting_down = False
         self._server: asyncio.base_events.Server | None = None
         check_files(config)
@@ -282,31 +289,24 @@ class Server:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         session: Session | None = None
         peer = writer.get_extra_info("peername")
+        self._starting += 1
+        starting = True
         try:
-            params = await self._startup(reader, writer)
-            if params is None:
-                return
-            reader, writer = params[1], params[2]
-            startup = params[0]
-            session = Session(self, reader, writer)
-            session.startup = startup
-            if self.shutting_down:
-                raise TooManyConnections("the server is shutting down")
-            if len(self.sessions) >= self.config.max_connections:
+            if self._starting > self.config.max_connections:
                 raise TooManyConnections(
-                    "sorry, too many clients already",
-                    hint=f"the limit is {self.config.max_connections} (--max-connections)",
+                    "sorry, too many clients are connecting at once",
+                    hint=f"at most {self.config.max_connections} may be logging in at a time",
                 )
-            session.user = check_startup_user(startup)
-            session.database = startup.get("database", session.user)
-            if self.config.require_tls and writer.get_extra_info("ssl_object") is None:
-                host = peer[0] if isinstance(peer, tuple) and peer else "local"
-                raise InvalidAuthorization(
-                    f'connection without TLS refused: host "{host}", user "{session.user}", '
-                    f'database "{session.database}", no encryption',
-                    hint="this server requires TLS: connect with sslmode=require (or verify-full)",
-                )
-            await self._authenticate(session, peer)
+            try:
+                async with asyncio.timeout(self.config.authentication_timeout):
+                    session = await self._login(reader, writer, peer)
+            except TimeoutError:  # a client that never finishes logging in holds nothing
+                log.info("authentication timed out", extra={"event": "refused", "peer": str(peer)})
+                return
+            self._starting -= 1
+            starting = False
+            if session is None:
+                return
             self.sessions[session.pid] = session
             self._greet(session)
             await session.flush()
@@ -325,6 +325,8 @@ class Server:
                 extra={"event": "refused", "sqlstate": e.sqlstate, "peer": str(peer)},
             )
         finally:
+            if starting:
+                self._starting -= 1
             if session is not None:
                 self.sessions.pop(session.pid, None)
                 if session.emulator is not None:
@@ -332,6 +334,36 @@ class Server:
             with contextlib.suppress(Exception):
                 writer.close()
                 await writer.wait_closed()
+
+    async def _login(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any
+    ) -> Session | None:
+        """Startup and authentication: the session to serve, or None (a CancelRequest)."""
+        params = await self._startup(reader, writer)
+        if params is None:
+            return None
+        _, reader, writer = params  # the same streams, upgraded in place by TLS
+        startup = params[0]
+        session = Session(self, reader, writer)
+        session.startup = startup
+        if self.shutting_down:
+            raise TooManyConnections("the server is shutting down")
+        if len(self.sessions) >= self.config.max_connections:
+            raise TooManyConnections(
+                "sorry, too many clients already",
+                hint=f"the limit is {self.config.max_connections} (--max-connections)",
+            )
+        session.user = check_startup_user(startup)
+        session.database = startup.get("database", session.user)
+        if self.config.require_tls and writer.get_extra_info("ssl_object") is None:
+            host = peer[0] if isinstance(peer, tuple) and peer else "local"
+            raise InvalidAuthorization(
+                f'connection without TLS refused: host "{host}", user "{session.user}", '
+                f'database "{session.database}", no encryption',
+                hint="this server requires TLS: connect with sslmode=require (or verify-full)",
+            )
+        await self._authenticate(session, peer)
+        return session
 
     async def _startup(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

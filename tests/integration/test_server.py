@@ -338,6 +338,28 @@ def test_connection_cap(tmp_path: Path) -> None:
         stop_server(run)
 
 
+def test_clients_that_never_log_in_hold_nothing(tmp_path: Path) -> None:
+    """A connection that sends no startup is dropped after --authentication-timeout, and
+    while it waits it counts against the cap of connections still logging in: the next one
+    beyond --max-connections gets 53300 at once; a real client then logs in normally."""
+    run = start_server(tmp_path, "--max-connections", "2", "--authentication-timeout", "2")
+    silent = [socket.create_connection((run.host, run.port), timeout=60) for _ in range(2)]
+    try:
+        with socket.create_connection((run.host, run.port), timeout=60) as third:
+            third.sendall(struct.pack("!ii", 8, 80877103))  # SSLRequest: the server reads it
+            reply = third.recv(4096)  # the cap answers before reading anything
+            assert reply[:1] == b"E" and b"53300" in reply, reply
+        for s in silent:  # the timeout closes them: recv returns end-of-file, no error
+            assert s.recv(4096) == b""
+        with psycopg.connect(run.dsn(), autocommit=True) as con:
+            (count,) = con.execute("SELECT COUNT(*) FROM adult").fetchone() or (None,)
+            assert isinstance(count, int)
+    finally:
+        for s in silent:
+            s.close()
+        stop_server(run)
+
+
 def test_no_users_file_without_trust_is_refused(tmp_path: Path) -> None:
     out = subprocess.run(
         [*dpproxy_command(), "serve", "--listen", "127.0.0.1:0"],
