@@ -768,7 +768,8 @@ class QueryGen:
         if kind == "neg":
             return f"-{self.num(d)}"
         if kind == "func":
-            return f"{self.pick(('ABS', 'FLOOR', 'CEIL', 'ROUND'))}({self.num(d)})"
+            funcs = ("ABS", "FLOOR", "CEIL", "ROUND", "SQRT", "LN", "LOG", "EXP", "SIGN")
+            return f"{self.pick(funcs)}({self.num(d)})"
         if kind == "round":
             digits = self.pick(("0", "1", "2", "15", "20", "300", "400", "-1"))
             return f"ROUND({self.num(d)}, {digits})"

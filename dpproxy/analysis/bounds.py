@@ -7,13 +7,25 @@ the data holds. A NULL contributes nothing to SUM or COUNT, so NULL branches are
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
 from dpproxy.sql.dates import MAX_DAYS
-from dpproxy.values import Interval
+from dpproxy.sql.types import EXP_LIMIT
+from dpproxy.values import (
+    Interval,
+    exp_down,
+    exp_up,
+    float_down,
+    float_up,
+    ln_down,
+    ln_up,
+    sqrt_down,
+    sqrt_up,
+)
 
 _UNBOUNDED = Interval.unbounded()
 
@@ -143,9 +155,51 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         return Interval(v.lo - 1, v.hi + 1)  # a cast to an integer type may round
     if isinstance(node, exp.Length):
         return Interval(Fraction(0), None)
+    if isinstance(node, exp.Sign):
+        v = b(node.this)
+        if v is None:
+            return None
+        lo = Fraction(0) if v.lo is not None and v.lo >= 0 else Fraction(-1)
+        hi = Fraction(0) if v.hi is not None and v.hi <= 0 else Fraction(1)
+        return Interval(lo, hi)
+    if isinstance(node, exp.Pi):
+        return Interval.point(Fraction(math.pi))  # pi() is this double on both engines
+    if isinstance(node, exp.Sqrt | exp.Ln | exp.Log | exp.Exp):
+        v = b(node.this)
+        return None if v is None else monotone(node, v)
     if isinstance(node, exp.DateDiff):  # days between two dates of 0001…9999 (sql/dates.py)
         return Interval(Fraction(-MAX_DAYS), Fraction(MAX_DAYS))
     return _UNBOUNDED
+
+
+def monotone(node: exp.Expression, v: Interval) -> Interval | None:
+    """SQRT, LN, LOG (base 10) or EXP of a value in ``v``, as rewrite/guard.py prints them:
+    NULL outside the domain (``None`` when no value of ``v`` is inside it); increasing inside,
+    so the ends map to the ends, rounded outward to doubles with a margin far above the
+    engines' one-ulp error (None: unbounded on that side)."""
+    if isinstance(node, exp.Exp):
+        lo = max(v.lo, Fraction(-EXP_LIMIT)) if v.lo is not None else Fraction(-EXP_LIMIT)
+        hi = min(v.hi, Fraction(EXP_LIMIT)) if v.hi is not None else Fraction(EXP_LIMIT)
+        if lo > hi:
+            return None
+        return Interval(Fraction(float_down(exp_down(lo))), Fraction(float_up(exp_up(hi))))
+    if isinstance(node, exp.Sqrt):
+        if v.hi is not None and v.hi < 0:
+            return None
+        lo = Fraction(float_down(sqrt_down(v.lo))) if v.lo is not None else Fraction(0)
+        return Interval(lo, Fraction(float_up(sqrt_up(v.hi))) if v.hi is not None else None)
+    if v.hi is not None and v.hi <= 0:  # LN, LOG: x > 0 only
+        return None
+    scale = Fraction(1) if isinstance(node, exp.Ln) else 1 / ln_down(Fraction(10))
+    margin = Fraction(1, 10**6)  # covers 1/ln 10 rounded and LOG's own rounding
+
+    def end(x: Fraction, up: bool) -> Fraction:
+        y = (ln_up(x) if up else ln_down(x)) * scale
+        y += (abs(y) * margin + Fraction(1, 10**300)) * (1 if up else -1)
+        return Fraction(float_up(y) if up else float_down(y))
+
+    low = end(v.lo, False) if v.lo is not None and v.lo > 0 else None
+    return Interval(low, end(v.hi, True) if v.hi is not None else None)
 
 
 def integral(node: exp.Expression, table: Table) -> bool:

@@ -67,6 +67,16 @@ class Span:
         return Span(max(self.hi, other.hi), min(self.lo, other.lo))
 
 
+# Magnitudes of SQRT, LN, LOG (of any double in their domains: 5e-324 … 1.8e308; ln of the
+# double nearest 1 below it is -1.1e-16) and of EXP (on its guarded domain |x| <= 345).
+_OF_ANY_DOUBLE: dict[type[exp.Expression], Span] = {
+    exp.Sqrt: Span(154.2, -161.7),
+    exp.Ln: Span(math.log10(745.0), -16.0),
+    exp.Log: Span(math.log10(324.0), -16.4),
+    exp.Exp: Span(149.9, -149.9),
+}
+
+
 def _hull(spans: list[Span | None]) -> Span | None:
     out: Span | None = None
     for s in spans:
@@ -134,6 +144,11 @@ class Magnitudes:
         if isinstance(node, exp.Sign):
             self.span(node.this)
             return Span(0.0, 0.0)
+        if isinstance(node, exp.Pi):
+            return Span(math.log10(math.pi), math.log10(math.pi))
+        if isinstance(node, tuple(_OF_ANY_DOUBLE)):  # whatever its argument (rewrite/guard.py)
+            self.span(node.this)
+            return _OF_ANY_DOUBLE[type(node)]
         if isinstance(node, exp.Floor | exp.Ceil | exp.Trunc):
             inner = self.span(node.this)
             return None if inner is None else Span(max(inner.hi, 0.0), 0.0)

@@ -14,8 +14,10 @@ rewritten SQL evaluates per row:
   database's physical integer or float type (SMALLINT, REAL, ...) the arithmetic is the same
   IEEE double arithmetic, whose range :mod:`dpproxy.rewrite.floats` checks;
   ``ROUND`` and ``%`` become one formula of IEEE operations that DuckDB and PostgreSQL
-  evaluate identically; ``DATE_TRUNC`` and date ± interval on date columns become the forms
-  of :mod:`dpproxy.sql.dates`, total on every date either engine stores;
+  evaluate identically; ``SQRT``, ``LN``, ``LOG`` and ``EXP`` are NULL outside their domains
+  (:mod:`dpproxy.rewrite.domains`) and ``SIGN`` is a DOUBLE; ``DATE_TRUNC`` and date ±
+  interval on date columns become the forms of :mod:`dpproxy.sql.dates`, total on every date
+  either engine stores;
 * ``clamp_values``: a numeric column in a *value position* of a measure (not inside a
   condition) is clamped to its schema bounds, which makes :mod:`dpproxy.analysis.bounds` sound.
 
@@ -34,6 +36,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import Table
 from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
+from dpproxy.rewrite.domains import DOMAIN_FUNCS, in_domain
 from dpproxy.rewrite.precedence import parenthesise
 from dpproxy.sql.dates import (
     portable_difference,
@@ -186,6 +189,10 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
         if isinstance(n, exp.Mod):
             return _portable_mod(n, table)
+    if isinstance(n, DOMAIN_FUNCS):  # SQRT, LN, LOG, EXP: NULL outside their domains
+        return in_domain(n, _double(n.this, table))
+    if isinstance(n, exp.Sign):  # a DOUBLE on both engines (DuckDB's SIGN is a TINYINT)
+        return _as_double(exp.Sign(this=_double(n.this, table)))
     if isinstance(n, exp.Substring):
         _check_substring(n)
     if isinstance(n, exp.Like | exp.ILike) and not isinstance(n.parent, exp.Escape):
@@ -340,6 +347,8 @@ def is_double(n: exp.Expression, table: Table) -> bool:
         return is_double(n.this, table)
     if isinstance(n, exp.Cast):  # TRY_CAST too
         return n.to.this in _DOUBLE_TYPES
+    if isinstance(n, (*DOMAIN_FUNCS, exp.Pi)):  # of a DOUBLE (rewrite/domains.py), or π
+        return True
     if isinstance(n, _BINARY):
         return is_double(n.this, table) or is_double(n.expression, table)
     if isinstance(n, exp.Case):

@@ -52,6 +52,26 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "rewritten as SIGN(x)·FLOOR(|x|·10^d + 0.5)/10^d in DOUBLE for |x| < 10^(300−d), "
         "x itself beyond; d is a literal"
     ),
+    exp.Sign: "DOUBLE in, −1/0/1 out; never fails (NaN gives 0 on both engines)",
+    exp.Pi: "a constant (the double nearest π on both engines)",
+    exp.Sqrt: (
+        "printed as CASE WHEN x >= 0 THEN SQRT(x) END over x as DOUBLE (rewrite/domains.py): "
+        "PostgreSQL and DuckDB raise only for x < 0; NaN and +inf give NaN and +inf on both; "
+        "the result lies within 1.4e154, so rewrite/floats.py bounds its magnitude"
+    ),
+    exp.Ln: (
+        "printed as CASE WHEN x > 0 THEN LN(x) END over x as DOUBLE: both engines raise only "
+        "for x <= 0; |LN(x)| <= 745 for every finite positive double, NaN and +inf pass"
+    ),
+    exp.Log: (
+        "one argument only (base 10 on both engines; LOG(b, x) is refused, 42883): printed "
+        "as CASE WHEN x > 0 THEN LOG(x) END over x as DOUBLE, as LN"
+    ),
+    exp.Exp: (
+        "printed as CASE WHEN x BETWEEN -345 AND 345 THEN EXP(x) END over x as DOUBLE: "
+        "PostgreSQL raises on overflow (x > 709.78) and underflow (x < -745.1); inside, the "
+        "result lies in [1e-150, 1e150] on both engines (NaN and ±inf give NULL)"
+    ),
     exp.Floor: "DOUBLE or integer in, same type out; never fails",
     exp.Ceil: "DOUBLE or integer in, same type out; never fails",
     exp.EQ: "operands of one type (checked statically); comparison never fails",
@@ -188,10 +208,10 @@ def check_allowed(node: exp.Expression) -> None:
     """Refuse (42883) a row-level expression that uses anything without a totality argument.
 
     >>> check_allowed(exp.maybe_parse("ABS(age) + 1 > 3"))
-    >>> check_allowed(exp.maybe_parse("SQRT(age) > 3"))
+    >>> check_allowed(exp.maybe_parse("POWER(age, 2) > 3"))
     Traceback (most recent call last):
     ...
-    dpproxy.errors.UndefinedFunction: 42883: function sqrt() is not supported
+    dpproxy.errors.UndefinedFunction: 42883: function power() is not supported
     HINT: dpproxy accepts only functions that provably cannot fail on a row; see SECURITY.md
     """
     for n in node.walk():

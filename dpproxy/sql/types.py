@@ -81,6 +81,8 @@ _SYMBOL: dict[type[exp.Expression], str] = {  # as the analyst wrote them, for m
 }
 NUMERIC_FUNCS = (exp.Abs, exp.Round, exp.Floor, exp.Ceil)
 TEXT_FUNCS = (exp.Lower, exp.Upper, exp.Trim)
+MATH_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Sign)
+EXP_LIMIT = 345  # EXP(x) is computed for |x| <= 345 only (rewrite/guard.py): e^345 < 1e150
 
 
 def cast_type(to: exp.DataType) -> SqlType:
@@ -355,6 +357,18 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         return _unify_all([node.this, *node.expressions], node.key.upper(), t)
     if isinstance(node, exp.Nullif):
         return _unify_all([node.this, node.expression], "NULLIF", t)
+    if isinstance(node, exp.Pi):
+        return SqlType.NUMERIC
+    if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/guard.py
+        if isinstance(node, exp.Log) and node.args.get("expression") is not None:
+            raise UndefinedFunction(
+                "function log(base, x) is not supported",
+                hint="write LN(x) / LN(base); LOG(x) is the base-10 logarithm",
+            )
+        operand = t(node.this)
+        _expect(operand, SqlType.NUMERIC, node)
+        _not_all_null([operand], node)
+        return SqlType.NUMERIC
     if isinstance(node, NUMERIC_FUNCS):
         _expect(t(node.this), SqlType.NUMERIC, node)
         digits = node.args.get("decimals")

@@ -220,6 +220,29 @@ PER_UNIT = (
     "FROM t GROUP BY uid) x WHERE d1 - d0 > 0 AND EXTRACT(YEAR FROM d0) > 2000",
 )
 
+# Math functions outside their domains (PostgreSQL and DuckDB raise for SQRT of a negative,
+# LN/LOG of 0 or a negative; PostgreSQL for EXP overflow and underflow and for POWER): printed
+# as CASE WHEN x in the domain THEN f(x) END (rewrite/guard.py), or refused (POWER, LOG(b, x)).
+MATH = (
+    "SELECT COUNT(*) FROM t WHERE SQRT(fb) > 0",
+    "SELECT COUNT(*) FROM t WHERE LN(fb) < 1",
+    "SELECT COUNT(*) FROM t WHERE LOG(si) >= 0",
+    "SELECT COUNT(*) FROM t WHERE EXP(fb) > 1",
+    "SELECT COUNT(*) FROM t WHERE EXP(i32) > 1 OR EXP(-i64) > 1",
+    "SELECT SUM(SQRT(fb - 1)) FROM t",
+    "SELECT SUM(EXP(fb)), SUM(LN(fu)) FROM t",
+    "SELECT COUNT(*) FROM t WHERE SQRT(-4) > 1",
+    "SELECT COUNT(*) FROM t WHERE EXP(1000) > 1",
+    "SELECT COUNT(*) FROM t WHERE LN(0) > 1",
+    "SELECT COUNT(*) FROM t WHERE POWER(fb, 2) > 1e300",
+    "SELECT COUNT(*) FROM t WHERE fb ^ 400 > 0",
+    "SELECT COUNT(*) FROM t WHERE SQRT(fu) * SQRT(fu) > 1e300",
+    "SELECT COUNT(*) FROM t WHERE EXP(LN(fb)) * 1e150 > 0",
+    "SELECT COUNT(*) FROM t WHERE LOG(2, fb) > 0",
+    "SELECT SIGN(fu) AS s, COUNT(*) FROM t GROUP BY 1",
+    "SELECT COUNT(*) FROM t WHERE MOD(i64, si) = 0 AND PI() * fb > 0",
+)
+
 # Beyond the families, with no contribution bound in the schema (rows per unit chosen with
 # DP): AVG and MEDIAN without GROUP BY make run() raise XX000 ("the chosen bound changed the
 # cost of the plan") after the truncation statement read the data.
@@ -257,6 +280,7 @@ ALL = [
     *(pytest.param("rows", q, id=f"dates-{i}") for i, q in enumerate(DATES)),
     *(pytest.param("rows", q, id=f"semijoins-{i}") for i, q in enumerate(SEMIJOINS)),
     *(pytest.param("rows", q, id=f"per_unit-{i}") for i, q in enumerate(PER_UNIT)),
+    *(pytest.param("rows", q, id=f"math-{i}") for i, q in enumerate(MATH)),
     *(pytest.param("dp", q, id=f"beyond_dp-{i}") for i, q in enumerate(BEYOND_DP)),
 ]
 
@@ -285,6 +309,7 @@ FAMILY_PATTERNS = {
     "semijoins": r"EXISTS \(SELECT 1 FROM t AS s WHERE s\.uid = t\.uid AND|"
     r"IN \(SELECT .* FROM t AS s WHERE s\.uid = t\.uid AND",
     "per_unit": r"FROM \(SELECT uid, .* GROUP BY uid",
+    "math": r"\b(SQRT|LN|LOG|EXP|SIGN)\(",
     "dates": r"DATE_TRUNC\('(month|week|year|quarter)', day\)|\(day [-+] (INTERVAL|[0-9])",
 }
 

@@ -86,8 +86,7 @@ ORDER BY avg_gain DESC;
 
 -- title: sign of net capital
 -- schema: adult
--- expect: 42883
--- reason: SIGN is not in the allowlist
+-- expect: answered
 SELECT SIGN(capital_gain - capital_loss) AS direction, COUNT(*) FROM adult GROUP BY 1 ORDER BY 1;
 
 -- title: standard deviation as square root of the variance
@@ -98,8 +97,7 @@ SELECT sex, SQRT(VAR_POP(age)) AS sd_age FROM adult GROUP BY sex;
 
 -- title: mean log capital gain
 -- schema: adult
--- expect: 42883
--- reason: LN is not in the allowlist
+-- expect: answered
 SELECT income_class, AVG(LN(1 + capital_gain)) AS mean_log_gain FROM adult GROUP BY income_class;
 
 -- title: mean squared age
@@ -177,8 +175,7 @@ SELECT 100.0 * COUNT(*) FILTER (WHERE sex = 'Female') / COUNT(*) AS pct_women FR
 
 -- title: mean square root of hours
 -- schema: adult
--- expect: 42883
--- reason: SQRT is not in the allowlist
+-- expect: answered
 SELECT AVG(SQRT(hours_per_week)) FROM adult;
 
 -- title: age floor of half decades

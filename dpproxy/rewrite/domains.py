@@ -1,0 +1,46 @@
+"""SQRT, LN, LOG and EXP printed so that no argument can make an engine raise.
+
+PostgreSQL raises for ``SQRT(-1)``, ``LN(0)``, ``LOG(-1)``, on ``EXP`` overflow (x > 709.78)
+and underflow (x < -745.1); DuckDB for the first three. An error decided by one row's value is
+an output no noise covers, so each call is printed as ``CASE WHEN <x in the domain> THEN f(x)
+END`` over its argument as DOUBLE: NULL outside the domain, on both engines alike. The
+condition reads the same guarded, clamped (and, in rewrite/floats.py, tamed: taming is a
+function of the value) argument as the function, so it decides exactly the value the function
+sees. NaN passes ``>= 0`` and ``> 0`` on both engines (it orders above every number) and both
+return NaN for it; ``x BETWEEN -345 AND 345`` excludes NaN and ±inf, and keeps ``EXP(x)``
+within [1e-150, 1e150] so that rewrite/floats.py can bound the arithmetic around it.
+``tests/integration/test_math_forms.py`` runs the forms on both engines over extreme doubles.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpproxy.sql.types import EXP_LIMIT
+
+DOMAIN_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp)
+
+
+def _lit(v: int) -> exp.Literal:
+    return exp.Literal(this=str(v), is_string=False)
+
+
+def in_domain(n: exp.Expression, x: exp.Expression) -> exp.Expression:
+    """``n`` (one of :data:`DOMAIN_FUNCS`) of the DOUBLE ``x``, NULL outside its domain.
+
+    >>> x = exp.column("x")
+    >>> in_domain(exp.Ln(this=x), x).sql()
+    'CASE WHEN x > 0 THEN LN(x) END'
+    >>> in_domain(exp.Exp(this=x), x).sql()
+    'CASE WHEN x BETWEEN -345 AND 345 THEN EXP(x) END'
+    """
+    if isinstance(n, exp.Sqrt):
+        condition: exp.Expression = exp.GTE(this=x.copy(), expression=_lit(0))
+    elif isinstance(n, exp.Exp):
+        condition = exp.Between(
+            this=x.copy(), low=exp.Neg(this=_lit(EXP_LIMIT)), high=_lit(EXP_LIMIT)
+        )
+    else:
+        condition = exp.GT(this=x.copy(), expression=_lit(0))
+    call = type(n)(this=x)
+    return exp.Case(ifs=[exp.If(this=condition, true=call)])
