@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpproxy.sql.types import EXP_LIMIT
+from dpproxy.sql.types import EXP_LIMIT, power_limits
 
-DOMAIN_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp)
+DOMAIN_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
 
 
 def _lit(v: int) -> exp.Literal:
@@ -27,6 +27,8 @@ def _lit(v: int) -> exp.Literal:
 
 def in_domain(n: exp.Expression, x: exp.Expression) -> exp.Expression:
     """``n`` (one of :data:`DOMAIN_FUNCS`) of the DOUBLE ``x``, NULL outside its domain.
+    ``POWER(x, n)`` (n a literal integer, 1 … 64, checked by the type checker) only where
+    ``|x^n|`` is 0 or within [1e-150, 1e150]: PostgreSQL raises on overflow and underflow.
 
     >>> x = exp.column("x")
     >>> in_domain(exp.Ln(this=x), x).sql()
@@ -34,8 +36,22 @@ def in_domain(n: exp.Expression, x: exp.Expression) -> exp.Expression:
     >>> in_domain(exp.Exp(this=x), x).sql()
     'CASE WHEN x BETWEEN -345 AND 345 THEN EXP(x) END'
     """
+    if isinstance(n, exp.Pow):
+        k = int(n.expression.name)
+        lo, hi = (exp.Literal(this=v, is_string=False) for v in power_limits(k))
+        magnitude = exp.Abs(this=x.copy())
+        condition: exp.Expression = exp.And(
+            this=exp.LTE(this=magnitude, expression=hi),
+            expression=exp.Paren(
+                this=exp.Or(
+                    this=exp.GTE(this=magnitude.copy(), expression=lo),
+                    expression=exp.EQ(this=x.copy(), expression=_lit(0)),
+                )
+            ),
+        )
+        return exp.Case(ifs=[exp.If(this=condition, true=exp.Pow(this=x, expression=_lit(k)))])
     if isinstance(n, exp.Sqrt):
-        condition: exp.Expression = exp.GTE(this=x.copy(), expression=_lit(0))
+        condition = exp.GTE(this=x.copy(), expression=_lit(0))
     elif isinstance(n, exp.Exp):
         condition = exp.Between(
             this=x.copy(), low=exp.Neg(this=_lit(EXP_LIMIT)), high=_lit(EXP_LIMIT)

@@ -39,6 +39,7 @@ VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 10.0, 1000.0, 1e-300, 5e-324, -5e-324]
 VALUES += [1.7976931348623157e308, -1.7976931348623157e308, 1e308, -1e308]
 VALUES += [709.0, 709.79, 710.0, -745.0, -745.2, -1000.0, 345.0, 345.5, -345.0, -346.0]
 VALUES += [1 + 2**-52, 1 - 2**-53, math.inf, -math.inf, math.nan]
+VALUES += [1e74, -1e75, 1e-75, -1e-74, 1e49, -1e50, 220.0, -221.0, 0.0046, 0.0045]
 
 
 def _nan(v: float) -> bool:
@@ -56,6 +57,9 @@ SINGLE = {
     "LOG(x)": (math.log10, lambda v: _nan(v) or v > 0),
     "EXP(x)": (math.exp, lambda v: -EXP_LIMIT <= v <= EXP_LIMIT),
     "SIGN(x)": (_sign, lambda v: True),
+    "POWER(x, 2)": (lambda v: v**2, lambda v: v == 0 or 1.000001e-75 <= abs(v) <= 9.99999e74),
+    "x ^ 3": (lambda v: v**3, lambda v: v == 0 or 1.000001e-50 <= abs(v) <= 9.99999e49),
+    "POWER(x, 64)": (lambda v: v**64, lambda v: v == 0 or 4.531588169e-03 <= abs(v) <= 220.67),
 }
 COMPOUND = [
     "SQRT(x) * 2",
@@ -68,6 +72,8 @@ COMPOUND = [
     "SQRT(ABS(x)) / LN(x)",
     "EXP(LN(x))",
     "ROUND(SQRT(x), 2)",
+    "POWER(x, 2) * 3 + POWER(x, 1)",
+    "POWER(SQRT(x), 2) - x",
 ]
 
 
