@@ -757,6 +757,7 @@ class QueryGen:
                 "nullif",
                 "cast",
                 "length",
+                "strpos",
                 "extract",
                 "paren",
                 "overflow",
@@ -768,11 +769,8 @@ class QueryGen:
         if kind == "neg":
             return f"-{self.num(d)}"
         if kind == "func":
-            funcs = ("ABS", "FLOOR", "CEIL", "ROUND", "SQRT", "LN", "LOG", "EXP", "SIGN", "POWER")
-            name = self.pick(funcs)
-            if name == "POWER":
-                return f"POWER({self.num(d)}, {self.pick(('2', '3', '64', '0.5', '-1', '400'))})"
-            return f"{name}({self.num(d)})"
+            funcs = ("ABS", "FLOOR", "CEIL", "ROUND", "SQRT", "LN", "LOG", "EXP", "SIGN")
+            return f"{self.pick(funcs)}({self.num(d)})"
         if kind == "round":
             digits = self.pick(("0", "1", "2", "15", "20", "300", "400", "-1"))
             return f"ROUND({self.num(d)}, {digits})"
@@ -787,6 +785,10 @@ class QueryGen:
             return f"CAST({src} AS {self.pick(('INTEGER', 'BIGINT', 'SMALLINT', 'DOUBLE PRECISION', 'REAL', 'DECIMAL(4, 1)'))})"  # noqa: E501
         if kind == "length":
             return f"LENGTH({self.text(d)})"
+        if kind == "strpos":
+            if self.chance(50):
+                return f"POSITION({self.text(d)} IN {self.text(d)})"
+            return f"STRPOS({self.text(d)}, {self.text(d)})"
         if kind == "extract":
             if self.chance(30):
                 return f"DATE_PART('{self.pick(EXTRACT_FIELDS).lower()}', {self.date(d)})"
@@ -803,9 +805,17 @@ class QueryGen:
         if depth <= 0:
             return self.text_leaf()
         d = depth - 1
-        kind = self.pick(("leaf", "func", "substring", "concat", "cast", "case", "hull", "nullif"))
+        kinds = ("leaf", "func", "substring", "left", "replace", "concat", "cast", "case", "hull")
+        kinds += ("nullif",)
+        kind = self.pick(kinds)
         if kind == "func":
             return f"{self.pick(('LOWER', 'UPPER', 'TRIM'))}({self.text(d)})"
+        if kind == "left":
+            n = self.pick(("0", "1", "3", "-1", "-3", "2147483647", "-2147483647", "2147483648"))
+            return f"{self.pick(('LEFT', 'RIGHT'))}({self.text(d)}, {n})"
+        if kind == "replace":
+            a, b = self.pick((("'1'", "''"), ("'-'", "' '"), ("''", "''"), ("'é'", "'e'")))
+            return f"REPLACE({self.text(d)}, {a}, {b})"
         if kind == "substring":
             start = self.pick(("1", "2", "0", "100", "2147483647", "2147483648"))
             if self.chance(50):

@@ -74,7 +74,6 @@ _OF_ANY_DOUBLE: dict[type[exp.Expression], Span] = {
     exp.Ln: Span(math.log10(745.0), -16.0),
     exp.Log: Span(math.log10(324.0), -16.4),
     exp.Exp: Span(149.9, -149.9),
-    exp.Pow: Span(150.0, -150.0),  # |x^n| is 0 or within [1e-150, 1e150] (rewrite/domains.py)
 }
 
 
@@ -104,7 +103,8 @@ def _is_text(node: exp.Expression, table: Table) -> bool:
     if isinstance(node, exp.Column):
         c = table.column(node.name)
         return c is not None and c.type is ColumnType.TEXT
-    return isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.DPipe)
+    text = exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.DPipe
+    return isinstance(node, text | exp.Left | exp.Right | exp.Replace)
 
 
 class Magnitudes:
@@ -138,7 +138,7 @@ class Magnitudes:
             if node.to.this in _FLOAT_TYPES or node.to.this is exp.DataType.Type.DECIMAL:
                 return self.span(node.this)
             return None
-        if isinstance(node, exp.Length | exp.Extract):
+        if isinstance(node, exp.Length | exp.Extract | exp.StrPosition):
             return Span(INTEGER_TOP, 0.0)
         if isinstance(node, _PASS):
             return self.span(node.this)

@@ -82,16 +82,49 @@ _SYMBOL: dict[type[exp.Expression], str] = {  # as the analyst wrote them, for m
 NUMERIC_FUNCS = (exp.Abs, exp.Round, exp.Floor, exp.Ceil)
 TEXT_FUNCS = (exp.Lower, exp.Upper, exp.Trim)
 MATH_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Sign)
-EXP_LIMIT = 345  # EXP(x) is computed for |x| <= 345 only (rewrite/domains.py): e^345 < 1e150
-MAX_POWER = 64  # POWER(x, n) takes a literal integer 1 <= n <= MAX_POWER (rewrite/domains.py)
-POWER_RANGE = 150  # |POWER(x, n)| is 0 or within [10^-150, 10^150]
+EXP_LIMIT = 345  # EXP(x) is computed for |x| <= 345 only (rewrite/guard.py): e^345 < 1e150
 
 
-def power_limits(n: int) -> tuple[str, str]:
-    """The literals ``lo``, ``hi`` with ``lo^n >= 1e-150`` and ``hi^n <= 1e150``, as
-    printed (a little inside the exact limits, so that rounding cannot cross them)."""
-    e = POWER_RANGE / n
-    return f"{10**-e * 1.000001:.9e}", f"{10**e * 0.999999:.9e}"
+def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType]) -> SqlType:
+    """``STRPOS(s, t)``/``POSITION(t IN s)`` (an integer) and ``LEFT``/``RIGHT(s, n)`` with a
+    literal n: |n| < 2^31 (PostgreSQL's integer; DuckDB raises beyond 2^32); ``REPLACE(s, a,
+    b)`` of literals with b no longer than a in UTF-8 bytes (the result is never longer than s,
+    so PostgreSQL's 1 GB limit cannot be reached)."""
+    _expect(t(node.this), SqlType.TEXT, node)
+    if isinstance(node, exp.Replace):
+        a, b = node.expression, node.args.get("replacement")
+        if not (
+            isinstance(a, exp.Literal)
+            and a.is_string
+            and isinstance(b, exp.Literal)
+            and b.is_string
+        ):
+            raise UnsupportedQuery(
+                "REPLACE takes string literals to find and to put instead",
+                hint="e.g. REPLACE(s, '-', ' ')",
+            )
+        if len(b.name.encode()) > len(a.name.encode()):
+            raise UnsupportedQuery(
+                "REPLACE with a replacement longer than the text it replaces is not supported",
+                hint="a replacement may not make the text longer; compare with LIKE instead",
+            )
+        return SqlType.TEXT
+    if isinstance(node, exp.StrPosition):
+        if any(node.args.get(k) is not None for k in ("position", "occurrence")):
+            raise UnsupportedQuery("STRPOS takes two arguments")
+        _expect(t(node.args["substr"]), SqlType.TEXT, node)
+        return SqlType.NUMERIC
+    n = node.expression
+    inner = n.this if isinstance(n, exp.Neg) else n
+    name = user_name(node).upper()
+    if not (isinstance(inner, exp.Literal) and not inner.is_string and inner.name.isdigit()):
+        raise UnsupportedQuery(
+            f"{name} takes a literal whole number of characters",
+            hint=f"e.g. {name}(s, 3); a negative count means all but that many",
+        )
+    if int(inner.name) >= 2**31:
+        raise NumericValueOutOfRange(f"{name} count {inner.name[:20]} is out of range")
+    return SqlType.TEXT
 
 
 def cast_type(to: exp.DataType) -> SqlType:
@@ -368,18 +401,7 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         return _unify_all([node.this, node.expression], "NULLIF", t)
     if isinstance(node, exp.Pi):
         return SqlType.NUMERIC
-    if isinstance(node, exp.Pow):  # guarded to |x^n| <= 1e150 in rewrite/domains.py
-        n = node.expression
-        if not (isinstance(n, exp.Literal) and n.name.isdigit() and 1 <= int(n.name) <= MAX_POWER):
-            raise UndefinedFunction(
-                f"function power() with exponent {n.sql('postgres')[:20]} is not supported",
-                hint=f"POWER(x, n) and x ^ n take a constant integer n from 1 to {MAX_POWER}",
-            )
-        operand = t(node.this)
-        _expect(operand, SqlType.NUMERIC, node)
-        _not_all_null([operand], node)
-        return SqlType.NUMERIC
-    if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/domains.py
+    if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/guard.py
         if isinstance(node, exp.Log) and node.args.get("expression") is not None:
             raise UndefinedFunction(
                 "function log(base, x) is not supported",
@@ -403,6 +425,8 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
     if isinstance(node, exp.Length):
         _expect(t(node.this), SqlType.TEXT, node)
         return SqlType.NUMERIC
+    if isinstance(node, exp.StrPosition | exp.Left | exp.Right | exp.Replace):
+        return _text_function(node, t)
     if isinstance(node, exp.Substring):
         _expect(t(node.this), SqlType.TEXT, node)
         for key in ("start", "length"):

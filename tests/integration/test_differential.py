@@ -308,6 +308,9 @@ STRINGS = [
     " 2021-01-01",
     "2021-04-31",
     "2021-12-31",
+    "",
+    "日本😀-x",  # no letter with a case: UPPER of é follows the PostgreSQL locale
+    "e\u0301x👩\u200d👩b",  # a combining accent, a ZWJ sequence: counted in code points
 ]
 
 
@@ -385,6 +388,18 @@ def _both(
         "LENGTH(s) + 1",
         "UPPER(s) || '!'",
         "SUBSTRING(s, 2, 3)",
+        "STRPOS(s, '-')",
+        "POSITION('x' IN s)",
+        "STRPOS(s, '')",
+        "LEFT(s, 2)",
+        "LEFT(s, -1)",
+        "RIGHT(s, 3)",
+        "RIGHT(s, -2)",
+        "LEFT(s, 2147483647)",
+        "RIGHT(s, -2147483647)",
+        "REPLACE(s, '-', ' ')",
+        "REPLACE(s, '\u0301', '')",
+        "REPLACE(s, '', '')",
         "s LIKE '1%'",
         "s ILIKE 'T%'",
         "s LIKE '_'",

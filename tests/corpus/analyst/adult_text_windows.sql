@@ -67,20 +67,17 @@ SELECT SUM(hours_per_week::float) / COUNT(*) AS mean_hours FROM adult;
 
 -- title: countries with a hyphen, strpos
 -- schema: adult
--- expect: 42883
--- reason: STRPOS is not in the allowlist
+-- expect: answered
 SELECT COUNT(*) FROM adult WHERE STRPOS(native_country, '-') > 0;
 
 -- title: marital status with spaces
 -- schema: adult
--- expect: 42883
--- reason: REPLACE is not in the allowlist
+-- expect: answered
 SELECT REPLACE(marital_status, '-', ' ') AS status, COUNT(*) FROM adult GROUP BY 1;
 
 -- title: first two letters of education, LEFT
 -- schema: adult
--- expect: 42883
--- reason: LEFT is not in the allowlist
+-- expect: answered
 SELECT LEFT(education, 2) AS e2, COUNT(*) FROM adult GROUP BY 1;
 
 -- title: rank occupations by size
