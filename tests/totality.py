@@ -769,8 +769,11 @@ class QueryGen:
         if kind == "neg":
             return f"-{self.num(d)}"
         if kind == "func":
-            funcs = ("ABS", "FLOOR", "CEIL", "ROUND", "SQRT", "LN", "LOG", "EXP", "SIGN")
-            return f"{self.pick(funcs)}({self.num(d)})"
+            funcs = ("ABS", "FLOOR", "CEIL", "ROUND", "SQRT", "LN", "LOG", "EXP", "SIGN", "POWER")
+            name = self.pick(funcs)
+            if name == "POWER":
+                return f"POWER({self.num(d)}, {self.pick(('2', '3', '64', '0.5', '-1', '400'))})"
+            return f"{name}({self.num(d)})"
         if kind == "round":
             digits = self.pick(("0", "1", "2", "15", "20", "300", "400", "-1"))
             return f"ROUND({self.num(d)}, {digits})"

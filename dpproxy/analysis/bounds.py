@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Table
 from dpproxy.sql.dates import MAX_DAYS
-from dpproxy.sql.types import EXP_LIMIT
+from dpproxy.sql.types import EXP_LIMIT, power_limits
 from dpproxy.values import (
     Interval,
     exp_down,
@@ -164,6 +164,9 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         return Interval(lo, hi)
     if isinstance(node, exp.Pi):
         return Interval.point(Fraction(math.pi))  # pi() is this double on both engines
+    if isinstance(node, exp.Pow):  # a literal integer exponent (sql/types.py)
+        v = b(node.this)
+        return None if v is None else integer_power(v, int(node.expression.name))
     if isinstance(node, exp.Sqrt | exp.Ln | exp.Log | exp.Exp):
         v = b(node.this)
         return None if v is None else monotone(node, v)
@@ -200,6 +203,24 @@ def monotone(node: exp.Expression, v: Interval) -> Interval | None:
 
     low = end(v.lo, False) if v.lo is not None and v.lo > 0 else None
     return Interval(low, end(v.hi, True) if v.hi is not None else None)
+
+
+def integer_power(v: Interval, n: int) -> Interval | None:
+    """x^n for x in ``v`` (n >= 1), as rewrite/domains.py prints it: NULL for |x| beyond
+    10^(150/n), so ``v`` is first cut to that range; x^n is monotone on each side of 0, so
+    the extremes are among the ends' powers and 0; rounded outward with a margin far above
+    the engines' error of an ulp or two."""
+    h = Fraction(power_limits(n)[1])
+    lo = max(v.lo, -h) if v.lo is not None else -h
+    hi = min(v.hi, h) if v.hi is not None else h
+    if lo > hi:  # always NULL
+        return None
+    values = [lo**n, hi**n] + ([Fraction(0)] if lo <= 0 <= hi else [])
+    margin = Fraction(1, 10**9)
+    low, high = min(values), max(values)
+    return Interval(
+        Fraction(float_down(low - abs(low) * margin)), Fraction(float_up(high + abs(high) * margin))
+    )
 
 
 def integral(node: exp.Expression, table: Table) -> bool:

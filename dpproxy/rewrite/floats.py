@@ -74,6 +74,7 @@ _OF_ANY_DOUBLE: dict[type[exp.Expression], Span] = {
     exp.Ln: Span(math.log10(745.0), -16.0),
     exp.Log: Span(math.log10(324.0), -16.4),
     exp.Exp: Span(149.9, -149.9),
+    exp.Pow: Span(150.0, -150.0),  # |x^n| is 0 or within [1e-150, 1e150] (rewrite/domains.py)
 }
 
 

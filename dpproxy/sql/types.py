@@ -82,7 +82,16 @@ _SYMBOL: dict[type[exp.Expression], str] = {  # as the analyst wrote them, for m
 NUMERIC_FUNCS = (exp.Abs, exp.Round, exp.Floor, exp.Ceil)
 TEXT_FUNCS = (exp.Lower, exp.Upper, exp.Trim)
 MATH_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Sign)
-EXP_LIMIT = 345  # EXP(x) is computed for |x| <= 345 only (rewrite/guard.py): e^345 < 1e150
+EXP_LIMIT = 345  # EXP(x) is computed for |x| <= 345 only (rewrite/domains.py): e^345 < 1e150
+MAX_POWER = 64  # POWER(x, n) takes a literal integer 1 <= n <= MAX_POWER (rewrite/domains.py)
+POWER_RANGE = 150  # |POWER(x, n)| is 0 or within [10^-150, 10^150]
+
+
+def power_limits(n: int) -> tuple[str, str]:
+    """The literals ``lo``, ``hi`` with ``lo^n >= 1e-150`` and ``hi^n <= 1e150``, as
+    printed (a little inside the exact limits, so that rounding cannot cross them)."""
+    e = POWER_RANGE / n
+    return f"{10**-e * 1.000001:.9e}", f"{10**e * 0.999999:.9e}"
 
 
 def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType]) -> SqlType:
@@ -401,7 +410,18 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         return _unify_all([node.this, node.expression], "NULLIF", t)
     if isinstance(node, exp.Pi):
         return SqlType.NUMERIC
-    if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/guard.py
+    if isinstance(node, exp.Pow):  # guarded to |x^n| <= 1e150 in rewrite/domains.py
+        n = node.expression
+        if not (isinstance(n, exp.Literal) and n.name.isdigit() and 1 <= int(n.name) <= MAX_POWER):
+            raise UndefinedFunction(
+                f"function power() with exponent {n.sql('postgres')[:20]} is not supported",
+                hint=f"POWER(x, n) and x ^ n take a constant integer n from 1 to {MAX_POWER}",
+            )
+        operand = t(node.this)
+        _expect(operand, SqlType.NUMERIC, node)
+        _not_all_null([operand], node)
+        return SqlType.NUMERIC
+    if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/domains.py
         if isinstance(node, exp.Log) and node.args.get("expression") is not None:
             raise UndefinedFunction(
                 "function log(base, x) is not supported",

@@ -221,8 +221,9 @@ PER_UNIT = (
 )
 
 # Math functions outside their domains (PostgreSQL and DuckDB raise for SQRT of a negative,
-# LN/LOG of 0 or a negative; PostgreSQL for EXP overflow and underflow and for POWER): printed
-# as CASE WHEN x in the domain THEN f(x) END (rewrite/guard.py), or refused (POWER, LOG(b, x)).
+# LN/LOG of 0 or a negative; PostgreSQL for EXP and POWER overflow and underflow): printed as
+# CASE WHEN x in the domain THEN f(x) END (rewrite/domains.py), or refused (LOG(b, x), POWER
+# with anything but a literal integer exponent 1 … 64).
 MATH = (
     "SELECT COUNT(*) FROM t WHERE SQRT(fb) > 0",
     "SELECT COUNT(*) FROM t WHERE LN(fb) < 1",
@@ -236,6 +237,10 @@ MATH = (
     "SELECT COUNT(*) FROM t WHERE LN(0) > 1",
     "SELECT COUNT(*) FROM t WHERE POWER(fb, 2) > 1e300",
     "SELECT COUNT(*) FROM t WHERE fb ^ 400 > 0",
+    "SELECT COUNT(*) FROM t WHERE fb ^ 64 > 0 OR POWER(fu, 3) < 0 OR POWER(i64, 2) > 1",
+    "SELECT SUM(POWER(fb, 2)), SUM(si ^ 3) FROM t",
+    "SELECT COUNT(*) FROM t WHERE POWER(fb, 0.5) > 0 OR POWER(fb, -1) > 0",
+    "SELECT COUNT(*) FROM t WHERE POWER(fb * 1e-100, 2) * 1e140 > 0",
     "SELECT COUNT(*) FROM t WHERE SQRT(fu) * SQRT(fu) > 1e300",
     "SELECT COUNT(*) FROM t WHERE EXP(LN(fb)) * 1e150 > 0",
     "SELECT COUNT(*) FROM t WHERE LOG(2, fb) > 0",
@@ -324,7 +329,7 @@ FAMILY_PATTERNS = {
     "semijoins": r"EXISTS \(SELECT 1 FROM t AS s WHERE s\.uid = t\.uid AND|"
     r"IN \(SELECT .* FROM t AS s WHERE s\.uid = t\.uid AND",
     "per_unit": r"FROM \(SELECT uid, .* GROUP BY uid",
-    "math": r"\b(SQRT|LN|LOG|EXP|SIGN)\(",
+    "math": r"\b(SQRT|LN|LOG|EXP|SIGN|POWER)\(",
     "dates": r"DATE_TRUNC\('(month|week|year|quarter)', day\)|\(day [-+] (INTERVAL|[0-9])",
 }
 
