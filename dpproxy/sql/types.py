@@ -346,8 +346,7 @@ def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
         coerce_literal(node.this, b)
         if not _compatible(a, b):
             raise UndefinedFunction(
-                f"operator does not exist: {a.value} {_SYMBOL.get(type(node), node.key)} "
-                f"{b.value}",
+                f"operator does not exist: {a.value} {_SYMBOL.get(type(node), node.key)} {b.value}",
                 hint="compare values of the same type, or CAST one side",
             )
         return SqlType.BOOLEAN
