@@ -17,8 +17,6 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-import duckdb
-import psycopg
 import pytest
 import sqlglot
 from sqlglot import exp
@@ -28,12 +26,14 @@ from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.guard import guard_row_expression
 from dpproxy.sql import dates
 from dpproxy.sql.types import SqlType, type_of
+from tests.both_engines import duckdb_and_postgres
 
 pytestmark = pytest.mark.postgres
 
 DD = Table(
     "dd", True, (Column("i", ColumnType.INTEGER), Column("d", ColumnType.DATE, nullable=True))
 )
+
 TYPES = {"i": SqlType.NUMERIC, "d": SqlType.DATE}
 
 _rng = random.Random(18)
@@ -133,15 +133,8 @@ def _table_sql(dialect: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def engines(pg_session_dsn: str) -> Iterator[tuple[Any, Any]]:
-    duck = duckdb.connect()
-    for statement in _table_sql("duckdb"):
-        duck.execute(statement)
-    pg = psycopg.connect(pg_session_dsn, autocommit=True)
-    for statement in _table_sql("postgres"):
-        pg.execute(statement)  # type: ignore[arg-type]
-    yield duck, pg
-    duck.close()
-    pg.close()
+    with duckdb_and_postgres(pg_session_dsn, _table_sql) as both:
+        yield both
 
 
 def _guarded(sql: str) -> exp.Expression:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import duckdb
-import psycopg
 import pytest
 import sqlglot
 from sqlglot import exp
@@ -27,12 +26,14 @@ from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import guard_row_expression
 from dpproxy.sql.totality import check_allowed
 from dpproxy.sql.types import EXP_LIMIT, SqlType, type_of
+from tests.both_engines import duckdb_and_postgres
 
 pytestmark = pytest.mark.postgres
 
 MM = Table(
     "mm", True, (Column("i", ColumnType.INTEGER), Column("x", ColumnType.FLOAT, nullable=True))
 )
+
 TYPES = {"i": SqlType.NUMERIC, "x": SqlType.NUMERIC}
 
 VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 10.0, 1000.0, 1e-300, 5e-324, -5e-324]
@@ -97,15 +98,8 @@ def _table_sql(dialect: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def engines(pg_session_dsn: str) -> Iterator[tuple[Any, Any]]:
-    duck = duckdb.connect()
-    for statement in _table_sql("duckdb"):
-        duck.execute(statement)
-    pg = psycopg.connect(pg_session_dsn, autocommit=True)
-    for statement in _table_sql("postgres"):
-        pg.execute(statement)  # type: ignore[arg-type]
-    yield duck, pg
-    duck.close()
-    pg.close()
+    with duckdb_and_postgres(pg_session_dsn, _table_sql) as both:
+        yield both
 
 
 def _guarded(sql: str) -> exp.Expression:
