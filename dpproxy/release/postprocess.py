@@ -38,10 +38,12 @@ from sqlglot import exp
 
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
+from dpproxy.release.functions import apply_function, function_span
 from dpproxy.release.intervals import interval_ends
 from dpproxy.release.noise import NoisyGroup
 from dpproxy.release.windows import compute_windows
 from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
+from dpproxy.sql.postmath import POST_FUNCS
 from dpproxy.sql.scope import COUNT_KINDS
 from dpproxy.sql.types import SqlType
 from dpproxy.sql.validate import AggKind, OrderItem
@@ -486,6 +488,8 @@ def _evaluate(node: exp.Expression, env: dict[str, Any]) -> Any:
     if isinstance(node, exp.Cast):
         v = ev(node.this)
         return None if v is None else _cast(v, node.to)
+    if isinstance(node, POST_FUNCS):  # SQRT, LN, LOG, EXP, POWER ...: release/functions.py
+        return apply_function(node, [ev(a) for a in _arguments(node)])
     raise InternalError(f"cannot post-process {node.key}")
 
 
@@ -503,6 +507,8 @@ def evaluate_span(node: exp.Expression, spans: dict[str, Span | None]) -> Span |
         return None if s is None else (-s[1], -s[0])
     if isinstance(node, exp.Round | exp.Cast):
         return evaluate_span(node.this, spans)
+    if isinstance(node, POST_FUNCS):
+        return function_span(node, [evaluate_span(a, spans) for a in _arguments(node)])
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
         a, b = evaluate_span(node.this, spans), evaluate_span(node.expression, spans)
         if a is None or b is None:
@@ -518,3 +524,8 @@ def evaluate_span(node: exp.Expression, spans: dict[str, Span | None]) -> Span |
         c = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
         return min(c), max(c)
     return None
+
+
+def _arguments(node: exp.Expression) -> list[exp.Expression]:
+    """A function's arguments in order: ``this``, then ``expression`` (LOG's base first)."""
+    return [a for a in (node.args.get("this"), node.args.get("expression")) if a is not None]

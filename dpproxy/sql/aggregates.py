@@ -20,6 +20,7 @@ from dpproxy.errors import (
     InvalidParameter,
     UnsupportedQuery,
 )
+from dpproxy.sql.postmath import POST_FUNCS, post_type
 from dpproxy.sql.scope import (
     AggKind,
     Aggregate,
@@ -337,10 +338,10 @@ class PostBuilder:
         }
         types.update({f"__key_{i}": k.type for i, k in enumerate(self.keys)})
         types.update({f"__win_{i}": w.type for i, w in enumerate(self.windows)})
-        return type_of(expr, types)
+        return type_of(expr, types, post_type)  # math over released values: sql/postmath.py
 
 
-_POST_NODES = (
+_POST_NODES: tuple[type[exp.Expression], ...] = (
     exp.Paren,
     exp.Add,
     exp.Sub,
@@ -376,6 +377,7 @@ _POST_NODES = (
     exp.Boolean,
     exp.DataType,
     exp.Column,
+    *POST_FUNCS,
 )
 
 

@@ -298,16 +298,26 @@ def _not_all_null(operands: list[SqlType], node: exp.Expression) -> None:
         )
 
 
-def type_of(node: exp.Expression, column_type: dict[str, SqlType]) -> SqlType:
+#: Types a node that only post-processing evaluates (``sql/postmath.py``), else None.
+PostTyper = Callable[[exp.Expression, Callable[[exp.Expression], SqlType]], "SqlType | None"]
+
+
+def type_of(
+    node: exp.Expression, column_type: dict[str, SqlType], post: PostTyper | None = None
+) -> SqlType:
     """The type of a row-level expression over base columns; refuses anything not listed.
+    ``post`` types the functions that post-processing computes on released values (and that
+    never reach a database) before the row-level rules apply.
 
     >>> type_of(exp.maybe_parse("age + 1 > 40"), {"age": SqlType.NUMERIC}).value
     'boolean'
     """
 
     def t(n: exp.Expression) -> SqlType:
-        return type_of(n, column_type)
+        return type_of(n, column_type, post)
 
+    if post is not None and (post_typed := post(node, t)) is not None:
+        return post_typed
     if isinstance(node, exp.Paren):
         return t(node.this)
     if isinstance(node, exp.Column):

@@ -91,8 +91,7 @@ SELECT SIGN(capital_gain - capital_loss) AS direction, COUNT(*) FROM adult GROUP
 
 -- title: standard deviation as square root of the variance
 -- schema: adult
--- expect: 42883
--- reason: SQRT is not in the allowlist
+-- expect: answered
 SELECT sex, SQRT(VAR_POP(age)) AS sd_age FROM adult GROUP BY sex;
 
 -- title: mean log capital gain
@@ -107,14 +106,12 @@ SELECT AVG(POWER(age, 2)) AS mean_sq_age FROM adult;
 
 -- title: geometric mean of hours
 -- schema: adult
--- expect: 42883
--- reason: EXP and LN are not in the allowlist
+-- expect: answered
 SELECT EXP(AVG(LN(hours_per_week))) AS geo_mean_hours FROM adult;
 
 -- title: log10 of total weight
 -- schema: adult
--- expect: 42883
--- reason: LOG is not in the allowlist
+-- expect: answered
 SELECT LOG(SUM(fnlwgt)) AS log_weight FROM adult;
 
 -- title: age modulo 5
@@ -134,8 +131,7 @@ SELECT CEIL(hours_per_week / 10.0) AS tens, COUNT(*) FROM adult GROUP BY 1 ORDER
 
 -- title: mean weight to the nearest thousand
 -- schema: adult
--- expect: 0A000
--- reason: ROUND to negative digits (-3 is not taken as a literal)
+-- expect: answered
 SELECT race, ROUND(AVG(fnlwgt), -3) AS mean_weight FROM adult GROUP BY race;
 
 -- title: mean absolute net capital

@@ -1,0 +1,43 @@
+-- Math over released aggregates: computed by dpproxy on the noisy values (sql/postmath.py,
+-- release/functions.py), never by the database.
+
+-- title: sample standard deviation via the square root of VARIANCE
+-- schema: adult
+-- expect: answered
+SELECT education, SQRT(VARIANCE(hours_per_week)) AS sd_hours FROM adult GROUP BY education;
+
+-- title: bits needed to count the people
+-- schema: adult
+-- expect: answered
+SELECT LOG(2, COUNT(*)) AS bits FROM adult;
+
+-- title: cube root of total capital gain
+-- schema: adult
+-- expect: answered
+SELECT CBRT(SUM(capital_gain)) AS cbrt_gain FROM adult;
+
+-- title: squared mean age by sex
+-- schema: adult
+-- expect: answered
+SELECT sex, POWER(AVG(age), 2) AS sq_mean_age FROM adult GROUP BY sex;
+
+-- title: mean age to one decimal through numeric
+-- schema: adult
+-- expect: answered
+SELECT sex, ROUND(AVG(age)::numeric, 1) AS mean_age FROM adult GROUP BY sex;
+
+-- title: coefficient of variation of hours
+-- schema: adult
+-- expect: answered
+SELECT income_class, SQRT(VAR_POP(hours_per_week)) / AVG(hours_per_week) AS cv FROM adult GROUP BY income_class;
+
+-- title: groups ordered by log count
+-- schema: adult
+-- expect: answered
+SELECT race, LN(COUNT(*)) AS log_n FROM adult GROUP BY race HAVING SQRT(COUNT(*)) > 5 ORDER BY LN(COUNT(*)) DESC;
+
+-- title: fractional power of a row value
+-- schema: adult
+-- expect: 42883
+-- reason: inside an aggregate POWER takes a constant integer exponent (the database computes it)
+SELECT AVG(POWER(age, 0.5)) FROM adult;
