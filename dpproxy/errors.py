@@ -124,6 +124,12 @@ class NumericValueOutOfRange(DPProxyError):
     sqlstate = "22003"
 
 
+class InvalidArgumentForNtile(DPProxyError):
+    """NTILE(n) with n <= 0 (PostgreSQL raises it when the query runs; refused before)."""
+
+    sqlstate = "22014"
+
+
 class DatetimeFieldOverflow(DPProxyError):
     """A date or time field out of range (month 13, February 30), or beyond PostgreSQL's (a
     wire parameter); date arithmetic on constants whose result leaves 0001-01-01 …

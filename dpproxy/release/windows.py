@@ -11,7 +11,9 @@ and stores each window's value in the environment as ``__win_<i>``. Semantics ar
 * ``ROW_NUMBER`` numbers the sorted rows from 1 (peers in the order of the released groups);
   ``RANK`` is 1 + the rows before the first peer, ``DENSE_RANK`` 1 + the distinct peer groups
   before, ``PERCENT_RANK`` (rank − 1) / (rows − 1) (0 for one row), ``CUME_DIST`` the fraction
-  of rows up to the last peer;
+  of rows up to the last peer; ``NTILE(n)`` splits the sorted rows into n buckets numbered
+  from 1 whose sizes differ by at most one, the larger ones first (peers may fall in different
+  buckets, in the order of the released groups), as PostgreSQL does;
 * ``SUM``/``AVG``/``COUNT``/``MIN``/``MAX`` cover the partition, or with an ORDER BY the rows up
   to the current row's last peer (SQL's default frame); NULL arguments are skipped, and SUM, AVG,
   MIN and MAX of no value are NULL, COUNT of none is 0;
@@ -113,6 +115,8 @@ def _values(
         return [0.0 if n == 1 else first[p] / (n - 1) for p in range(n)]
     if w.function == "cume_dist":
         return [(last[p] + 1) / n for p in range(n)]
+    if w.function == "ntile":
+        return _ntile(n, w.buckets)
     args = [None if w.argument is None else evaluate(w.argument, envs[r]) for r in ordered]
     if w.function in ("lag", "lead"):
         step = -w.offset if w.function == "lag" else w.offset
@@ -129,6 +133,23 @@ def _values(
         whole = _aggregate(w, args, n)
         return [whole] * n
     return [_aggregate(w, args[: last[p] + 1], last[p] + 1) for p in range(n)]
+
+
+def _ntile(rows: int, buckets: int) -> list[int]:
+    """PostgreSQL's NTILE over ``rows`` sorted rows: ``rows // buckets`` rows per bucket, one
+    more in each of the first ``rows % buckets`` buckets (so with fewer rows than buckets, row
+    i is in bucket i).
+
+    >>> _ntile(10, 4)
+    [1, 1, 1, 2, 2, 2, 3, 3, 4, 4]
+    >>> _ntile(2, 5)
+    [1, 2]
+    """
+    per, extra = divmod(rows, buckets)
+    out: list[int] = []
+    for bucket in range(1, buckets + 1):
+        out += [bucket] * (per + (1 if bucket <= extra else 0))
+    return out
 
 
 def _aggregate(w: WindowItem, args: list[Any], rows: int) -> Any:

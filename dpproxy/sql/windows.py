@@ -11,6 +11,8 @@ post-processing expressions typed statically here (``PostBuilder.type_of``); SUM
 numeric argument (42804); the evaluation is total (an undefined value is NULL, never an error).
 
 Supported: ``ROW_NUMBER``, ``RANK``, ``DENSE_RANK``, ``PERCENT_RANK``, ``CUME_DIST``,
+``NTILE(n)`` (n a positive integer literal: PostgreSQL raises for n <= 0, and a constant makes
+that a refusal before anything runs, 22014),
 ``SUM``, ``AVG``, ``COUNT``, ``MIN``, ``MAX`` (aggregates over the partition; with an ORDER BY in
 the window, over the rows up to the current row and its peers — SQL's default frame) and
 ``LAG``/``LEAD(expr [, offset [, default]])``, each with ``PARTITION BY`` and ``ORDER BY`` over
@@ -27,14 +29,21 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dpproxy.errors import DatatypeMismatch, UnsupportedQuery, WindowingError
+from dpproxy.errors import (
+    DatatypeMismatch,
+    InvalidArgumentForNtile,
+    NumericValueOutOfRange,
+    UnsupportedQuery,
+    WindowingError,
+)
 from dpproxy.sql.scope import OrderItem
+from dpproxy.sql.totality import user_name
 from dpproxy.sql.types import SqlType
 
-RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist")
+RANKING = ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile")
 AGGREGATES = ("sum", "avg", "count", "min", "max")
 OFFSETS = ("lag", "lead")
-INTEGRAL = ("row_number", "rank", "dense_rank", "count")  # released as integers
+INTEGRAL = ("row_number", "rank", "dense_rank", "ntile", "count")  # released as integers
 
 _CLASSES: dict[type[exp.Expression], str] = {
     exp.RowNumber: "row_number",
@@ -49,6 +58,7 @@ _CLASSES: dict[type[exp.Expression], str] = {
     exp.Max: "max",
     exp.Lag: "lag",
     exp.Lead: "lead",
+    exp.Ntile: "ntile",
 }
 _ANONYMOUS = {"rank", "dense_rank", "percent_rank", "cume_dist", "row_number"}
 
@@ -64,13 +74,15 @@ class WindowItem:
     type: SqlType
     offset: int = 1  # LAG/LEAD
     default: exp.Expression | None = None  # LAG/LEAD's third argument
+    buckets: int = 0  # NTILE's argument
 
 
 def function_name(node: exp.Expression) -> str:
     """The SQL name of a window's function, as the user wrote it (for messages)."""
     if isinstance(node, exp.Anonymous):
         return str(node.name).upper()
-    return _CLASSES.get(type(node), node.key).upper()
+    known = _CLASSES.get(type(node))
+    return (known or user_name(node)).upper()  # FIRST_VALUE, not sqlglot's FirstValue
 
 
 def build_window(
@@ -98,8 +110,10 @@ def build_window(
             raise WindowingError("window function calls cannot be nested")
     name = _name(func)
     argument: exp.Expression | None = None
-    offset, default = 1, None
-    if name in AGGREGATES:
+    offset, default, buckets = 1, None, 0
+    if name == "ntile":
+        buckets = _buckets(func.this)
+    elif name in AGGREGATES:
         raw = func.this
         if isinstance(raw, exp.Distinct):
             raise UnsupportedQuery(f"{name.upper()}(DISTINCT ...) OVER (...) is not supported")
@@ -126,7 +140,9 @@ def build_window(
     for e in (*partition, *(i.expr for i in order)):
         type_of(e)  # typed like the select list
     result = _result_type(name, argument, default, type_of)
-    windows.append(WindowItem(name, argument, partition, tuple(order), result, offset, default))
+    windows.append(
+        WindowItem(name, argument, partition, tuple(order), result, offset, default, buckets)
+    )
     return exp.column(f"__win_{len(windows) - 1}")
 
 
@@ -140,6 +156,23 @@ def _name(func: exp.Expression) -> str:
             hint="supported: " + ", ".join(f.upper() for f in (*RANKING, *AGGREGATES, *OFFSETS)),
         )
     return name
+
+
+def _buckets(node: exp.Expression | None) -> int:
+    """NTILE's number of buckets: a positive integer literal (below 2^31, PostgreSQL's
+    integer); PostgreSQL raises for 0 or less when the query runs, refused here (22014)."""
+    negative = isinstance(node, exp.Neg)
+    value = node.this if isinstance(node, exp.Neg) else node
+    if not (isinstance(value, exp.Literal) and not value.is_string and value.name.isdigit()):
+        raise UnsupportedQuery(
+            "the argument of NTILE must be an integer literal", hint="e.g. NTILE(4) OVER (...)"
+        )
+    n = -int(value.name) if negative else int(value.name)
+    if n <= 0:
+        raise InvalidArgumentForNtile("argument of ntile must be greater than zero")
+    if n >= 2**31:
+        raise NumericValueOutOfRange("the argument of NTILE is out of range for type integer")
+    return n
 
 
 def _offset(node: exp.Expression | None, name: str) -> int:

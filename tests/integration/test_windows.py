@@ -55,6 +55,12 @@ WINDOWS = [
     "LEAD(w) OVER (ORDER BY i DESC)",
     "LEAD(v, 3) OVER (PARTITION BY p ORDER BY i)",
     "SUM(v * 2 + w) OVER (PARTITION BY p)",
+    # NTILE numbers rows, not peer groups: ordered by the unique i so the order is the same
+    "NTILE(3) OVER (ORDER BY i)",
+    "NTILE(4) OVER (PARTITION BY p ORDER BY i DESC)",
+    "NTILE(20) OVER (ORDER BY i)",
+    "NTILE(1) OVER (PARTITION BY p ORDER BY v, i)",
+    "NTILE(5) OVER (PARTITION BY p ORDER BY w DESC NULLS LAST, i)",
 ]
 
 

@@ -171,8 +171,7 @@ SELECT age, AVG(age) OVER () AS mean_age FROM adult;
 
 -- title: quartile of each education level by income rate
 -- schema: adult
--- expect: 0A000
--- reason: NTILE
+-- expect: answered
 SELECT education, NTILE(4) OVER (ORDER BY AVG(CASE WHEN income_class = '>50K' THEN 1 ELSE 0 END)) AS quartile
 FROM adult
 GROUP BY education;
