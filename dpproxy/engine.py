@@ -30,10 +30,11 @@ from dpproxy.errors import (
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
+from dpproxy.planning.keyed import keyed_domain
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
-from dpproxy.planning.scalars import ComposedPlan, compose, outer_query, public_values, same_plan
+from dpproxy.planning.scalars import ComposedPlan, compose, outer_query, public_values, same_outer
 from dpproxy.planning.truncation import scores as truncation_scores
 from dpproxy.release.answer import Answer as Answer
 from dpproxy.release.answer import Prepared as Prepared
@@ -135,6 +136,8 @@ class Engine:
         if public is not None:
             return Prepared(public, public.sql)
         composed = self._composed(sql, epsilon, delta, mechanism, method)
+        if composed is not None and composed.empty is not None:
+            return Prepared(composed.empty, composed.empty.sql)
         if composed is not None:
             opts = (epsilon, delta, mechanism, method)
             statements = tuple(self._prepared(t, opts, analyst).statements for t in composed.texts)
@@ -260,7 +263,7 @@ class Engine:
             return public
         composed = self._composed(sql, epsilon, delta, mechanism, method)
         if composed is not None:
-            return composed.outer
+            return composed.empty or composed.outer
         return self._plan(sql, epsilon, delta, mechanism, method)[0]
 
     @_before_the_data
@@ -348,11 +351,11 @@ class Engine:
     def _spend(
         self,
         analyst: str,
-        plan: QueryPlan,
+        plan: QueryPlan | PublicPlan,
         cost: Cost,
         release: tuple[str, ReleaseRecord],
         cancel: CancelToken | None,
-        body: Callable[[Progress], tuple[Released, QueryPlan]],
+        body: Callable[[Progress], tuple[Released, QueryPlan | PublicPlan]],
     ) -> Answer:
         """Reserve ``cost`` (one reservation), run ``body``, commit: the failure rules of
         :meth:`run`. ``plan`` is the answer's plan when it comes from the cache."""
@@ -443,14 +446,11 @@ class Engine:
     @_before_the_data
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
     def _composed(self, sql: str, *opts: Fraction | MechanismKind | Method | None) -> Composed:
-        """The plan of a query with scalar subqueries over private data, every part planned
-        (``planning/scalars.py``); None for a query without them."""
-
-        def plan_of(text: str) -> QueryPlan | PublicPlan:
-            return self.public_plan(text) or self._plan(text, *opts)[0]
-
-        numeric = ("integer", "double")
-        return compose(sql, self.catalog, plan_of, lambda p: columns_of(p)[0].type in numeric)
+        """A query with scalar subqueries, every part planned (planning/scalars.py), or None."""
+        plan_of = lambda text: self.public_plan(text) or self._plan(text, *opts)[0]  # noqa: E731
+        domain = functools.partial(keyed_domain, plan=self.public_plan, run=self._run_public)
+        numeric = lambda p: columns_of(p)[0].type in ("integer", "double")  # noqa: E731
+        return compose(sql, self.catalog, plan_of, numeric, domain)
 
     def _prepared(self, sql: str, opts: _Options, analyst: str | None) -> Prepared:
         e, d, m, method = opts
@@ -459,22 +459,26 @@ class Engine:
     def _run_composed(
         self, composed: ComposedPlan, analyst: str, opts: _Options, cancel: CancelToken | None
     ) -> Answer:
-        """The scalar subqueries released first, then the outer query with their values, under
-        one reservation of the total cost (privacy argument: ``planning/scalars.py``)."""
-        text, normalised = self._normalised(composed.query, composed.outer, opts[2], opts[3])
+        """The parts first, then the outer query, under one reservation (planning/scalars.py)."""
+        if composed.empty is not None:
+            return self._run_public(composed.empty, analyst, cancel)
+        text, normalised = self._normalised(composed.query, composed.dp_plan, opts[2], opts[3])
         parts = " | ".join(_plan_summary(p) for p in composed.plans)
         record = ReleaseRecord(text, f"scalars first: {parts}", self._noise_name(opts[2]))
         public = lambda p: self._run_public(p, analyst, cancel).released.rows[0][0]  # noqa: E731
         exact = public_values(composed, public)  # before the budget is reserved: free
 
-        def body(progress: Progress) -> tuple[Released, QueryPlan]:
+        def body(progress: Progress) -> tuple[Released, QueryPlan | PublicPlan]:
             def one(sql: str) -> tuple[Released, QueryPlan]:
                 prepared = self._prepared(sql, opts, analyst)
                 return self._execute(sql, prepared, analyst, opts, cancel, progress)
 
-            outer = outer_query(composed, exact, lambda s: one(s)[0].rows[0][0])
-            if not same_plan(composed.outer, self._plan(outer, *opts)[0]):
+            outer = outer_query(composed, exact, lambda s: one(s)[0].rows)
+            plan = self.public_plan(outer) or self._plan(outer, *opts)[0]
+            if not same_outer(composed, plan):
                 raise InternalError("a released scalar value changed the plan of the query")
+            if isinstance(plan, PublicPlan):  # post-processing of released values: exact
+                return self._run_public(plan, analyst, cancel).released, plan
             return one(outer)
 
         key = self.accountant.cache_key(analyst, normalised)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from dpproxy.planning.keyed import KeyedPart
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan
@@ -285,6 +286,11 @@ def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[
         "query": plan.query,
         "mechanism": FIRST_NOTE,
         "scalar_subqueries": data[:-1],
+        "correlated": [  # released once per key of a public domain (planning/keyed.py)
+            {"domain_sql": p.corr.domain_sql, "keys": len(p.keys), "released": p.plan is not None}
+            for p in plan.scalars
+            if isinstance(p, KeyedPart)
+        ],
         "outer": data[-1],
         "cost": {"epsilon": float(plan.cost.epsilon), "delta": float(plan.cost.delta)},
         "budget": _budget_data(plan, budget),
@@ -296,19 +302,33 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     lines = [
         f"query:        {d['query']}",
         f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g} "
-        f"(the sum of the {len(plan.scalars) + 1} parts below)",
+        f"(the sum of the {len(plan.parts) + 1} parts below)",
         *_budget_lines(d["budget"]),
         f"how:          {FIRST_NOTE}.",
     ]
-    statements = plan.statements or tuple(() for _ in range(len(plan.scalars) + 1))
-    for i, part in enumerate(plan.scalars):
+    statements = plan.statements or tuple(() for _ in range(len(plan.parts) + 1))
+    for i, part in enumerate(plan.parts):
+        assert part.plan is not None
         how = "released first with noise" if isinstance(part.plan, QueryPlan) else "exact, free"
-        lines += ["", f"--- scalar subquery {i + 1}, {how}: {part.sql}"]
+        if isinstance(part, KeyedPart):
+            how = (
+                f"correlated on {', '.join(c.sql('postgres') for c in part.corr.outer)}: released "
+                f"first with noise for each of the {len(part.keys)} keys of the public domain "
+                f"{part.corr.domain_sql} (exact, free), then used as a CASE over those keys"
+            )
+        lines += ["", f"--- scalar subquery {i + 1}, {how}: {part.sql[:2000]}"]
         lines += [explain_text(part.plan, ";\n".join(statements[i]))]
     lines += [
+        f"--- correlated subquery with no key in its public domain {p.corr.domain_sql}: "
+        "NULL, nothing released"
+        for p in plan.scalars
+        if isinstance(p, KeyedPart) and p.plan is None
+    ]
+    lines += [
         "",
-        "--- the outer query, planned with 0 in place of each scalar subquery (the released "
-        "values replace it; the plan is the same whatever they are):",
+        "--- the outer query, planned with 0 in place of each scalar subquery (and of each "
+        "key's value; the released values replace them; the plan is the same whatever they "
+        "are):",
         explain_text(plan.outer, ";\n".join(statements[-1])),
     ]
     return "\n".join(lines)

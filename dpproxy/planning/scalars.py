@@ -57,13 +57,16 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import UnsupportedQuery
+from dpproxy.planning.keyed import KeyedPart, empty_query, plan_keyed
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan
+from dpproxy.sql.correlated import Key, correlation
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import (
     check_scalar,
     constant,
     find_scalars,
+    outer_columns,
     placeholder,
     refuse_arithmetic,
     substitute,
@@ -91,28 +94,42 @@ class ComposedPlan:
     """The plan of a query with scalar subqueries: the parts, in the order they run."""
 
     query: str  # the analyst's query
-    scalars: tuple[ScalarPart, ...]
+    scalars: tuple[ScalarPart | KeyedPart, ...]  # Keyed: correlated, released per public key
     outer_sql: str  # the outer query with a placeholder for each scalar subquery
-    outer: QueryPlan
+    outer: QueryPlan | PublicPlan  # Public: only after keyed parts (post-processing, exact)
     tree: exp.Expression = field(repr=False)  # the analyst's query, parsed
     hints: str = ""  # the query's /*+ dpproxy ... */ hints, given to every part
     # the statements each part runs, scalars first then the outer query (for explain)
     statements: tuple[tuple[str, ...], ...] = ()
+    # the exact answer's plan when a keyed part's public domain is empty (keyed.py)
+    empty: PublicPlan | None = None
+
+    @property
+    def parts(self) -> tuple[ScalarPart | KeyedPart, ...]:
+        """The parts that release something (a keyed part over an empty domain does not)."""
+        return tuple(p for p in self.scalars if p.plan is not None)
 
     @property
     def plans(self) -> tuple[QueryPlan | PublicPlan, ...]:
         """Every part's plan, in the order they run: the scalars, then the outer query."""
-        return (*(p.plan for p in self.scalars), self.outer)
+        return (*(p.plan for p in self.parts if p.plan is not None), self.outer)
 
     @property
     def texts(self) -> tuple[str, ...]:
         """Every part as a query of its own (the outer one with placeholders)."""
-        return (*(p.sql for p in self.scalars), self.outer_sql)
+        return (*(p.sql for p in self.parts), self.outer_sql)
+
+    @property
+    def dp_plan(self) -> QueryPlan:
+        """The plan whose (ε, δ) was requested: the outer one, or the first DP part."""
+        plans = [p for p in (self.outer, *self.plans) if isinstance(p, QueryPlan)]
+        return plans[0]
 
     @property
     def cost(self) -> Cost:
         total = self.outer.cost
-        for part in self.scalars:
+        for part in self.parts:
+            assert part.plan is not None
             total = total + part.plan.cost
         return total
 
@@ -126,18 +143,44 @@ def compose(
     catalog: Catalog,
     plan_of: Callable[[str], QueryPlan | PublicPlan],
     numeric: Callable[[QueryPlan | PublicPlan], bool],
+    domain_of: Callable[[str], Sequence[Key]] | None = None,
 ) -> ComposedPlan | None:
     """The plan of ``sql`` when it has scalar subqueries (None when it has none); every part
     planned with ``plan_of`` (the engine's checked planner), so any refusal happens here.
-    ``numeric``: does a plan release a number (its one output column)?"""
+    ``numeric``: does a plan release a number (its one output column)? ``domain_of``: the
+    rows of a query over public tables (the engine's public path, capped), for the key
+    domains of correlated subqueries (refused without it)."""
     tree = parse(sql)
     refuse_arithmetic(tree)
     found = find_scalars(tree)
     if not found:
         return None
     hints = "".join(m + " " for m in _HINT.findall(sql))
-    parts = []
-    for node in found:
+    outer_cols = [outer_columns(n.this, catalog, n.root()) for n in found]
+    correlations = [
+        correlation(n, cols, catalog) if cols and domain_of is not None else None
+        for n, cols in zip(found, outer_cols, strict=True)
+    ]
+    if any(c is not None for c in correlations):  # the outer query's shape, before any read
+        plan_of(
+            hints
+            + substitute(
+                tree, [exp.Null() if c is not None else placeholder() for c in correlations]
+            ).sql("postgres", comments=False)
+        )
+    parts: list[ScalarPart | KeyedPart] = []
+    for node, corr in zip(found, correlations, strict=True):
+        if corr is not None:
+            assert domain_of is not None
+            check_scalar(node, catalog, correlated=True)
+            keyed = plan_keyed(corr, domain_of, plan_of, hints)
+            if keyed.plan is not None and not numeric(keyed.plan):
+                raise UnsupportedQuery(
+                    f"a scalar subquery must compute a number (in {node.sql('postgres')[:60]})",
+                    hint="compare with (SELECT AVG(x) FROM t WHERE ...)",
+                )
+            parts.append(keyed)
+            continue
         select = _with_outer_ctes(check_scalar(node, catalog), tree)
         text = hints + select.sql("postgres", comments=False)
         plan = plan_of(text)
@@ -147,13 +190,25 @@ def compose(
                 hint="compare with (SELECT AVG(x) FROM t WHERE ...)",
             )
         parts.append(ScalarPart(text, plan))
-    outer_sql = hints + substitute(tree, [placeholder()] * len(found)).sql(
+    keyed_parts = [p for p in parts if isinstance(p, KeyedPart)]
+    empty = None
+    if any(not p.keys and p.corr.enclosing is tree for p in keyed_parts):
+        values = [_placeholder(p) if p.plan is not None else exp.Null() for p in parts]
+        exact = plan_of(empty_query(substitute(tree, values), catalog).sql("postgres"))
+        empty = exact if isinstance(exact, PublicPlan) else None
+    outer_sql = hints + substitute(tree, [_placeholder(p) for p in parts]).sql(
         "postgres", comments=False
     )
     outer = plan_of(outer_sql)
-    if not isinstance(outer, QueryPlan):
+    if not isinstance(outer, QueryPlan) and not keyed_parts:
         raise UnsupportedQuery("a query with scalar subqueries must read a private table")
-    return ComposedPlan(sql, tuple(parts), outer_sql, outer, tree, hints)
+    if isinstance(outer, PublicPlan) and all(p.plan is None for p in keyed_parts) == bool(parts):
+        empty = outer  # only empty key domains, then public tables only: exact and free
+    return ComposedPlan(sql, tuple(parts), outer_sql, outer, tree, hints, empty=empty)
+
+
+def _placeholder(part: ScalarPart | KeyedPart) -> exp.Expression:
+    return part.placeholder if isinstance(part, KeyedPart) else placeholder()
 
 
 def _with_outer_ctes(select: exp.Select, tree: exp.Expression) -> exp.Select:
@@ -178,13 +233,32 @@ def public_values(composed: ComposedPlan, run: Callable[[PublicPlan], object]) -
 
 
 def outer_query(
-    composed: ComposedPlan, exact: dict[str, object], release: Callable[[str], object]
+    composed: ComposedPlan,
+    exact: dict[str, object],
+    release: Callable[[str], Sequence[Sequence[object]]],
 ) -> str:
-    """Release each DP scalar part (``release``: the engine's run of one planned query,
-    returning its one released value) in order, with the ``exact`` public values; the outer
-    query's text with those values."""
-    values = [exact[p.sql] if p.sql in exact else release(p.sql) for p in composed.scalars]
-    return composed.outer_text([constant(v) for v in values])
+    """Release each DP part (``release``: the engine's run of one planned query, returning
+    its released rows) in order, with the ``exact`` public values; the outer query's text
+    with those values (a keyed part's released table as a CASE over its key)."""
+    values: list[exp.Expression] = []
+    for p in composed.scalars:
+        if isinstance(p, KeyedPart):
+            values.append(p.value(release(p.sql)) if p.plan is not None else exp.Null())
+        else:
+            values.append(constant(exact[p.sql] if p.sql in exact else release(p.sql)[0][0]))
+    return composed.outer_text(values)
+
+
+def same_outer(composed: ComposedPlan, plan: QueryPlan | PublicPlan | None) -> bool:
+    """Is ``plan`` (the outer query's at the released values) the one reserved for?"""
+    before = composed.outer
+    if isinstance(before, PublicPlan) or isinstance(plan, PublicPlan) or plan is None:
+        return (
+            isinstance(before, PublicPlan)
+            and isinstance(plan, PublicPlan)
+            and before.columns == plan.columns
+        )
+    return same_plan(before, plan)
 
 
 def same_plan(placeholder_plan: QueryPlan, plan: QueryPlan) -> bool:

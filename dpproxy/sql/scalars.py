@@ -22,11 +22,12 @@ What is accepted, and why each restriction:
   anyway). As an operand of arithmetic (``age - (SELECT AVG(age) ...)``) the value would move
   the clamping bounds of the outer aggregate, hence its noise, after the budget was reserved;
   such a subquery is left to the validator, which refuses it;
-* **uncorrelated**: a subquery that reads a column of the outer row (TPC-H Q17's
-  ``l_partkey = p_partkey``, Q20) is an aggregate over *other people's* rows computed once per
-  outer row: adding one person changes that aggregate, hence the filter of every other
-  person's rows, so no bound on one person's influence on the answer follows from the schema.
-  It is refused (0A000) naming that obstacle;
+* **uncorrelated**, or correlated on a public table: a subquery that reads a column of the
+  outer row is an aggregate over *other people's* rows computed once per outer row: adding one
+  person changes that aggregate, hence the filter of every other person's rows. When it equates
+  its own columns with columns of one public table (TPC-H Q17's ``l_partkey = p_partkey``, Q20)
+  it is released once per key of that table's public rows instead (``sql/correlated.py``,
+  ``planning/keyed.py``); otherwise it is refused (0A000) naming that obstacle;
 * **exactly one aggregate and no GROUP BY**: its answer is then exactly one row, and one
   number (``SELECT 0.2 * AVG(x)`` is post-processing of that number and is fine);
 * **no scalar subquery inside a scalar subquery** (not needed by any query we know of).
@@ -45,7 +46,8 @@ COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 CORRELATED_HINT = (
     "an uncorrelated scalar subquery (one that reads no column of the outer query, such as "
     "x > (SELECT AVG(x) FROM t WHERE ...)) is released first with noise and compared as a "
-    "constant; for a per-group average, GROUP BY the correlating column in a query of its own"
+    "constant, and one correlated on columns of a public table once per key; for a per-group "
+    "average, GROUP BY the correlating column in a query of its own"
 )
 
 
@@ -114,8 +116,9 @@ def _inside(node: exp.Expression, outer: exp.Expression) -> bool:
     return False
 
 
-def check_scalar(node: exp.Subquery, catalog: Catalog) -> exp.Select:
-    """The subquery's SELECT when it can be released first on its own; else refused."""
+def check_scalar(node: exp.Subquery, catalog: Catalog, *, correlated: bool = False) -> exp.Select:
+    """The subquery's SELECT when it can be released first on its own (``correlated``: or
+    once per key, ``planning/keyed.py``); else refused."""
     select = node.this
     assert isinstance(select, exp.Select)
     text = _shorten(node)
@@ -125,7 +128,7 @@ def check_scalar(node: exp.Subquery, catalog: Catalog) -> exp.Select:
             hint="compute the inner value with a query of its own and write it as a constant",
         )
     outer = _outer_column(select, catalog, node.root())
-    if outer is not None:
+    if outer is not None and not correlated:
         raise UnsupportedQuery(
             f"a scalar subquery that reads a column of the outer query ({outer}) is not "
             f"supported (in {text}): it is an aggregate over other people's rows, computed "
@@ -148,11 +151,20 @@ def check_scalar(node: exp.Subquery, catalog: Catalog) -> exp.Select:
 
 
 def _outer_column(select: exp.Select, catalog: Catalog, root: exp.Expr) -> str | None:
-    """A column of ``select`` that belongs to no relation named inside it but to one of the
-    query ``root`` (the first one), else None. Qualified columns are checked against the names
-    and aliases of the tables and derived tables inside; unqualified ones against the schema's
-    columns of the tables inside (not checked when a derived table or CTE is read, nor when
-    no table of the query has the column: the validator finds those)."""
+    """The first of :func:`outer_columns`, as written, else None."""
+    found = outer_columns(select, catalog, root)
+    if not found:
+        return None
+    col = found[0]
+    return f"{col.table}.{col.name}" if col.table else col.name
+
+
+def outer_columns(select: exp.Select, catalog: Catalog, root: exp.Expr) -> list[exp.Column]:
+    """The columns of ``select`` that belong to no relation named inside it but to one of the
+    query ``root``. Qualified columns are checked against the names and aliases of the tables
+    and derived tables inside; unqualified ones against the schema's columns of the tables
+    inside (not checked when a derived table or CTE is read, nor when no table of the query
+    has the column: the validator finds those)."""
     names: set[str] = set()
     columns: set[str] = set()
     derived = False
@@ -175,14 +187,15 @@ def _outer_column(select: exp.Select, catalog: Catalog, root: exp.Expr) -> str |
         elif isinstance(n, exp.Subquery | exp.CTE) and n.alias:
             names.add(n.alias.lower())
             derived = True
+    found = []
     for col in select.find_all(exp.Column):
         qualifier = col.table.lower()
         if qualifier:
             if qualifier not in names:
-                return f"{col.table}.{col.name}"
+                found.append(col)
         elif not derived and col.name.lower() not in columns and col.name.lower() in known:
-            return col.name
-    return None
+            found.append(col)
+    return found
 
 
 def placeholder() -> exp.Expression:
