@@ -130,6 +130,12 @@ class InvalidArgumentForNtile(DPProxyError):
     sqlstate = "22014"
 
 
+class InvalidArgumentForWidthBucket(DPProxyError):
+    """WIDTH_BUCKET with a count <= 0 or equal bounds (PostgreSQL raises it per row)."""
+
+    sqlstate = "2201G"
+
+
 class DatetimeFieldOverflow(DPProxyError):
     """A date or time field out of range (month 13, February 30), or beyond PostgreSQL's (a
     wire parameter); date arithmetic on constants whose result leaves 0001-01-01 …

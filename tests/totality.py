@@ -773,6 +773,10 @@ class QueryGen:
             name = self.pick(funcs)
             if name == "POWER":
                 return f"POWER({self.num(d)}, {self.pick(('2', '3', '64', '0.5', '-1', '400'))})"
+            if self.chance(10):  # a public bucket number, or refused (n <= 0, lo = hi)
+                lo, hi = self.pick(("17", "-1e300", "0.5")), self.pick(("90", "1e300", "17"))
+                n = self.pick(("8", "0", "1000", "1001"))
+                return f"WIDTH_BUCKET({self.num(d)}, {lo}, {hi}, {n})"
             return f"{name}({self.num(d)})"
         if kind == "round":
             digits = self.pick(("0", "1", "2", "15", "20", "300", "400", "-1"))

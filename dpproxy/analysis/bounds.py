@@ -13,6 +13,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
+from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.dates import MAX_DAYS
 from dpproxy.sql.types import EXP_LIMIT, power_limits
 from dpproxy.values import (
@@ -162,6 +163,8 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         lo = Fraction(0) if v.lo is not None and v.lo >= 0 else Fraction(-1)
         hi = Fraction(0) if v.hi is not None and v.hi <= 0 else Fraction(1)
         return Interval(lo, hi)
+    if isinstance(node, exp.WidthBucket):  # an integer in 0 … n + 1 (sql/buckets.py)
+        return Interval(Fraction(0), Fraction(bucket_spec(node)[2] + 1))
     if isinstance(node, exp.Pi):
         return Interval.point(Fraction(math.pi))  # pi() is this double on both engines
     if isinstance(node, exp.Pow):  # a literal integer exponent (sql/types.py)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dpproxy.sql.buckets import bucket_spec, thresholds
 from dpproxy.sql.types import EXP_LIMIT, power_limits
 
 DOMAIN_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
@@ -60,3 +61,33 @@ def in_domain(n: exp.Expression, x: exp.Expression) -> exp.Expression:
         condition = exp.GT(this=x.copy(), expression=_lit(0))
     call = type(n)(this=x)
     return exp.Case(ifs=[exp.If(this=condition, true=call)])
+
+
+def _number(v: float) -> exp.Expression:
+    """A double as a literal that reads back as exactly that double on both engines."""
+    text = repr(float(v))
+    lit = exp.Literal(this=text.lstrip("-"), is_string=False)
+    return exp.Paren(this=exp.Neg(this=lit)) if text.startswith("-") else lit
+
+
+def width_bucket(n: exp.Expression, x: exp.Expression) -> exp.Expression:
+    """``WIDTH_BUCKET(x, lo, hi, k)`` of the DOUBLE ``x`` as comparisons with public
+    thresholds (``sql/buckets.py`` has the totality argument): PostgreSQL 15's value for every
+    number, NULL for NULL.
+
+    >>> w = exp.maybe_parse("WIDTH_BUCKET(x, 0, 10, 2)", dialect="postgres")
+    >>> width_bucket(w, exp.column("x")).sql()
+    'CASE WHEN x < 0.0 THEN 0 WHEN x >= 10.0 THEN 3 WHEN x >= 5.0 THEN 2 WHEN x >= 0.0 THEN 1 END'
+    """
+    lo, hi, k = bucket_spec(n)
+    up = lo < hi
+    below, beyond = (exp.LT, exp.GTE) if up else (exp.GT, exp.LTE)
+    reach = exp.GTE if up else exp.LTE
+    ifs = [
+        exp.If(this=below(this=x.copy(), expression=_number(lo)), true=_lit(0)),
+        exp.If(this=beyond(this=x.copy(), expression=_number(hi)), true=_lit(k + 1)),
+    ]
+    for bucket, t in thresholds(lo, hi, k):
+        ifs.append(exp.If(this=reach(this=x.copy(), expression=_number(t)), true=_lit(bucket)))
+    ifs.append(exp.If(this=reach(this=x.copy(), expression=_number(lo)), true=_lit(1)))
+    return exp.Case(ifs=ifs)

@@ -36,7 +36,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import Table
 from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
-from dpproxy.rewrite.domains import DOMAIN_FUNCS, in_domain
+from dpproxy.rewrite.domains import DOMAIN_FUNCS, in_domain, width_bucket
 from dpproxy.rewrite.precedence import parenthesise
 from dpproxy.sql.dates import (
     portable_difference,
@@ -191,6 +191,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             return _portable_mod(n, table)
     if isinstance(n, DOMAIN_FUNCS):  # SQRT, LN, LOG, EXP: NULL outside their domains
         return in_domain(n, _double(n.this, table))
+    if isinstance(n, exp.WidthBucket):  # comparisons with public thresholds
+        return width_bucket(n, _double(n.this, table))
     if isinstance(n, exp.Sign):  # a DOUBLE on both engines (DuckDB's SIGN is a TINYINT)
         return _as_double(exp.Sign(this=_double(n.this, table)))
     if isinstance(n, exp.Substring):

@@ -79,6 +79,14 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "THEN POWER(x, n) END over x as DOUBLE, so the result is 0 or within [1e-150, 1e150] "
         "and neither overflows nor underflows (PostgreSQL raises on both); NaN, ±inf give NULL"
     ),
+    exp.WidthBucket: (
+        "WIDTH_BUCKET(x, lo, hi, n) with literal bounds lo <> hi within ±1e300 and a literal "
+        "1 <= n <= 1000, checked before any data is read (PostgreSQL raises for n <= 0, lo = "
+        "hi, NaN; DuckDB has no such function): printed as CASE WHEN x < lo THEN 0 WHEN x >= "
+        "hi THEN n + 1 WHEN x >= t_k THEN k ... END over x as DOUBLE, the thresholds t_k "
+        "computed from PostgreSQL 15's formula (sql/buckets.py): comparisons only, which never "
+        "fail and agree on both engines; the result is an integer in 0 ... n + 1"
+    ),
     exp.Floor: "DOUBLE or integer in, same type out; never fails",
     exp.Ceil: "DOUBLE or integer in, same type out; never fails",
     exp.EQ: "operands of one type (checked statically); comparison never fails",

@@ -44,6 +44,7 @@ from dpproxy.errors import (
     UnsupportedQuery,
 )
 from dpproxy.sql import dates
+from dpproxy.sql.buckets import width_bucket_type
 from dpproxy.sql.exact import fold_exact
 from dpproxy.sql.sqltype import SqlType as SqlType  # re-exported: its home for most modules
 from dpproxy.sql.totality import user_name
@@ -430,6 +431,8 @@ def type_of(
         _expect(operand, SqlType.NUMERIC, node)
         _not_all_null([operand], node)
         return SqlType.NUMERIC
+    if isinstance(node, exp.WidthBucket):  # printed as comparisons (sql/buckets.py)
+        return width_bucket_type(node, t)
     if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/domains.py
         if isinstance(node, exp.Log) and node.args.get("expression") is not None:
             raise UndefinedFunction(

@@ -26,6 +26,7 @@ from dpproxy.errors import (
     WindowingError,
 )
 from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
+from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.domains import narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
@@ -480,4 +481,6 @@ def _domain(expr: exp.Expression, table: Table) -> tuple[Any, ...] | None:
         return tuple(values)
     if isinstance(expr, exp.Predicate | exp.Not | exp.And | exp.Or):
         return (False, True) + ((None,) if nullable else ())
+    if isinstance(expr, exp.WidthBucket):  # 0 … n + 1 (sql/buckets.py)
+        return tuple(range(bucket_spec(expr)[2] + 2)) + ((None,) if nullable else ())
     return None

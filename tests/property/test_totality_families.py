@@ -246,6 +246,11 @@ MATH = (
     "SELECT COUNT(*) FROM t WHERE LOG(2, fb) > 0",
     "SELECT SIGN(fu) AS s, COUNT(*) FROM t GROUP BY 1",
     "SELECT COUNT(*) FROM t WHERE MOD(i64, si) = 0 AND PI() * fb > 0",
+    # WIDTH_BUCKET: PostgreSQL raises for NaN, n <= 0 and lo = hi; DuckDB has none
+    "SELECT WIDTH_BUCKET(fb, 0, 100, 10) AS b, COUNT(*) FROM t GROUP BY 1",
+    "SELECT SUM(WIDTH_BUCKET(fu, 1e300, -1e300, 1000)), AVG(WIDTH_BUCKET(i64, -5, 5, 3)) FROM t",
+    "SELECT COUNT(*) FROM t WHERE WIDTH_BUCKET(i64, 0, 0, 3) > 0 OR WIDTH_BUCKET(fb, 0, 1, 0) > 0",
+    "SELECT COUNT(*) FROM t WHERE WIDTH_BUCKET(fb * 1e200, 1e-200, 1e300, 7) * 2 > 1",
 )
 
 # Text functions (sql/types.py _text_function): DuckDB raises on LEFT/RIGHT beyond 2^32

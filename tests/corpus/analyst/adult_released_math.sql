@@ -41,3 +41,16 @@ SELECT race, LN(COUNT(*)) AS log_n FROM adult GROUP BY race HAVING SQRT(COUNT(*)
 -- expect: 42883
 -- reason: inside an aggregate POWER takes a constant integer exponent (the database computes it)
 SELECT AVG(POWER(age, 0.5)) FROM adult;
+
+-- title: hours in ten buckets, reversed
+-- schema: adult
+-- expect: answered
+-- compare: none
+-- DuckDB has no WIDTH_BUCKET: tests/fixtures/rewrite/width_bucket.sql spells it out
+SELECT WIDTH_BUCKET(hours_per_week, 99, 1, 10) AS bucket, AVG(age) AS mean_age FROM adult GROUP BY 1 ORDER BY 1;
+
+-- title: width_bucket with a computed bound
+-- schema: adult
+-- expect: 0A000
+-- reason: the bounds of WIDTH_BUCKET must be literals (checked before any data is read)
+SELECT WIDTH_BUCKET(age, 17, age + 1, 4) AS b, COUNT(*) FROM adult GROUP BY 1;
