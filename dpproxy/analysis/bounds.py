@@ -154,7 +154,9 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
             return v
         assert v.lo is not None and v.hi is not None
         return Interval(v.lo - 1, v.hi + 1)  # a cast to an integer type may round
-    if isinstance(node, exp.Length | exp.StrPosition):
+    if isinstance(node, exp.Length):
+        return text_length(node.this, table)
+    if isinstance(node, exp.StrPosition):
         return Interval(Fraction(0), None)
     if isinstance(node, exp.Sign):
         v = b(node.this)
@@ -176,6 +178,26 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     if isinstance(node, exp.DateDiff):  # days between two dates of 0001…9999 (sql/dates.py)
         return Interval(Fraction(-MAX_DAYS), Fraction(MAX_DAYS))
     return _UNBOUNDED
+
+
+def text_length(node: exp.Expression, table: Table) -> Interval:
+    """LENGTH of ``node`` in characters: within the shortest and longest value of a text
+    column's declared public domain (its values are public, so their lengths are too; the
+    clamp of the measure to this interval enforces it on any data), else [0, ∞).
+
+    >>> from dpproxy.catalog.model import Column, ColumnType, Table
+    >>> t = Table("t", True, (Column("job", ColumnType.TEXT, domain=("Sales", "Über-Chef")),))
+    >>> str(text_length(exp.column("job"), t))
+    '[5, 9]'
+    """
+    while isinstance(node, exp.Paren):
+        node = node.this
+    col = table.column(node.name) if isinstance(node, exp.Column) else None
+    values = col.domain if col is not None and col.domain else None
+    if values is None or not all(isinstance(v, str) for v in values):
+        return Interval(Fraction(0), None)
+    lengths = [len(str(v)) for v in values]  # characters, as both engines count them
+    return Interval(Fraction(min(lengths)), Fraction(max(lengths)))
 
 
 def monotone(node: exp.Expression, v: Interval) -> Interval | None:

@@ -420,7 +420,7 @@ def _plan_methods(
             args = ", ".join(a.sql("postgres") for a in (agg.measure, agg.second) if a is not None)
             raise UnboundedColumn(
                 f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
-                hint=unbounded_hint(query),
+                hint=unbounded_hint(query, agg.measure),
             )
         cands = candidates(agg, bounds, budget, opts)
         if Method.GS in options:
@@ -539,9 +539,15 @@ def _gs_candidate(
     return Candidate(Method.GS, c / n, f"≈ ±{c:.4g}/n", True, size + ", mean mid-range")
 
 
-def unbounded_hint(query: ValidQuery) -> str:
+def unbounded_hint(query: ValidQuery, measure: exp.Expression | None = None) -> str:
     """What to do about an aggregate without finite bounds: a column of the schema can be
-    given bounds there; a value a per-unit subquery computes can only be clamped."""
+    given bounds there; a value a per-unit subquery computes can only be clamped; LENGTH of a
+    text column is bounded by the column's public domain (analysis/bounds.py)."""
+    if measure is not None and measure.find(exp.Length) is not None:
+        return (
+            "LENGTH of a text column is bounded when the schema declares the column's public "
+            "domain; otherwise clamp it with LEAST(LENGTH(x), n)"
+        )
     if query.per_unit is not None:
         return (
             "clamp it with LEAST(GREATEST(x, lo), hi): a value computed per unit by the "
