@@ -44,6 +44,7 @@ from dpproxy.sql.dates import (
     portable_shift,
     portable_trunc,
 )
+from dpproxy.sql.tochar import portable_to_char
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, typed_constant
 from dpproxy.values import float_down, float_up
 
@@ -193,6 +194,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
         return in_domain(n, _double(n.this, table))
     if isinstance(n, exp.WidthBucket):  # comparisons with public thresholds
         return width_bucket(n, _double(n.this, table))
+    if isinstance(n, exp.TimeToStr):  # TO_CHAR(d, 'YYYY-MM'): substrings of d's ISO text
+        return portable_to_char(n, n.this)
     if isinstance(n, exp.Sign):  # a DOUBLE on both engines (DuckDB's SIGN is a TINYINT)
         return _as_double(exp.Sign(this=_double(n.this, table)))
     if isinstance(n, exp.Substring):

@@ -169,6 +169,12 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "(a Monday) and d; other dates, ±infinity included, give NULL on both engines"
     ),
     exp.DateTrunc: "as DATE_TRUNC (TimestampTrunc)",
+    exp.TimeToStr: (
+        "TO_CHAR(d, template) of a date, the template a literal of YYYY, MM, DD and - / . or "
+        "space only (42883 otherwise): printed as substrings of CAST(d AS TEXT), the ISO "
+        "'YYYY-MM-DD' on both engines, inside CASE WHEN d BETWEEN 0001-01-01 AND 9999-12-31 "
+        "(sql/tochar.py); substrings and || never fail"
+    ),
     exp.DateDiff: (
         "date − date with a column (sql/dates.py): CASE WHEN both lie in 0001-01-01 … "
         "9999-12-31 THEN CAST(a − b AS INTEGER) END; there both engines count the same days "

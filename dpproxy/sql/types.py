@@ -47,6 +47,7 @@ from dpproxy.sql import dates
 from dpproxy.sql.buckets import width_bucket_type
 from dpproxy.sql.exact import fold_exact
 from dpproxy.sql.sqltype import SqlType as SqlType  # re-exported: its home for most modules
+from dpproxy.sql.tochar import to_char_type
 from dpproxy.sql.totality import user_name
 
 COLUMN_TYPES = {
@@ -431,6 +432,8 @@ def type_of(
         _expect(operand, SqlType.NUMERIC, node)
         _not_all_null([operand], node)
         return SqlType.NUMERIC
+    if isinstance(node, exp.TimeToStr):  # TO_CHAR(date, 'YYYY-MM') (sql/tochar.py)
+        return to_char_type(node, t)
     if isinstance(node, exp.WidthBucket):  # printed as comparisons (sql/buckets.py)
         return width_bucket_type(node, t)
     if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/domains.py

@@ -155,6 +155,11 @@ BEYOND = (
 # and last date, date ± interval through timestamp, EXTRACT(YEAR) of ±infinity is Infinity in
 # PostgreSQL (an integer cast fails), and infinite dates cannot be subtracted there.
 DATES = (
+    # TO_CHAR (sql/tochar.py): the engines print BC dates, years past 9999 and ±infinity apart
+    "SELECT TO_CHAR(day, 'YYYY-MM') AS m, COUNT(*) FROM t GROUP BY 1",
+    "SELECT COUNT(*) FROM t WHERE TO_CHAR(day, 'DD.MM.YYYY') LIKE '01.%' "
+    "OR TO_CHAR(day, 'YYYY') > '2'",
+    "SELECT COUNT(*) FROM t WHERE TO_CHAR(day, 'Month') = 'May' OR TO_CHAR(fb, '9') = '1'",
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('month', day) > DATE '2000-01-01'",
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('week', day) IS NULL",
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('year', day) IS NOT NULL",
