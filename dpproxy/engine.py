@@ -30,7 +30,7 @@ from dpproxy.errors import (
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
-from dpproxy.planning.keyed import keyed_domain
+from dpproxy.planning.keyed import PublicPath
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
@@ -140,7 +140,7 @@ class Engine:
             return Prepared(composed.empty, composed.empty.sql)
         if composed is not None:
             opts = (epsilon, delta, mechanism, method)
-            statements = tuple(self._prepared(t, opts, analyst).statements for t in composed.texts)
+            statements = composed.statements_of(lambda t: self._prepared(t, opts, analyst))
             extra = tuple((f"part {i}", s) for i, st in enumerate(statements) for s in st)
             return Prepared(replace(composed, statements=statements), None, extra)
         plan, unkeyed, statement = self._plan(sql, epsilon, delta, mechanism, method)
@@ -448,7 +448,7 @@ class Engine:
     def _composed(self, sql: str, *opts: Fraction | MechanismKind | Method | None) -> Composed:
         """A query with scalar subqueries, every part planned (planning/scalars.py), or None."""
         plan_of = lambda text: self.public_plan(text) or self._plan(text, *opts)[0]  # noqa: E731
-        domain = functools.partial(keyed_domain, plan=self.public_plan, run=self._run_public)
+        domain = PublicPath(self)  # key domains and public outer queries: exact, free
         numeric = lambda p: columns_of(p)[0].type in ("integer", "double")  # noqa: E731
         return compose(sql, self.catalog, plan_of, numeric, domain)
 
@@ -474,7 +474,7 @@ class Engine:
                 return self._execute(sql, prepared, analyst, opts, cancel, progress)
 
             outer = outer_query(composed, exact, lambda s: one(s)[0].rows)
-            plan = self.public_plan(outer) or self._plan(outer, *opts)[0]
+            plan = composed.replan(outer) or self._plan(outer, *opts)[0]
             if not same_outer(composed, plan):
                 raise InternalError("a released scalar value changed the plan of the query")
             if isinstance(plan, PublicPlan):  # post-processing of released values: exact

@@ -11,6 +11,7 @@ from sqlglot import exp
 from dpproxy.planning.keyed import KeyedPart
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.planning.public import PublicPlan
+from dpproxy.planning.relations import RelationPart
 from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.release.public import PUBLIC_NOTE
@@ -291,6 +292,11 @@ def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[
             for p in plan.scalars
             if isinstance(p, KeyedPart)
         ],
+        "relations": [  # released first, then read as public rows (planning/relations.py)
+            {"name": p.name, "keys": len(p.keys), "domains": list(p.domains)}
+            for p in plan.scalars
+            if isinstance(p, RelationPart)
+        ],
         "outer": data[-1],
         "cost": {"epsilon": float(plan.cost.epsilon), "delta": float(plan.cost.delta)},
         "budget": _budget_data(plan, budget),
@@ -310,6 +316,12 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     for i, part in enumerate(plan.parts):
         assert part.plan is not None
         how = "released first with noise" if isinstance(part.plan, QueryPlan) else "exact, free"
+        if isinstance(part, RelationPart):
+            how = (
+                f"the aggregate relation {part.name}, released first with noise for each of the "
+                f"{len(part.keys)} keys of its public domain ({'; '.join(part.domains)}), then "
+                "read by the rest of the query as public rows"
+            )
         if isinstance(part, KeyedPart):
             how = (
                 f"correlated on {', '.join(c.sql('postgres') for c in part.corr.outer)}: released "

@@ -65,9 +65,10 @@ from sqlglot import exp
 from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
-from dpproxy.planning.public import PublicPlan
+from dpproxy.planning.public import PublicPlan, plan_public
 from dpproxy.sql.correlated import Correlation, Key, keyed_sql, lookup
 from dpproxy.sql.correlated import key_case as key_case
+from dpproxy.sql.parse import parse
 
 KEYED_NOTE = (
     "a correlated subquery keyed on a public table is released first as one grouped query over "
@@ -174,3 +175,34 @@ def keyed_domain(
             "columns, so that fewer keys remain; nothing was charged",
         ) from None
     return [tuple(r) for r in rows]
+
+
+class PublicPath:
+    """The engine's public path as the parts need it: the rows of a key domain query, and the
+    plan of a query that, once released values replace its private parts, reads public tables
+    or released values only (``engine`` is the :class:`~dpproxy.engine.Engine`)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.catalog: Catalog = engine.catalog
+
+    def rows(self, sql: str) -> list[Key]:
+        return keyed_domain(sql, self.engine.public_plan, self.engine._run_public)
+
+    def plan(self, text: str) -> PublicPlan:
+        tree = parse(text)
+        self.check_reads(tree)
+        e = self.engine
+        return plan_public(tree, self.catalog, e.backend.dialect, e.public_max_rows, values=True)
+
+    def check_reads(self, tree: exp.Expression) -> None:
+        """Refuse a query that reads a private table (once released values replace parts)."""
+        for t in tree.find_all(exp.Table):
+            table = self.catalog.table(t.name.lower())
+            if table is not None and table.private:
+                raise UnsupportedQuery(
+                    f"an aggregate subquery is released first and then read as public data, "
+                    f"but the rest of the query reads the private table {table.name} too",
+                    hint="aggregate the private rows in the subquery only, and read its "
+                    "released rows and public tables around it",
+                )

@@ -152,6 +152,7 @@ ALLOWED: dict[type[exp.Expr], frozenset[str]] = {
     **dict.fromkeys((exp.Stddev, exp.StddevPop, exp.StddevSamp), _ONE),
     **dict.fromkeys((exp.Variance, exp.VariancePop), _ONE),
 }
+_VALUES = frozenset({"expressions", "alias"})  # released rows, written by dpproxy itself
 _UNIT_PARENTS = (exp.Interval, exp.Extract, exp.TimestampTrunc)
 _CAST_TYPES = frozenset(
     getattr(exp.DataType.Type, name)
@@ -215,10 +216,11 @@ def _refuse(node: exp.Expr) -> DPProxyError:
     return UnsupportedQuery(f"{text or node.key.upper()} is not supported {where}", hint=hint)
 
 
-def check_allowed(tree: exp.Expression) -> None:
-    """Every node of ``tree`` is in :data:`ALLOWED` and carries only its allowed arguments."""
+def check_allowed(tree: exp.Expression, values: bool = False) -> None:
+    """Every node of ``tree`` is in :data:`ALLOWED` and carries only its allowed arguments
+    (``values``: and VALUES lists, which dpproxy writes for released rows only)."""
     for node in tree.walk():
-        allowed = ALLOWED.get(type(node))
+        allowed = _VALUES if values and isinstance(node, exp.Values) else ALLOWED.get(type(node))
         if allowed is None:
             raise _refuse(node)
         if isinstance(node, exp.Join) and node.method:
@@ -363,11 +365,14 @@ def _unify(a: str | None, b: str | None) -> str | None:
     raise UnsupportedQuery(f"a set operation combines {a} and {b} columns; CAST one side")
 
 
-def plan_public(tree: exp.Expression, catalog: Catalog, dialect: str, max_rows: int) -> PublicPlan:
-    """Check a query :func:`reads_public_only` accepted; its SQL and columns (pure)."""
+def plan_public(
+    tree: exp.Expression, catalog: Catalog, dialect: str, max_rows: int, values: bool = False
+) -> PublicPlan:
+    """Check a query :func:`reads_public_only` accepted; its SQL and columns (pure).
+    ``values``: the query holds released rows as VALUES lists (``planning/relations.py``)."""
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise Forbidden("only SELECT queries are answered")
-    check_allowed(tree)
+    check_allowed(tree, values)
     tree = tree.copy()
     _name_outputs(tree)
     schema: dict[str, object] = {
@@ -387,7 +392,7 @@ def plan_public(tree: exp.Expression, catalog: Catalog, dialect: str, max_rows: 
         )
         tree = annotate_types(tree, schema=schema, dialect="postgres")
         # Again on the qualified tree: what is printed is what was checked.
-        check_allowed(tree)
+        check_allowed(tree, values)
         _check_sources(tree, catalog)
     except OptimizeError as e:
         found = _UNRESOLVED.search(str(e))

@@ -52,15 +52,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import UnsupportedQuery
-from dpproxy.planning.keyed import KeyedPart, empty_query, plan_keyed
+from dpproxy.planning.keyed import KeyedPart, PublicPath, empty_query, plan_keyed
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan
-from dpproxy.sql.correlated import Key, correlation
+from dpproxy.planning.relations import (
+    RelationPart,
+    find_relations,
+    plan_relation,
+    substitute_relations,
+)
+from dpproxy.sql.correlated import correlation
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import (
     check_scalar,
@@ -89,12 +96,15 @@ class ScalarPart:
     plan: QueryPlan | PublicPlan  # PublicPlan: over public tables only, computed exactly, free
 
 
+Part = ScalarPart | KeyedPart | RelationPart
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ComposedPlan:
     """The plan of a query with scalar subqueries: the parts, in the order they run."""
 
     query: str  # the analyst's query
-    scalars: tuple[ScalarPart | KeyedPart, ...]  # Keyed: correlated, released per public key
+    scalars: tuple[Part, ...]  # Keyed: correlated, per public key; Relation: an aggregate CTE
     outer_sql: str  # the outer query with a placeholder for each scalar subquery
     outer: QueryPlan | PublicPlan  # Public: only after keyed parts (post-processing, exact)
     tree: exp.Expression = field(repr=False)  # the analyst's query, parsed
@@ -103,9 +113,10 @@ class ComposedPlan:
     statements: tuple[tuple[str, ...], ...] = ()
     # the exact answer's plan when a keyed part's public domain is empty (keyed.py)
     empty: PublicPlan | None = None
+    public: PublicPath | None = field(default=None, repr=False)  # the engine's public path
 
     @property
-    def parts(self) -> tuple[ScalarPart | KeyedPart, ...]:
+    def parts(self) -> tuple[Part, ...]:
         """The parts that release something (a keyed part over an empty domain does not)."""
         return tuple(p for p in self.scalars if p.plan is not None)
 
@@ -118,6 +129,12 @@ class ComposedPlan:
     def texts(self) -> tuple[str, ...]:
         """Every part as a query of its own (the outer one with placeholders)."""
         return (*(p.sql for p in self.parts), self.outer_sql)
+
+    def statements_of(self, prepare: Callable[[str], Any]) -> tuple[tuple[str, ...], ...]:
+        """Every part's statements (``prepare``: the engine's), then the outer query's."""
+        outer = self.outer
+        last = (outer.sql,) if isinstance(outer, PublicPlan) else prepare(self.outer_sql).statements
+        return (*(prepare(p.sql).statements for p in self.parts), last)
 
     @property
     def dp_plan(self) -> QueryPlan:
@@ -134,8 +151,18 @@ class ComposedPlan:
         return total
 
     def outer_text(self, values: Sequence[exp.Expression]) -> str:
-        """The outer query with ``values`` in place of the scalar subqueries."""
+        """The outer query with ``values`` in place of the scalar subqueries (or of the
+        relations' SELECTs, ``planning/relations.py``)."""
+        if self.public is not None and any(isinstance(p, RelationPart) for p in self.scalars):
+            bodies = [v for v in values if isinstance(v, exp.Select)]
+            tree = substitute_relations(self.tree, self.public.catalog, bodies)
+            return self.hints + tree.sql("postgres", comments=False)
         return self.hints + substitute(self.tree, values).sql("postgres", comments=False)
+
+    def replan(self, text: str) -> PublicPlan | None:
+        """The plan of the outer query at the released values, when it is public."""
+        public = isinstance(self.outer, PublicPlan) and self.public is not None
+        return self.public.plan(text) if public and self.public is not None else None
 
 
 def compose(
@@ -143,19 +170,23 @@ def compose(
     catalog: Catalog,
     plan_of: Callable[[str], QueryPlan | PublicPlan],
     numeric: Callable[[QueryPlan | PublicPlan], bool],
-    domain_of: Callable[[str], Sequence[Key]] | None = None,
+    public: PublicPath | None = None,
 ) -> ComposedPlan | None:
     """The plan of ``sql`` when it has scalar subqueries (None when it has none); every part
     planned with ``plan_of`` (the engine's checked planner), so any refusal happens here.
-    ``numeric``: does a plan release a number (its one output column)? ``domain_of``: the
-    rows of a query over public tables (the engine's public path, capped), for the key
-    domains of correlated subqueries (refused without it)."""
+    ``numeric``: does a plan release a number (its one output column)? ``public``: the
+    engine's public path, for key domains and public outer queries (without it, correlated
+    subqueries and aggregate relations are refused)."""
     tree = parse(sql)
+    hints = "".join(m + " " for m in _HINT.findall(sql))
+    relations = find_relations(tree, catalog) if public is not None else []
+    if relations and public is not None:
+        return _released_relations(sql, tree, relations, catalog, plan_of, public, hints)
     refuse_arithmetic(tree)
     found = find_scalars(tree)
     if not found:
         return None
-    hints = "".join(m + " " for m in _HINT.findall(sql))
+    domain_of = public.rows if public is not None else None
     outer_cols = [outer_columns(n.this, catalog, n.root()) for n in found]
     correlations = [
         correlation(n, cols, catalog) if cols and domain_of is not None else None
@@ -204,10 +235,34 @@ def compose(
         raise UnsupportedQuery("a query with scalar subqueries must read a private table")
     if isinstance(outer, PublicPlan) and all(p.plan is None for p in keyed_parts) == bool(parts):
         empty = outer  # only empty key domains, then public tables only: exact and free
-    return ComposedPlan(sql, tuple(parts), outer_sql, outer, tree, hints, empty=empty)
+    return ComposedPlan(
+        sql, tuple(parts), outer_sql, outer, tree, hints, empty=empty, public=public
+    )
 
 
-def _placeholder(part: ScalarPart | KeyedPart) -> exp.Expression:
+def _released_relations(
+    sql: str,
+    tree: exp.Expression,
+    relations: Sequence[exp.CTE | exp.Subquery],
+    catalog: Catalog,
+    plan_of: Callable[[str], QueryPlan | PublicPlan],
+    public: PublicPath,
+    hints: str,
+) -> ComposedPlan:
+    """Aggregate CTEs and derived tables released first, the rest exact (relations.py)."""
+    public.check_reads(substitute_relations(tree, catalog, [exp.select("1") for _ in relations]))
+    prefix = lambda s: _with_outer_ctes(s, tree)  # noqa: E731
+    parts = [
+        plan_relation(n, tree, catalog, public.rows, plan_of, prefix, hints) for n in relations
+    ]
+    outer_sql = hints + substitute_relations(tree, catalog, [p.placeholder for p in parts]).sql(
+        "postgres", comments=False
+    )
+    outer = public.plan(outer_sql)
+    return ComposedPlan(sql, tuple(parts), outer_sql, outer, tree, hints, public=public)
+
+
+def _placeholder(part: Part) -> exp.Expression:
     return part.placeholder if isinstance(part, KeyedPart) else placeholder()
 
 
@@ -242,7 +297,9 @@ def outer_query(
     with those values (a keyed part's released table as a CASE over its key)."""
     values: list[exp.Expression] = []
     for p in composed.scalars:
-        if isinstance(p, KeyedPart):
+        if isinstance(p, RelationPart):
+            values.append(p.value(release(p.sql)))
+        elif isinstance(p, KeyedPart):
             values.append(p.value(release(p.sql)) if p.plan is not None else exp.Null())
         else:
             values.append(constant(exact[p.sql] if p.sql in exact else release(p.sql)[0][0]))

@@ -72,7 +72,7 @@ def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def _and(parts: Sequence[exp.Expression]) -> exp.Expression | None:
+def and_all(parts: Sequence[exp.Expression]) -> exp.Expression | None:
     out: exp.Expression | None = None
     for p in parts:
         out = p.copy() if out is None else exp.And(this=out, expression=p.copy())
@@ -85,7 +85,7 @@ def _sources(select: exp.Select) -> list[exp.Expression]:
     return found + [j.this for j in select.args.get("joins") or []]
 
 
-def _owner(col: exp.Column, select: exp.Select, catalog: Catalog) -> tuple[exp.Table, Table] | None:
+def owner(col: exp.Column, select: exp.Select, catalog: Catalog) -> tuple[exp.Table, Table] | None:
     """The table of ``select``'s own FROM that ``col`` names (None: not exactly one)."""
     hits = []
     for src in _sources(select):
@@ -141,7 +141,7 @@ def correlation(
         raise refuse("a correlated subquery may read the outer row only in its WHERE clause")
     if not isinstance(enclosing, exp.Select):
         raise refuse("a correlated subquery must stand in a SELECT")
-    owners = [_owner(c, enclosing, catalog) for c in outer]
+    owners = [owner(c, enclosing, catalog) for c in outer]
     if any(o is None for o in owners) or len({id(o[0]) for o in owners if o}) != 1:
         raise refuse("the outer columns of a correlated subquery must belong to one table")
     src, table = owners[0]  # type: ignore[misc]
@@ -185,7 +185,7 @@ def _counts_only(select: exp.Select) -> bool:
 
 def _without(select: exp.Select, kept: Sequence[exp.Expression]) -> exp.Select:
     rest = select.copy()
-    where = _and(kept)
+    where = and_all(kept)
     rest.set("where", exp.Where(this=where) if where is not None else None)
     return rest
 
@@ -239,7 +239,7 @@ def _domain_sql(
     ]
     own += [exp.Not(this=exp.Is(this=c.copy(), expression=exp.Null())) for c in outer]
     query = exp.select(*(c.copy() for c in outer)).distinct().from_(src.copy())
-    condition = _and(own)
+    condition = and_all(own)
     if condition is not None:
         query = query.where(condition)
     return query.sql("postgres", comments=False)
@@ -268,9 +268,12 @@ def literal(value: object) -> exp.Expression:
 
 def _match(columns: Sequence[exp.Column], key: Key) -> exp.Expression:
     parts = [
-        exp.EQ(this=c.copy(), expression=literal(v)) for c, v in zip(columns, key, strict=True)
+        exp.Is(this=c.copy(), expression=exp.Null())
+        if v is None
+        else exp.EQ(this=c.copy(), expression=literal(v))
+        for c, v in zip(columns, key, strict=True)
     ]
-    out = _and(parts)
+    out = and_all(parts)
     assert out is not None
     return out
 
@@ -304,7 +307,7 @@ def keyed_sql(corr: Correlation, keys: Sequence[Key]) -> str:
         filters.append(exp.In(this=col.copy(), expressions=[literal(v) for v in values]))
     filters.append(exp.Not(this=exp.Is(this=index.copy(), expression=exp.Null())))
     where = rest.args.get("where")
-    condition = _and(([where.this] if where is not None else []) + filters)
+    condition = and_all(([where.this] if where is not None else []) + filters)
     rest.set("where", exp.Where(this=condition))
     rest.set("group", exp.Group(expressions=[index.copy()]))
     return rest.sql("postgres", comments=False)
@@ -312,11 +315,11 @@ def keyed_sql(corr: Correlation, keys: Sequence[Key]) -> str:
 
 def lookup(corr: Correlation, keys: Sequence[Key], values: Sequence[object]) -> exp.Expression:
     """The released table in place of the subquery: a CASE over the outer columns."""
-    consts = [exp.Null() if v is None else _number(v) for v in values]
+    consts = [exp.Null() if v is None else number(v) for v in values]
     return key_case(corr.outer, keys, consts)
 
 
-def _number(v: object) -> exp.Expression:
+def number(v: object) -> exp.Expression:
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise TypeError(f"a keyed subquery released a {type(v).__name__}")
     f = float(v)

@@ -48,8 +48,7 @@ SELECT COUNT(*) FROM adult WHERE person_id NOT IN (SELECT person_id FROM adult W
 
 -- title: average size of an occupation group
 -- schema: adult
--- expect: 0A000
--- reason: an aggregate over a grouped subquery
+-- expect: answered
 SELECT AVG(n) AS avg_group_size
 FROM (SELECT occupation, COUNT(*) AS n FROM adult GROUP BY occupation) t;
 
@@ -69,8 +68,7 @@ SELECT sex, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM adult) AS share FROM adult GR
 
 -- title: occupations above average hours
 -- schema: adult
--- expect: 0A000
--- reason: an aggregate CTE, aggregated again
+-- expect: answered
 WITH by_occ AS (
   SELECT occupation, AVG(hours_per_week) AS hours FROM adult GROUP BY occupation
 )
