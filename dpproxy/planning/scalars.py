@@ -37,8 +37,9 @@ Privacy argument.
   DP outputs only (post-processing): the outer query's sensitivity analysis may treat it like
   any constant the analyst typed, because conditioned on it M_0's sensitivity bound holds for
   every pair of neighbouring databases. The constant stands only as one side of a comparison
-  (``sql/scalars.py``), where it decides which rows match and nothing else: types, clamping
-  bounds, totality arguments and the plan do not depend on it.
+  (``sql/scalars.py``), where it decides which rows match and nothing else, or in arithmetic
+  over the outer query's released aggregates, which dpproxy computes after the noise: types,
+  clamping bounds, totality arguments and the plan do not depend on it.
 * **No NULL surprises.** The released value of an ungrouped COUNT, SUM or AVG is always a
   finite number (an AVG released by JOINT or GS is clipped into the column's bounds); a value
   that is NULL is substituted as NULL (SQL comparisons with it are unknown, so no row

@@ -21,7 +21,11 @@ What is accepted, and why each restriction:
   the outer plan is the same whatever value is released (``planning/scalars.py`` checks it
   anyway). As an operand of arithmetic (``age - (SELECT AVG(age) ...)``) the value would move
   the clamping bounds of the outer aggregate, hence its noise, after the budget was reserved;
-  such a subquery is left to the validator, which refuses it;
+  such a subquery is left to the validator, which refuses it. Arithmetic over the outer
+  query's *aggregates* (in a select-list, HAVING or ORDER BY item of an aggregating SELECT,
+  outside every aggregate's argument: ``COUNT(*) * 1.0 / (SELECT COUNT(*) FROM adult)``) is
+  computed by dpproxy on released numbers (post-processing, :func:`post_processed`): there
+  the value never reaches a row, a bound or the plan, and is accepted too;
 * **uncorrelated**, or correlated on a public table: a subquery that reads a column of the
   outer row is an aggregate over *other people's* rows computed once per outer row: adding one
   person changes that aggregate, hence the filter of every other person's rows. When it equates
@@ -67,6 +71,29 @@ def _compared(node: exp.Subquery) -> bool:
     return isinstance(parent, COMPARISONS) and child.arg_key in ("this", "expression")
 
 
+def post_processed(node: exp.Subquery) -> bool:
+    """Is ``node`` an operand of arithmetic over released aggregates only — in a select-list,
+    HAVING or ORDER BY item of an aggregating SELECT that holds an aggregate, outside every
+    aggregate's argument (``COUNT(*) * 1.0 / (SELECT COUNT(*) FROM adult)``)? There its value
+    is computed with on released numbers (post-processing) and never reaches a row."""
+    child: exp.Expr = node
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        if isinstance(parent, exp.AggFunc | exp.Window | exp.Subquery):
+            return False
+        child, parent = parent, parent.parent
+    if parent is None or child is node:
+        return False
+    clause = child.arg_key
+    if clause not in ("expressions", "having", "order"):
+        return False
+    aggregating = parent.args.get("group") is not None or any(
+        isinstance(n, exp.AggFunc) for e in parent.expressions for n in e.walk()
+    )
+    own = any(isinstance(n, exp.AggFunc) for n in child.walk() if not _inside(n, node))
+    return aggregating and own
+
+
 def refuse_arithmetic(tree: exp.Expression) -> None:
     """A scalar subquery as an operand of arithmetic or of a function is refused (0A000):
     there its released value would move the outer query's clamping bounds, hence its noise,
@@ -82,12 +109,15 @@ def refuse_arithmetic(tree: exp.Expression) -> None:
                 or (isinstance(parent, exp.Binary) and not isinstance(parent, exp.Connector))
             )
             and not isinstance(parent, (*COMPARISONS, exp.In, exp.Exists))
+            and not post_processed(node)
         ):
             raise UnsupportedQuery(
                 f"a scalar subquery is supported only as one side of a comparison (in "
                 f"{_shorten(parent)})",
-                hint="x > (SELECT AVG(x) FROM t WHERE ...) is; as an operand of arithmetic, "
-                "its noisy value would change the bounds, hence the noise, of the outer query",
+                hint="x > (SELECT AVG(x) FROM t WHERE ...) is, and so is arithmetic over the "
+                "outer query's aggregates (COUNT(*) * 1.0 / (SELECT COUNT(*) FROM t)); as an "
+                "operand of row-level arithmetic, its noisy value would change the bounds, hence "
+                "the noise, of the outer query",
             )
 
 
@@ -100,14 +130,14 @@ def find_scalars(tree: exp.Expression) -> list[exp.Subquery]:
         if (
             isinstance(node, exp.Subquery)
             and isinstance(node.this, exp.Select)
-            and _compared(node)
+            and (_compared(node) or post_processed(node))
             and not any(node is not f and _inside(node, f) for f in found)
         ):
             found.append(node)
     return found
 
 
-def _inside(node: exp.Expression, outer: exp.Expression) -> bool:
+def _inside(node: exp.Expr, outer: exp.Expr) -> bool:
     p = node.parent
     while p is not None:
         if p is outer:

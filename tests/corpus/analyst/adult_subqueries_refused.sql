@@ -62,8 +62,7 @@ SELECT 'female', COUNT(*) FROM adult WHERE sex = 'Female';
 
 -- title: share of each sex with a scalar subquery
 -- schema: adult
--- expect: 0A000
--- reason: a scalar subquery of a private aggregate
+-- expect: answered
 SELECT sex, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM adult) AS share FROM adult GROUP BY sex;
 
 -- title: occupations above average hours
