@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from dpproxy.accounting.memory import MemoryAccountant
-from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.model import Catalog
 from dpproxy.demo import load_demo_postgres
