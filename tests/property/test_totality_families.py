@@ -159,7 +159,6 @@ DATES = (
     "SELECT TO_CHAR(day, 'YYYY-MM') AS m, COUNT(*) FROM t GROUP BY 1",
     "SELECT COUNT(*) FROM t WHERE TO_CHAR(day, 'DD.MM.YYYY') LIKE '01.%' "
     "OR TO_CHAR(day, 'YYYY') > '2'",
-    "SELECT COUNT(*) FROM t WHERE TO_CHAR(day, 'Month') = 'May' OR TO_CHAR(fb, '9') = '1'",
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('month', day) > DATE '2000-01-01'",
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('week', day) IS NULL",
     "SELECT COUNT(*) FROM t WHERE DATE_TRUNC('year', day) IS NOT NULL",
@@ -270,6 +269,8 @@ TEXT = (
     "SELECT COUNT(*) FROM t WHERE REPLACE(note, '', '') = '' AND STRPOS(note, '') = 1",
     "SELECT COUNT(*) FROM t WHERE CAST(LEFT(note, 2) AS INT) > 0 AND POSITION(cat IN note) = 0",
     "SELECT cat, COUNT(STRPOS(note, cat) + 2147483647) FROM t GROUP BY cat",
+    # TO_CHAR templates the engines print apart, and of numbers: refused (sql/tochar.py)
+    "SELECT COUNT(*) FROM t WHERE TO_CHAR(day, 'Month') = 'May' OR TO_CHAR(fb, '9') = '1'",
 )
 
 # Beyond the families, with no contribution bound in the schema (rows per unit chosen with
