@@ -182,20 +182,25 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
 
 def text_length(node: exp.Expression, table: Table) -> Interval:
     """LENGTH of ``node`` in characters: within the shortest and longest value of a text
-    column's declared public domain (its values are public, so their lengths are too; the
-    clamp of the measure to this interval enforces it on any data), else [0, ∞).
+    column's declared public domain (its values are public, so their lengths are too), or
+    [0, max_length] when the schema declares one, else [0, ∞). The clamp of the measure to
+    this interval enforces it on any data.
 
     >>> from dpproxy.catalog.model import Column, ColumnType, Table
     >>> t = Table("t", True, (Column("job", ColumnType.TEXT, domain=("Sales", "Über-Chef")),))
     >>> str(text_length(exp.column("job"), t))
     '[5, 9]'
+    >>> t = Table("t", True, (Column("note", ColumnType.TEXT, max_length=80),))
+    >>> str(text_length(exp.column("note"), t))
+    '[0, 80]'
     """
     while isinstance(node, exp.Paren):
         node = node.this
     col = table.column(node.name) if isinstance(node, exp.Column) else None
     values = col.domain if col is not None and col.domain else None
     if values is None or not all(isinstance(v, str) for v in values):
-        return Interval(Fraction(0), None)
+        longest = col.max_length if col is not None else None
+        return Interval(Fraction(0), Fraction(longest) if longest is not None else None)
     lengths = [len(str(v)) for v in values]  # characters, as both engines count them
     return Interval(Fraction(min(lengths)), Fraction(max(lengths)))
 

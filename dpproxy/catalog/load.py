@@ -52,7 +52,17 @@ _TABLE_KEYS = {
     "public_rows",
     "public_max_rows",
 }
-_COLUMN_KEYS = {"type", "lower", "upper", "nullable", "domain", "description", "max_elements"}
+_COLUMN_KEYS = {
+    "type",
+    "lower",
+    "upper",
+    "nullable",
+    "domain",
+    "description",
+    "max_elements",
+    "max_length",
+}
+MAX_LENGTH = 10**9  # characters: PostgreSQL's text holds at most 1 GB
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -424,7 +434,12 @@ def _column(name: str, doc: Any, path: str, probs: _Problems) -> Column | None:
     most = _positive_int(doc.get("max_elements"), f"{path}.max_elements", probs)
     if most is not None and ctype is not ColumnType.TEXT:
         probs.add(f"{path}.max_elements", "applies to text columns (split by UNNEST) only")
-    return Column(name, ctype, lower, upper, nullable, domain, most)
+    longest = _positive_int(doc.get("max_length"), f"{path}.max_length", probs)
+    if longest is not None and ctype is not ColumnType.TEXT:
+        probs.add(f"{path}.max_length", "applies to text columns only")
+    if longest is not None and longest > MAX_LENGTH:
+        probs.add(f"{path}.max_length", f"must be at most {MAX_LENGTH}")
+    return Column(name, ctype, lower, upper, nullable, domain, most, longest)
 
 
 def _domain_value_ok(v: object, ctype: ColumnType) -> bool:

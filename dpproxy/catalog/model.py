@@ -42,6 +42,7 @@ class Column:
     nullable: bool = False
     domain: tuple[object, ...] | None = None
     max_elements: int | None = None  # text split by UNNEST: at most this many elements used
+    max_length: int | None = None  # text: at most this many characters (bounds LENGTH)
 
     @property
     def bounds(self) -> Interval:

@@ -546,7 +546,7 @@ def unbounded_hint(query: ValidQuery, measure: exp.Expression | None = None) -> 
     if measure is not None and measure.find(exp.Length) is not None:
         return (
             "LENGTH of a text column is bounded when the schema declares the column's public "
-            "domain; otherwise clamp it with LEAST(LENGTH(x), n)"
+            "domain or max_length; otherwise clamp it with LEAST(LENGTH(x), n)"
         )
     if query.per_unit is not None:
         return (

@@ -397,6 +397,21 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], object], str]] = [
         f"{PEOPLE}.columns.sex.max_elements",
     ),
     (
+        "max-length-on-a-number",
+        lambda d: cols(d)["age"].update(max_length=3),
+        f"{AGE}.max_length",
+    ),
+    (
+        "max-length-zero",
+        lambda d: cols(d)["sex"].update(max_length=0),
+        f"{PEOPLE}.columns.sex.max_length",
+    ),
+    (
+        "max-length-beyond-a-text",
+        lambda d: cols(d)["sex"].update(max_length=10**10),
+        f"{PEOPLE}.columns.sex.max_length",
+    ),
+    (
         "truncation-share-one",
         lambda d: d["privacy"].update(truncation_share=1),
         "privacy.truncation_share",
