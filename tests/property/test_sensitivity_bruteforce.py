@@ -123,8 +123,11 @@ AGGREGATES = (
     "AVG(DISTINCT z)",
     "VAR_POP(z)",
     "AVG(CASE WHEN g = 'a' THEN 1 ELSE 0 END)",
+    "SUM(WIDTH_BUCKET(z, -5, 3, 4))",  # 0 … 5 (sql/buckets.py)
+    "AVG(LENGTH(g))",  # within the lengths of g's domain values (analysis/bounds.py)
 )
-GROUPINGS = (None, "g", "h")  # g: public domain; h: private keys (partition selection)
+# g: public domain; h: private keys (partition selection); a WIDTH_BUCKET: public buckets 0 … 4
+GROUPINGS = (None, "g", "h", "WIDTH_BUCKET(y, 0, 50, 3)")
 FILTERS = (None, "x > 2", "z < 1", "g <> 'b'")
 
 
