@@ -72,6 +72,7 @@ from dpproxy.sql.correlated import correlation
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import (
     check_scalar,
+    compared,
     constant,
     find_scalars,
     outer_columns,
@@ -204,6 +205,13 @@ def compose(
     for node, corr in zip(found, correlations, strict=True):
         if corr is not None:
             assert domain_of is not None
+            if not compared(node):
+                raise UnsupportedQuery(
+                    "a correlated scalar subquery is supported as one side of a comparison "
+                    f"only (in {node.sql('postgres')[:60]})",
+                    hint="l_quantity < (SELECT 0.2 * AVG(l_quantity) FROM lineitem "
+                    "WHERE l_partkey = p_partkey)",
+                )
             check_scalar(node, catalog, correlated=True)
             keyed = plan_keyed(corr, domain_of, plan_of, hints)
             if keyed.plan is not None and not numeric(keyed.plan):
@@ -223,9 +231,10 @@ def compose(
             )
         parts.append(ScalarPart(text, plan))
     keyed_parts = [p for p in parts if isinstance(p, KeyedPart)]
+    only_keyed = len(keyed_parts) == len(parts)  # no scalar value to release (keyed.py)
     empty = None
-    if any(not p.keys and p.corr.enclosing is tree for p in keyed_parts):
-        values = [_placeholder(p) if p.plan is not None else exp.Null() for p in parts]
+    if only_keyed and any(not p.keys and p.corr.enclosing is tree for p in keyed_parts):
+        values = [_placeholder(p) for p in parts]
         exact = plan_of(empty_query(substitute(tree, values), catalog).sql("postgres"))
         empty = exact if isinstance(exact, PublicPlan) else None
     outer_sql = hints + substitute(tree, [_placeholder(p) for p in parts]).sql(
@@ -234,7 +243,7 @@ def compose(
     outer = plan_of(outer_sql)
     if not isinstance(outer, QueryPlan) and not keyed_parts:
         raise UnsupportedQuery("a query with scalar subqueries must read a private table")
-    if isinstance(outer, PublicPlan) and all(p.plan is None for p in keyed_parts) == bool(parts):
+    if isinstance(outer, PublicPlan) and only_keyed and all(p.plan is None for p in parts):
         empty = outer  # only empty key domains, then public tables only: exact and free
     return ComposedPlan(
         sql, tuple(parts), outer_sql, outer, tree, hints, empty=empty, public=public

@@ -60,7 +60,7 @@ def _shorten(node: exp.Expr) -> str:
     return text if len(text) <= 80 else text[:77] + "…"
 
 
-def _compared(node: exp.Subquery) -> bool:
+def compared(node: exp.Subquery) -> bool:
     """Is ``node`` (through parentheses) one side of a comparison?"""
     child: exp.Expression = node
     parent = node.parent
@@ -130,7 +130,7 @@ def find_scalars(tree: exp.Expression) -> list[exp.Subquery]:
         if (
             isinstance(node, exp.Subquery)
             and isinstance(node.this, exp.Select)
-            and (_compared(node) or post_processed(node))
+            and (compared(node) or post_processed(node))
             and not any(node is not f and _inside(node, f) for f in found)
         ):
             found.append(node)

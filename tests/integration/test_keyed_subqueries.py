@@ -146,6 +146,22 @@ def test_an_empty_key_domain_is_exact_and_free(tpch: Engine, tpch_db: Any) -> No
     assert exact_rows(tpch_db.path, nested) == []
 
 
+def test_an_empty_domain_beside_a_released_scalar_is_not_a_shortcut(
+    tpch: Engine, tpch_db: Any
+) -> None:
+    """With a DP scalar part too, the query is released as parts (the scalar first, the outer
+    query with NULL for the empty keyed part), not answered exactly."""
+    sql = Q17.replace("sum(l_extendedprice) / 7.0", "count(*)") + (
+        " AND l_quantity > (SELECT AVG(l_quantity) FROM lineitem)"
+    )
+    composed = tpch.prepare(HINT + sql, epsilon=EPS).plan
+    assert isinstance(composed, ComposedPlan) and composed.empty is None
+    assert len(composed.parts) == 1 and composed.cost.epsilon == 2 * EPS
+    answer = tpch.run(HINT + sql, analyst="mixed", epsilon=EPS)
+    assert answer.cost == composed.cost
+    assert [tuple(r) for r in answer.released.rows] == exact_rows(tpch_db.path, sql) == [(0,)]
+
+
 def test_a_domain_over_the_cap_is_refused_and_free(tpch_db: Any) -> None:
     backend = Recording(tpch_db.path)
     engine = _engine(backend, tpch_db.catalog(), public_max_rows=50)  # Q20 has 64 keys
