@@ -84,6 +84,18 @@ def _fraction_literal(node: exp.Expression | None, kind: AggKind) -> Fraction:
     return q
 
 
+_NAMED_FUNCS = (
+    *POST_FUNCS,
+    exp.Round,
+    exp.Abs,
+    exp.Floor,
+    exp.Ceil,
+    exp.Length,
+    exp.WidthBucket,
+    exp.TimeToStr,
+)
+
+
 def default_name(node: exp.Expression, i: int) -> str:
     if isinstance(node, exp.Column):
         return node.name
@@ -91,6 +103,8 @@ def default_name(node: exp.Expression, i: int) -> str:
         return node.name.lower()
     if isinstance(node, exp.Window):  # PostgreSQL names it after its function: rank, sum
         return function_name(node.this).lower()
+    if isinstance(node, _NAMED_FUNCS):  # sqrt, round, width_bucket, to_char, as PostgreSQL
+        return user_name(node)
     if isinstance(node, exp.AggFunc | exp.Filter | exp.WithinGroup):
         inner = node.this if isinstance(node, exp.Filter | exp.WithinGroup) else node
         names = {

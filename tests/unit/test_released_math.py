@@ -213,3 +213,25 @@ def test_refusals(engines: dict[str, Engine], sql: str, sqlstate: str) -> None:
         engines["up"].prepare(sql)
     assert refused.value.sqlstate == sqlstate
     assert "__" not in refused.value.message
+
+
+def test_unnamed_function_columns_are_named_as_postgresql_names_them(
+    engines: dict[str, Engine],
+) -> None:
+    sql = (
+        "SELECT WIDTH_BUCKET(age, 17, 90, 8), SQRT(VAR_POP(age)), ROUND(AVG(age), 1), "
+        "LOG(2, COUNT(*)), EXP(AVG(LN(age))), CBRT(SUM(age)), ABS(AVG(age)), PI(), "
+        "AVG(age) / 2 FROM adult GROUP BY 1"
+    )
+    names = [c.name for c in engines["up"].run(sql, analyst="t").released.columns]
+    assert names == [
+        "width_bucket",
+        "sqrt",
+        "round",
+        "log",
+        "exp",
+        "cbrt",
+        "abs",
+        "pi",
+        "?column?8",  # an operator: PostgreSQL's ?column? (numbered by dpproxy)
+    ]
