@@ -43,7 +43,7 @@ from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan
-from dpproxy.sql.correlated import Key, and_all, key_case, literal, number, owner
+from dpproxy.sql.correlated import Key, group_by_index, key_case, literal, number, owner
 
 MAX_KEYS = MAX_PUBLIC_ROWS
 _TYPES = {
@@ -224,7 +224,9 @@ def plan_relation(
             hint="group by fewer columns, or restrict the public table it is joined to",
         )
     domain = tuple(product(*domains))
-    release = _release(select, keys, aggregates, domain)
+    if not domain:
+        raise _refuse(name, "has no key in its public domain", hint="; ".join(sources))
+    release = _release(select, keys, aggregates, domains, domain)
     text = hints + prefix(release).sql("postgres", comments=False)
     plan = plan_of(text)
     if not isinstance(plan, QueryPlan) or plan.selection is not None:
@@ -283,22 +285,28 @@ def _release(
     select: exp.Select,
     keys: Sequence[exp.Column],
     aggregates: Sequence[exp.Expression],
+    domains: Sequence[tuple[object, ...]],
     domain: Sequence[Key],
 ) -> exp.Select:
     index = key_case(keys, domain, [exp.Literal.number(i) for i in range(len(domain))])
     release = select.copy()
-    items = [exp.alias_(index.copy(), "key_index")]
+    items = [exp.alias_(index, "key_index")]
     items += [exp.alias_(a.copy(), f"value_{i}") for i, a in enumerate(aggregates)]
     items.append(exp.alias_(exp.Count(this=exp.Star()), "key_rows"))
     release.set("expressions", items)
-    where = release.args.get("where")
-    inside = exp.Not(this=exp.Is(this=index.copy(), expression=exp.Null()))
-    condition = and_all(([where.this] if where is not None else []) + [inside])
-    release.set("where", exp.Where(this=condition))
-    release.set("group", exp.Group(expressions=[index.copy()]))
     release.set("order", None)
     release.set("limit", None)
-    return release
+    filters: list[exp.Expression] = []
+    for key, values in zip(keys, domains, strict=True):  # rows of the domain only
+        listed: exp.Expression = exp.In(
+            this=key.copy(), expressions=[literal(v) for v in values if v is not None]
+        )
+        if None in values:
+            listed = exp.Paren(
+                this=exp.Or(this=listed, expression=exp.Is(this=key.copy(), expression=exp.Null()))
+            )
+        filters.append(listed)
+    return group_by_index(release, index, filters, len(domain))
 
 
 def substitute_relations(

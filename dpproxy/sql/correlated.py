@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Catalog, Table
 from dpproxy.errors import UnsupportedQuery
+from dpproxy.sql.validate import MAX_PUBLIC_GROUPS
 
 CORRELATED_HINT = (
     "an uncorrelated scalar subquery (x > (SELECT AVG(x) FROM t WHERE ...)) is released first "
@@ -305,12 +306,24 @@ def keyed_sql(corr: Correlation, keys: Sequence[Key]) -> str:
     for i, col in enumerate(corr.inner):
         values = list(dict.fromkeys(k[i] for k in keys))
         filters.append(exp.In(this=col.copy(), expressions=[literal(v) for v in values]))
-    filters.append(exp.Not(this=exp.Is(this=index.copy(), expression=exp.Null())))
-    where = rest.args.get("where")
-    condition = and_all(([where.this] if where is not None else []) + filters)
-    rest.set("where", exp.Where(this=condition))
-    rest.set("group", exp.Group(expressions=[index.copy()]))
-    return rest.sql("postgres", comments=False)
+    return group_by_index(rest, index, filters, len(keys)).sql("postgres", comments=False)
+
+
+def group_by_index(
+    select: exp.Select, index: exp.Expression, filters: Sequence[exp.Expression], keys: int
+) -> exp.Select:
+    """``select`` with ``filters`` AND-ed to its WHERE, grouped by its first item, the key
+    ``index`` (printed once: the text of a large domain stays within the parser's limits). The
+    CASE's NULL (a row of no key) is a group too, released and dropped, unless the domain is at
+    the cap of public groups: then ``index IS NOT NULL`` is a filter, which narrows it away."""
+    where = select.args.get("where")
+    conditions = ([where.this] if where is not None else []) + list(filters)
+    if keys >= MAX_PUBLIC_GROUPS:
+        conditions.append(exp.Not(this=exp.Is(this=index.copy(), expression=exp.Null())))
+    condition = and_all(conditions)
+    select.set("where", exp.Where(this=condition) if condition is not None else None)
+    select.set("group", exp.Group(expressions=[exp.Literal.number(1)]))
+    return select
 
 
 def lookup(corr: Correlation, keys: Sequence[Key], values: Sequence[object]) -> exp.Expression:
