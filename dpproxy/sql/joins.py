@@ -30,7 +30,9 @@ Two units: when the private tables fall into exactly two classes of units (``peo
 shops s ON p.city = s.city``), each joined row holds two people's rows; :meth:`_two_units`
 builds reading/002's private join with truncation per join key instead (see there).
 
-Refused: outer, natural, semi/anti and cross joins (every table must be connected to the
+Outer joins (LEFT, RIGHT, FULL) are recorded here and built by ``sql/outer.py``.
+
+Refused: natural, semi/anti and cross joins (every table must be connected to the
 others by an equality), a private table twice (self-joins), joins that mix more than two
 units, two units joined together with public tables or flat maps, joins inside subqueries of
 a join, and flat maps over anything but a split string.
@@ -104,6 +106,15 @@ class JoinSource:
         return ta * sb * b.rows_per_unit + tb * sa * a.rows_per_unit
 
 
+@dataclass(frozen=True, slots=True)
+class OuterJoin:
+    """``… LEFT|RIGHT|FULL JOIN <alias> ON <edges>``: the equalities of its ON (or USING)."""
+
+    side: str
+    alias: str
+    edges: tuple[tuple[tuple[str, str], tuple[str, str]], ...]
+
+
 @dataclass
 class _UnionFind:
     parent: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
@@ -153,6 +164,7 @@ class JoinBuilder:
         self.edges: list[tuple[tuple[str, str], tuple[str, str]]] = []
         self.flat_links: list[tuple[str, str]] = []  # (flat map, the table whose column it splits)
         self.filters: list[exp.Expression] = []  # ON conjuncts other than join equalities
+        self.outer: list[OuterJoin] = []  # LEFT/RIGHT/FULL joins, built by sql/outer.py
         from_ = select.args.get("from_") or select.args.get("from")
         if from_ is None:
             raise UnsupportedQuery("a query must read a table (FROM is missing)")
@@ -283,11 +295,6 @@ class JoinBuilder:
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
         method = (join.args.get("method") or "").upper()
-        if side:
-            raise UnsupportedQuery(
-                f"{side} JOIN is not supported; only inner joins are",
-                hint="an outer join keeps unmatched rows with NULLs; write an inner join",
-            )
         if method == "NATURAL":
             raise UnsupportedQuery("NATURAL JOIN is not supported; name the columns (USING)")
         if kind in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
@@ -299,6 +306,21 @@ class JoinBuilder:
         if isinstance(target, exp.Lateral) and not is_flat:
             raise UnsupportedQuery("LATERAL is supported with UNNEST only")
         inst = self._add_item(target)
+        if side:  # analysed by sql/outer.py: ON holds column equalities only
+            start = len(self.edges)
+            for c in conjuncts(join.args.get("on")):
+                if not self._equality(c, from_where=False):
+                    raise UnsupportedQuery(
+                        f"the ON clause of a {side} JOIN may hold equalities between columns of "
+                        f"the joined tables only, not {c.sql('postgres')[:60]}",
+                        hint="filter in the WHERE clause, or aggregate per unit in a subquery",
+                    )
+            for ident in join.args.get("using") or []:
+                self._using(ident.name.lower(), inst)
+            if is_flat or inst.unnest is not None:
+                raise UnsupportedQuery(f"{side} JOIN of UNNEST is not supported")
+            self.outer.append(OuterJoin(side, inst.alias, tuple(self.edges[start:])))
+            return
         if on := join.args.get("on"):
             for c in conjuncts(on):
                 if not self._equality(c, from_where=False):

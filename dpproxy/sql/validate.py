@@ -30,6 +30,7 @@ from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.domains import narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
+from dpproxy.sql.outer import build_relation
 from dpproxy.sql.perunit import PerUnit, PerUnitScope, per_unit_scope
 from dpproxy.sql.scope import (
     AggKind,
@@ -211,7 +212,7 @@ def _from_scope(
 def _join_scope(select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expression]) -> Scope:
     """Several tables (or a table whose unit is reached through references) as one relation."""
     builder = JoinBuilder(select, catalog, ctes)
-    table, source, names, ambiguous = builder.build()
+    table, source, names, ambiguous = build_relation(builder, select)
     types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
     qualifiers = {i.alias for i in builder.instances if not i.hidden}
     scope = Scope(table, names, qualifiers, [], types, source, ambiguous, True)

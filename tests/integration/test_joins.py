@@ -236,7 +236,7 @@ def test_dpproxy_serve_answers_joins_over_psycopg(tmp_path: Path, tpch_db: Any) 
             ]
             with pytest.raises(psycopg.errors.FeatureNotSupported):
                 con.execute(
-                    "SELECT COUNT(*) FROM customer LEFT JOIN orders ON c_custkey = o_custkey"
+                    "SELECT COUNT(*) FROM customer LEFT JOIN orders ON c_nationkey = o_orderkey"
                 )
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 con.execute(
