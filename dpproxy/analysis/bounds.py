@@ -15,6 +15,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import Table
 from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.dates import MAX_DAYS
+from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.types import EXP_LIMIT, power_limits
 from dpproxy.values import (
     Interval,
@@ -143,7 +144,10 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         if v is None or not v.bounded:
             return v
         assert v.lo is not None and v.hi is not None
-        return Interval(v.lo - 1, v.hi + 1)
+        d = node.args.get("decimals")
+        # ROUND(x, -k) moves x by at most 10^k / 2 (to a multiple of 10^k); else at most 1
+        step = Fraction(10) ** -digits if isinstance(d, exp.Neg) and (digits := digits_of(d)) else 1
+        return Interval(v.lo - step, v.hi + step)
     if isinstance(node, exp.Cast | exp.TryCast):
         if node.to.this is exp.DataType.Type.BOOLEAN:
             return Interval(Fraction(0), Fraction(1))

@@ -44,6 +44,7 @@ from dpproxy.sql.dates import (
     portable_shift,
     portable_trunc,
 )
+from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.tochar import portable_to_char
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, typed_constant
 from dpproxy.values import float_down, float_up
@@ -313,7 +314,10 @@ def _portable_round(n: exp.Round, table: Table) -> exp.Expression:
     those values, ±inf and NaN are returned unchanged.
     """
     digits_arg = n.args.get("decimals")
-    digits = int(float(digits_arg.name)) if digits_arg is not None else 0
+    if isinstance(digits_arg, exp.Neg):  # ROUND(x, -3), typed in sql/types.py
+        digits = digits_of(digits_arg) or 0
+    else:
+        digits = int(float(digits_arg.name)) if digits_arg is not None else 0
     x = _double(n.this, table)
     scale = lit(f"1e{abs(digits)}")
 

@@ -50,7 +50,8 @@ TOTALITY: dict[type[exp.Expression], str] = {
     exp.Abs: _ARITH_ARGUMENT + " (|INT_MIN| cannot occur in DOUBLE)",
     exp.Round: (
         "rewritten as SIGN(x)·FLOOR(|x|·10^d + 0.5)/10^d in DOUBLE for |x| < 10^(300−d), "
-        "x itself beyond; d is a literal"
+        "x itself beyond; d is a literal (negative: SIGN(x)·FLOOR(|x|/10^k + 0.5)·10^k, to "
+        "tens, hundreds, ... for d = −k, k <= 300)"
     ),
     exp.Sign: "DOUBLE in, −1/0/1 out; never fails (NaN gives 0 on both engines)",
     exp.Pi: "a constant (the double nearest π on both engines)",

@@ -46,6 +46,7 @@ from dpproxy.errors import (
 from dpproxy.sql import dates
 from dpproxy.sql.buckets import width_bucket_type
 from dpproxy.sql.exact import fold_exact
+from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.sqltype import SqlType as SqlType  # re-exported: its home for most modules
 from dpproxy.sql.tochar import to_char_type
 from dpproxy.sql.totality import user_name
@@ -449,6 +450,13 @@ def type_of(
     if isinstance(node, NUMERIC_FUNCS):
         _expect(t(node.this), SqlType.NUMERIC, node)
         digits = node.args.get("decimals")
+        if isinstance(digits, exp.Neg):  # ROUND(x, -3): to thousands (rewrite/guard.py)
+            negative = digits_of(digits)
+            if negative is None:
+                raise UnsupportedQuery("ROUND takes a literal whole number of digits")
+            if negative < -300:
+                raise NumericValueOutOfRange("ROUND takes at most 300 digits")
+            return SqlType.NUMERIC
         if digits is not None and not (isinstance(digits, exp.Literal) and not digits.is_string):
             raise UnsupportedQuery("ROUND takes a literal number of digits")
         if digits is not None and not float(digits.name) <= 300:  # 10^d must be a double

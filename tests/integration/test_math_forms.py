@@ -73,6 +73,8 @@ COMPOUND = [
     "SQRT(ABS(x)) / LN(x)",
     "EXP(LN(x))",
     "ROUND(SQRT(x), 2)",
+    "ROUND(x, -2)",
+    "ROUND(x * 3, -5) - x",
     "POWER(x, 2) * 3 + POWER(x, 1)",
     "POWER(SQRT(x), 2) - x",
 ]

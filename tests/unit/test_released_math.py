@@ -15,8 +15,9 @@ import pytest
 from sqlglot import exp
 
 from dpproxy.accounting.memory import MemoryAccountant
+from dpproxy.analysis.bounds import bounds_of
 from dpproxy.backends.duckdb import DuckDBBackend
-from dpproxy.catalog.model import Catalog
+from dpproxy.catalog.model import Catalog, Column, ColumnType, Table
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
 from dpproxy.release.postprocess import evaluate, evaluate_span
@@ -235,3 +236,16 @@ def test_unnamed_function_columns_are_named_as_postgresql_names_them(
         "pi",
         "?column?8",  # an operator: PostgreSQL's ?column? (numbered by dpproxy)
     ]
+
+
+def test_row_level_round_to_negative_digits_widens_the_interval() -> None:
+    """ROUND(x, -3) inside an aggregate moves x by up to 500: the measure's interval (hence the
+    clamp and the sensitivity) covers every rounded value, checked on a grid."""
+    t = Table("t", True, (Column("x", ColumnType.INTEGER, Fraction(0), Fraction(1400)),))
+    node = exp.maybe_parse("ROUND(x, -3)", dialect="postgres")
+    v = bounds_of(node, t)
+    assert v is not None and v.lo is not None and v.hi is not None
+    for x in range(0, 1401, 7):
+        rounded = math.copysign(math.floor(abs(x) / 1000 + 0.5) * 1000, x)
+        assert v.lo <= rounded <= v.hi
+    assert (v.lo, v.hi) == (-1000, 2400)

@@ -191,3 +191,8 @@ SELECT STDDEV_POP(hours_per_week) / AVG(hours_per_week) AS cv FROM adult;
 -- schema: adult
 -- expect: answered
 SELECT AVG(GREATEST(capital_gain, capital_loss)) AS biggest_flow FROM adult;
+
+-- title: people per hundred-thousand weight band
+-- schema: adult
+-- expect: answered
+SELECT ROUND(fnlwgt, -5) AS band, COUNT(*) AS n FROM adult GROUP BY 1 ORDER BY 1;
