@@ -110,12 +110,37 @@ def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuer
     ctes = _collect_ctes(tree)
     semis = SemiJoins(catalog, ctes)
     scope = _from_scope(tree, catalog, ctes, semis=semis)
+    _no_unit_groups(tree, scope)  # the DP obstacle first (TPC-H Q18), before the WHERE's
     _where(tree, scope, semis)
     query = _aggregate_query(tree, scope, sql)
     if semis.hidden:  # the subqueries' columns, typed and guarded like the relation's own
         table = replace(query.table, columns=query.table.columns + tuple(semis.hidden))
         query = replace(query, table=table)
     return query
+
+
+GROUP_BY_UNIT = "grouping by the privacy unit would release one group per person"
+GROUP_BY_UNIT_HINT = (
+    "group by a public attribute (a segment, a nation), or aggregate per person in a subquery "
+    "and count people per value: SELECT n, COUNT(*) FROM (SELECT c_custkey, SUM(x) AS n ... "
+    "GROUP BY c_custkey) t GROUP BY n"
+)
+
+
+def _no_unit_groups(select: exp.Select, scope: Scope) -> None:
+    """A GROUP BY column that is the privacy unit is refused (42501) before anything else in
+    the query is analysed: whatever the rest says, the answer would hold one group per person."""
+    group = select.args.get("group")
+    if group is None or not scope.table.privacy_unit:
+        return
+    for item in group.expressions:
+        if isinstance(item, exp.Column) and item.name.lower() in scope.names:
+            resolved = scope.names[item.name.lower()]
+            if item.table:
+                resolved = scope.names.get(f"{item.table.lower()}.{item.name.lower()}", resolved)
+            cols = list(resolved.find_all(exp.Column))
+            if cols and all(scope.table.is_unit(c.name) for c in cols):
+                raise Forbidden(GROUP_BY_UNIT, hint=GROUP_BY_UNIT_HINT)
 
 
 def _where(select: exp.Select, scope: Scope, semis: SemiJoins) -> None:
@@ -414,7 +439,7 @@ def _group_keys(
             and resolved.find(exp.Column)
             and all(scope.table.is_unit(c.name) for c in resolved.find_all(exp.Column))
         ):
-            raise Forbidden("grouping by the privacy unit would release one group per person")
+            raise Forbidden(GROUP_BY_UNIT, hint=GROUP_BY_UNIT_HINT)
         domain = _domain(resolved, scope.table)
         if domain is not None:  # without the values the WHERE clause itself excludes
             domain = narrow_domain(resolved, domain, scope.filters)
