@@ -280,15 +280,21 @@ def _match(columns: Sequence[exp.Column], key: Key) -> exp.Expression:
 
 
 def key_case(
-    columns: Sequence[exp.Column], keys: Sequence[Key], values: Sequence[exp.Expression]
+    columns: Sequence[exp.Column],
+    keys: Sequence[Key],
+    values: Sequence[exp.Expression],
+    default: exp.Expression | None = None,
 ) -> exp.Expression:
-    """``CASE WHEN c1 = k1 AND ... THEN v ... END`` (NULL when there is no branch)."""
+    """``CASE WHEN c1 = k1 AND ... THEN v ... [ELSE default] END`` (a NULL value has no
+    branch; with no branch at all, the default or NULL)."""
     ifs = [
         exp.If(this=_match(columns, k), true=v.copy())
         for k, v in zip(keys, values, strict=True)
         if not isinstance(v, exp.Null)
     ]
-    return exp.Case(ifs=ifs) if ifs else exp.Null()
+    if not ifs:
+        return default.copy() if default is not None else exp.Null()
+    return exp.Case(ifs=ifs, default=default.copy() if default is not None else None)
 
 
 def keyed_sql(corr: Correlation, keys: Sequence[Key]) -> str:
@@ -329,7 +335,20 @@ def group_by_index(
 def lookup(corr: Correlation, keys: Sequence[Key], values: Sequence[object]) -> exp.Expression:
     """The released table in place of the subquery: a CASE over the outer columns."""
     consts = [exp.Null() if v is None else number(v) for v in values]
-    return key_case(corr.outer, keys, consts)
+    return key_case(corr.outer, keys, consts, _over_no_rows(corr))
+
+
+def _over_no_rows(corr: Correlation) -> exp.Expression | None:
+    """What the subquery gives for a key outside the domain (a NULL key, the only one a kept
+    outer row can have): NULL, or for a value of COUNTs the value with every COUNT at 0."""
+    if not corr.counts:
+        return None
+    value = corr.rest.expressions[0].unalias().copy()
+    for count in list(value.find_all(exp.Count)):
+        if count is value:
+            return exp.Literal.number(0)
+        count.replace(exp.Literal.number(0))
+    return exp.Paren(this=value)
 
 
 def number(v: object) -> exp.Expression:

@@ -114,3 +114,17 @@ def test_key_literals(value: object, text: str) -> None:
 def test_refused_shapes(sql: str, message: str, tpch: Catalog) -> None:
     with pytest.raises(UnsupportedQuery, match=message):
         _corr(sql, tpch)
+
+
+def test_a_count_is_zero_for_a_key_outside_the_domain(tpch: Catalog) -> None:
+    """A NULL outer key matches no inner row: SQL's COUNT over no rows is 0, not NULL."""
+    corr = _corr(
+        "SELECT COUNT(*) FROM part WHERE p_size > "
+        "(SELECT 2 * COUNT(*) + 1 FROM lineitem WHERE l_partkey = p_partkey)",
+        tpch,
+    )
+    assert corr.counts
+    assert lookup(corr, [(7,)], [4]).sql("postgres") == (
+        "CASE WHEN p_partkey = 7 THEN 4.0 ELSE (2 * 0 + 1) END"
+    )
+    assert lookup(corr, [(7,)], [None]).sql("postgres") == "(2 * 0 + 1)"
