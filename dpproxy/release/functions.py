@@ -11,7 +11,9 @@ value alone, so it is post-processing too):
   (PostgreSQL's numeric gives 0 there too);
 * ``POWER(a, b)``: NULL for 0 to a negative power, a negative a to a non-integer power, and a
   result beyond the largest double;
-* ``SIGN(x)``: −1, 0 or 1; ``PI()``: π.
+* ``SIGN(x)``: −1, 0 or 1; ``PI()``: π;
+* ``TRUNC(x [, d])``: x cut toward zero to d decimals (d < 0: to tens, hundreds, …), on the
+  decimal text of the double as PostgreSQL's numeric would cut it.
 
 Every value is a double (released aggregates are). ±∞ and NaN never reach these functions as
 released values; should one, the result is what Python's ``math`` gives or NULL, never an error.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from sqlglot import exp
@@ -77,6 +80,12 @@ def _apply(node: exp.Expression, a: list[float]) -> float | None:
         return result if math.isfinite(result) or not math.isfinite(base) else None
     if isinstance(node, exp.Sign):
         return float((x > 0) - (x < 0))
+    if isinstance(node, exp.Trunc):
+        if not math.isfinite(x):
+            return x
+        digits = int(a[1]) if len(a) > 1 else 0
+        cut = Decimal(repr(x)).scaleb(digits).to_integral_value(ROUND_DOWN).scaleb(-digits)
+        return float(cut)
     return None
 
 
@@ -86,14 +95,16 @@ _MONOTONE = (exp.Sqrt, exp.Cbrt, exp.Ln, exp.Exp)
 def function_span(node: exp.Expression, spans: Sequence[Span | None]) -> Span | None:
     """An interval that holds ``node`` of values within ``spans`` (the arguments' 95%
     intervals), or None where none is derived: a non-decreasing function maps the ends when
-    the whole interval lies in its domain; SIGN maps its ends; others give None."""
+    the whole interval lies in its domain; SIGN and TRUNC map their ends; others give None."""
     if isinstance(node, exp.Pi):
         return math.pi, math.pi
     if any(s is None for s in spans):
         return None
-    if isinstance(node, (*_MONOTONE, exp.Sign)) or (isinstance(node, exp.Log) and len(spans) == 1):
+    monotone = (*_MONOTONE, exp.Sign, exp.Trunc)
+    if isinstance(node, monotone) or (isinstance(node, exp.Log) and len(spans) == 1):
         s = spans[0]
         assert s is not None
-        lo, hi = apply_function(node, [s[0]]), apply_function(node, [s[1]])
+        rest = [r[0] for r in spans[1:] if r is not None]  # TRUNC's literal digits
+        lo, hi = apply_function(node, [s[0], *rest]), apply_function(node, [s[1], *rest])
         return None if lo is None or hi is None else (lo, hi)
     return None

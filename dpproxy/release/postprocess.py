@@ -527,5 +527,7 @@ def evaluate_span(node: exp.Expression, spans: dict[str, Span | None]) -> Span |
 
 
 def _arguments(node: exp.Expression) -> list[exp.Expression]:
-    """A function's arguments in order: ``this``, then ``expression`` (LOG's base first)."""
-    return [a for a in (node.args.get("this"), node.args.get("expression")) if a is not None]
+    """A function's arguments in order: ``this``, then ``expression`` (LOG's base first) or
+    TRUNC's ``decimals``."""
+    keys = ("this", "expression", "decimals")
+    return [a for a in (node.args.get(k) for k in keys) if a is not None]

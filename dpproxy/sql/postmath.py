@@ -1,6 +1,6 @@
 """Math functions over released values: ``SQRT(VAR_POP(age))``, ``EXP(AVG(LN(x)))``,
 ``LOG(SUM(w))``, ``LOG(2, COUNT(*))``, ``POWER(AVG(x), 0.5)``, ``CBRT``, ``SIGN``, ``PI()``,
-``ROUND(AVG(x), -3)``.
+``ROUND(AVG(x), -3)``, ``TRUNC(AVG(x), 1)``.
 
 A function applied over an aggregate (in the select list, HAVING, ORDER BY or a window over the
 released rows) is computed by dpproxy on the released, noisy value (``release/functions.py``),
@@ -41,6 +41,7 @@ POST_FUNCS: tuple[type[exp.Expression], ...] = (
     exp.Pow,
     exp.Sign,
     exp.Pi,
+    exp.Trunc,
 )
 MAX_DIGITS = 300  # |digits| of ROUND over a released value: 10^digits must be a double
 
@@ -64,17 +65,18 @@ def post_type(node: exp.Expression, t: Callable[[exp.Expression], SqlType]) -> S
     """The type of ``node`` when post-processing computes it (a function of
     :data:`POST_FUNCS`, or ROUND with literal digits), else None (the row-level rules apply).
     Arguments must be numeric (42804)."""
-    if isinstance(node, exp.Round):
+    if isinstance(node, exp.Round | exp.Trunc):
         d = node.args.get("decimals")
-        if d is None:
+        if d is None and isinstance(node, exp.Round):
             return None
-        digits = digits_of(d)
+        name = "ROUND" if isinstance(node, exp.Round) else "TRUNC"
+        digits = digits_of(d) if d is not None else 0
         if digits is None:
             raise UnsupportedQuery(
-                "ROUND takes a literal whole number of digits", hint="e.g. ROUND(AVG(x), -3)"
+                f"{name} takes a literal whole number of digits", hint=f"e.g. {name}(AVG(x), -3)"
             )
         if abs(digits) > MAX_DIGITS:
-            raise NumericValueOutOfRange(f"ROUND takes at most {MAX_DIGITS} digits")
+            raise NumericValueOutOfRange(f"{name} takes at most {MAX_DIGITS} digits")
         _numeric(node.this, t, node)
         return SqlType.NUMERIC
     if not isinstance(node, POST_FUNCS):

@@ -59,6 +59,10 @@ def _ev(sql: str, **env: Any) -> Any:
         ("PI() * __agg_0", 2, 2 * math.pi),
         ("ROUND(__agg_0, -3)", 187654.3, 188000.0),
         ("ROUND(__agg_0, -2)", -1260.0, -1300.0),
+        ("TRUNC(__agg_0, 2)", 1.15, 1.15),  # on the decimal text, as numeric cuts it
+        ("TRUNC(__agg_0, 1)", -1.57, -1.5),
+        ("TRUNC(__agg_0, -2)", -1299.9, -1200.0),
+        ("TRUNC(__agg_0)", 39.99, 39.0),
         ("SQRT(__agg_0)", None, None),
         ("LOG(NULL, __agg_0)", 8, None),
         ("SQRT(__agg_0) > 3 AND LN(__agg_0) IS NULL", -1.0, None),
@@ -135,6 +139,16 @@ def test_values_are_postgresqls_and_null_where_it_raises(pg_dsn: str) -> None:
                 )
                 checked += 1
         assert checked > 100
+
+
+@pytest.mark.postgres
+def test_trunc_is_postgresqls_numeric_trunc(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as pg:
+        for v in (1.15, -1.57, 123456.789, -0.001, 2.675, 1e-7, 98765.4321):
+            for d in (-3, -1, 0, 1, 2, 5):
+                want = pg.execute("SELECT trunc(%s::float8::numeric, %s)::float8", (v, d))
+                got = _ev(f"TRUNC(__agg_0, {d})", __agg_0=v)
+                assert got == want.fetchone()[0], (v, d, got)
 
 
 # ------------------------------------------------------------ through the engine, on the data

@@ -54,3 +54,8 @@ SELECT WIDTH_BUCKET(hours_per_week, 99, 1, 10) AS bucket, AVG(age) AS mean_age F
 -- expect: 0A000
 -- reason: the bounds of WIDTH_BUCKET must be literals (checked before any data is read)
 SELECT WIDTH_BUCKET(age, 17, age + 1, 4) AS b, COUNT(*) FROM adult GROUP BY 1;
+
+-- title: mean hours cut to one decimal
+-- schema: adult
+-- expect: answered
+SELECT workclass, TRUNC(AVG(hours_per_week), 1) AS mean_hours FROM adult GROUP BY workclass;
