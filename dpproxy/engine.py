@@ -448,9 +448,8 @@ class Engine:
     def _composed(self, sql: str, *opts: Fraction | MechanismKind | Method | None) -> Composed:
         """A query with scalar subqueries, every part planned (planning/scalars.py), or None."""
         plan_of = lambda text: self.public_plan(text) or self._plan(text, *opts)[0]  # noqa: E731
-        domain = PublicPath(self)  # key domains and public outer queries: exact, free
         numeric = lambda p: columns_of(p)[0].type in ("integer", "double")  # noqa: E731
-        return compose(sql, self.catalog, plan_of, numeric, domain)
+        return compose(sql, self.catalog, plan_of, numeric, PublicPath(self))  # keys: exact
 
     def _prepared(self, sql: str, opts: _Options, analyst: str | None) -> Prepared:
         e, d, m, method = opts
