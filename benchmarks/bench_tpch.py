@@ -37,6 +37,7 @@ used ``--query-seconds`` (at least one round and one release always run).
     python benchmarks/bench_tpch.py                        # SF 0.01 and 1, ≈ 10 min
     python benchmarks/bench_tpch.py --sf 0.01 --queries q01,q06 --runs 5 --json
     python benchmarks/bench_tpch.py --report-only          # TPCH.md and the figure from TPCH.json
+    python benchmarks/bench_tpch.py --readme               # README.md's section, from TPCH.json
 
 Writes ``benchmarks/TPCH.json`` (raw figures), ``benchmarks/TPCH.md`` and
 ``benchmarks/figures/tpch.png`` (with ``--out-dir D``: ``D/TPCH.json``, ``D/TPCH.md``,
@@ -52,6 +53,7 @@ import json
 import math
 import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -550,6 +552,77 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _label(name: str) -> str:
+    return name.upper().replace("Q0", "Q")
+
+
+def readme_section(data: dict[str, Any]) -> str:
+    """The README's TPC-H benchmark paragraph and table, from the figures alone (``--readme``;
+    ``tests/unit/test_bench_tpch.py`` checks that README.md holds it as generated)."""
+    scales = data["scales"]
+    heads = {sf: headline(sc) for sf, sc in scales.items()}
+    m = data["machine"]
+    la = m.get("loadavg_start") or (0.0,)
+    where = "a shared 2-core machine" if la[0] >= 0.5 else f"a {m['cores']}-core machine"
+
+    def ratio(x: float | None) -> str:
+        return "—" if x is None else fmt_ratio(x)
+
+    def slowest(sc: dict[str, Any]) -> str:
+        done = {n: q for n, q in sc["queries"].items() if q["outcome"] == "answered"}
+        if not done:
+            return "—"
+        pick = {
+            n: q["latency"]["ratio_warm"] or q["latency"]["ratio_cold"] for n, q in done.items()
+        }
+        name = max(pick, key=lambda n: pick[n]["p50"])
+        mode = "warm" if done[name]["latency"]["ratio_warm"] else "cold"
+        return f"{_label(name)}, {fmt_ratio(pick[name]['p50'])} ({mode})"
+
+    def refused(sc: dict[str, Any]) -> str:
+        out = [
+            f"{_label(n)} ({q.get('sqlstate')})"
+            for n, q in sc["queries"].items()
+            if q["outcome"] != "answered"
+        ]
+        return ", ".join(out) or "none"
+
+    cols = list(scales)
+    rows = [
+        ["answered", *(f"{heads[sf]['answered']} of {heads[sf]['of']}" for sf in cols)],
+        ["refused (SQLSTATE)", *(refused(scales[sf]) for sf in cols)],
+        [
+            "latency dpproxy / raw DuckDB, median over the answered queries: warm (cold)",
+            *(
+                f"{ratio(heads[sf]['median_ratio_warm'])} ({ratio(heads[sf]['median_ratio_cold'])})"
+                for sf in cols
+            ),
+        ],
+        ["slowest against raw", *(slowest(scales[sf]) for sf in cols)],
+        [
+            "answered private queries with a median relative error < 1% / < 10%",
+            *(
+                f"{heads[sf]['error_below_1pct']} / {heads[sf]['error_below_10pct']} of "
+                f"{heads[sf]['with_numeric_cells']}"
+                for sf in cols
+            ),
+        ],
+    ]
+    table = md_table(["", *(f"SF {sf}" for sf in cols)], rows, "l" + "r" * len(cols))
+    head = textwrap.fill(
+        f"**TPC-H Q1–Q22 at scale {' and '.join(cols)}** (`bench_tpch.py`: the standard text of "
+        "`tests/corpus/tpch/`, the customer as privacy unit, ε = 1 per release, against the same "
+        "SQL run directly on DuckDB; per-query latency, error, refusal messages and the "
+        "definitions in [benchmarks/TPCH.md](benchmarks/TPCH.md)). Last run "
+        f"{m['date'][:10]} on {where}, {data['seconds'] / 60:.0f} minutes in all:",
+        width=100,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    figure = "![TPC-H latency ratio and error per query](benchmarks/figures/tpch.png)"
+    return f"{head}\n\n{table}\n\n{figure}\n"
+
+
 def plot(data: dict[str, Any], path: Path) -> Path | None:
     try:
         import matplotlib
@@ -633,9 +706,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="where the databases live")
     parser.add_argument("--out-dir", type=Path, default=None, help="instead of benchmarks/")
     parser.add_argument("--report-only", action="store_true", help="TPCH.md from TPCH.json")
+    parser.add_argument(
+        "--readme", action="store_true", help="print README.md's section from TPCH.json"
+    )
     args = parser.parse_args(argv)
     out = (args.out_dir or HERE).resolve()
     json_path = out / "TPCH.json"
+    if args.readme:
+        print(readme_section(json.loads(json_path.read_text(encoding="utf-8"))), end="")
+        return 0
     if args.report_only:
         data = json.loads(json_path.read_text(encoding="utf-8"))
         write_outputs(data, out)

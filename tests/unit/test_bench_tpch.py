@@ -84,3 +84,21 @@ def test_bench_tpch_smoke(tmp_path: Path) -> None:
     )
     assert again.returncode == 0, again.stderr
     assert report.read_text(encoding="utf-8") == text
+
+
+def test_the_readme_states_the_committed_figures() -> None:
+    """README.md's TPC-H benchmark section is the one ``--readme`` prints from the committed
+    ``benchmarks/TPCH.json``: its counts and ratios are what the last run measured."""
+    section = subprocess.run(
+        [sys.executable, str(SCRIPT), "--readme"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    data = json.loads((REPO / "benchmarks" / "TPCH.json").read_text(encoding="utf-8"))
+    for sf, scale in data["scales"].items():
+        answered = sum(q["outcome"] == "answered" for q in scale["queries"].values())
+        assert scale["answered"] == answered and f"SF {sf}" in section
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert section in readme, "regenerate it: python benchmarks/bench_tpch.py --readme"
