@@ -1,4 +1,6 @@
-"""TPC-H Q1–Q22 in their standard text: which are answered, their accuracy at ε = 1, and their
+"""TPC-H Q1–Q22 at SF 0.01 and 1: answered or refused, accuracy at ε = 1, latency against DuckDB.
+
+The 22 queries in their standard text: which are answered, their accuracy at ε = 1, and their
 latency against raw DuckDB, at scale factors 0.01 and 1.
 
 The queries are ``tests/corpus/tpch/qNN.sql`` (the specification's text with its validation
@@ -688,12 +690,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=(__doc__ or "").splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--sf", type=float, nargs="+", default=[0.01, 1.0], help="scale factors")
     parser.add_argument(
-        "--runs", type=int, default=None, help="accuracy releases per query (100 at SF 0.01, 20)"
+        "--sf", type=float, nargs="+", default=[0.01, 1.0], help="scale factors (default 0.01 1)"
     )
     parser.add_argument(
-        "--latency-runs", type=int, default=None, help="latency rounds per query (15 at SF 0.01, 5)"
+        "--runs",
+        type=int,
+        default=None,
+        help="accuracy releases per query (100 at SF 0.01, else 20)",
+    )
+    parser.add_argument(
+        "--latency-runs",
+        type=int,
+        default=None,
+        help="latency rounds per query (15 at SF 0.01, else 5)",
     )
     parser.add_argument("--queries", default=None, help="e.g. q01,q06 (default: all 22)")
     parser.add_argument(
