@@ -11,11 +11,17 @@ change of every primitive stays within the plan's sensitivity in L1, L2 and L∞
 line items by their quantity (``l_quantity = n_nationkey``), so one customer's rows spread over
 several keys: the L1 bound must hold across the groups, not per group. Customers also use a
 nation key no nation row has (4): their rows are outside the domain and must not count.
+
+Teeth: the same oracle fails when the keyed release's plan under-states its bound — every
+sensitivity halved (``test_understated_sensitivity_is_caught``, with a customer whose line items
+all fall on one key, so that the quantity-keyed count moves by the whole τ).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
@@ -31,10 +37,13 @@ from tests.property.test_join_bruteforce import (
     EXAMPLES,
     FIXED_ADDED,
     NATIONS,
+    NEW_KEY,
+    NEW_ORDER,
     SCHEMAS,
     Customer,
     Db,
     Harness,
+    Order,
     check_neighbours,
     databases,
     new_customers,
@@ -103,3 +112,30 @@ def test_every_keyed_release_on_fixed_data(harness: Harness, schema: str) -> Non
             for hint in HINTS:
                 prepared = keyed(harness, schema, nation, name, hint)
                 check_neighbours(harness, prepared, nation, D0, ADDED0)
+
+
+# A customer whose 16 line items all have quantity 3 (a nation key): the quantity-keyed query's
+# count moves by the whole τ = 16, its sum by 48.
+KEYED_HEAVY = Customer(
+    NEW_KEY, 1, 10.0, tuple(Order(NEW_ORDER + i, 100.0, "a", (3.0,) * 4) for i in range(4))
+)
+
+
+def understated(prepared: Prepared, k: Fraction) -> Prepared:
+    """The same SQL with a plan claiming k × every sensitivity (k < 1: a broken bound)."""
+    plan = prepared.plan
+    assert isinstance(plan, QueryPlan)
+    releases = tuple(replace(r, sensitivity=r.sensitivity.scaled(k)) for r in plan.releases)
+    return replace(prepared, plan=replace(plan, releases=releases))
+
+
+@pytest.mark.parametrize("name", list(QUERIES))
+def test_understated_sensitivity_is_caught(harness: Harness, name: str) -> None:
+    """The harness has teeth: the honest keyed release passes on the fixed data, and the same
+    SQL with a plan claiming half of every sensitivity is caught — some neighbour moves a
+    primitive past the bound."""
+    prepared = keyed(harness, "declared", "unique", name, "")
+    added = (*ADDED0, KEYED_HEAVY)
+    check_neighbours(harness, prepared, "unique", D0, added)
+    with pytest.raises(AssertionError, match="brute force L1"):
+        check_neighbours(harness, understated(prepared, Fraction(1, 2)), "unique", D0, added)

@@ -20,17 +20,26 @@ is at most max(1, rows per unit) per nation row only if the matches are counted 
 truncation) is not what dpproxy's SQL computes — the outer join decides which public rows are
 unmatched before the truncation — so that query is refused (``test_count_star_over_kept_public
 _rows_is_refused``).
+
+Teeth: the same oracle fails when the plan under-states the bound it derived — every
+sensitivity halved, or the public fan-out factor (``nation`` rows per key) dropped from the
+rows one customer has after a LEFT JOIN with a public table, or after an inner join with it
+followed by a LEFT JOIN (``test_understated_sensitivity_is_caught``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dpproxy.engine import Prepared
 from dpproxy.errors import UnsupportedQuery
+from dpproxy.planning.plan import QueryPlan
 from tests.property.test_join_bruteforce import (
     ADDED0,
     D0,
@@ -124,3 +133,33 @@ def test_count_star_over_kept_public_rows_is_refused(harness: Harness) -> None:
             "unique",
             "SELECT COUNT(*) FROM customer RIGHT JOIN nation ON c_nationkey = n_nationkey",
         )
+
+
+def understated(prepared: Prepared, k: Fraction) -> Prepared:
+    """The same SQL with a plan claiming k × every sensitivity (k < 1: a broken bound)."""
+    plan = prepared.plan
+    assert isinstance(plan, QueryPlan)
+    releases = tuple(replace(r, sensitivity=r.sensitivity.scaled(k)) for r in plan.releases)
+    return replace(prepared, plan=replace(plan, releases=releases))
+
+
+@pytest.mark.parametrize(
+    ("name", "nation", "k", "why"),
+    [
+        ("left_counts", "unique", Fraction(1, 2), "every sensitivity halved"),
+        ("orders_left_items", "unique", Fraction(1, 2), "every sensitivity halved"),
+        ("right_kept_orders", "unique", Fraction(1, 2), "every sensitivity halved"),
+        ("left_public_grouped", "dup_spread", Fraction(1, 3), "nation fan-out 3 dropped"),
+        ("inner_then_left", "dup_spread", Fraction(1, 3), "nation fan-out 3 dropped"),
+    ],
+)
+def test_understated_sensitivity_is_caught(
+    harness: Harness, name: str, nation: str, k: Fraction, why: str
+) -> None:
+    """The harness has teeth: the honest plan passes on the fixed data, and the same SQL with
+    a plan claiming less (every sensitivity halved, or the fan-out dropped) is caught — some
+    neighbour moves a primitive past the bound."""
+    prepared = harness.prepare("declared", nation, make_sql(name, ""))
+    check_neighbours(harness, prepared, nation, D0, ADDED0)
+    with pytest.raises(AssertionError, match="brute force L1"):
+        check_neighbours(harness, understated(prepared, k), nation, D0, ADDED0)
