@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from dpproxy.explain_notes import derived_column, how_lines
 from dpproxy.planning.keyed import KeyedPart
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.planning.public import PublicPlan
@@ -50,13 +51,10 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
             out.append(ColumnError(item.name, text, None))
             continue
         if not (isinstance(e, exp.Column) and e.name.startswith("__agg_")):
-            out.append(
-                ColumnError(
-                    item.name,
-                    "derived from the aggregates (see the cursor's error bounds after the query)",
-                    None,
-                )
+            text = (
+                f"{derived_column(plan.query, e)} (see the cursor's error bounds after the query)"
             )
+            out.append(ColumnError(item.name, text, None))
             continue
         agg = plan.aggregates[int(e.name[6:])]
         if agg.stat is not None:
@@ -214,6 +212,7 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
             "how": t.describe() if t is not None else _fixed_bound(q),
         },
         "grouping": grouping,
+        "how": how_lines(q),
         "primitives": [
             {
                 "name": r.primitive.name,
@@ -324,8 +323,9 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
             )
         if isinstance(part, KeyedPart):
             how = (
-                f"correlated on {', '.join(c.sql('postgres') for c in part.corr.outer)}: released "
-                f"first with noise for each of the {len(part.keys)} keys of the public domain "
+                f"correlated on {', '.join(c.sql('postgres') for c in part.corr.outer)}, keyed on "
+                f"a public table: released first with noise for each of the {len(part.keys)} "
+                "keys of the public domain "
                 f"{part.corr.domain_sql} (exact, free), then used as a CASE over those keys"
             )
         lines += ["", f"--- scalar subquery {i + 1}, {how}: {part.sql[:2000]}"]
@@ -394,6 +394,7 @@ def explain_text(
         ),
         f"              {d['contribution_bound']['how']}",
         f"grouping:     {d['grouping']}",
+        *(f"{'how:' if i == 0 else '':14}{line}" for i, line in enumerate(d["how"])),
         f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g}",
         *_budget_lines(d["budget"]),
         "",

@@ -12,12 +12,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpproxy"
 # Each layer may import itself and the layers before it.
 ORDER = [
     "errors", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite",
-    "release", "explain", "backends", "accounting", "demo", "tpch", "engine", "explain_command",
-    "dbapi", "server", "cli",
+    "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch", "engine",
+    "explain_command", "dbapi", "server", "cli",
 ]
 SHELL_ONLY = {"backends", "accounting", "demo", "tpch"}  # I/O: only engine, dbapi and cli use them
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",
-        "explain"}
+        "explain_notes", "explain"}
 IMPURE_MODULES = {"duckdb", "psycopg", "psycopg_pool", "socket", "sqlite3", "subprocess",
                   "threading", "os"}
 # Command groups kept beside what they administer belong to the outermost layer, ``cli``: they
