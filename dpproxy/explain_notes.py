@@ -139,11 +139,18 @@ def how_lines(q: ValidQuery) -> list[str]:
         )
         out.insert(0, f"WHERE as planned: {_short(text)}{folded}")
     if q.source is not None and (m := _OUTER.search(q.source.description)):
-        out.append(
-            f"outer join ({m.group(0)}): a row without a match is kept once, with NULLs for the "
-            "other side; each joined row is one privacy unit's and is bounded per unit as in "
-            "an inner join"
-        )
+        if "keeping public rows" in q.source.description:
+            out.append(
+                f"outer join ({m.group(0)}) keeping public rows: an unmatched public row is kept "
+                "with NULLs, which every aggregate ignores (each reads the private side); the "
+                "private rows are bounded per unit as in an inner join"
+            )
+        else:
+            out.append(
+                f"outer join ({m.group(0)}): a row without a match is kept once, with NULLs for "
+                "the other side; each joined row is one privacy unit's and is bounded per unit "
+                "as in an inner join"
+            )
     if q.per_unit is not None:
         left = (
             " (its LEFT JOIN on the unit keeps a unit with no matching rows, as one row)"
@@ -168,7 +175,7 @@ def how_lines(q: ValidQuery) -> list[str]:
         if agg.kind is AggKind.COUNT_UNITS:
             out.append(f"{label}: the number of distinct privacy units, each counted once")
         elif agg.kind is AggKind.COUNT_DISTINCT:
-            out.append(f"{label}: each distinct value counted once, from the bounded rows")
+            out.append(f"{label}: each distinct value counted once")
         elif agg.distinct:
             out.append(f"{label}: over the distinct values, each taken once")
     if q.windows:

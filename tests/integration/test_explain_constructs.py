@@ -119,6 +119,18 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "ON c_custkey = o_custkey",
         ("outer join (FULL JOIN)",),
     ),
+    "RIGHT JOIN keeping public rows": (
+        "tpch",
+        "SELECT n_name, COUNT(c_custkey), SUM(c_acctbal) FROM customer RIGHT JOIN nation "
+        "ON c_nationkey = n_nationkey GROUP BY n_name",
+        ("outer join (RIGHT JOIN) keeping public rows", "which every aggregate ignores"),
+    ),
+    "COUNT(DISTINCT value)": (
+        "tpch",
+        "SELECT o_orderpriority, COUNT(DISTINCT o_orderstatus) FROM orders "
+        "GROUP BY o_orderpriority",
+        ("count(DISTINCT o_orderstatus): each distinct value counted once",),
+    ),
     "COUNT(DISTINCT unit)": (
         "tpch",
         "SELECT COUNT(DISTINCT o_custkey) FROM orders",
