@@ -13,7 +13,7 @@ from dpproxy.planning.keyed import KeyedPart
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.relations import RelationPart
-from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan
+from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan, Part
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.release.public import PUBLIC_NOTE
 from dpproxy.sql.scope import COUNT_KINDS
@@ -285,7 +285,10 @@ def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[
     return {
         "query": plan.query,
         "mechanism": FIRST_NOTE,
-        "scalar_subqueries": data[:-1],
+        "scalar_subqueries": [
+            {**d, "released_as": _part_how(part)}
+            for part, d in zip(plan.parts, data[:-1], strict=True)
+        ],
         "correlated": [  # released once per key of a public domain (planning/keyed.py)
             {"domain_sql": p.corr.domain_sql, "keys": len(p.keys), "released": p.plan is not None}
             for p in plan.scalars
@@ -302,6 +305,26 @@ def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[
     }
 
 
+def _part_how(part: Part) -> str:
+    """How one part of a composed query is released, in a short sentence."""
+    assert part.plan is not None
+    how = "released first with noise" if isinstance(part.plan, QueryPlan) else "exact, free"
+    if isinstance(part, RelationPart):
+        how = (
+            f"the aggregate relation {part.name}, released first with noise for each of the "
+            f"{len(part.keys)} keys of its public domain ({'; '.join(part.domains)}), then "
+            "read by the rest of the query as public rows"
+        )
+    if isinstance(part, KeyedPart):
+        how = (
+            f"correlated on {', '.join(c.sql('postgres') for c in part.corr.outer)}, keyed on "
+            f"a public table: released first with noise for each of the {len(part.keys)} "
+            "keys of the public domain "
+            f"{part.corr.domain_sql} (exact, free), then used as a CASE over those keys"
+        )
+    return how
+
+
 def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     d = composed_data(plan, budget)
     lines = [
@@ -314,20 +337,7 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     statements = plan.statements or tuple(() for _ in range(len(plan.parts) + 1))
     for i, part in enumerate(plan.parts):
         assert part.plan is not None
-        how = "released first with noise" if isinstance(part.plan, QueryPlan) else "exact, free"
-        if isinstance(part, RelationPart):
-            how = (
-                f"the aggregate relation {part.name}, released first with noise for each of the "
-                f"{len(part.keys)} keys of its public domain ({'; '.join(part.domains)}), then "
-                "read by the rest of the query as public rows"
-            )
-        if isinstance(part, KeyedPart):
-            how = (
-                f"correlated on {', '.join(c.sql('postgres') for c in part.corr.outer)}, keyed on "
-                f"a public table: released first with noise for each of the {len(part.keys)} "
-                "keys of the public domain "
-                f"{part.corr.domain_sql} (exact, free), then used as a CASE over those keys"
-            )
+        how = _part_how(part)
         lines += ["", f"--- scalar subquery {i + 1}, {how}: {part.sql[:2000]}"]
         lines += [explain_text(part.plan, ";\n".join(statements[i]))]
     lines += [

@@ -274,7 +274,8 @@ def _strings(d: Any) -> Iterator[str]:
         ("math over released aggregates", ("SQRT is NULL for a negative value",)),
         ("window over released aggregates", ("a window function computed by dpproxy",)),
         ("ORDER BY an output name, GROUP BY an ordinal", ("ORDER BY n (= count(*)) DESC",)),
-        ("correlated subquery keyed on a public table", ()),
+        ("correlated subquery keyed on a public table", ("keyed on a public table",)),
+        ("aggregate CTE", ("the aggregate relation revenue, released first",)),
         ("scalar subquery", ("released first",)),
     ],
 )
