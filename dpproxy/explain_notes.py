@@ -61,7 +61,7 @@ def readable(q: ValidQuery, e: exp.Expression) -> str:
                 return exp.var(f"{w.function.upper()}({arg}) OVER (...)")
         return node
 
-    return e.copy().transform(name).sql("postgres")
+    return _user_names(q, e.copy().transform(name).sql("postgres"))
 
 
 def _short(text: str, n: int = 160) -> str:
@@ -99,6 +99,22 @@ def derived_column(q: ValidQuery, e: exp.Expression) -> str:
     return f"{text}: {POST}{undefined}"
 
 
+_VIRTUAL = re.compile(r"\b([A-Za-z]\w*?)__([A-Za-z]\w*)")
+
+
+def _user_names(q: ValidQuery, text: str) -> str:
+    """A joined relation's column ``n1__n_name`` as ``n1.n_name``; a per-unit subquery's unnamed
+    aggregate (``HAVING COUNT(*) > 20``) as the aggregate, per unit."""
+    if q.per_unit is not None:
+        for d in q.per_unit.columns:
+            if d.name.startswith("__"):
+                arg = d.measure.sql("postgres") if d.measure is not None else "*"
+                kind = d.kind.upper().replace("_DISTINCT", "(DISTINCT")
+                func = f"{kind} {arg})" if "(" in kind else f"{kind}({arg})"
+                text = re.sub(rf"\b{re.escape(d.name)}\b", f"{func} per unit", text)
+    return _VIRTUAL.sub(r"\1.\2", text)
+
+
 def _date_literals(e: exp.Expression) -> exp.Expression:
     """``CAST('1995-04-01' AS DATE)`` → ``DATE '1995-04-01'``, as the user would write it."""
 
@@ -129,7 +145,7 @@ def how_lines(q: ValidQuery) -> list[str]:
                 "the bound on rows per unit"
             )
         if not any(True for _ in f.find_all(exp.Exists)):
-            where.append(_date_literals(f).sql("postgres"))
+            where.append(_user_names(q, _date_literals(f).sql("postgres")))
     if where:
         text = " AND ".join(where)
         folded = (
@@ -168,7 +184,7 @@ def how_lines(q: ValidQuery) -> list[str]:
                 if k.domain is not None
                 else "groups chosen with DP"
             )
-            key = _short(k.expr.sql("postgres"))
+            key = _short(_user_names(q, k.expr.sql("postgres")))
             out.append(f"group key {key}: computed on each row before aggregation ({domain})")
     for i, agg in enumerate(q.aggregates):
         label = aggregate_text(q, i)

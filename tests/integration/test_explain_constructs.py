@@ -89,6 +89,21 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "AS c_orders (c_custkey, c_count) GROUP BY c_count",
         ("per-unit subquery", "one row of the derived relation", "LEFT JOIN on the unit"),
     ),
+    "per-unit HAVING": (
+        "tpch",
+        "SELECT COUNT(*) FROM (SELECT o_custkey FROM orders GROUP BY o_custkey "
+        "HAVING COUNT(*) > 20) t",
+        ("per-unit subquery", "WHERE as planned: COUNT(*) per unit > 20"),
+    ),
+    "join of two aliases of a public table": (
+        "tpch",
+        "SELECT n1.n_name AS supp_nation, n2.n_name AS cust_nation, COUNT(*) "
+        "FROM supplier, lineitem, orders, customer, nation n1, nation n2 "
+        "WHERE s_suppkey = l_suppkey AND o_orderkey = l_orderkey AND c_custkey = o_custkey "
+        "AND s_nationkey = n1.n_nationkey AND c_nationkey = n2.n_nationkey "
+        "AND n1.n_name = 'FRANCE' GROUP BY n1.n_name, n2.n_name ORDER BY supp_nation",
+        ("n1.n_name = 'FRANCE'", "ORDER BY supp_nation (= n1.n_name)"),
+    ),
     "scalar subquery": (
         "adult",
         "SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(age) FROM adult)",
