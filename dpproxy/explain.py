@@ -286,8 +286,8 @@ def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[
         "query": plan.query,
         "mechanism": FIRST_NOTE,
         "scalar_subqueries": [
-            {**d, "released_as": _part_how(part)}
-            for part, d in zip(plan.parts, data[:-1], strict=True)
+            {**d, "released_as": _part_how(i, part)}
+            for i, (part, d) in enumerate(zip(plan.parts, data[:-1], strict=True))
         ],
         "correlated": [  # released once per key of a public domain (planning/keyed.py)
             {"domain_sql": p.corr.domain_sql, "keys": len(p.keys), "released": p.plan is not None}
@@ -305,19 +305,22 @@ def composed_data(plan: ComposedPlan, budget: BudgetView | None = None) -> dict[
     }
 
 
-def _part_how(part: Part) -> str:
-    """How one part of a composed query is released, in a short sentence."""
+def _part_how(i: int, part: Part) -> str:
+    """What part ``i`` of a composed query is and how it is released, in a short sentence."""
     assert part.plan is not None
     how = "released first with noise" if isinstance(part.plan, QueryPlan) else "exact, free"
+    how = f"scalar subquery {i + 1}, {how}"
     if isinstance(part, RelationPart):
         how = (
-            f"the aggregate relation {part.name}, released first with noise for each of the "
+            f"aggregate relation {i + 1}, {part.name}: released first with noise for "
+            "each of the "
             f"{len(part.keys)} keys of its public domain ({'; '.join(part.domains)}), then "
             "read by the rest of the query as public rows"
         )
     if isinstance(part, KeyedPart):
         how = (
-            f"correlated on {', '.join(c.sql('postgres') for c in part.corr.outer)}, keyed on "
+            f"correlated subquery {i + 1}, on "
+            f"{', '.join(c.sql('postgres') for c in part.corr.outer)}, keyed on "
             f"a public table: released first with noise for each of the {len(part.keys)} "
             "keys of the public domain "
             f"{part.corr.domain_sql} (exact, free), then used as a CASE over those keys"
@@ -337,8 +340,7 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     statements = plan.statements or tuple(() for _ in range(len(plan.parts) + 1))
     for i, part in enumerate(plan.parts):
         assert part.plan is not None
-        how = _part_how(part)
-        lines += ["", f"--- scalar subquery {i + 1}, {how}: {part.sql[:2000]}"]
+        lines += ["", f"--- {_part_how(i, part)}: {part.sql[:2000]}"]
         lines += [explain_text(part.plan, ";\n".join(statements[i]))]
     lines += [
         f"--- correlated subquery with no key in its public domain {p.corr.domain_sql}: "
