@@ -312,14 +312,14 @@ def _part_how(i: int, part: Part) -> str:
     how = f"scalar subquery {i + 1}, {how}"
     if isinstance(part, RelationPart):
         how = (
-            f"aggregate relation {i + 1}, {part.name}: released first with noise for "
+            f"part {i + 1}, the aggregate relation {part.name}, released first with noise for "
             "each of the "
             f"{len(part.keys)} keys of its public domain ({'; '.join(part.domains)}), then "
             "read by the rest of the query as public rows"
         )
     if isinstance(part, KeyedPart):
         how = (
-            f"correlated subquery {i + 1}, on "
+            f"subquery {i + 1}, correlated on "
             f"{', '.join(c.sql('postgres') for c in part.corr.outer)}, keyed on "
             f"a public table: released first with noise for each of the {len(part.keys)} "
             "keys of the public domain "

@@ -117,7 +117,7 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "SELECT n_name FROM nation WHERE 0 < "
         "(SELECT AVG(c_acctbal) FROM customer WHERE c_nationkey = n_nationkey)",
         (
-            "correlated subquery 1, on n_nationkey, keyed on a public table",
+            "subquery 1, correlated on n_nationkey, keyed on a public table",
             "released first with noise",
         ),
     ),
@@ -126,12 +126,12 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "WITH revenue AS (SELECT l_suppkey AS supplier_no, SUM(l_extendedprice) AS total "
         "FROM lineitem GROUP BY l_suppkey) SELECT s_name, total FROM supplier "
         "JOIN revenue ON s_suppkey = supplier_no ORDER BY total DESC LIMIT 5",
-        ("aggregate relation 1, revenue: released first with noise", "as public rows"),
+        ("part 1, the aggregate relation revenue, released first with noise", "as public rows"),
     ),
     "aggregate derived table": (
         "adult",
         "SELECT AVG(n) FROM (SELECT occupation, COUNT(*) AS n FROM adult GROUP BY occupation) t",
-        ("aggregate relation 1, t: released first with noise", "as public rows"),
+        ("part 1, the aggregate relation t, released first with noise", "as public rows"),
     ),
     "LEFT JOIN": (
         "tpch",
@@ -301,7 +301,7 @@ def _strings(d: Any) -> Iterator[str]:
         ("window over released aggregates", ("a window function computed by dpproxy",)),
         ("ORDER BY an output name, GROUP BY an ordinal", ("ORDER BY n (= count(*)) DESC",)),
         ("correlated subquery keyed on a public table", ("keyed on a public table",)),
-        ("aggregate CTE", ("aggregate relation 1, revenue: released first",)),
+        ("aggregate CTE", ("part 1, the aggregate relation revenue, released first",)),
         ("scalar subquery", ("released first",)),
     ],
 )
