@@ -23,6 +23,7 @@ _UNDEFINED = {
     exp.Ln: "LN is NULL for a value <= 0",
     exp.Log: "LOG is NULL for a value <= 0 (or a base <= 0 or 1)",
     exp.Exp: "EXP is NULL beyond the largest double",
+    exp.Div: "a division by 0 is NULL",
     exp.Pow: "POWER is NULL for 0 to a negative power or a negative value to a fractional one",
 }
 _OUTER = re.compile(r"\b(LEFT|RIGHT|FULL) JOIN\b")

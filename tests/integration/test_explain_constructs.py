@@ -191,7 +191,7 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "math over released aggregates": (
         "adult",
         "SELECT sex, SQRT(VARIANCE(hours_per_week)) AS sd, LN(COUNT(*)) AS l, "
-        "TRUNC(AVG(age), 1) AS t FROM adult GROUP BY sex",
+        "TRUNC(AVG(age), 1) AS t, SUM(capital_gain) / COUNT(*) AS r FROM adult GROUP BY sex",
         (
             "sd: double, SQRT(var_samp(hours_per_week)): computed by dpproxy on the released "
             "values",
@@ -199,6 +199,8 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "l: double, LN(count(*)): computed by dpproxy on the released values",
             "LN is NULL for a value <= 0",
             "TRUNC(avg(age), 1): computed by dpproxy on the released values",
+            "sum(capital_gain) / count(*): computed by dpproxy",
+            "a division by 0 is NULL",
         ),
     ),
     "window over released aggregates": (
