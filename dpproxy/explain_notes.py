@@ -187,6 +187,9 @@ def how_lines(q: ValidQuery) -> list[str]:
             )
             key = _short(_user_names(q, k.expr.sql("postgres")))
             out.append(f"group key {key}: computed on each row before aggregation ({domain})")
+    named = [_ordered(q, exp.column(f"__key_{j}")) for j in range(len(q.keys))]
+    if any("(= " in n for n in named) and not any(_key_index(k.expr) for k in q.keys):
+        out.append(f"GROUP BY {_short(', '.join(named))} (output names and ordinals resolved)")
     for i, agg in enumerate(q.aggregates):
         label = aggregate_text(q, i)
         if agg.kind is AggKind.COUNT_UNITS:
@@ -195,6 +198,8 @@ def how_lines(q: ValidQuery) -> list[str]:
             out.append(f"{label}: each distinct value counted once")
         elif agg.distinct:
             out.append(f"{label}: over the distinct values, each taken once")
+    if q.having is not None:
+        out.append(f"HAVING {_short(readable(q, q.having))}: {POST}, on each released group")
     if q.windows:
         out.append(f"window functions: {POST}, over the released rows")
     if q.order or q.limit is not None or q.offset:

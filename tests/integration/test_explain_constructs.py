@@ -211,10 +211,18 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "window functions: computed by dpproxy",
         ),
     ),
+    "HAVING over released aggregates": (
+        "adult",
+        "SELECT race, COUNT(*) FROM adult GROUP BY race HAVING COUNT(*) > 100",
+        ("HAVING count(*) > 100: computed by dpproxy on the released values",),
+    ),
     "ORDER BY an output name, GROUP BY an ordinal": (
         "adult",
         "SELECT sex AS s, COUNT(*) AS n FROM adult GROUP BY 1 ORDER BY n DESC",
-        ("ORDER BY n (= count(*)) DESC: applied by dpproxy to the released rows",),
+        (
+            "GROUP BY s (= sex) (output names and ordinals resolved)",
+            "ORDER BY n (= count(*)) DESC: applied by dpproxy to the released rows",
+        ),
     ),
 }
 # Internal names: a rewrite's double-underscore columns and tables, sqlglot's classes.
