@@ -2,10 +2,12 @@
 
 Pure functions of the validated query (``sql/validate.py``): the WHERE as planned (constants
 folded: date arithmetic, intervals and CURRENT_DATE are computed before planning, so the plan
-shows the dates it compares with), semi- and anti-joins, group keys computed on each row,
-DISTINCT aggregates, per-unit subqueries, and what dpproxy computes itself on the released
-values (math functions, window functions, ORDER BY and LIMIT). Internal names (``__agg_0``,
-``__sq1_t``) never appear: released aggregates are named as the user wrote them.
+shows the dates it compares with), semi- and anti-joins, outer joins, per-unit subqueries, group
+keys computed on each row, GROUP BY and ORDER BY output names and ordinals resolved, DISTINCT
+aggregates, and what dpproxy computes itself on the released values (math functions and where
+they give NULL, HAVING, window functions, ORDER BY and LIMIT). Internal names (``__agg_0``,
+``__sq1_t``, ``n1__n_name``) do not appear: released aggregates and columns are named as the
+user wrote them (``tests/integration/test_explain_constructs.py`` checks it over the corpus).
 """
 
 from __future__ import annotations
