@@ -43,7 +43,16 @@ from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan
-from dpproxy.sql.correlated import Key, group_by_index, key_case, literal, number, owner
+from dpproxy.sql.correlated import (
+    Key,
+    by_value,
+    group_by_index,
+    key_case,
+    key_index,
+    literal,
+    number,
+    owner,
+)
 
 MAX_KEYS = MAX_PUBLIC_ROWS
 _TYPES = {
@@ -74,8 +83,9 @@ class RelationPart:
         """The released rows (key index, values..., count) as the relation's SELECT; a key
         whose noisy count rounds to 0 is left out (SQL has no group without rows)."""
         kept = []
+        at = key_index(self.keys) if by_value(self.keys) else None
         for row in rows:
-            index, count = row[0], row[-1]
+            index, count = (row[0] if at is None else at.get(row[0], -1)), row[-1]
             if not isinstance(index, int) or not 0 <= index < len(self.keys):
                 continue
             if count is None or float(count) < 0.5:  # type: ignore[arg-type]
@@ -288,7 +298,10 @@ def _release(
     domains: Sequence[tuple[object, ...]],
     domain: Sequence[Key],
 ) -> exp.Select:
-    index = key_case(keys, domain, [exp.Literal.number(i) for i in range(len(domain))])
+    if by_value(domain):  # one integer key: grouped by itself over its IN list (correlated.py)
+        index: exp.Expression = keys[0].copy()
+    else:
+        index = key_case(keys, domain, [exp.Literal.number(i) for i in range(len(domain))])
     release = select.copy()
     items = [exp.alias_(index, "key_index")]
     items += [exp.alias_(a.copy(), f"value_{i}") for i, a in enumerate(aggregates)]

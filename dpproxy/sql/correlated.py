@@ -297,12 +297,34 @@ def key_case(
     return exp.Case(ifs=ifs, default=default.copy() if default is not None else None)
 
 
+def by_value(keys: Sequence[Key]) -> bool:
+    """Is the domain one integer column (the key of a public table)? Its release is then
+    grouped by the column itself, ``WHERE l_suppkey IN (1, 2, …) GROUP BY l_suppkey``: the IN
+    list is the group key's public domain (``sql/domains.py``, :func:`listed_domain`), so
+    every key is released with no partition selection, as with the CASE of key indexes, and
+    the engines evaluate it in time linear in the rows (a hashed IN list on DuckDB and
+    PostgreSQL) where a CASE of n branches costs n comparisons per row. The released row's
+    first column is then the key's value, mapped back to its index by dpproxy."""
+    return bool(keys) and all(
+        len(k) == 1 and isinstance(k[0], int) and not isinstance(k[0], bool) for k in keys
+    )
+
+
+def key_index(keys: Sequence[Key]) -> dict[object, int]:
+    """The index of each key of a :func:`by_value` domain, by its value."""
+    return {k[0]: i for i, k in enumerate(keys)}
+
+
 def keyed_sql(corr: Correlation, keys: Sequence[Key]) -> str:
     """The keyed release: the subquery grouped by its key's index in ``keys`` (every key
     released, the domain being the CASE's literal branches), with COUNT(*) beside a value
-    that is NULL over no rows."""
+    that is NULL over no rows; for one integer key, grouped by the key itself over the IN
+    list of its domain (:func:`by_value`)."""
     rest = corr.rest.copy()
-    index = key_case(corr.inner, keys, [exp.Literal.number(i) for i in range(len(keys))])
+    if by_value(keys):
+        index: exp.Expression = corr.inner[0].copy()
+    else:
+        index = key_case(corr.inner, keys, [exp.Literal.number(i) for i in range(len(keys))])
     value = rest.expressions[0].unalias()
     items = [exp.alias_(index.copy(), "key_index"), exp.alias_(value.copy(), "value")]
     if not corr.counts:
@@ -324,7 +346,7 @@ def group_by_index(
     the cap of public groups: then ``index IS NOT NULL`` is a filter, which narrows it away."""
     where = select.args.get("where")
     conditions = ([where.this] if where is not None else []) + list(filters)
-    if keys >= MAX_PUBLIC_GROUPS:
+    if keys >= MAX_PUBLIC_GROUPS and isinstance(index, exp.Case):
         conditions.append(exp.Not(this=exp.Is(this=index.copy(), expression=exp.Null())))
     condition = and_all(conditions)
     select.set("where", exp.Where(this=condition) if condition is not None else None)

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlglot import exp
 
-__all__ = ["narrow_domain"]
+__all__ = ["listed_domain", "narrow_domain"]
 
 
 def narrow_domain(
@@ -44,6 +44,33 @@ def narrow_domain(
         if allowed is not None:
             kept = [v for v in kept if _member(v, allowed)]
     return tuple(kept)
+
+
+def listed_domain(key: exp.Expression, filters: Iterable[exp.Expression]) -> tuple[int, ...] | None:
+    """The integers of a WHERE conjunct ``key IN (1, 2, …)`` (or ``key = 1``) for a column
+    ``key`` with no declared domain: a public domain too, by the argument of the module
+    docstring (every row the WHERE keeps has its key among the literals the query wrote, so
+    the set of groups is a function of the query text). dpproxy's own parts released over a
+    public key domain (``planning/keyed.py``, ``planning/relations.py``) are written this
+    way; integers only (the keys of public tables), so a value's type never varies.
+
+    >>> listed_domain(exp.column("k"), [exp.maybe_parse("k IN (3, 1, 3) AND x > 0")])
+    (3, 1)
+    >>> listed_domain(exp.column("k"), [exp.maybe_parse("k IN (1, 'a')")]) is None
+    True
+    """
+    if not isinstance(key, exp.Column):
+        return None
+    for cond in _conjuncts(filters):
+        nodes: list[exp.Expression] | None = None
+        if isinstance(cond, exp.In) and cond.this == key and not cond.args.get("query"):
+            nodes = list(cond.expressions)
+        elif isinstance(cond, exp.EQ) and (other := _other_side(cond, key)) is not None:
+            nodes = [other]
+        values = _literals(nodes) if nodes else None
+        if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return tuple(dict.fromkeys(values))
+    return None
 
 
 def _conjuncts(filters: Iterable[exp.Expression]) -> Iterator[exp.Expression]:

@@ -27,7 +27,7 @@ from dpproxy.errors import (
 )
 from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
 from dpproxy.sql.buckets import bucket_spec
-from dpproxy.sql.domains import narrow_domain
+from dpproxy.sql.domains import listed_domain, narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
 from dpproxy.sql.outer import build_relation
@@ -441,6 +441,8 @@ def _group_keys(
         ):
             raise Forbidden(GROUP_BY_UNIT, hint=GROUP_BY_UNIT_HINT)
         domain = _domain(resolved, scope.table)
+        if domain is None:  # key IN (1, 2, ...): the query's own public domain
+            domain = listed_domain(resolved, scope.filters)
         if domain is not None:  # without the values the WHERE clause itself excludes
             domain = narrow_domain(resolved, domain, scope.filters)
         keys.append(GroupKey(resolved, type_of(resolved, scope.column_types), domain))

@@ -2,8 +2,9 @@
 brute force (``planning/keyed.py``).
 
 A correlated subquery keyed on a public table (here ``nation``) is released as one grouped query
-over the public set of keys: ``GROUP BY CASE WHEN <inner key> = k0 THEN 0 WHEN ... END``, every
-key released, a customer's rows bounded per unit across all the keys they touch. The harness is
+over the public set of keys: ``WHERE <inner key> IN (k0, k1, ...) GROUP BY <inner key>`` (one
+integer key; ``GROUP BY CASE WHEN ... THEN <index> ... END`` otherwise), every key released, a
+customer's rows bounded per unit across all the keys they touch. The harness is
 the one of ``test_join_bruteforce.py`` (customers, their orders and line items, a public
 ``nation`` table; D and all its neighbours D ∓ one customer with all its rows, run through the
 rewritten SQL of the keyed release without noise, with a fixed secret): for every neighbour, the
@@ -76,7 +77,8 @@ def keyed(harness: Harness, schema: str, nation: str, name: str, hint: str) -> P
     assert {k for (k,) in part.keys} == kept  # the public domain, exactly
     prepared = harness.prepare(schema, nation, part.sql)
     assert isinstance(prepared.plan, QueryPlan) and prepared.plan.selection is None
-    assert "CASE WHEN" in (prepared.sql or "")
+    (group,) = prepared.plan.query.keys  # one integer key: grouped by itself over its IN list
+    assert group.domain is not None and set(group.domain) == kept  # public: every key released
     return prepared
 
 
