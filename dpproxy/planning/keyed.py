@@ -66,7 +66,7 @@ from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan, plan_public
-from dpproxy.sql.correlated import Correlation, Key, by_value, key_index, keyed_sql, lookup
+from dpproxy.sql.correlated import Correlation, Key, key_index, keyed_sql, lookup
 from dpproxy.sql.correlated import key_case as key_case
 from dpproxy.sql.parse import parse
 
@@ -100,7 +100,7 @@ class KeyedPart:
     def value(self, rows: Sequence[Sequence[object]]) -> exp.Expression:
         """The released rows (key index, value[, count]) in place of the subquery."""
         values: list[object] = [None] * len(self.keys)
-        at = key_index(self.keys) if by_value(self.keys) else None
+        at = key_index(self.keys)
         for row in rows:
             index = row[0] if at is None else at.get(row[0], -1)
             if not isinstance(index, int) or not 0 <= index < len(self.keys):

@@ -45,9 +45,8 @@ from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan
 from dpproxy.sql.correlated import (
     Key,
-    by_value,
+    coded_index,
     group_by_index,
-    key_case,
     key_index,
     literal,
     number,
@@ -83,7 +82,7 @@ class RelationPart:
         """The released rows (key index, values..., count) as the relation's SELECT; a key
         whose noisy count rounds to 0 is left out (SQL has no group without rows)."""
         kept = []
-        at = key_index(self.keys) if by_value(self.keys) else None
+        at = key_index(self.keys)
         for row in rows:
             index, count = (row[0] if at is None else at.get(row[0], -1)), row[-1]
             if not isinstance(index, int) or not 0 <= index < len(self.keys):
@@ -298,10 +297,7 @@ def _release(
     domains: Sequence[tuple[object, ...]],
     domain: Sequence[Key],
 ) -> exp.Select:
-    if by_value(domain):  # one integer key: grouped by itself over its IN list (correlated.py)
-        index: exp.Expression = keys[0].copy()
-    else:
-        index = key_case(keys, domain, [exp.Literal.number(i) for i in range(len(domain))])
+    index, coded = coded_index(keys, domain)  # integer keys: by their code (correlated.py)
     release = select.copy()
     items = [exp.alias_(index, "key_index")]
     items += [exp.alias_(a.copy(), f"value_{i}") for i, a in enumerate(aggregates)]
@@ -319,7 +315,7 @@ def _release(
                 this=exp.Or(this=listed, expression=exp.Is(this=key.copy(), expression=exp.Null()))
             )
         filters.append(listed)
-    return group_by_index(release, index, filters, len(domain))
+    return group_by_index(release, index, filters + coded, len(domain))
 
 
 def substitute_relations(

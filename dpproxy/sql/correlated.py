@@ -297,34 +297,89 @@ def key_case(
     return exp.Case(ifs=ifs, default=default.copy() if default is not None else None)
 
 
-def by_value(keys: Sequence[Key]) -> bool:
-    """Is the domain one integer column (the key of a public table)? Its release is then
-    grouped by the column itself, ``WHERE l_suppkey IN (1, 2, …) GROUP BY l_suppkey``: the IN
-    list is the group key's public domain (``sql/domains.py``, :func:`listed_domain`), so
-    every key is released with no partition selection, as with the CASE of key indexes, and
-    the engines evaluate it in time linear in the rows (a hashed IN list on DuckDB and
-    PostgreSQL) where a CASE of n branches costs n comparisons per row. The released row's
-    first column is then the key's value, mapped back to its index by dpproxy."""
-    return bool(keys) and all(
-        len(k) == 1 and isinstance(k[0], int) and not isinstance(k[0], bool) for k in keys
-    )
+EXACT = 2**53  # every integer below is exact as a DOUBLE PRECISION
 
 
-def key_index(keys: Sequence[Key]) -> dict[object, int]:
-    """The index of each key of a :func:`by_value` domain, by its value."""
-    return {k[0]: i for i, k in enumerate(keys)}
+def key_codes(keys: Sequence[Key]) -> list[int] | None:
+    """One integer per key of a domain of integer keys, distinct, or None (then the key's
+    index is a CASE). One column: the key itself. Several: the mixed-radix number
+    ``k1·W1 + k2·W2 + … + kn`` with ``W_i = Π_{j>i} (max_j + 1)`` over non-negative keys,
+    injective on every row whose columns each lie in their column's values (each ``k_j <
+    max_j + 1``), and below 2**53 so that the engines' arithmetic (in DOUBLE PRECISION,
+    ``rewrite/``) is exact."""
+    if not keys or any(isinstance(v, bool) or not isinstance(v, int) for k in keys for v in k):
+        return None
+    ints = _ints(keys)
+    if len(ints[0]) == 1:
+        return [k[0] for k in ints]
+    if any(v < 0 for k in ints for v in k):
+        return None
+    weights = _weights(ints)
+    if sum(max(k[i] for k in ints) * w for i, w in enumerate(weights)) >= EXACT:
+        return None
+    return [sum(v * w for v, w in zip(k, weights, strict=True)) for k in ints]
+
+
+def _ints(keys: Sequence[Key]) -> list[tuple[int, ...]]:
+    return [tuple(v for v in k if isinstance(v, int)) for k in keys]
+
+
+def _weights(keys: Sequence[tuple[int, ...]]) -> list[int]:
+    weights = [1]
+    for i in range(len(keys[0]) - 1, 0, -1):
+        weights.insert(0, weights[0] * (max(k[i] for k in keys) + 1))
+    return weights
+
+
+def key_code(columns: Sequence[exp.Column], keys: Sequence[Key]) -> exp.Expression:
+    """The expression of :func:`key_codes` over ``columns`` (``keys`` must have codes)."""
+    out: exp.Expression | None = None
+    for column, weight in zip(columns, _weights(_ints(keys)), strict=True):
+        term: exp.Expression = column.copy()
+        if weight != 1:
+            term = exp.Mul(this=term, expression=exp.Literal.number(weight))
+        out = term if out is None else exp.Add(this=out, expression=term)
+    assert out is not None
+    return out
+
+
+def key_index(keys: Sequence[Key]) -> dict[object, int] | None:
+    """The index of each key by its code (None: the released rows carry the index)."""
+    codes = key_codes(keys)
+    return None if codes is None else {c: i for i, c in enumerate(codes)}
+
+
+def coded_index(
+    columns: Sequence[exp.Column], keys: Sequence[Key]
+) -> tuple[exp.Expression, list[exp.Expression]]:
+    """The group key of a release over the public domain ``keys`` and its extra filters.
+
+    Integer keys are grouped by their code (:func:`key_codes`), ``WHERE l_partkey IN (…) AND
+    l_suppkey IN (…) AND l_partkey * 10001 + l_suppkey IN (…) GROUP BY l_partkey * 10001 +
+    l_suppkey``: the last IN list is the group key's public domain (``sql/domains.py``,
+    :func:`listed_domain`, a function of the query text), so every key is released with no
+    partition selection, as with a CASE of key indexes, and the engines hash the IN lists
+    (time linear in the rows) where a CASE of n branches costs up to n comparisons per row.
+    The row kept has each column among its column's values (the per-column IN lists), where
+    the code is injective, so the code's IN list keeps exactly the rows of the domain's keys.
+    Other keys: ``CASE WHEN c1 = k1 AND … THEN <index> … END``."""
+    codes = key_codes(keys)
+    if codes is None:
+        return key_case(columns, keys, [exp.Literal.number(i) for i in range(len(keys))]), []
+    code = key_code(columns, keys)
+    if len(columns) == 1:
+        return code, []
+    listed = [exp.Literal.number(c) for c in dict.fromkeys(codes)]
+    return code, [exp.In(this=code.copy(), expressions=listed)]
 
 
 def keyed_sql(corr: Correlation, keys: Sequence[Key]) -> str:
     """The keyed release: the subquery grouped by its key's index in ``keys`` (every key
     released, the domain being the CASE's literal branches), with COUNT(*) beside a value
     that is NULL over no rows; for one integer key, grouped by the key itself over the IN
-    list of its domain (:func:`by_value`)."""
+    list of its domain, several by their code (:func:`coded_index`)."""
     rest = corr.rest.copy()
-    if by_value(keys):
-        index: exp.Expression = corr.inner[0].copy()
-    else:
-        index = key_case(corr.inner, keys, [exp.Literal.number(i) for i in range(len(keys))])
+    index, coded = coded_index(corr.inner, keys)
     value = rest.expressions[0].unalias()
     items = [exp.alias_(index.copy(), "key_index"), exp.alias_(value.copy(), "value")]
     if not corr.counts:
@@ -334,6 +389,7 @@ def keyed_sql(corr: Correlation, keys: Sequence[Key]) -> str:
     for i, col in enumerate(corr.inner):
         values = list(dict.fromkeys(k[i] for k in keys))
         filters.append(exp.In(this=col.copy(), expressions=[literal(v) for v in values]))
+    filters += coded
     return group_by_index(rest, index, filters, len(keys)).sql("postgres", comments=False)
 
 

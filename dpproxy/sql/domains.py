@@ -47,20 +47,18 @@ def narrow_domain(
 
 
 def listed_domain(key: exp.Expression, filters: Iterable[exp.Expression]) -> tuple[int, ...] | None:
-    """The integers of a WHERE conjunct ``key IN (1, 2, …)`` (or ``key = 1``) for a column
-    ``key`` with no declared domain: a public domain too, by the argument of the module
-    docstring (every row the WHERE keeps has its key among the literals the query wrote, so
-    the set of groups is a function of the query text). dpproxy's own parts released over a
-    public key domain (``planning/keyed.py``, ``planning/relations.py``) are written this
-    way; integers only (the keys of public tables), so a value's type never varies.
+    """The integers of a WHERE conjunct ``key IN (1, 2, …)`` (or ``key = 1``) for a group key
+    (a column or an expression) with no declared domain: a public domain too, by the argument
+    of the module docstring (every row the WHERE keeps has its key among the literals the
+    query wrote, so the set of groups is a function of the query text). dpproxy's own parts
+    released over a public key domain (``planning/keyed.py``, ``planning/relations.py``) are
+    written this way; integers only (the keys of public tables), so a value's type never varies.
 
     >>> listed_domain(exp.column("k"), [exp.maybe_parse("k IN (3, 1, 3) AND x > 0")])
     (3, 1)
     >>> listed_domain(exp.column("k"), [exp.maybe_parse("k IN (1, 'a')")]) is None
     True
     """
-    if not isinstance(key, exp.Column):
-        return None
     for cond in _conjuncts(filters):
         nodes: list[exp.Expression] | None = None
         if isinstance(cond, exp.In) and cond.this == key and not cond.args.get("query"):

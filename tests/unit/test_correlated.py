@@ -13,7 +13,7 @@ from sqlglot import exp
 from dpproxy.catalog.load import load_catalog
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import UnsupportedQuery
-from dpproxy.sql.correlated import Correlation, correlation, keyed_sql, literal, lookup
+from dpproxy.sql.correlated import Correlation, correlation, key_codes, keyed_sql, literal, lookup
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import find_scalars, outer_columns
 
@@ -54,13 +54,31 @@ def test_q20_is_keyed_on_partsupp_with_its_public_subquery(tpch: Catalog) -> Non
         "(SELECT p_partkey FROM part WHERE p_name LIKE 'forest%') AND NOT ps_partkey IS NULL "
         "AND NOT ps_suppkey IS NULL"
     )
-    sql = keyed_sql(corr, [(1, 2), (1, 3), (4, 2)])
+    sql = keyed_sql(corr, [(1, 2), (1, 3), (4, 2)])  # integer keys: grouped by their code
     assert sql.startswith(
-        "SELECT CASE WHEN l_partkey = 1 AND l_suppkey = 2 THEN 0 WHEN l_partkey = 1 AND "
-        "l_suppkey = 3 THEN 1 WHEN l_partkey = 4 AND l_suppkey = 2 THEN 2 END AS key_index, "
+        "SELECT l_partkey * 4 + l_suppkey AS key_index, "
         "0.5 * SUM(l_quantity) AS value, COUNT(*) AS key_rows FROM lineitem WHERE "
     )
-    assert "l_partkey IN (1, 4) AND l_suppkey IN (2, 3)" in sql and sql.endswith("GROUP BY 1")
+    assert (
+        "l_partkey IN (1, 4) AND l_suppkey IN (2, 3) AND l_partkey * 4 + l_suppkey IN (6, 7, 18)"
+        in sql
+    )
+    assert sql.endswith("GROUP BY 1") and "CASE" not in sql
+    sql = keyed_sql(corr, [(1, 2), (1, -3)])  # a negative key: the CASE of key indexes
+    assert sql.startswith(
+        "SELECT CASE WHEN l_partkey = 1 AND l_suppkey = 2 THEN 0 WHEN l_partkey = 1 AND "
+        "l_suppkey = (-3) THEN 1 END AS key_index, "
+        "0.5 * SUM(l_quantity) AS value, COUNT(*) AS key_rows FROM lineitem WHERE "
+    )
+
+
+def test_key_codes_are_distinct_and_exact() -> None:
+    keys = [(1, 2), (1, 3), (4, 2), (0, 0)]
+    assert key_codes(keys) == [6, 7, 18, 0]  # k1 * (max k2 + 1) + k2
+    assert key_codes([(5,), (-2,)]) == [5, -2]  # one column: the key itself
+    assert key_codes([(1, True)]) is None and key_codes([(1, 2.0)]) is None
+    assert key_codes([(2**40, 2**20)]) is None  # beyond 2**53: not exact as a DOUBLE
+    assert key_codes([(1, 2, 3), (0, 1, 0)]) == [1 * 3 * 4 + 2 * 4 + 3, 4]
 
 
 def test_the_lookup_case(tpch: Catalog) -> None:
