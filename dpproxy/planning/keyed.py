@@ -97,6 +97,12 @@ class KeyedPart:
         """The released table as planned before the data is read: 0 for every key."""
         return lookup(self.corr, self.keys, [0.0] * len(self.keys))
 
+    @property
+    def groups(self) -> list[object]:
+        """Each key's group in the keyed release's rows: its code, or its index."""
+        at = key_index(self.keys)
+        return list(at) if at is not None else list(range(len(self.keys)))
+
     def value(self, rows: Sequence[Sequence[object]]) -> exp.Expression:
         """The released rows (key index, value[, count]) in place of the subquery."""
         values: list[object] = [None] * len(self.keys)
