@@ -20,6 +20,8 @@ from dpproxy.accounting.memory import Accountant, MemoryAccountant
 from dpproxy.backends import Backend, CancelToken, open_backend
 from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.catalog.public import attach_public
+from dpproxy.composed import Options, composed_key, run_composed
+from dpproxy.composed import plan_summary as _plan_summary
 from dpproxy.errors import (
     BackendUnavailable,
     CanceledBeforeStart,
@@ -34,7 +36,7 @@ from dpproxy.planning.keyed import PublicPath
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
-from dpproxy.planning.scalars import ComposedPlan, compose, outer_query, public_values, same_outer
+from dpproxy.planning.scalars import ComposedPlan, compose
 from dpproxy.planning.truncation import scores as truncation_scores
 from dpproxy.release.answer import Answer as Answer
 from dpproxy.release.answer import Prepared as Prepared
@@ -57,7 +59,7 @@ log = logging.getLogger("dpproxy")
 CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
 
 Composed = ComposedPlan | None
-_Options = tuple[Fraction | None, Fraction | None, MechanismKind | None, Method | None]
+_Options = Options
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -332,7 +334,7 @@ class Engine:
         opts = (epsilon, delta, mechanism, method)
         composed = self._composed(sql, *opts)
         if composed is not None:
-            return self._run_composed(composed, analyst, opts, cancel)
+            return run_composed(self, composed, analyst, opts, cancel)
         prepared = self._prepared(sql, opts, analyst)
         plan = prepared.plan
         assert isinstance(plan, QueryPlan)  # public plans were answered above
@@ -455,33 +457,8 @@ class Engine:
         e, d, m, method = opts
         return self.prepare(sql, epsilon=e, delta=d, mechanism=m, method=method, analyst=analyst)
 
-    def _run_composed(
-        self, composed: ComposedPlan, analyst: str, opts: _Options, cancel: CancelToken | None
-    ) -> Answer:
-        """The parts first, then the outer query, under one reservation (planning/scalars.py)."""
-        if composed.empty is not None:
-            return self._run_public(composed.empty, analyst, cancel)
-        text, normalised = self._normalised(composed.query, composed.dp_plan, opts[2], opts[3])
-        parts = " | ".join(_plan_summary(p) for p in composed.plans)
-        record = ReleaseRecord(text, f"scalars first: {parts}", self._noise_name(opts[2]))
-        public = lambda p: self._run_public(p, analyst, cancel).released.rows[0][0]  # noqa: E731
-        exact = public_values(composed, public)  # before the budget is reserved: free
-
-        def body(progress: Progress) -> tuple[Released, QueryPlan | PublicPlan]:
-            def one(sql: str) -> tuple[Released, QueryPlan]:
-                prepared = self._prepared(sql, opts, analyst)
-                return self._execute(sql, prepared, analyst, opts, cancel, progress)
-
-            outer = outer_query(composed, exact, lambda s: one(s)[0].rows)
-            plan = composed.replan(outer) or self._plan(outer, *opts)[0]
-            if not same_outer(composed, plan):
-                raise InternalError("a released scalar value changed the plan of the query")
-            if isinstance(plan, PublicPlan):  # post-processing of released values: exact
-                return self._run_public(plan, analyst, cancel).released, plan
-            return one(outer)
-
-        key = self.accountant.cache_key(analyst, normalised)
-        return self._spend(analyst, composed.outer, composed.cost, (key, record), cancel, body)
+    def _dp_plan(self, sql: str, opts: _Options) -> QueryPlan:
+        return self._plan(sql, *opts)[0]
 
     @_before_the_data
     def is_cached(
@@ -496,10 +473,16 @@ class Engine:
     ) -> bool:
         """Would :meth:`run` answer this from the cache, at no cost? (Spends nothing.)"""
         sql = dated(sql)
-        plan = self.plan(sql, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method)
-        if isinstance(plan, PublicPlan):
+        if self.public_plan(sql) is not None:
             return False  # answered afresh every time, and always at no cost
-        _, normalised = self._normalised(sql, plan, mechanism, method)
+        opts = (epsilon, delta, mechanism, method)
+        composed = self._composed(sql, *opts)
+        if composed is not None:  # its outer query may be public: the release is DP
+            if composed.empty is not None:
+                return False  # exact, at no cost
+            _, normalised = composed_key(self, composed, opts)
+        else:
+            _, normalised = self._normalised(sql, self._dp_plan(sql, opts), mechanism, method)
         return self.accountant.cached(self.accountant.cache_key(analyst, normalised)) is not None
 
     def _noise_name(self, mechanism: MechanismKind | None) -> str:
@@ -549,15 +532,6 @@ def _one_method(plan: QueryPlan) -> Method | None:
 def _needs_choice(plan: QueryPlan) -> bool:
     t = plan.truncation
     return t is not None and t.source == "dp" and not t.chosen
-
-
-def _plan_summary(plan: QueryPlan | PublicPlan) -> str:
-    """The plan for the release log: each aggregate with its method, and the bound."""
-    if isinstance(plan, PublicPlan):
-        return "public tables, exact"
-    parts = [f"{a.kind.value}:{a.method.value}" for a in plan.aggregates]
-    s = plan.stability
-    return f"{', '.join(parts)}; {s.rows} row(s)/unit, {s.groups} group(s)/unit"
 
 
 def open_engine(

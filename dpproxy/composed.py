@@ -1,0 +1,118 @@
+"""Running a query planned as several parts — scalar subqueries, keyed subqueries, released
+relations (``planning/scalars.py``, ``planning/keyed.py``, ``planning/relations.py``) — on an
+engine (``engine.py``, which plans them: ``Engine._composed``).
+
+Privacy: the parts are separate DP releases over the same data, run under ONE reservation of
+their summed cost (``ComposedPlan.cost``: sequential composition). The outer query is then
+either planned again with the released values as literals (post-processing of released
+values; its plan must be the one reserved for, :func:`~dpproxy.planning.scalars.same_outer`)
+or, when it reads public tables only once the parts are released, answered exactly at no
+further cost. Exact public parts (keys of a keyed subquery) are computed before the budget is
+reserved: they depend on public data only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Protocol
+
+from dpproxy.accounting.ledger import ReleaseRecord
+from dpproxy.accounting.memory import Accountant
+from dpproxy.backends import CancelToken
+from dpproxy.catalog.model import MechanismKind
+from dpproxy.errors import InternalError
+from dpproxy.planning.plan import Method, QueryPlan
+from dpproxy.planning.public import PublicPlan
+from dpproxy.planning.scalars import ComposedPlan, outer_query, public_values, same_outer
+from dpproxy.release.answer import Answer, Prepared, Progress
+from dpproxy.release.postprocess import Released
+from dpproxy.values import Cost
+
+Options = tuple[Fraction | None, Fraction | None, MechanismKind | None, Method | None]
+
+
+class EngineCore(Protocol):
+    """What running a composed query needs of the engine (``engine.Engine``)."""
+
+    accountant: Accountant
+
+    def _run_public(self, plan: PublicPlan, analyst: str, cancel: CancelToken | None) -> Answer: ...
+
+    def _dp_plan(self, sql: str, opts: Options) -> QueryPlan: ...
+
+    def _prepared(self, sql: str, opts: Options, analyst: str | None) -> Prepared: ...
+
+    def _execute(
+        self,
+        sql: str,
+        prepared: Prepared,
+        analyst: str,
+        opts: Options,
+        cancel: CancelToken | None,
+        progress: Progress,
+    ) -> tuple[Released, QueryPlan]: ...
+
+    def _normalised(
+        self, sql: str, plan: QueryPlan, mechanism: MechanismKind | None, method: Method | None
+    ) -> tuple[str, str]: ...
+
+    def _noise_name(self, mechanism: MechanismKind | None) -> str: ...
+
+    def _spend(
+        self,
+        analyst: str,
+        plan: QueryPlan | PublicPlan,
+        cost: Cost,
+        release: tuple[str, ReleaseRecord],
+        cancel: CancelToken | None,
+        body: Callable[[Progress], tuple[Released, QueryPlan | PublicPlan]],
+    ) -> Answer: ...
+
+
+def composed_key(engine: EngineCore, composed: ComposedPlan, opts: Options) -> tuple[str, str]:
+    """The normalised text of a composed query and what makes two of them the same release
+    (the requested (ε, δ) is the DP part's, whether the outer query is DP or public)."""
+    return engine._normalised(composed.query, composed.dp_plan, opts[2], opts[3])
+
+
+def run_composed(
+    engine: EngineCore,
+    composed: ComposedPlan,
+    analyst: str,
+    opts: Options,
+    cancel: CancelToken | None,
+) -> Answer:
+    """The parts first, then the outer query, under one reservation (planning/scalars.py)."""
+    if composed.empty is not None:
+        return engine._run_public(composed.empty, analyst, cancel)
+    text, normalised = composed_key(engine, composed, opts)
+    parts = " | ".join(plan_summary(p) for p in composed.plans)
+    record = ReleaseRecord(text, f"scalars first: {parts}", engine._noise_name(opts[2]))
+    public = lambda p: engine._run_public(p, analyst, cancel).released.rows[0][0]  # noqa: E731
+    exact = public_values(composed, public)  # before the budget is reserved: free
+
+    def body(progress: Progress) -> tuple[Released, QueryPlan | PublicPlan]:
+        def one(sql: str) -> tuple[Released, QueryPlan]:
+            prepared = engine._prepared(sql, opts, analyst)
+            return engine._execute(sql, prepared, analyst, opts, cancel, progress)
+
+        outer = outer_query(composed, exact, lambda s: one(s)[0].rows)
+        plan = composed.replan(outer) or engine._dp_plan(outer, opts)
+        if not same_outer(composed, plan):
+            raise InternalError("a released scalar value changed the plan of the query")
+        if isinstance(plan, PublicPlan):  # post-processing of released values: exact
+            return engine._run_public(plan, analyst, cancel).released, plan
+        return one(outer)
+
+    key = engine.accountant.cache_key(analyst, normalised)
+    return engine._spend(analyst, composed.outer, composed.cost, (key, record), cancel, body)
+
+
+def plan_summary(plan: QueryPlan | PublicPlan) -> str:
+    """The plan for the release log: each aggregate with its method, and the bound."""
+    if isinstance(plan, PublicPlan):
+        return "public tables, exact"
+    parts = [f"{a.kind.value}:{a.method.value}" for a in plan.aggregates]
+    s = plan.stability
+    return f"{', '.join(parts)}; {s.rows} row(s)/unit, {s.groups} group(s)/unit"
