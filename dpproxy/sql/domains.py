@@ -42,7 +42,7 @@ def narrow_domain(
     for cond in _conjuncts(filters):
         allowed = _allowed(key, cond, kept)
         if allowed is not None:
-            kept = [v for v in kept if _member(v, allowed)]
+            kept = _within(kept, allowed, True)
     return tuple(kept)
 
 
@@ -80,6 +80,30 @@ def _conjuncts(filters: Iterable[exp.Expression]) -> Iterator[exp.Expression]:
             yield from _conjuncts([node.this, node.expression])
         else:
             yield node
+
+
+def _within(values: list[Any], allowed: list[Any], inside: bool) -> list[Any]:
+    """The ``values`` that are (``inside``) or are not members of ``allowed``, in time linear
+    in both (a domain of 10,000 keys is narrowed by an IN list of the same 10,000, as in
+    ``planning/keyed.py``): by a set of the values' :func:`_norm` forms, which are equal
+    exactly when :func:`_same` holds; by pairs when a value is not hashable or NaN."""
+    try:
+        if any(isinstance(v, float) and v != v for v in (*values, *allowed)):
+            raise TypeError("NaN")
+        index = {_norm(a) for a in allowed}
+        return [v for v in values if (_norm(v) in index) == inside]
+    except TypeError:
+        return [v for v in values if _member(v, allowed) == inside]
+
+
+def _norm(v: Any) -> tuple[Any, ...]:
+    if v is None:
+        return ("null",)
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, int | float):
+        return ("number", v)  # 1 == 1.0, and their hashes are equal
+    return ("other", type(v), v)
 
 
 def _member(v: Any, allowed: list[Any]) -> bool:
@@ -126,7 +150,7 @@ def _allowed(key: exp.Expression, cond: exp.Expression, domain: list[Any]) -> li
         # and NOT IN a list holding NULL is never true
         if None in values:
             return []
-        return [v for v in domain if v is not None and not _member(v, values)]
+        return [v for v in _within(domain, values, False) if v is not None]
     return [v for v in values if v is not None]  # x = NULL is never true
 
 
