@@ -53,6 +53,7 @@ from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
 from dpproxy.sql.validate import validate
+from dpproxy.union import UnionPlan, plan_union, run_union
 from dpproxy.values import Cost
 
 log = logging.getLogger("dpproxy")
@@ -263,6 +264,9 @@ class Engine:
         public = self.public_plan(sql)
         if public is not None:
             return public
+        union = self._union(sql, epsilon, delta, mechanism, method)
+        if union is not None:  # Describe: the first branch names the columns
+            return union.first
         composed = self._composed(sql, epsilon, delta, mechanism, method)
         if composed is not None:
             return composed.empty or composed.outer
@@ -332,6 +336,9 @@ class Engine:
         if public is not None:
             return self._run_public(public, analyst, cancel)
         opts = (epsilon, delta, mechanism, method)
+        union = self._union(sql, *opts)
+        if union is not None:
+            return run_union(self, union, analyst, opts, cancel)
         composed = self._composed(sql, *opts)
         if composed is not None:
             return run_composed(self, composed, analyst, opts, cancel)
@@ -453,6 +460,13 @@ class Engine:
         numeric = lambda p: columns_of(p)[0].type in ("integer", "double")  # noqa: E731
         return compose(sql, self.catalog, plan_of, numeric, PublicPath(self))  # keys: exact
 
+    @_before_the_data
+    @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
+    def _union(self, sql: str, *opts: Fraction | MechanismKind | Method | None) -> UnionPlan | None:
+        """A UNION [ALL] of aggregate SELECTs, every branch planned (union.py), or None."""
+        plan_of = lambda text: self.public_plan(text) or self._plan(text, *opts)[0]  # noqa: E731
+        return plan_union(sql, plan_of, lambda text: self._composed(text, *opts) is not None)
+
     def _prepared(self, sql: str, opts: _Options, analyst: str | None) -> Prepared:
         e, d, m, method = opts
         return self.prepare(sql, epsilon=e, delta=d, mechanism=m, method=method, analyst=analyst)
@@ -476,8 +490,11 @@ class Engine:
         if self.public_plan(sql) is not None:
             return False  # answered afresh every time, and always at no cost
         opts = (epsilon, delta, mechanism, method)
-        composed = self._composed(sql, *opts)
-        if composed is not None:  # its outer query may be public: the release is DP
+        union = self._union(sql, *opts)
+        composed = None if union is not None else self._composed(sql, *opts)
+        if union is not None:
+            _, normalised = self._normalised(union.query, union.dp_plan, mechanism, method)
+        elif composed is not None:  # its outer query may be public: the release is DP
             if composed.empty is not None:
                 return False  # exact, at no cost
             _, normalised = composed_key(self, composed, opts)

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpproxy"
 # Each layer may import itself and the layers before it.
 ORDER = [
     "errors", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite",
-    "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch", "composed",
+    "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch", "composed", "union",
     "engine",
     "explain_command", "dbapi", "server", "cli",
 ]
@@ -69,5 +69,5 @@ def test_imports_respect_the_layers(path: Path) -> None:
                 continue
             assert ORDER.index(target) < ORDER.index(own), f"{rel} imports {name}"
             if target in SHELL_ONLY:
-                shell = {"composed", "engine", "dbapi", "server", "cli"}
+                shell = {"composed", "union", "engine", "dbapi", "server", "cli"}
                 assert own in shell, f"{rel} imports the I/O layer {name}"

@@ -54,8 +54,7 @@ FROM (SELECT occupation, COUNT(*) AS n FROM adult GROUP BY occupation) t;
 
 -- title: men and women as two rows with UNION ALL
 -- schema: adult
--- expect: 0A000
--- reason: set operations
+-- expect: answered
 SELECT 'male' AS grp, COUNT(*) AS n FROM adult WHERE sex = 'Male'
 UNION ALL
 SELECT 'female', COUNT(*) FROM adult WHERE sex = 'Female';
@@ -179,3 +178,26 @@ select age, education, occupation from adult limit 5;
 -- expect: 0A000
 -- reason: a self-join of a private table
 SELECT COUNT(*) FROM adult a JOIN adult b ON a.age = b.age;
+
+-- title: men and women counted twice with UNION, duplicate released rows dropped
+-- schema: adult
+-- expect: answered
+SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex
+UNION
+SELECT 'Male', COUNT(*) FROM adult WHERE sex = 'Male';
+
+-- title: people who are both young and high earners, with INTERSECT
+-- schema: adult
+-- expect: 0A000
+-- reason: INTERSECT of rows is not supported (only UNION and UNION ALL of aggregate queries)
+SELECT person_id FROM adult WHERE age < 30
+INTERSECT
+SELECT person_id FROM adult WHERE income_class = '>50K';
+
+-- title: mean age beside a head count, integer and double in one column
+-- schema: adult
+-- expect: 0A000
+-- reason: a UNION column that is integer in one branch and double in another must be CAST
+SELECT 'n' AS what, COUNT(*) AS v FROM adult
+UNION ALL
+SELECT 'mean age', AVG(age) FROM adult;

@@ -108,8 +108,7 @@ ORDER BY o_orderpriority;
 
 -- title: segment and priority counts in one result, UNION ALL
 -- schema: tpch
--- expect: 0A000
--- reason: set operations
+-- expect: answered
 SELECT 'segment' AS kind, c_mktsegment AS value, COUNT(*) AS n FROM customer GROUP BY c_mktsegment
 UNION ALL
 SELECT 'priority', o_orderpriority, COUNT(*) FROM orders GROUP BY o_orderpriority;

@@ -1,0 +1,141 @@
+"""UNION ALL and UNION of DP aggregate SELECTs (``dpproxy/union.py``): with noise off the
+released rows are the plain SQL's, on DuckDB and PostgreSQL; the cost is the sum of the
+branches'; a refusal reads nothing and charges nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpproxy.accounting.memory import MemoryAccountant
+from dpproxy.backends import CancelToken
+from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.backends.postgres import PostgresBackend
+from dpproxy.engine import Engine
+from dpproxy.errors import DPProxyError
+from dpproxy.planning.plan import QueryPlan
+from dpproxy.release.exact import ExactResult
+from dpproxy.tpch import load_tpch_postgres
+from dpproxy.values import Cost
+from tests.corpus.exact import exact_rows, matches
+from tests.noise import NoNoise
+
+HUGE = Cost(Fraction(10**6), Fraction(1, 2))
+HINT = "/*+ dpproxy max_rows=1000 */ "
+GROUPED = (
+    "SELECT 'segment' AS kind, c_mktsegment AS value, COUNT(*) AS n FROM customer "
+    "GROUP BY c_mktsegment UNION ALL SELECT 'priority', o_orderpriority, COUNT(*) FROM orders "
+    "GROUP BY o_orderpriority"
+)
+CASES = {
+    "grouped": GROUPED,
+    "three": "SELECT COUNT(*) AS n FROM orders WHERE o_orderstatus = 'F' UNION ALL "
+    "SELECT COUNT(*) FROM orders WHERE o_orderstatus = 'O' UNION ALL "
+    "SELECT COUNT(*) FROM customer",
+    "with_public": "SELECT n_name AS name, 1 AS n FROM nation WHERE n_nationkey = 3 UNION ALL "
+    "SELECT 'customers', COUNT(*) FROM customer",
+}
+REFUSED = {
+    "intersect": GROUPED.replace("UNION ALL", "INTERSECT"),
+    "except": GROUPED.replace("UNION ALL", "EXCEPT"),
+    "columns": "SELECT COUNT(*) FROM orders UNION ALL SELECT c_mktsegment, COUNT(*) FROM "
+    "customer GROUP BY c_mktsegment",
+    "types": "SELECT COUNT(*) FROM orders UNION ALL SELECT AVG(c_acctbal) FROM customer",
+    "second_branch": "SELECT COUNT(*) FROM orders UNION ALL SELECT o_comment FROM orders",
+    "mixed": "SELECT COUNT(*) FROM orders UNION SELECT COUNT(*) FROM customer UNION ALL "
+    "SELECT COUNT(*) FROM lineitem",
+}
+
+
+class Recording(DuckDBBackend):
+    """The real DuckDB backend, recording every statement it runs."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.executed: list[str] = []
+
+    def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
+        self.executed.append(sql)
+        return super().execute(sql, cancel)
+
+
+def _engine(backend: Any, catalog: Any) -> Engine:
+    return Engine(catalog, backend, accountant=MemoryAccountant(HUGE, cache="off"), noise=NoNoise())
+
+
+@pytest.fixture(scope="module")
+def tpch(tpch_db: Any) -> Iterator[Engine]:
+    engine = _engine(Recording(tpch_db.path), tpch_db.catalog())
+    yield engine
+    engine.close()
+
+
+def _same(got: Any, exact: list[tuple[Any, ...]]) -> bool:
+    rows = [tuple(r) for r in got]
+    return len(rows) == len(exact) and all(matches(r, exact) for r in rows)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_equals_the_plain_sql_and_costs_the_sum(name: str, tpch: Engine, tpch_db: Any) -> None:
+    sql = HINT + CASES[name]
+    union = tpch._union(sql, None, None, None, None)
+    assert union is not None
+    dp = [p for p in union.plans if isinstance(p, QueryPlan)]
+    before = tpch.remaining(name)
+    answer = tpch.run(sql, analyst=name)
+    assert _same(answer.released.rows, exact_rows(tpch_db.path, CASES[name]))
+    assert answer.cost == union.cost == sum((p.cost for p in dp), Cost.zero())
+    assert answer.cost.epsilon == len(dp) * dp[0].cost.epsilon > 0
+    assert before - tpch.remaining(name) == answer.cost
+
+
+def test_union_drops_equal_released_rows_nulls_included(tpch: Engine) -> None:
+    count = "SELECT NULL AS x, COUNT(*) AS n FROM orders WHERE o_orderkey < 0"
+    rows = tpch.run(f"{count} UNION {count} UNION {count}", analyst="u").released.rows
+    assert rows == ((None, 0),)
+    rows = tpch.run(f"{count} UNION ALL {count}", analyst="u").released.rows
+    assert rows == ((None, 0), (None, 0))
+
+
+def test_describe_names_the_first_branchs_columns(tpch: Engine) -> None:
+    from dpproxy.release.public import columns_of
+
+    cols = columns_of(tpch.plan(HINT + GROUPED))
+    assert [(c.name, c.type) for c in cols] == [
+        ("kind", "text"),
+        ("value", "text"),
+        ("n", "integer"),
+    ]
+    answer = tpch.run(HINT + GROUPED, analyst="describe")
+    assert answer.released.columns == cols
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_refusal_reads_nothing_and_charges_nothing(name: str, tpch: Engine) -> None:
+    backend = tpch.backend
+    assert isinstance(backend, Recording)
+    before = tpch.remaining("refused")
+    backend.executed.clear()
+    with pytest.raises(DPProxyError) as e:
+        tpch.run(HINT + REFUSED[name], analyst="refused")
+    assert e.value.sqlstate.startswith(("0A", "42"))
+    assert not any("orders" in s or "customer" in s for s in backend.executed)
+    assert tpch.remaining("refused") == before
+    if name in ("intersect", "except"):
+        assert name.upper() in e.value.message
+
+
+def test_postgres_gives_the_same_answers(pg_dsn: str, tpch_db: Any, tpch: Engine) -> None:
+    load_tpch_postgres(tpch_db.path, pg_dsn)
+    pg = _engine(PostgresBackend(pg_dsn), tpch_db.catalog())
+    try:
+        for name, sql in sorted(CASES.items()):
+            a = tpch.run(HINT + sql, analyst="d").released.rows
+            b = pg.run(HINT + sql, analyst="p").released.rows
+            assert _same(a, [tuple(r) for r in b]), (name, a, b)
+    finally:
+        pg.close()
