@@ -91,11 +91,12 @@ class KeyedPart:
     keys: tuple[Key, ...]  # the public key domain, in the order of the key index
     sql: str  # the keyed release ("" when the domain is empty: nothing to release)
     plan: QueryPlan | None  # None when the domain is empty
+    relation: bool = False  # the outer query is public: the lookup is a VALUES relation
 
     @property
     def placeholder(self) -> exp.Expression:
         """The released table as planned before the data is read: 0 for every key."""
-        return lookup(self.corr, self.keys, [0.0] * len(self.keys))
+        return lookup(self.corr, self.keys, [0.0] * len(self.keys), self.relation)
 
     @property
     def groups(self) -> list[object]:
@@ -115,7 +116,7 @@ class KeyedPart:
             if not self.corr.counts and (row[2] is None or float(row[2]) < 0.5):  # type: ignore[arg-type]
                 value = None  # the subquery over no rows: NULL
             values[index] = value
-        return lookup(self.corr, self.keys, values)
+        return lookup(self.corr, self.keys, values, self.relation)
 
 
 def plan_keyed(

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlglot import exp
@@ -241,6 +241,12 @@ def compose(
         "postgres", comments=False
     )
     outer = plan_of(outer_sql)
+    if isinstance(outer, PublicPlan) and keyed_parts and public is not None:
+        # public outer query: each keyed part's values as a VALUES relation (keyed.py)
+        parts = [replace(p, relation=True) if isinstance(p, KeyedPart) else p for p in parts]
+        values = [_placeholder(p) for p in parts]
+        outer_sql = hints + substitute(tree, values).sql("postgres", comments=False)
+        outer = public.plan(outer_sql)
     if not isinstance(outer, QueryPlan) and not keyed_parts:
         raise UnsupportedQuery("a query with scalar subqueries must read a private table")
     if isinstance(outer, PublicPlan) and only_keyed and all(p.plan is None for p in parts):

@@ -410,10 +410,62 @@ def group_by_index(
     return select
 
 
-def lookup(corr: Correlation, keys: Sequence[Key], values: Sequence[object]) -> exp.Expression:
-    """The released table in place of the subquery: a CASE over the outer columns."""
+def lookup(
+    corr: Correlation, keys: Sequence[Key], values: Sequence[object], relation: bool = False
+) -> exp.Expression:
+    """The released table in place of the subquery: a CASE over the outer columns, or with
+    ``relation`` (an outer query over public tables, run exactly: ``planning/keyed.py``) a
+    lookup in a VALUES list (:func:`lookup_relation`)."""
     consts = [exp.Null() if v is None else number(v) for v in values]
+    if relation:
+        return lookup_relation(corr, keys, consts, _over_no_rows(corr))
     return key_case(corr.outer, keys, consts, _over_no_rows(corr))
+
+
+def lookup_relation(
+    corr: Correlation,
+    keys: Sequence[Key],
+    values: Sequence[exp.Expression],
+    default: exp.Expression | None,
+) -> exp.Expression:
+    """``(SELECT CAST(released.v AS DOUBLE PRECISION) FROM (VALUES (k1, k2, v), …) AS
+    released(k0, k1, v) WHERE released.k0 = ps_partkey AND released.k1 = ps_suppkey)``, in
+    COALESCE with ``default`` when there is one: the CASE of :func:`key_case` as a relation,
+    which the engines join by hashing (DuckDB decorrelates it; PostgreSQL scans it once per
+    outer row that reaches the comparison, as the CASE's branches) and whose text and tree
+    are a third of the CASE's. The same value for every outer row: the keys are the distinct
+    rows of the domain query, so at most one VALUES row matches (the subquery never returns
+    two rows); a key with a NULL value has no row, so the subquery gives NULL, or ``default``
+    (the CASE's ELSE), as the CASE without a branch for it. Total: VALUES of literals (typed
+    keys as :func:`literal` writes them, values numbers or NULL cast to DOUBLE PRECISION on
+    both engines), equalities of a column with a value of its own type."""
+    rows = [
+        exp.Tuple(expressions=[*(literal(k) for k in key), value.copy()])
+        for key, value in zip(keys, values, strict=True)
+        if not isinstance(value, exp.Null)
+    ]
+    if not rows:
+        return default.copy() if default is not None else exp.Null()
+    names = [f"k{i}" for i in range(len(corr.outer))] + ["v"]
+    table = exp.Values(
+        expressions=rows,
+        alias=exp.TableAlias(
+            this=exp.to_identifier("released"), columns=[exp.to_identifier(n) for n in names]
+        ),
+    )
+    match = and_all(
+        [
+            exp.EQ(this=exp.column(f"k{i}", table="released"), expression=c.copy())
+            for i, c in enumerate(corr.outer)
+        ]
+    )
+    value = exp.Cast(
+        this=exp.column("v", table="released"), to=exp.DataType.build("DOUBLE PRECISION")
+    )
+    found: exp.Expression = exp.Subquery(this=exp.select(value).from_(table).where(match))
+    if default is not None:
+        found = exp.Coalesce(this=found, expressions=[default.copy()])
+    return found
 
 
 def _over_no_rows(corr: Correlation) -> exp.Expression | None:

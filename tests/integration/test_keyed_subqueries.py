@@ -221,3 +221,32 @@ def test_postgres_gives_the_same_answers(pg_dsn: str, tpch_db: Any, tpch: Engine
         assert pg.run(Q17, analyst="p").released.rows == a
     finally:
         pg.close()
+
+
+MANY_KEYS = (
+    "SELECT ps_partkey, ps_suppkey FROM partsupp WHERE ps_partkey <= 1250 AND ps_availqty > "
+    "(SELECT 0.5 * SUM(l_quantity) FROM lineitem WHERE l_partkey = ps_partkey AND "
+    "l_suppkey = ps_suppkey) ORDER BY ps_partkey, ps_suppkey"
+)
+
+
+def test_five_thousand_keys_are_one_grouped_release_without_a_case(
+    tpch: Engine, tpch_db: Any
+) -> None:
+    """5,000 (part, supplier) keys: the keyed release groups by the keys' code over IN lists
+    and the public outer query reads the released values as a VALUES relation (no CASE with
+    a branch per key in either), and the answer is the plain SQL's."""
+    composed = tpch.prepare(HINT + MANY_KEYS, epsilon=EPS).plan
+    assert isinstance(composed, ComposedPlan) and isinstance(composed.outer, PublicPlan)
+    (part,) = composed.scalars
+    assert isinstance(part, KeyedPart) and len(part.keys) == 5000
+    assert isinstance(part.plan, QueryPlan) and part.plan.selection is None
+    (group,) = part.plan.query.keys
+    assert group.domain is not None and len(group.domain) == 5000  # every key released
+    rewritten = tpch.prepare(part.sql, epsilon=EPS).sql or ""
+    assert "CASE WHEN l_partkey" not in rewritten and rewritten.count("WHEN") < 50
+    # the public outer query looks the released values up in a VALUES relation, no CASE
+    assert "CASE" not in composed.outer_sql.upper() and "(VALUES (" in composed.outer_sql
+    answer = tpch.run(HINT + MANY_KEYS, analyst="many", epsilon=EPS)
+    assert _same_rows(answer.released.rows, exact_rows(tpch_db.path, MANY_KEYS))
+    assert answer.cost == composed.cost == part.plan.cost
