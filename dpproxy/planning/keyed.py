@@ -16,9 +16,14 @@ planned as parts (``planning/scalars.py`` runs them like its scalar parts):
    row is read and before the budget is reserved. Every outer row the enclosing SELECT keeps
    has its key in this set. More than :data:`~dpproxy.planning.public.MAX_PUBLIC_ROWS` keys
    are refused (53400) and nothing is charged.
-2. **The keyed release** (DP). The subquery grouped by the index of its key in that domain,
-   ``GROUP BY CASE WHEN l_partkey = 5 THEN 0 WHEN ... END``: a group key whose domain is the
-   CASE's literal branches, so the planner releases **every** key — empty ones too — with no
+2. **The keyed release** (DP). The subquery grouped by its key's code: for integer keys
+   ``WHERE l_partkey IN (…) AND l_suppkey IN (…) AND l_partkey * W + l_suppkey IN (…) GROUP BY
+   l_partkey * W + l_suppkey`` (one key: the column itself; ``sql/correlated.py``,
+   :func:`~dpproxy.sql.correlated.coded_index`, which argues the code exact and injective on
+   the rows kept), a group key whose domain is the last IN list (``sql/domains.py``), linear
+   in the rows on both engines; for other keys the key's index ``CASE WHEN l_partkey = 5 THEN
+   0 WHEN ... END``, whose domain is its literal branches. Either way a public domain written
+   in the query text: the planner releases **every** key — empty ones too — with no
    partition selection, and bounds each unit's contribution across all keys the way every
    grouped release does (one customer's line items spread over many parts: the rows per unit
    bound, L1 over the groups, ``analysis/sensitivity.py``). When the value is NULL over no rows
@@ -26,7 +31,9 @@ planned as parts (``planning/scalars.py`` runs them like its scalar parts):
    to 0 gets NULL, as the SQL subquery over no rows gives.
 3. **The outer query** (DP, or exact when it then reads public tables only, as Q20's does), with
    the released table in place of the subquery as ``CASE WHEN p_partkey = 5 THEN 4.8 WHEN ...
-   END`` over the outer columns (NULL for a key without a value).
+   END`` over the outer columns (NULL for a key without a value) when it is DP (the planner's
+   form), and as a lookup in a VALUES relation of (key…, value) when it is public
+   (:func:`~dpproxy.sql.correlated.lookup_relation`: the same function of the outer row).
 
 Privacy argument.
 

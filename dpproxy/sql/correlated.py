@@ -15,13 +15,16 @@ column it reads belongs to one **public** table T of the query that directly hol
   subqueries, such as Q20's ``ps_partkey IN (SELECT p_partkey FROM part WHERE ...)``). Every
   row the enclosing SELECT keeps has its key in that set: those conjuncts are conjuncts of its
   WHERE, and its FROM joins T by inner joins only. Leaving a conjunct out only widens the set;
-* writes the **keyed release** (:func:`keyed_sql`): the subquery grouped by the index of its key
-  in the domain, ``CASE WHEN l_partkey = 5 AND l_suppkey = 7 THEN 0 WHEN ... END``, a group key
-  whose domain is public (its literal branches), with ``COUNT(*)`` beside the value when the
-  value is NULL over no rows (SUM, AVG, ...);
+* writes the **keyed release** (:func:`keyed_sql`): the subquery grouped by its key's integer
+  code over IN lists (:func:`coded_index`), or else by the index of its key in the domain,
+  ``CASE WHEN l_partkey = 5 AND l_suppkey = 7 THEN 0 WHEN ... END``, a group key whose domain
+  is public (the code's IN list, or the CASE's literal branches), with ``COUNT(*)`` beside
+  the value when the value is NULL over no rows (SUM, AVG, ...);
 * writes the released table back in place of the subquery (:func:`lookup`): ``CASE WHEN
   p_partkey = 5 THEN 4.8 WHEN ... END`` over the outer columns, NULL for any other key — what
-  the subquery gives for a key with no rows (a value released as NULL has no branch).
+  the subquery gives for a key with no rows (a value released as NULL has no branch); for an
+  outer query over public tables, the same function as a VALUES relation
+  (:func:`lookup_relation`).
 """
 
 from __future__ import annotations
