@@ -4,7 +4,7 @@ Planning (:func:`plan_union`, before anything is read or reserved): the set oper
 split into its branches, each planned by the engine's own planner exactly as if it were sent
 alone (a DP query, or a query over public tables only). Anything the planner refuses in a
 branch refuses the whole query; so do INTERSECT and EXCEPT, a mix of UNION and UNION ALL, an
-ORDER BY or LIMIT on the whole union, branches with subqueries of their own, and branches
+ORDER BY or LIMIT on a parenthesised part, branches with subqueries of their own, and branches
 whose columns differ in number or type. All of it depends on the query text and the catalog
 only, never on the data.
 
@@ -12,9 +12,10 @@ Privacy: the branches are separate DP releases over the same data, each with the
 (ε, δ) — sequential composition: the whole query costs the sum of the branches' costs,
 reserved once before the first branch runs and charged once (nothing when a branch is
 refused, since every branch is planned first). A public branch reads public tables only and
-costs nothing. Concatenating the released rows, and for UNION (without ALL) dropping
-duplicate released rows in dpproxy (NULLs equal, as PostgreSQL's DISTINCT treats them), is
-post-processing of released values: it costs nothing more.
+costs nothing. Concatenating the released rows, for UNION (without ALL) dropping duplicate
+released rows in dpproxy (NULLs equal, as PostgreSQL's DISTINCT treats them), and an ORDER BY,
+OFFSET or LIMIT after the last branch (applied by dpproxy to the released rows) are
+post-processing of released values: they cost nothing more.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class UnionPlan:
     branches: tuple[str, ...]  # each branch as a query of its own (with the query's hints)
     plans: tuple[Plan, ...]
     distinct: bool  # UNION (duplicates dropped) rather than UNION ALL
+    order: tuple[tuple[int, bool, bool], ...] = ()  # (column, descending, NULLs first)
+    limit: int | None = None
+    offset: int = 0
 
     @property
     def cost(self) -> Cost:
@@ -84,8 +88,8 @@ def _branches(tree: exp.Expression) -> tuple[list[exp.Expression], bool]:
         return [tree], False
     if tree.args.get("order") or tree.args.get("limit") or tree.args.get("offset"):
         raise UnsupportedQuery(
-            "ORDER BY, LIMIT or OFFSET on a whole UNION is not supported",
-            hint="sort and cut the released rows yourself, or give each branch its own query",
+            "ORDER BY, LIMIT or OFFSET inside a UNION (on a parenthesised part) is not supported",
+            hint="put ORDER BY and LIMIT after the last branch: they then apply to the whole",
         )
     distinct = bool(tree.args.get("distinct"))
     out: list[exp.Expression] = []
@@ -114,6 +118,10 @@ def plan_union(
     tree = parse(sql)
     if not isinstance(tree, exp.SetOperation):
         return None
+    tree = tree.copy()  # parse() may share its trees: the modifiers are taken off a copy
+    modifiers = {k: tree.args.get(k) for k in ("order", "limit", "offset")}
+    for k in modifiers:
+        tree.set(k, None)
     branches, distinct = _branches(tree)
     hints = "".join(m + " " for m in _HINT.findall(sql))
     texts = tuple(hints + b.sql("postgres", comments=False) for b in branches)
@@ -141,7 +149,58 @@ def plan_union(
                 )
     if not any(isinstance(p, QueryPlan) for p in plans):
         return None  # public tables only: the public path answers it
-    return UnionPlan(sql, texts, plans, distinct)
+    order = _order(modifiers["order"], [c.name for c in first])
+    limit, offset = _count(modifiers["limit"], "LIMIT"), _count(modifiers["offset"], "OFFSET")
+    return UnionPlan(sql, texts, plans, distinct, order, limit, offset or 0)
+
+
+def _order(order: Any, names: list[str]) -> tuple[tuple[int, bool, bool], ...]:
+    """ORDER BY on the whole union: output column names or ordinals, as (index, descending,
+    nulls first); PostgreSQL's default puts NULLs last ascending and first descending."""
+    if order is None:
+        return ()
+    out = []
+    for item in order.expressions:
+        key, desc = item.this, bool(item.args.get("desc"))
+        first = item.args.get("nulls_first")
+        if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
+            index = int(key.this) - 1
+        elif isinstance(key, exp.Column) and not key.table and key.name in names:
+            index = names.index(key.name)
+        else:
+            raise UnsupportedQuery(
+                f"ORDER BY {key.sql('postgres')[:60]} on a UNION must name an output column",
+                hint=f"order by one of {', '.join(names)} or by its position",
+            )
+        if not 0 <= index < len(names):
+            raise UnsupportedQuery(f"ORDER BY position {index + 1} is not in the select list")
+        out.append((index, desc, bool(first) if first is not None else desc))
+    return tuple(out)
+
+
+def _count(node: Any, what: str) -> int | None:
+    """A LIMIT or OFFSET on the whole union: a whole-number literal, or None."""
+    if node is None:
+        return None
+    value = node.expression if isinstance(node, exp.Limit | exp.Offset) else node
+    if isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit():
+        return int(value.this)
+    raise UnsupportedQuery(f"{what} on a UNION must be a whole number")
+
+
+def _ordered(rows: list[tuple[Any, Any]], union: UnionPlan) -> list[tuple[Any, Any]]:
+    """ORDER BY, OFFSET and LIMIT applied to the released rows (post-processing), as
+    ``release/postprocess.py`` applies them to one query's released groups."""
+    for index, desc, nulls_first in reversed(union.order):
+        null_rank = 0 if nulls_first != desc else 1  # reverse=True flips the tuple order
+
+        def key(row: tuple[Any, Any], i: int = index, n: int = null_rank) -> tuple[int, Any]:
+            v = row[0][i]
+            return (n, 0) if v is None else (1 - n, v)
+
+        rows.sort(key=key, reverse=desc)
+    stop = None if union.limit is None else union.offset + union.limit
+    return rows[union.offset : stop]
 
 
 def run_union(
@@ -174,8 +233,11 @@ def run_union(
                     seen.add(row)
                 rows.append(tuple(row))
                 errors.append(tuple(err))
-        columns = columns_of(union.first)
-        return Released(columns, tuple(rows), tuple(errors)), union.dp_plan
+        kept = _ordered(list(zip(rows, errors, strict=True)), union)
+        released = Released(
+            columns_of(union.first), tuple(r for r, _ in kept), tuple(e for _, e in kept)
+        )
+        return released, union.dp_plan
 
     key = engine.accountant.cache_key(analyst, normalised)
     return engine._spend(analyst, union.dp_plan, union.cost, (key, record), cancel, body)

@@ -46,6 +46,8 @@ REFUSED = {
     "customer GROUP BY c_mktsegment",
     "types": "SELECT COUNT(*) FROM orders UNION ALL SELECT AVG(c_acctbal) FROM customer",
     "second_branch": "SELECT COUNT(*) FROM orders UNION ALL SELECT o_comment FROM orders",
+    "order_expr": "SELECT COUNT(*) AS n FROM orders UNION ALL SELECT COUNT(*) FROM customer "
+    "ORDER BY n + 1",
     "mixed": "SELECT COUNT(*) FROM orders UNION SELECT COUNT(*) FROM customer UNION ALL "
     "SELECT COUNT(*) FROM lineitem",
 }
@@ -112,6 +114,19 @@ def test_describe_names_the_first_branchs_columns(tpch: Engine) -> None:
     ]
     answer = tpch.run(HINT + GROUPED, analyst="describe")
     assert answer.released.columns == cols
+
+
+def test_order_by_and_limit_apply_to_the_released_rows(tpch: Engine, tpch_db: Any) -> None:
+    three = CASES["three"]
+    exact = sorted(exact_rows(tpch_db.path, three), reverse=True)
+    before = tpch.remaining("ordered")
+    answer = tpch.run(f"{HINT}{three} ORDER BY n DESC LIMIT 2", analyst="ordered")
+    assert [r[0] for r in answer.released.rows] == [r[0] for r in exact[:2]]
+    assert before - tpch.remaining("ordered") == answer.cost  # all three branches: the sum
+    assert answer.cost == tpch._union(HINT + three, None, None, None, None).cost  # type: ignore[union-attr]
+    rows = tpch.run(f"{HINT}{GROUPED} ORDER BY 1, value OFFSET 1", analyst="ordered")
+    keys = [r[:2] for r in rows.released.rows]
+    assert keys == sorted(keys) and len(keys) == len(exact_rows(tpch_db.path, GROUPED)) - 1
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

@@ -212,3 +212,13 @@ SELECT n_name, c_name FROM customer JOIN nation ON c_nationkey = n_nationkey WHE
 -- expect: 42501
 -- reason: DISTINCT without an aggregate reads rows
 SELECT DISTINCT c_phone FROM customer WHERE c_acctbal > 9000;
+
+-- title: order counts by status, three branches, largest first
+-- schema: tpch
+-- expect: answered
+SELECT 'finished' AS status, COUNT(*) AS n FROM orders WHERE o_orderstatus = 'F'
+UNION ALL
+SELECT 'open', COUNT(*) FROM orders WHERE o_orderstatus = 'O'
+UNION ALL
+SELECT 'pending', COUNT(*) FROM orders WHERE o_orderstatus = 'P'
+ORDER BY n DESC;
