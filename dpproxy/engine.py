@@ -53,7 +53,7 @@ from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
 from dpproxy.sql.validate import validate
-from dpproxy.union import UnionPlan, plan_union, run_union
+from dpproxy.union import UnionPlan, plan_union, run_union, union_unexplained
 from dpproxy.values import Cost
 
 log = logging.getLogger("dpproxy")
@@ -138,6 +138,8 @@ class Engine:
         public = self.public_plan(sql)
         if public is not None:
             return Prepared(public, public.sql)
+        if self._union(sql, epsilon, delta, mechanism, method) is not None:
+            raise union_unexplained()
         composed = self._composed(sql, epsilon, delta, mechanism, method)
         if composed is not None and composed.empty is not None:
             return Prepared(composed.empty, composed.empty.sql)

@@ -203,6 +203,14 @@ def _ordered(rows: list[tuple[Any, Any]], union: UnionPlan) -> list[tuple[Any, A
     return rows[union.offset : stop]
 
 
+def union_unexplained() -> UnsupportedQuery:
+    """EXPLAIN (``Engine.prepare``) of a union: not built yet, said plainly."""
+    return UnsupportedQuery(
+        "EXPLAIN of a UNION is not supported yet",
+        hint="EXPLAIN each branch on its own: the UNION costs the sum of the branches' costs",
+    )
+
+
 def run_union(
     engine: EngineCore,
     union: UnionPlan,

@@ -154,3 +154,9 @@ def test_postgres_gives_the_same_answers(pg_dsn: str, tpch_db: Any, tpch: Engine
             assert _same(a, [tuple(r) for r in b]), (name, a, b)
     finally:
         pg.close()
+
+
+def test_explain_of_a_union_is_refused_plainly(tpch: Engine) -> None:
+    with pytest.raises(DPProxyError) as e:
+        tpch.prepare(HINT + GROUPED)
+    assert e.value.sqlstate == "0A000" and "EXPLAIN of a UNION" in e.value.message
