@@ -194,13 +194,15 @@ def compose(
         correlation(n, cols, catalog) if cols and domain_of is not None else None
         for n, cols in zip(found, outer_cols, strict=True)
     ]
+    public_outer = False  # the outer query reads public tables only: lookups as relations
     if any(c is not None for c in correlations):  # the outer query's shape, before any read
-        plan_of(
+        shape = plan_of(
             hints
             + substitute(
                 tree, [exp.Null() if c is not None else placeholder() for c in correlations]
             ).sql("postgres", comments=False)
         )
+        public_outer = isinstance(shape, PublicPlan) and public is not None
     parts: list[ScalarPart | KeyedPart] = []
     for node, corr in zip(found, correlations, strict=True):
         if corr is not None:
@@ -213,7 +215,7 @@ def compose(
                     "WHERE l_partkey = p_partkey)",
                 )
             check_scalar(node, catalog, correlated=True)
-            keyed = plan_keyed(corr, domain_of, plan_of, hints)
+            keyed = replace(plan_keyed(corr, domain_of, plan_of, hints), relation=public_outer)
             if keyed.plan is not None and not numeric(keyed.plan):
                 raise UnsupportedQuery(
                     f"a scalar subquery must compute a number (in {node.sql('postgres')[:60]})",
@@ -231,17 +233,19 @@ def compose(
             )
         parts.append(ScalarPart(text, plan))
     keyed_parts = [p for p in parts if isinstance(p, KeyedPart)]
+    plan_outer = public.plan if public_outer and public is not None else plan_of  # VALUES too
     only_keyed = len(keyed_parts) == len(parts)  # no scalar value to release (keyed.py)
     empty = None
     if only_keyed and any(not p.keys and p.corr.enclosing is tree for p in keyed_parts):
         values = [_placeholder(p) for p in parts]
-        exact = plan_of(empty_query(substitute(tree, values), catalog).sql("postgres"))
+        exact = plan_outer(empty_query(substitute(tree, values), catalog).sql("postgres"))
         empty = exact if isinstance(exact, PublicPlan) else None
     outer_sql = hints + substitute(tree, [_placeholder(p) for p in parts]).sql(
         "postgres", comments=False
     )
-    outer = plan_of(outer_sql)
-    if isinstance(outer, PublicPlan) and keyed_parts and public is not None:
+    outer = plan_outer(outer_sql)
+    relational = all(p.relation for p in keyed_parts)
+    if isinstance(outer, PublicPlan) and keyed_parts and public is not None and not relational:
         # public outer query: each keyed part's values as a VALUES relation (keyed.py)
         parts = [replace(p, relation=True) if isinstance(p, KeyedPart) else p for p in parts]
         values = [_placeholder(p) for p in parts]
