@@ -160,3 +160,17 @@ def test_explain_of_a_union_is_refused_plainly(tpch: Engine) -> None:
     with pytest.raises(DPProxyError) as e:
         tpch.prepare(HINT + GROUPED)
     assert e.value.sqlstate == "0A000" and "EXPLAIN of a UNION" in e.value.message
+
+
+def test_a_union_is_cached_as_one_release(tpch_db: Any) -> None:
+    accountant = MemoryAccountant(HUGE)  # cache on
+    engine = Engine(tpch_db.catalog(), DuckDBBackend(tpch_db.path), accountant=accountant)
+    try:
+        assert not engine.is_cached(HINT + GROUPED, analyst="c")
+        first = engine.run(HINT + GROUPED, analyst="c")
+        assert engine.is_cached(HINT + GROUPED, analyst="c")
+        again = engine.run(HINT + GROUPED, analyst="c")
+        assert again.cached and again.cost == Cost.zero()
+        assert again.released.rows == first.released.rows  # the same noisy release
+    finally:
+        engine.close()
