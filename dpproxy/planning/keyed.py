@@ -35,6 +35,11 @@ planned as parts (``planning/scalars.py`` runs them like its scalar parts):
    form), and as a lookup in a VALUES relation of (key…, value) when it is public
    (:func:`~dpproxy.sql.correlated.lookup_relation`: the same function of the outer row).
 
+Size. The texts grow linearly with the keys (TPC-H Q20 at scale factor 1, 8,508 keys: the
+keyed release 147,369 characters, the outer query 173,535), and dpproxy's own texts are parsed
+under the same 1,000,000-character limit (54001) as the analyst's: at the cap of 10,000 keys
+a domain of wide keys could reach it, and is then refused before anything is read or charged.
+
 Privacy argument.
 
 * **The domain is public.** It is a function of public rows and of the query text only, so the
