@@ -224,13 +224,22 @@ def run_union(
     parts = " | ".join(plan_summary(p) for p in union.plans)
     record = ReleaseRecord(text, f"union of: {parts}", engine._noise_name(opts[2]))
 
+    # The public branches run first, before anything is reserved: they read public tables
+    # only, so their failure (a database error, more rows than the public cap) depends on
+    # public data alone and is passed on with nothing reserved, nothing charged.
+    public = {
+        i: engine._run_public(plan, analyst, cancel).released
+        for i, plan in enumerate(union.plans)
+        if isinstance(plan, PublicPlan)
+    }
+
     def body(progress: Progress) -> tuple[Released, Plan]:
         rows: list[tuple[Any, ...]] = []
         errors: list[tuple[float | None, ...]] = []
         seen: set[tuple[Any, ...]] = set()
-        for sql, plan in zip(union.branches, union.plans, strict=True):
-            if isinstance(plan, PublicPlan):
-                released = engine._run_public(plan, analyst, cancel).released
+        for i, sql in enumerate(union.branches):
+            if i in public:
+                released = public[i]
             else:
                 prepared = engine._prepared(sql, opts, analyst)
                 released = engine._execute(sql, prepared, analyst, opts, cancel, progress)[0]

@@ -174,3 +174,28 @@ def test_a_union_is_cached_as_one_release(tpch_db: Any) -> None:
         assert again.released.rows == first.released.rows  # the same noisy release
     finally:
         engine.close()
+
+
+def test_a_public_branch_over_the_cap_reads_no_private_row_and_charges_nothing(
+    tpch_db: Any,
+) -> None:
+    """The public branches run before the reservation: one that fails (here more rows than
+    the engine's public cap) is refused with its own SQLSTATE, no private table read."""
+    backend = Recording(tpch_db.path)
+    engine = Engine(
+        tpch_db.catalog(),
+        backend,
+        accountant=MemoryAccountant(HUGE, cache="off"),
+        noise=NoNoise(),
+        public_max_rows=3,
+    )
+    sql = "SELECT COUNT(*) AS n FROM customer UNION ALL SELECT n_nationkey FROM nation"
+    try:
+        before = engine.remaining("capped")
+        with pytest.raises(DPProxyError) as e:
+            engine.run(HINT + sql, analyst="capped")
+        assert e.value.sqlstate == "53400"
+        assert not any("customer" in s or "orders" in s for s in backend.executed)
+        assert engine.remaining("capped") == before
+    finally:
+        engine.close()
