@@ -27,6 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dpproxy.errors import UnsupportedQuery
+from dpproxy.planning import scalars
 from dpproxy.sql import perunit
 from tests.property.test_join_bruteforce import (
     ADDED0,
@@ -119,7 +120,12 @@ def test_grouping_by_another_key_would_break_the_bound(
 ) -> None:
     """Without the check, a subquery grouped by the order has one row per order: one added
     customer moves the outer COUNT by its number of orders, beyond the sensitivity 1 that the
-    planner assumes. With the check, the query is refused."""
+    planner assumes. With the checks, the query is refused: an aggregate subquery grouped by
+    anything but the unit is released first only over a public key domain
+    (``planning/relations.py``), which o_orderkey has not, and never taken as per-unit."""
+    with pytest.raises(UnsupportedQuery, match="o_orderkey, which has no public domain"):
+        harness.engine("declared", NATION).prepare(PER_ORDER, secret=1)
+    monkeypatch.setattr(scalars, "find_relations", lambda tree, catalog: [])
     with pytest.raises(UnsupportedQuery, match="must be exactly the privacy unit"):
         harness.engine("declared", NATION).prepare(PER_ORDER, secret=1)
     monkeypatch.setattr(
