@@ -261,7 +261,7 @@ def _subquery_scope(
     """A row-wise subquery (no aggregation, grouping, DISTINCT or LIMIT) inlined as a scope,
     or one grouped by the privacy unit as a derived relation (``sql/perunit.py``)."""
     if isinstance(inner, exp.SetOperation):
-        raise UnsupportedQuery("set operations (UNION, INTERSECT, EXCEPT) are not supported")
+        _set_operation_in_from(inner)
     if not isinstance(inner, exp.Select):
         raise UnsupportedQuery("only SELECT subqueries are supported")
     if inner.args.get("group"):
@@ -299,6 +299,19 @@ def _subquery_scope(
     scope.ambiguous = set()
     scope.joined_names = False
     return scope
+
+
+def _set_operation_in_from(node: exp.SetOperation) -> None:
+    """Refuse a set operation used as a relation in FROM, naming the operator written."""
+    top = "the aggregates of each branch at top level (SELECT COUNT(*) FROM a UNION ALL "
+    hint = top + "SELECT COUNT(*) FROM b) are answered"
+    if isinstance(node, exp.Union) and not node.args.get("distinct"):
+        raise UnsupportedQuery("UNION ALL of row relations in FROM is not supported", hint=hint)
+    op = "UNION" if isinstance(node, exp.Union) else node.key.upper()
+    raise UnsupportedQuery(
+        f"{op} in FROM is not supported: it compares rows of different privacy units",
+        hint=hint,
+    )
 
 
 def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
