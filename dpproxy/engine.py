@@ -38,6 +38,7 @@ from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.scalars import ComposedPlan, compose
 from dpproxy.planning.truncation import scores as truncation_scores
+from dpproxy.planning.union_plan import UnionPlan
 from dpproxy.release.answer import Answer as Answer
 from dpproxy.release.answer import Prepared as Prepared
 from dpproxy.release.answer import Progress
@@ -53,7 +54,7 @@ from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
 from dpproxy.sql.validate import validate
-from dpproxy.union import UnionPlan, plan_union, run_union, union_unexplained
+from dpproxy.union import plan_union, run_union
 from dpproxy.values import Cost
 
 log = logging.getLogger("dpproxy")
@@ -138,8 +139,12 @@ class Engine:
         public = self.public_plan(sql)
         if public is not None:
             return Prepared(public, public.sql)
-        if self._union(sql, epsilon, delta, mechanism, method) is not None:
-            raise union_unexplained()
+        union = self._union(sql, epsilon, delta, mechanism, method)
+        if union is not None:  # each branch prepared as a query of its own (for explain)
+            opts = (epsilon, delta, mechanism, method)
+            statements = tuple(self._prepared(t, opts, analyst).statements for t in union.branches)
+            extra = tuple((f"branch {i}", s) for i, st in enumerate(statements) for s in st)
+            return Prepared(replace(union, statements=statements), None, extra)
         composed = self._composed(sql, epsilon, delta, mechanism, method)
         if composed is not None and composed.empty is not None:
             return Prepared(composed.empty, composed.empty.sql)

@@ -14,6 +14,7 @@ from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanis
 from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.relations import RelationPart
 from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan, Part
+from dpproxy.planning.union_plan import UnionPlan
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.release.public import PUBLIC_NOTE
 from dpproxy.sql.scope import COUNT_KINDS
@@ -358,9 +359,65 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     return "\n".join(lines)
 
 
-def _budget_data(
-    plan: QueryPlan | PublicPlan | ComposedPlan, budget: BudgetView | None
-) -> dict[str, Any] | None:
+AnyPlan = QueryPlan | PublicPlan | ComposedPlan | UnionPlan
+
+
+def _union_how(plan: UnionPlan) -> str:
+    """What a UNION [ALL] does, in a sentence: composition, then post-processing."""
+    kind = "UNION" if plan.distinct else "UNION ALL"
+    how = (
+        f"{kind} of {len(plan.plans)} branches, each released as a query of its own; the "
+        "cost is the sum of the branches' costs (sequential composition); the released "
+        "rows are concatenated in branch order"
+    )
+    if plan.distinct:
+        how += ", duplicates of released rows dropped by dpproxy"
+    tail = [w for w, on in (("ORDER BY", plan.order), ("LIMIT", plan.limit is not None)) if on]
+    tail += ["OFFSET"] if plan.offset else []
+    if tail:
+        how += f"; {', '.join(tail)} applied by dpproxy to the released rows (free)"
+    return how
+
+
+def _branch_sql(plan: UnionPlan, i: int) -> str:
+    return ";\n".join(plan.statements[i]) if plan.statements else ""
+
+
+def union_data(plan: UnionPlan, budget: BudgetView | None = None) -> dict[str, Any]:
+    """A UNION [ALL]: each branch's plan as if sent alone, the summed cost, what dpproxy does."""
+    branches = [
+        explain_data(p, _branch_sql(plan, i))
+        if isinstance(p, QueryPlan)
+        else public_data(p, _branch_sql(plan, i))
+        for i, p in enumerate(plan.plans)
+    ]
+    return {
+        "query": plan.query,
+        "union": "UNION" if plan.distinct else "UNION ALL",
+        "how": _union_how(plan),
+        "branches": branches,
+        "cost": {"epsilon": float(plan.cost.epsilon), "delta": float(plan.cost.delta)},
+        "budget": _budget_data(plan, budget),
+    }
+
+
+def _union_text(plan: UnionPlan, budget: BudgetView | None) -> str:
+    d = union_data(plan, budget)
+    lines = [
+        f"query:        {d['query']}",
+        f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g} "
+        f"(the sum of the {len(plan.plans)} branches below)",
+        *_budget_lines(d["budget"]),
+        f"how:          {d['how']}.",
+    ]
+    for i, (text, p) in enumerate(zip(plan.branches, plan.plans, strict=True)):
+        free = "" if isinstance(p, QueryPlan) else " (public tables only: exact, free)"
+        lines += ["", f"--- branch {i + 1} of the {d['union']}{free}: {text[:2000]}"]
+        lines += [explain_text(p, _branch_sql(plan, i))]
+    return "\n".join(lines)
+
+
+def _budget_data(plan: AnyPlan, budget: BudgetView | None) -> dict[str, Any] | None:
     if budget is None:
         return None
     remaining = budget.remaining
@@ -380,10 +437,10 @@ def _budget_data(
     }
 
 
-def explain_text(
-    plan: QueryPlan | PublicPlan | ComposedPlan, sql: str, budget: BudgetView | None = None
-) -> str:
+def explain_text(plan: AnyPlan, sql: str, budget: BudgetView | None = None) -> str:
     """The plan as text for a terminal."""
+    if isinstance(plan, UnionPlan):
+        return _union_text(plan, budget)
     if isinstance(plan, ComposedPlan):
         return _composed_text(plan, budget)
     if isinstance(plan, PublicPlan):
@@ -468,11 +525,11 @@ def _budget_lines(b: dict[str, Any] | None) -> list[str]:
     return [head]
 
 
-def explain_json(
-    plan: QueryPlan | PublicPlan | ComposedPlan, sql: str, budget: BudgetView | None = None
-) -> str:
+def explain_json(plan: AnyPlan, sql: str, budget: BudgetView | None = None) -> str:
     data = (
-        composed_data(plan, budget)
+        union_data(plan, budget)
+        if isinstance(plan, UnionPlan)
+        else composed_data(plan, budget)
         if isinstance(plan, ComposedPlan)
         else public_data(plan, sql, budget)
         if isinstance(plan, PublicPlan)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
@@ -33,46 +32,13 @@ from dpproxy.composed import EngineCore, Options, plan_summary
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan
+from dpproxy.planning.union_plan import Plan, UnionPlan
 from dpproxy.release.answer import Answer, Progress
 from dpproxy.release.postprocess import Released
 from dpproxy.release.public import columns_of
 from dpproxy.sql.parse import parse
-from dpproxy.values import Cost
 
 _HINT = re.compile(r"/\*\+\s*dpproxy\b.*?\*/", re.DOTALL | re.IGNORECASE)
-Plan = QueryPlan | PublicPlan
-
-
-@dataclass(frozen=True)
-class UnionPlan:
-    """A UNION [ALL] of aggregate SELECTs: every branch planned, in the order they run."""
-
-    query: str  # the analyst's query
-    branches: tuple[str, ...]  # each branch as a query of its own (with the query's hints)
-    plans: tuple[Plan, ...]
-    distinct: bool  # UNION (duplicates dropped) rather than UNION ALL
-    order: tuple[tuple[int, bool, bool], ...] = ()  # (column, descending, NULLs first)
-    limit: int | None = None
-    offset: int = 0
-
-    @property
-    def cost(self) -> Cost:
-        """The sum of the branches' costs (sequential composition)."""
-        total = Cost.zero()
-        for p in self.plans:
-            if isinstance(p, QueryPlan):
-                total = total + p.cost
-        return total
-
-    @property
-    def dp_plan(self) -> QueryPlan:
-        """The first DP branch's plan: its (ε, δ) is the requested one."""
-        return next(p for p in self.plans if isinstance(p, QueryPlan))
-
-    @property
-    def first(self) -> Plan:
-        """The first branch's plan: its columns name the answer's (as in PostgreSQL)."""
-        return self.plans[0]
 
 
 def _branches(tree: exp.Expression) -> tuple[list[exp.Expression], bool]:
@@ -201,14 +167,6 @@ def _ordered(rows: list[tuple[Any, Any]], union: UnionPlan) -> list[tuple[Any, A
         rows.sort(key=key, reverse=desc)
     stop = None if union.limit is None else union.offset + union.limit
     return rows[union.offset : stop]
-
-
-def union_unexplained() -> UnsupportedQuery:
-    """EXPLAIN (``Engine.prepare``) of a union: not built yet, said plainly."""
-    return UnsupportedQuery(
-        "EXPLAIN of a UNION is not supported yet",
-        hint="EXPLAIN each branch on its own: the UNION costs the sum of the branches' costs",
-    )
 
 
 def run_union(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.scalars import ComposedPlan
+from dpproxy.planning.union_plan import UnionPlan
 from dpproxy.release.postprocess import Released
 from dpproxy.values import Cost
 
@@ -17,7 +18,7 @@ class Prepared:
     """A planned query: the plan and the exact SQL the backend would run — the main statement
     (``None`` when no primitive needs it) and one statement per stat that reads its own data."""
 
-    plan: QueryPlan | PublicPlan | ComposedPlan  # Composed: scalar subqueries released first
+    plan: QueryPlan | PublicPlan | ComposedPlan | UnionPlan  # Composed/Union: in parts
     sql: str | None
     extra: tuple[tuple[str, str], ...] = ()
     truncation: str | None = None  # runs first when the rows per unit are chosen with DP

@@ -224,6 +224,24 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "ORDER BY n (= count(*)) DESC: applied by dpproxy to the released rows",
         ),
     ),
+    "UNION ALL of aggregates, ORDER BY and LIMIT on the whole": (
+        "tpch",
+        "SELECT 'F' AS s, COUNT(*) AS n FROM orders WHERE o_orderstatus = 'F' UNION ALL "
+        "SELECT 'customers', COUNT(*) FROM customer ORDER BY n LIMIT 1",
+        (
+            "UNION ALL of 2 branches, each released as a query of its own",
+            "the sum of the 2 branches below",
+            "sequential composition",
+            "--- branch 1 of the UNION ALL: SELECT 'F' AS s",
+            "--- branch 2 of the UNION ALL: SELECT 'customers'",
+            "ORDER BY, LIMIT applied by dpproxy to the released rows",
+        ),
+    ),
+    "UNION of aggregates": (
+        "tpch",
+        "SELECT COUNT(*) AS n FROM orders UNION SELECT COUNT(*) FROM customer",
+        ("UNION of 2 branches", "duplicates of released rows dropped by dpproxy"),
+    ),
 }
 # Internal names: a rewrite's double-underscore columns and tables, sqlglot's classes.
 INTERNAL = re.compile(r"__[a-z]|timestamp_trunc|sqlglot|Traceback|\bexp\.[A-Z]")
@@ -313,6 +331,10 @@ def _strings(d: Any) -> Iterator[str]:
         ("correlated subquery keyed on a public table", ("keyed on a public table",)),
         ("aggregate CTE", ("part 1, the aggregate relation revenue, released first",)),
         ("scalar subquery", ("released first",)),
+        (
+            "UNION ALL of aggregates, ORDER BY and LIMIT on the whole",
+            ("UNION ALL of 2 branches", "ORDER BY, LIMIT applied by dpproxy"),
+        ),
     ],
 )
 def test_explain_json_says_it_too(

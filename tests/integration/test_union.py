@@ -4,19 +4,23 @@ branches'; a refusal reads nothing and charges nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from dpproxy.accounting.memory import MemoryAccountant
 from dpproxy.backends import CancelToken
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
+from dpproxy.cli import main
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
+from dpproxy.explain_command import ExplainStatement, explain_rows
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.release.exact import ExactResult
 from dpproxy.tpch import load_tpch_postgres
@@ -156,10 +160,50 @@ def test_postgres_gives_the_same_answers(pg_dsn: str, tpch_db: Any, tpch: Engine
         pg.close()
 
 
-def test_explain_of_a_union_is_refused_plainly(tpch: Engine) -> None:
-    with pytest.raises(DPProxyError) as e:
-        tpch.prepare(HINT + GROUPED)
-    assert e.value.sqlstate == "0A000" and "EXPLAIN of a UNION" in e.value.message
+def test_explain_of_a_union_names_each_branch_and_the_sum(tpch: Engine, tpch_db: Any) -> None:
+    """The CLI (in-process), the EXPLAIN statement and its JSON: a heading naming the UNION
+    ALL, each branch explained as a query of its own, the summed cost; nothing read, nothing
+    charged."""
+    backend = tpch.backend
+    assert isinstance(backend, Recording)
+    backend.executed.clear()
+    before = tpch.remaining("explainer")
+    sql = HINT + GROUPED + " ORDER BY n DESC LIMIT 3"
+    branch = tpch.prepare(HINT + "SELECT COUNT(*) AS n FROM customer")
+    assert isinstance(branch.plan, QueryPlan)
+    total = 2 * branch.plan.cost.epsilon  # each branch costs the requested ε
+    result = CliRunner().invoke(
+        main, ["explain", "--database", str(tpch_db.path), "--schema", str(tpch_db.schema), sql]
+    )
+    assert result.exit_code == 0, result.output
+    rows = explain_rows(tpch, ExplainStatement(sql, json=False), analyst="explainer")
+    statement = "\n".join(r for (r,) in rows)
+    for text in (result.output, statement):
+        assert "UNION ALL of 2 branches, each released as a query of its own" in text
+        assert f"ε = {float(total):.6g}" in text and "the sum of the 2 branches below" in text
+        assert "sequential composition" in text
+        assert (
+            "--- branch 1 of the UNION ALL: /*+ dpproxy max_rows=1000 */ SELECT 'segment'" in text
+        )
+        assert (
+            "--- branch 2 of the UNION ALL: /*+ dpproxy max_rows=1000 */ SELECT 'priority'" in text
+        )
+        assert "ORDER BY, LIMIT applied by dpproxy to the released rows" in text
+        assert text.count("rewritten SQL") == 2  # each branch's plan, as if sent alone
+    [(doc,)] = explain_rows(tpch, ExplainStatement(sql, json=True), analyst="explainer")
+    data = json.loads(doc)
+    assert data["union"] == "UNION ALL" and len(data["branches"]) == 2
+    assert data["cost"]["epsilon"] == pytest.approx(float(total))
+    assert [b["cost"]["epsilon"] for b in data["branches"]] == [
+        pytest.approx(float(branch.plan.cost.epsilon))
+    ] * 2
+    assert "applied by dpproxy to the released rows" in data["how"]
+    distinct = explain_rows(
+        tpch, ExplainStatement(GROUPED.replace("UNION ALL", "UNION"), json=False), analyst="x"
+    )
+    assert any("duplicates of released rows dropped by dpproxy" in r for (r,) in distinct)
+    assert backend.executed == []  # nothing read
+    assert tpch.remaining("explainer") == before  # nothing charged
 
 
 def test_a_union_is_cached_as_one_release(tpch_db: Any) -> None:
