@@ -4,7 +4,8 @@ the same printed expressions on both engines (``tests/integration/test_*_forms.p
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -28,3 +29,28 @@ def duckdb_and_postgres(
     finally:
         duck.close()
         pg.close()
+
+
+def double_literal(v: float) -> str:
+    """``v`` as a DOUBLE PRECISION literal both engines read alike (NaN and ±Infinity too)."""
+    if math.isnan(v):
+        return "CAST('NaN' AS DOUBLE PRECISION)"
+    if math.isinf(v):
+        return f"CAST('{'-' if v < 0 else ''}Infinity' AS DOUBLE PRECISION)"
+    return f"CAST({v!r} AS DOUBLE PRECISION)"
+
+
+def doubles_table(name: str, values: Sequence[float]) -> Callable[[str], list[str]]:
+    """The ``table_sql`` of :func:`duckdb_and_postgres` for a table ``name (i INTEGER, x DOUBLE
+    PRECISION)`` holding ``values`` in order, then one NULL."""
+
+    def table_sql(dialect: str) -> list[str]:
+        rows = [f"({i}, {double_literal(v)})" for i, v in enumerate(values)]
+        rows.append(f"({len(values)}, NULL)")
+        return [
+            f"DROP TABLE IF EXISTS {name}",
+            f"CREATE TABLE {name} (i INTEGER, x DOUBLE PRECISION)",
+            f"INSERT INTO {name} VALUES " + ", ".join(rows),
+        ]
+
+    return table_sql

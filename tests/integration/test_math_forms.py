@@ -26,7 +26,7 @@ from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import guard_row_expression
 from dpproxy.sql.totality import check_allowed
 from dpproxy.sql.types import EXP_LIMIT, SqlType, type_of
-from tests.both_engines import duckdb_and_postgres
+from tests.both_engines import doubles_table, duckdb_and_postgres
 
 pytestmark = pytest.mark.postgres
 
@@ -80,27 +80,9 @@ COMPOUND = [
 ]
 
 
-def _literal(v: float, dialect: str) -> str:
-    if math.isnan(v):
-        return "CAST('NaN' AS DOUBLE PRECISION)"
-    if math.isinf(v):
-        return f"CAST('{'-' if v < 0 else ''}Infinity' AS DOUBLE PRECISION)"
-    return f"CAST({v!r} AS DOUBLE PRECISION)"
-
-
-def _table_sql(dialect: str) -> list[str]:
-    rows = [f"({i}, {_literal(v, dialect)})" for i, v in enumerate(VALUES)]
-    rows.append(f"({len(VALUES)}, NULL)")
-    return [
-        "DROP TABLE IF EXISTS mm",
-        "CREATE TABLE mm (i INTEGER, x DOUBLE PRECISION)",
-        "INSERT INTO mm VALUES " + ", ".join(rows),
-    ]
-
-
 @pytest.fixture(scope="module")
 def engines(pg_session_dsn: str) -> Iterator[tuple[Any, Any]]:
-    with duckdb_and_postgres(pg_session_dsn, _table_sql) as both:
+    with duckdb_and_postgres(pg_session_dsn, doubles_table("mm", VALUES)) as both:
         yield both
 
 
