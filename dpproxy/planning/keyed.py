@@ -14,8 +14,8 @@ planned as parts (``planning/scalars.py`` runs them like its scalar parts):
    rows that pass the enclosing SELECT's conjuncts over that table alone (and public
    subqueries) are computed by the public path (``planning/public.py``) before any private
    row is read and before the budget is reserved. Every outer row the enclosing SELECT keeps
-   has its key in this set. More than :data:`~dpproxy.planning.public.MAX_PUBLIC_ROWS` keys
-   are refused (53400) and nothing is charged.
+   has its key in this set. More than :data:`~dpproxy.planning.public.MAX_KEYS` keys (or the
+   engine's public row cap, if smaller) are refused (53400) and nothing is charged.
 2. **The keyed release** (DP). The subquery grouped by its key's code: for integer keys
    ``WHERE l_partkey IN (…) AND l_suppkey IN (…) AND l_partkey * W + l_suppkey IN (…) GROUP BY
    l_partkey * W + l_suppkey`` (one key: the column itself; ``sql/correlated.py``,
@@ -77,7 +77,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
-from dpproxy.planning.public import PublicPlan, plan_public
+from dpproxy.planning.public import MAX_KEYS, PublicPlan, plan_public, reads_public_only
 from dpproxy.sql.correlated import Correlation, Key, key_index, keyed_sql, lookup
 from dpproxy.sql.correlated import key_case as key_case
 from dpproxy.sql.parse import parse
@@ -207,7 +207,16 @@ class PublicPath:
         self.catalog: Catalog = engine.catalog
 
     def rows(self, sql: str) -> list[Key]:
-        return keyed_domain(sql, self.engine.public_plan, self.engine._run_public)
+        return keyed_domain(sql, self._domain_plan, self.engine._run_public)
+
+    def _domain_plan(self, sql: str) -> PublicPlan | None:
+        """The key domain query's public plan, capped at :data:`MAX_KEYS` rows: each key costs a
+        noisy value and a literal of the keyed release."""
+        tree = parse(sql)
+        if not reads_public_only(tree, self.catalog):
+            return None
+        e = self.engine
+        return plan_public(tree, self.catalog, e.backend.dialect, min(e.public_max_rows, MAX_KEYS))
 
     def plan(self, text: str) -> PublicPlan:
         tree = parse(text)

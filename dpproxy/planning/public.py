@@ -37,6 +37,11 @@ the database's message, and nothing is charged.
 **Size.** The answer is limited to :data:`MAX_PUBLIC_ROWS` rows: the top-level LIMIT becomes at
 most that plus one, and an answer with more rows is refused (53400) rather than cut short, so
 an answer is never silently incomplete; on PostgreSQL the backend's statement timeout applies.
+The cap bounds the proxy's memory (the rows are held, encoded and sent by dpproxy), not
+privacy. A public *key domain* that a DP release covers key by key (correlated subqueries,
+``planning/keyed.py``; aggregate subqueries released first, ``planning/relations.py``) has its
+own, smaller cap :data:`MAX_KEYS`: every key there costs a noisy value and a literal in the
+rewritten SQL.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ from dpproxy.errors import (
 )
 from dpproxy.values import Cost
 
-MAX_PUBLIC_ROWS = 10_000
+MAX_PUBLIC_ROWS = 100_000  # rows of an answer over public tables only (memory, not privacy)
+MAX_KEYS = 10_000  # keys of a public domain released key by key (noisy values, SQL size)
 
 _SCHEMA_TYPES = {ColumnType.INTEGER: "BIGINT", ColumnType.FLOAT: "DOUBLE"}  # else by name
 

@@ -42,7 +42,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
-from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan
+from dpproxy.planning.public import MAX_KEYS, PublicPlan
 from dpproxy.sql.correlated import (
     Key,
     coded_index,
@@ -53,7 +53,6 @@ from dpproxy.sql.correlated import (
     owner,
 )
 
-MAX_KEYS = MAX_PUBLIC_ROWS
 _TYPES = {
     ColumnType.INTEGER: "BIGINT",
     ColumnType.FLOAT: "DOUBLE PRECISION",

@@ -25,6 +25,7 @@ from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
 from dpproxy.explain import explain_json, explain_text
+from dpproxy.planning import keyed
 from dpproxy.planning.keyed import KeyedPart
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan
@@ -173,6 +174,24 @@ def test_a_domain_over_the_cap_is_refused_and_free(tpch_db: Any) -> None:
         assert "more than 50 keys" in info.value.message
         assert engine.accountant.spent("cap") == Cost.zero()
         assert backend.executed and not any(_private(s) for s in backend.executed)
+    finally:
+        engine.close()
+
+
+def test_the_key_cap_binds_below_the_public_row_cap(
+    tpch_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key domain has its own cap (planning/public.MAX_KEYS, each key a noisy value), below
+    the row cap of a public answer: with room for 100,000 public rows, 60 keys allowed refuse
+    Q20's 64 keys, and nothing is charged."""
+    monkeypatch.setattr(keyed, "MAX_KEYS", 60)
+    engine = _engine(Recording(tpch_db.path), tpch_db.catalog())
+    try:
+        assert engine.public_max_rows == 100_000
+        with pytest.raises(DPProxyError) as info:
+            engine.run(Q20, analyst="keycap")
+        assert info.value.sqlstate == "53400" and "more than 60 keys" in info.value.message
+        assert engine.accountant.spent("keycap") == Cost.zero()
     finally:
         engine.close()
 

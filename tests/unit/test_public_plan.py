@@ -97,7 +97,7 @@ def test_the_sql_sent_is_the_planners_print(engine: Engine) -> None:
     assert prepared.sql == (
         'SELECT "n"."n_nationkey" AS "n_nationkey", "n"."n_name" AS "n_name", '
         '"n"."n_regionkey" AS "n_regionkey", "n"."n_comment" AS "n_comment" '
-        'FROM "nation" AS "n" LIMIT 10001'
+        'FROM "nation" AS "n" LIMIT 100001'
     )
     assert prepared.statements == (prepared.sql,)
     assert engine.prepare("SELECT n_name FROM nation LIMIT 3").sql.endswith("LIMIT 3")
