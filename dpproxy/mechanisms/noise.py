@@ -39,10 +39,30 @@ class NoiseSource(Protocol):
 
 @lru_cache(maxsize=1)
 def _opendp() -> Any:
-    import opendp.prelude as dp
+    """OpenDP's constructors, imported at the first noise drawn (never at dpproxy's import).
 
-    dp.enable_features("contrib")
-    return dp
+    The four modules the samplers need rather than ``opendp.prelude``, which also imports
+    OpenDP's scikit-learn, polars and MBI extras: a third of OpenDP's import time, for code
+    dpproxy never calls (benchmarks/STARTUP.md).
+    """
+    from types import SimpleNamespace
+
+    import opendp.domains as domains
+    import opendp.measurements as measurements
+    import opendp.measures as measures
+    import opendp.metrics as metrics
+    from opendp.mod import enable_features
+
+    enable_features("contrib")
+    return SimpleNamespace(
+        m=measurements,
+        vector_domain=domains.vector_domain,
+        atom_domain=domains.atom_domain,
+        l1_distance=metrics.l1_distance,
+        l2_distance=metrics.l2_distance,
+        linf_distance=metrics.linf_distance,
+        max_divergence=measures.max_divergence,
+    )
 
 
 @lru_cache(maxsize=256)
