@@ -78,6 +78,7 @@ Stat = Callable[[int], float]  # i ↦ x_(i), padded with lo below 1 and hi abov
 
 _BITS = 96  # significant bits of the decay powers u^k
 _SLACK = 1 + Fraction(1, 2**48)  # u ≥ e^{−β}·_SLACK absorbs all later rounding
+_SERIES_BITS = 224  # fixed-point bits of the series for e^{−β} (_decay)
 Dyadic = tuple[int, int]  # (m, e): m·2^e
 
 
@@ -172,27 +173,40 @@ def mean_smooth(
 def _decay(beta: Fraction | float) -> Dyadic:
     """u with e^{−β}·(1 + 2^-48) ≤ u ≤ e^{−β}·(1 + 2^-47), as a dyadic.
 
-    e^{−b} for 0 < b ≤ 1/2 is an alternating series with decreasing terms, so a partial sum
-    that ends on a positive term is an upper bound, off by at most the next term; larger β is
-    halved first and the bound squared back (rounding up). No floating point is involved: the
-    relative slack compounds as u^k, so it must be far below 1/k for any k that matters.
+    e^{−b} for 0 < b ≤ 1/2 is an alternating series with decreasing terms t_j = b^j/j!, so a
+    partial sum that ends on a positive term is an upper bound, off by at most the next term;
+    larger β is halved first and the bound squared back (rounding up). No floating point is
+    involved: the relative slack compounds as u^k, so it must be far below 1/k for any k that
+    matters.
+
+    The sum runs in integers scaled by 2^_SERIES_BITS (b = p/q exactly): each term is carried
+    as a floor and a ceiling (t_{j+1} = t_j·p/(q(j+1)), rounded both ways from the previous
+    pair), negative terms subtract their floor and positive ones add their ceiling, so the
+    total is at least the exact partial sum (hence at least e^{−b}) and exceeds it by less
+    than 2^-200 relative. This is what Fraction arithmetic computed before, without a gcd
+    per step: b's denominator has hundreds of digits (``ln_up``), and reducing every partial
+    sum took 2–4 ms per call (issue 21).
     """
     b = Fraction(beta)
     if b <= 0:
         raise InternalError("the smoothing parameter β must be positive")
+    p, q = b.numerator, b.denominator
     halvings = 0
-    while b > Fraction(1, 2):
-        b /= 2
+    while 2 * p > q:  # b > 1/2: halve
+        q *= 2
         halvings += 1
-    term = total = Fraction(1)
+    one = 1 << _SERIES_BITS
+    low = high = total = one  # t_0 = 1 exactly
     i = 0
-    while i < 2 or term > Fraction(1, 2**110):
-        term *= -b / (i + 1)
-        total += term
-        term *= -b / (i + 2)
-        total += term
+    while i < 2 or high > one >> 110:
+        d = q * (i + 1)
+        low, high = low * p // d, -(-high * p // d)
+        total -= low  # − t_{i+1}, at its floor
+        d = q * (i + 2)
+        low, high = low * p // d, -(-high * p // d)
+        total += high  # + t_{i+2}, at its ceiling
         i += 2
-    u = _round_up(total)
+    u = _round_up(Fraction(total, one))
     for _ in range(halvings):
         u = _mul_up(u, u)
     return _mul_up(u, _round_up(_SLACK))

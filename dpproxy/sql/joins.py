@@ -613,6 +613,7 @@ class JoinBuilder:
             if derived is not None
             else ContributionBound(),
             unit_columns=tuple(unit_columns),
+            unit_is_unique=self._unit_unique(unit_class),
         )
         origins = tuple(
             (vname, inst.table.name, name)
@@ -621,6 +622,33 @@ class JoinBuilder:
         )
         joined = JoinSource(select, described, derived, derivation, hidden, origins=origins)
         return table, joined, names, ambiguous
+
+    def _unit_unique(self, unit_class: tuple[str, str]) -> bool:
+        """Does the database prove at most one joined row per unit, so that contribution
+        bounding would provably remove nothing (``planning/planner.py`` then skips it)?
+
+        Yes when every table of the inner join is private, its unit column is UNIQUE or the
+        PRIMARY KEY in the database (``Table.unit_is_unique``, read from the backend's
+        constraints when it attaches the catalog) and it is joined on that column (the column
+        is in the unit's class of equalities); no public table, flat map, table joined only to
+        reach a unit, or outer join. Proof: a joined row combines one row of each table, all
+        with the same unit u; each table has at most one row with unit u, so at most one
+        joined row has unit u (a NULL unit equals nothing, so it joins no row). WHERE and ON
+        filters only remove rows. Adding or removing one unit therefore changes at most one
+        row of the relation, as for one table with a unique unit column. Nothing is trusted
+        beyond the constraint, which the database enforces on every write; the schema's
+        ``max_rows_per_unit`` is not used (a declared bound is enforced by the truncation)."""
+        if self.outer:
+            return False
+        for inst in self.instances:
+            t = inst.table
+            if t is None or inst.hidden or not t.private or not t.unit_is_unique:
+                return False
+            if t.unit_via is not None or t.privacy_unit is None:
+                return False
+            if self.uf.find((inst.alias, t.privacy_unit.lower())) != unit_class:
+                return False
+        return True
 
     def _derived_bound(self, subset: list[_Instance] | None = None) -> tuple[int | None, str]:
         """Rows of one unit in the joined relation, from the schema and the public data.
