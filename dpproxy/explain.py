@@ -542,4 +542,6 @@ def _fixed_bound(q: ValidQuery) -> str:
     """Where a bound that is not drawn with DP comes from."""
     if q.per_unit is not None:
         return "one row per unit: the per-unit subquery"
+    if q.union is not None:
+        return "the sum of the UNION ALL branches' bounds declared in the schema"
     return "declared in the schema"

@@ -2,12 +2,13 @@
 
 Pure functions of the validated query (``sql/validate.py``): the WHERE as planned (constants
 folded: date arithmetic, intervals and CURRENT_DATE are computed before planning, so the plan
-shows the dates it compares with), semi- and anti-joins, outer joins, per-unit subqueries, group
-keys computed on each row, GROUP BY and ORDER BY output names and ordinals resolved, DISTINCT
-aggregates, and what dpproxy computes itself on the released values (math functions and where
-they give NULL, HAVING, window functions, ORDER BY and LIMIT). Internal names (``__agg_0``,
-``__sq1_t``, ``n1__n_name``) do not appear: released aggregates and columns are named as the
-user wrote them (``tests/integration/test_explain_constructs.py`` checks it over the corpus).
+shows the dates it compares with), semi- and anti-joins, outer joins, per-unit subqueries,
+UNION ALL in FROM, group keys computed on each row, GROUP BY and ORDER BY output names and
+ordinals resolved, DISTINCT aggregates, and what dpproxy computes itself on the released values
+(math functions and where they give NULL, HAVING, window functions, ORDER BY and LIMIT).
+Internal names (``__agg_0``, ``__sq1_t``, ``n1__n_name``) do not appear: released aggregates
+and columns are named as the user wrote them (``tests/integration/test_explain_constructs.py``
+checks it over the corpus).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 from sqlglot import exp
 
 from dpproxy.sql.scope import AggKind
+from dpproxy.sql.unionrel import union_bound
 from dpproxy.sql.validate import ValidQuery
 
 # What a function applied by dpproxy on a released value gives where it is undefined.
@@ -179,6 +181,18 @@ def how_lines(q: ValidQuery) -> list[str]:
         out.append(
             "per-unit subquery: grouped by the privacy unit, so each unit is one row of the "
             f"derived relation and no bound on rows is needed{left}"
+        )
+    if q.union is not None:
+        n = len(q.union.branches)
+        bound = union_bound(list(q.union.branches)).rows_total()
+        how = (
+            f"at most {bound} rows per unit, the sum of the branches' declared bounds"
+            if bound is not None
+            else "no bound declared for every branch, so one is hinted or chosen with DP"
+        )
+        out.append(
+            f"UNION ALL of {n} private relations: each row keeps its branch's privacy unit, so "
+            f"one unit's rows add up over the branches; {how}, enforced on the union"
         )
     for k in q.keys:
         if not isinstance(k.expr, exp.Column) and not _key_index(k.expr):

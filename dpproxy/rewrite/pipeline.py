@@ -37,6 +37,7 @@ from dpproxy.rewrite.guard import (
 )
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.perunit import per_unit_relation
+from dpproxy.rewrite.unionrel import union_relation
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 UNIT = "__unit"
@@ -153,6 +154,8 @@ def rows_select(
         rows = rows.from_(_joined(q.source.select, used | {table.privacy_unit or ""}), copy=False)
     elif q.per_unit is not None:  # one row per unit, aggregated (sql/perunit.py)
         rows = rows.from_(per_unit_relation(q.per_unit), copy=False)
+    elif q.union is not None:  # UNION ALL of private relations (sql/unionrel.py)
+        rows = rows.from_(union_relation(q.union), copy=False)
     else:
         rows = rows.from_(table_ref(table.name), copy=False)
     if q.keys and q.public_keys and domain_filter:

@@ -44,6 +44,7 @@ from dpproxy.sql.scope import (
 )
 from dpproxy.sql.semijoins import SemiJoins, split_where
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
+from dpproxy.sql.unionrel import UnionRelation, UnionScope, union_scope
 from dpproxy.sql.windows import WindowItem
 
 __all__ = [
@@ -88,6 +89,7 @@ class ValidQuery:
     source: JoinSource | None = None  # a join: the relation ``table`` describes
     windows: tuple[WindowItem, ...] = ()  # over the released rows (``sql/windows.py``)
     per_unit: PerUnit | None = None  # a per-unit subquery: the relation ``table`` describes
+    union: UnionRelation | None = None  # a UNION ALL in FROM: the relation ``table`` describes
 
     @property
     def public_keys(self) -> bool:
@@ -260,6 +262,14 @@ def _subquery_scope(
 ) -> Scope:
     """A row-wise subquery (no aggregation, grouping, DISTINCT or LIMIT) inlined as a scope,
     or one grouped by the privacy unit as a derived relation (``sql/perunit.py``)."""
+    if isinstance(inner, exp.Union) and not inner.args.get("distinct"):
+        local = dict(ctes)
+        return union_scope(
+            inner,
+            name,
+            columns or [],
+            lambda s: _from_scope(s, catalog, local, depth + 1, semis=semis),
+        )
     if isinstance(inner, exp.SetOperation):
         _set_operation_in_from(inner)
     if not isinstance(inner, exp.Select):
@@ -305,8 +315,6 @@ def _set_operation_in_from(node: exp.SetOperation) -> None:
     """Refuse a set operation used as a relation in FROM, naming the operator written."""
     top = "the aggregates of each branch at top level (SELECT COUNT(*) FROM a UNION ALL "
     hint = top + "SELECT COUNT(*) FROM b) are answered"
-    if isinstance(node, exp.Union) and not node.args.get("distinct"):
-        raise UnsupportedQuery("UNION ALL of row relations in FROM is not supported", hint=hint)
     op = "UNION" if isinstance(node, exp.Union) else node.key.upper()
     raise UnsupportedQuery(
         f"{op} in FROM is not supported: it compares rows of different privacy units",
@@ -391,6 +399,7 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
         source=scope.source,
         windows=tuple(post.windows),
         per_unit=scope.per_unit if isinstance(scope, PerUnitScope) else None,
+        union=scope.union if isinstance(scope, UnionScope) else None,
     )
 
 

@@ -92,6 +92,16 @@ CASES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "AS c_orders (c_custkey, c_count) GROUP BY c_count",
         ("per-unit subquery", "one row of the derived relation", "LEFT JOIN on the unit"),
     ),
+    "UNION ALL of private relations in FROM": (
+        "tpch",
+        "SELECT src, COUNT(*) FROM (SELECT 'cust' AS src FROM customer UNION ALL "
+        "SELECT 'cust' FROM customer WHERE c_acctbal > 0) u GROUP BY src",
+        (
+            "UNION ALL of 2 private relations",
+            "at most 2 rows per unit, the sum of the branches' declared bounds",
+            "u (UNION ALL of customer ∪ customer)",
+        ),
+    ),
     "per-unit HAVING": (
         "tpch",
         "SELECT COUNT(*) FROM (SELECT o_custkey FROM orders GROUP BY o_custkey "
