@@ -177,11 +177,16 @@ def _beta(budget: Budget) -> Fraction:
     return eps / (2 * ln_up(2 / dlt))
 
 
-def _auto_ptr_bound(budget: Budget, width: Fraction) -> Fraction | None:
-    """A bound the test passes with probability ≥ 95% at the public size, or None."""
+def _auto_ptr_bound(
+    budget: Budget,
+    width: Fraction,
+    pieces: tuple[Fraction, Fraction, Fraction, Fraction] | None = None,
+) -> Fraction | None:
+    """A bound the test passes with probability ≥ 95% at the public size, or None
+    (``pieces``: ``_ptr_pieces(budget)`` when the caller has it already)."""
     if not budget.public_size:
         return None
-    eps_t, _, threshold, _ = _ptr_pieces(budget)
+    eps_t, _, threshold, _ = pieces or _ptr_pieces(budget)
     step = local.size_step(budget.neighbouring, budget.rows)
     margin = math.ceil(float(threshold) + _Z95 / float(eps_t)) + 1
     smallest = budget.reference_rows - step * margin
@@ -245,10 +250,11 @@ def _candidate(
     if m is Method.PTR:
         if dlt <= 0:
             return Candidate(m, None, "", False, "needs δ > 0")
-        _, eps_r, _, _ = _ptr_pieces(budget)
+        pieces = _ptr_pieces(budget)
+        eps_r = pieces[1]
         b = opts.ptr_bound
         if b is None and agg.kind is AggKind.AVG:
-            b = _auto_ptr_bound(budget, width)
+            b = _auto_ptr_bound(budget, width, pieces)
         if b is None:
             why = "needs a proposed bound: /*+ dpproxy ptr_bound=… */"
             if agg.kind is AggKind.AVG and not budget.public_size:
@@ -387,10 +393,11 @@ def stat_plan(
             scale=2 * Fraction(delta_score) / eps,
         )
     if method is Method.PTR:
-        eps_t, eps_r, threshold, dlt_g = _ptr_pieces(budget)
+        pieces = _ptr_pieces(budget)
+        eps_t, eps_r, threshold, dlt_g = pieces
         b = opts.ptr_bound
         if b is None and agg.kind is AggKind.AVG:
-            b = _auto_ptr_bound(budget, width)
+            b = _auto_ptr_bound(budget, width, pieces)
         if b is None or b <= 0:
             raise InvalidParameter("propose-test-release needs a positive ptr_bound")
         plan = replace(
