@@ -521,6 +521,19 @@ class Harness:
         self.con.close()
 
 
+def harness_fixture(name: str) -> Any:
+    """A module-scoped ``harness`` fixture over this module's :class:`Harness`, for the
+    brute-force modules that reuse its customers, orders and line items."""
+
+    @pytest.fixture(scope="module")
+    def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+        h = Harness(tmp_path_factory.mktemp(name))
+        yield h
+        h.close()
+
+    return harness
+
+
 def write_database(path: Path, d: Db, nation: str) -> None:
     """A real DuckDB file of ``d`` (with the primary keys) and a nation table."""
     customers, orders, items = d.rows()

@@ -20,7 +20,6 @@ all fall on one key, so that the quantity-keyed count moves by the whole τ).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from fractions import Fraction
 
@@ -47,6 +46,7 @@ from tests.property.test_join_bruteforce import (
     Order,
     check_neighbours,
     databases,
+    harness_fixture,
     new_customers,
 )
 
@@ -82,11 +82,7 @@ def keyed(harness: Harness, schema: str, nation: str, name: str, hint: str) -> P
     return prepared
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    h = Harness(tmp_path_factory.mktemp("keyed_bruteforce"))
-    yield h
-    h.close()
+harness = harness_fixture("keyed_bruteforce")
 
 
 @pytest.mark.parametrize("name", list(QUERIES))

@@ -29,7 +29,6 @@ followed by a LEFT JOIN (``test_understated_sensitivity_is_caught``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from fractions import Fraction
 
@@ -52,6 +51,7 @@ from tests.property.test_join_bruteforce import (
     Harness,
     check_neighbours,
     databases,
+    harness_fixture,
     new_customers,
 )
 
@@ -80,11 +80,7 @@ def make_sql(name: str, hint: str) -> str:
     return QUERIES[name].format(hint=f"/*+ dpproxy {hint} */ " if hint else "")
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    h = Harness(tmp_path_factory.mktemp("outer_join_bruteforce"))
-    yield h
-    h.close()
+harness = harness_fixture("outer_join_bruteforce")
 
 
 @pytest.mark.parametrize("name", list(QUERIES))

@@ -22,8 +22,6 @@ every order), and the planner refuses that query when it is on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -42,6 +40,7 @@ from tests.property.test_join_bruteforce import (
     Order,
     check_neighbours,
     databases,
+    harness_fixture,
     new_customers,
 )
 
@@ -85,11 +84,7 @@ def make_sql(name: str, hint: str) -> str:
     return QUERIES[name].format(hint=f"/*+ dpproxy {hint} */ " if hint else "")
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    h = Harness(tmp_path_factory.mktemp("semijoin_bruteforce"))
-    yield h
-    h.close()
+harness = harness_fixture("semijoin_bruteforce")
 
 
 @pytest.mark.parametrize("name", list(QUERIES))

@@ -21,8 +21,6 @@ not bound a customer) when that branch's unit is switched; the real validator ne
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,6 +39,7 @@ from tests.property.test_join_bruteforce import (
     Order,
     check_neighbours,
     databases,
+    harness_fixture,
     new_customers,
 )
 
@@ -68,11 +67,7 @@ def make_sql(name: str, hint: str) -> str:
     return QUERIES[name].format(hint=f"/*+ dpproxy {hint} */ " if hint else "")
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    h = Harness(tmp_path_factory.mktemp("union_bruteforce"))
-    yield h
-    h.close()
+harness = harness_fixture("union_bruteforce")
 
 
 @pytest.mark.parametrize("name", list(QUERIES))
