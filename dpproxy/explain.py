@@ -9,6 +9,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpproxy.explain_notes import derived_column, how_lines
+from dpproxy.mechanisms.base import laplace_sum_half_width
 from dpproxy.planning.keyed import KeyedPart
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
 from dpproxy.planning.public import PublicPlan
@@ -66,6 +67,11 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
                 else f"({agg.method.value})"
             )
             out.append(ColumnError(item.name, text, chosen.error95 if chosen else None))
+            continue
+        if agg.derived is not None:  # A + B of a JOINT mean's release (planning/derived.py)
+            h = laplace_sum_half_width(agg.derived.scale, alpha)
+            text = f"±{h:.4g} (read off the joint release of the mean: no cost of its own)"
+            out.append(ColumnError(item.name, text, h))
             continue
         halves = [plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts]
         if agg.kind in _COUNTS or agg.kind is AggKind.SUM:

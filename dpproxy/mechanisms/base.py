@@ -25,7 +25,15 @@ from statistics import NormalDist
 from dpproxy.errors import InternalError, PrivacyParameterError
 from dpproxy.values import Sensitivity, ln_down, ln_up, sqrt_down, sqrt_up
 
-__all__ = ["Gaussian", "Laplace", "Mechanism", "Sensitivity", "approx_to_zcdp", "zcdp_to_approx"]
+__all__ = [
+    "Gaussian",
+    "Laplace",
+    "Mechanism",
+    "Sensitivity",
+    "approx_to_zcdp",
+    "laplace_sum_half_width",
+    "zcdp_to_approx",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +126,35 @@ class Gaussian:
 
 
 Mechanism = Laplace | Gaussian
+
+
+def laplace_sum_half_width(scale: Fraction, alpha: float) -> float:
+    """The smallest w with P(|Z₁ + Z₂| > w) ≤ α for Z₁, Z₂ independent Laplace(b), b = ``scale``
+    (a count read off a joint mean, ``planning/derived.py``).
+
+    The sum's density is (1 + |s|/b)·e^{−|s|/b}/(4b), so P(|Z₁ + Z₂| > u·b) = e^{−u}(1 + u/2),
+    decreasing in u; the root is bracketed by bisection and the upper end returned (rounding
+    toward a wider interval). α = 0.05 gives u ≈ 4.11, against 2·ln 40 ≈ 7.4 for a union bound
+    over the two parts.
+
+    >>> round(laplace_sum_half_width(Fraction(1), 0.05), 3)
+    4.113
+    """
+    if not 0 < alpha < 1:
+        raise InternalError("the level must lie in (0, 1)")
+    b = float(scale)
+    if b == 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while math.exp(-hi) * (1 + hi / 2) > alpha:
+        lo, hi = hi, hi * 2
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if math.exp(-mid) * (1 + mid / 2) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return math.nextafter(b * hi, math.inf)
 
 
 def zcdp_to_approx(rho: Fraction, delta: Fraction) -> Fraction:

@@ -178,6 +178,9 @@ class AggregatePlan:
     stat: StatPlan | None = None
     candidates: tuple[Candidate, ...] = ()
     reason: str = ""  # why ``method`` was chosen
+    # A COUNT read off a JOINT mean's two released parts, (A + B) — post-processing, no
+    # budget of its own (``planning/derived.py``); ``parts`` is then empty.
+    derived: StatPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)

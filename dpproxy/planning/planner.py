@@ -62,6 +62,7 @@ from dpproxy.mechanisms.base import (
     zcdp_to_approx,
 )
 from dpproxy.mechanisms.selection import exclusive_groups, selection_threshold
+from dpproxy.planning import derived
 from dpproxy.planning.methods import (
     REFERENCE_ROWS,
     SAA_ARGUMENT_LIMIT,
@@ -162,9 +163,13 @@ def plan_query(
         stats: tuple[StatPlan, ...] = ()
         delta_gauss = delta_agg
     else:
-        aggs, prims, releases, stats, delta_gauss = _plan_methods(
-            query, stab, rel, mech, eps_agg, delta_agg, opts
-        )
+        planned = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts)
+        better = derived.split(query, planned[0], planned[2])
+        if better is not None:  # a COUNT read off a JOINT mean, or a better split
+            again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better)
+            if all(again[0][j].method is Method.JOINT for j in better.derived.values()):
+                planned = again
+        aggs, prims, releases, stats, delta_gauss = planned
 
     selection_prim = None
     selection = None
@@ -383,14 +388,18 @@ def _plan_methods(
     eps_agg: Fraction,
     delta_agg: Fraction,
     opts: MethodOptions,
+    better: derived.Split | None = None,
 ) -> tuple[
     tuple[AggregatePlan, ...], list[Primitive], list[Release], tuple[StatPlan, ...], Fraction
 ]:
-    """Choose a method per aggregate and calibrate it; the budget is split by weight."""
+    """Choose a method per aggregate and calibrate it; the budget is split by weight, or by
+    ``better`` (``planning/derived.py``: COUNTs read off a JOINT mean get no share)."""
     grouped = bool(query.keys)
     table = query.table
     weights = [weight(a.kind) for a in query.aggregates]
     total_weight = sum(weights)
+    fractions = better.fractions if better else [Fraction(w, total_weight) for w in weights]
+    reads = better.derived if better else {}
     n_ref, public = reference_rows(query)
     builder = _PrimitiveBuilder(query)
     gaussian = mech is MechanismKind.GAUSSIAN
@@ -398,9 +407,12 @@ def _plan_methods(
     stats: list[StatPlan] = []
     released: dict[str, tuple[Fraction, Fraction]] = {}  # primitive → (ε share, δ share)
     for i, agg in enumerate(query.aggregates):
+        if i in reads:
+            aggs.append(AggregatePlan(agg.kind, (), None))  # filled in below
+            continue
         budget = Budget(
-            epsilon=eps_agg * weights[i] / total_weight,
-            delta=delta_agg * weights[i] / total_weight,
+            epsilon=eps_agg * fractions[i],
+            delta=delta_agg * fractions[i],
             groups=stab.groups if grouped else 1,
             rows=stab.rows_per_group if grouped else stab.rows,
             total_rows=stab.rows,
@@ -468,6 +480,8 @@ def _plan_methods(
                 reason,
             )
         )
+    for i, j in reads.items():
+        aggs[i] = replace(aggs[i], derived=aggs[j].stat, reason=better.reason if better else "")
     prims = builder.primitives
     releases: list[Release] = []
     eps_gs = sum((e for e, _ in released.values()), Fraction(0))

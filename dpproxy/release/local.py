@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from dpproxy.errors import InternalError
+from dpproxy.mechanisms.base import laplace_sum_half_width
 from dpproxy.mechanisms.noise import NoiseSource
 from dpproxy.values import float_up
 
@@ -31,10 +32,28 @@ def joint_mean_with_span(
     """:func:`joint_mean` and a 95% interval for the noiseless mean (post-processing of the
     noisy parts: each part is within b·ln 40 of its true value with probability 97.5%, and the
     mean is increasing in A and decreasing in B)."""
+    return joint_release(n, total, lo, hi, scale, noise)[:2]
+
+
+def joint_release(
+    n: float, total: float, lo: Fraction, hi: Fraction, scale: Fraction, noise: NoiseSource
+) -> tuple[float, tuple[float, float], float, tuple[float, float]]:
+    """:func:`joint_mean_with_span`, and the count A + B read off the same two noisy parts
+    with its 95% interval from the exact law of Z_A + Z_B (``planning/derived.py``)."""
     w = float(hi - lo)
     a = (total - n * float(lo)) / w
     b = n - a
     na, nb = noise.laplace([a, b], scale, integer=False)
+    count = na + nb
+    h = laplace_sum_half_width(scale, 0.05)
+    mean, span = _joint_mean(na, nb, lo, hi, scale)
+    return mean, span, count, (count - h, count + h)
+
+
+def _joint_mean(
+    na: float, nb: float, lo: Fraction, hi: Fraction, scale: Fraction
+) -> tuple[float, tuple[float, float]]:
+    w = float(hi - lo)
     half = float(scale) * math.log(40)
 
     def mean(x: float, y: float) -> float:

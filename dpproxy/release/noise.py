@@ -17,7 +17,7 @@ from dpproxy.release.exact import ExactResult, norm
 from dpproxy.release.stats import release_stats
 from dpproxy.rewrite.fixed import sum_grids, unscale
 
-__all__ = ["ExactResult", "NoisyGroup", "apply_noise"]
+__all__ = ["ExactResult", "NoisyGroup", "apply_noise", "derived_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,11 @@ class NoisyGroup:
     key: tuple[Any, ...]
     values: dict[str, float | None]  # primitive or stat name → noisy value (None: refused)
     spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # stats' 95%
+
+
+def derived_name(stat: str) -> str:
+    """The key of the count read off JOINT stat ``stat`` in a :class:`NoisyGroup`."""
+    return f"{stat}.count"
 
 
 def _key_order(key: tuple[Any, ...]) -> tuple[tuple[int, str, Any], ...]:
@@ -111,5 +116,7 @@ def apply_noise(
         for name, sv in stats.items():
             released[name] = sv.values.get(k)
             spans[name] = sv.spans.get(k)
+            if k in sv.counts:  # a JOINT mean's A + B (planning/derived.py)
+                released[derived_name(name)], spans[derived_name(name)] = sv.counts[k]
         out.append(NoisyGroup(k, released, spans))
     return out

@@ -9,6 +9,8 @@ Conventions (also in the README):
 * AVG = noisy centred sum / max(noisy count, 1) + centre, clipped to the measure's interval.
 * VAR_POP = S₂/n − (S₁/n)² from centred sums, clipped to [0, (width/2)²]; VAR_SAMP multiplies by
   n/(n−1); STDDEV is the square root. With a noisy n ≤ 1 the sample versions are NULL.
+* A COUNT read off a JOINT mean (``planning/derived.py``) is A + B of that release, rounded
+  and clipped like any count; its error bound comes from the law of the sum of the two noises.
 * Aggregates released by another method (``planning/methods.py``) arrive whole: JOINT, PTR and
   SMOOTH means and order statistics are clipped to the measure's interval; PTR's refusal in a
   group is NULL. Their error bound is known only where the noise scale is public (PTR, SAA);
@@ -40,7 +42,7 @@ from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.functions import apply_function, function_span
 from dpproxy.release.intervals import interval_ends
-from dpproxy.release.noise import NoisyGroup
+from dpproxy.release.noise import NoisyGroup, derived_name
 from dpproxy.release.windows import compute_windows
 from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
 from dpproxy.sql.postmath import POST_FUNCS
@@ -92,6 +94,12 @@ def aggregate_value(
     a public upper bound on any count (post-processing: clipping to a public constant)."""
     if agg.stat is not None:
         return v[agg.stat.name]  # released whole by release/stats.py (None: PTR refused)
+    if agg.derived is not None:  # A + B of a JOINT mean (planning/derived.py)
+        raw = v.get(derived_name(agg.derived.name))
+        if raw is None:
+            return None
+        count = max(0, round(raw))
+        return count if max_count is None else min(count, max_count)
     return _from_primitives(agg, {p: x for p, x in v.items() if x is not None}, max_count)
 
 
@@ -216,7 +224,7 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     # different half-width in different aggregates.
     part_halves = [
         {}
-        if agg.stat is not None
+        if agg.stat is not None or agg.derived is not None
         else {p: plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts}
         for agg in plan.aggregates
     ]
@@ -231,6 +239,8 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
             env[f"__agg_{i}"] = aggregate_value(agg, g.values, max_count)
             if agg.stat is not None:
                 spans[f"__agg_{i}"] = g.spans.get(agg.stat.name)
+            elif agg.derived is not None:
+                spans[f"__agg_{i}"] = g.spans.get(derived_name(agg.derived.name))
             else:
                 known = {p: x for p, x in g.values.items() if x is not None}
                 spans[f"__agg_{i}"] = aggregate_span(agg, known, part_halves[i])

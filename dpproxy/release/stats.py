@@ -32,6 +32,8 @@ class StatValues:
 
     values: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
     spans: dict[tuple[Any, ...], Span | None] = field(default_factory=dict)
+    # JOINT means: the count A + B read off the same release, with its 95% span
+    counts: dict[tuple[Any, ...], tuple[float, Span]] = field(default_factory=dict)
 
 
 ExactLookup = Callable[[tuple[Any, ...], str], float]
@@ -49,7 +51,20 @@ def release_stats(
     nk = len(plan.query.keys)
     for stat in plan.stats:
         result = StatValues()
-        if stat.count is not None:
+        if stat.method is Method.JOINT:
+            assert stat.count is not None
+            for key in keys:
+                n, total = _exact_mean_inputs(
+                    stat, exact_value(key, stat.count), exact_value(key, stat.total or "")
+                )
+                lo, hi = stat.bounds.lo, stat.bounds.hi
+                assert lo is not None and hi is not None
+                mean, m_span, count, c_span = mech.joint_release(
+                    n, total, lo, hi, stat.scale, noise
+                )
+                result.values[key], result.spans[key] = mean, m_span
+                result.counts[key] = (count, c_span)
+        elif stat.count is not None:
             for key in keys:
                 v, span = _mean(
                     stat, exact_value(key, stat.count), exact_value(key, stat.total or ""), noise
@@ -83,18 +98,21 @@ def _by_key(exact: ExactResult, nk: int) -> dict[tuple[Any, ...], list[tuple[Any
     return grouped
 
 
+def _exact_mean_inputs(stat: StatPlan, n_raw: float, centred: float) -> tuple[int, float]:
+    """The exact count and (uncentred) sum of a mean's rows."""
+    n = max(round(n_raw), 0)
+    return n, centred + n * float(stat.center)
+
+
 def _mean(
     stat: StatPlan, n_raw: float, centred: float, noise: NoiseSource
 ) -> tuple[float | None, Span | None]:
     lo, hi = stat.bounds.lo, stat.bounds.hi
     assert lo is not None and hi is not None
     width = hi - lo
-    n = max(round(n_raw), 0)
-    total = centred + n * float(stat.center)
+    n, total = _exact_mean_inputs(stat, n_raw, centred)
     mean = total / n if n else float(stat.center)
     mean = min(max(mean, float(lo)), float(hi))
-    if stat.method is Method.JOINT:
-        return mech.joint_mean_with_span(n, total, lo, hi, stat.scale, noise)
     if stat.method is Method.PTR:
         assert stat.bound is not None
         d = local.mean_distance(n, width, stat.rows, stat.neighbouring, stat.bound)
