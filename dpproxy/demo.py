@@ -25,6 +25,7 @@ import importlib.metadata
 import os
 import re
 import secrets
+import shlex
 import sys
 import time
 import tomllib
@@ -350,9 +351,7 @@ def _load_postgres(
     try:
         conn = psycopg.connect(dsn, **extra)
     except psycopg.Error as e:
-        raise BackendUnavailable(
-            f"cannot connect to {shown}: {_scrub(str(e), passwords)}", hint=_DSN_HINT
-        ) from None
+        raise _connect_error(str(e), params, shown, passwords) from None
     try:
         with conn:  # commits if the block succeeds, rolls back if not; closes in both cases
             return _copy(conn, table, replace, lines)
@@ -392,6 +391,35 @@ def _copy(
             log_detail=f"COPY reported {rows} rows, the CSV has {len(lines) - 1}",
         )
     return rows
+
+
+# The server's message when the database named in the startup packet does not exist (SQLSTATE
+# 3D000, invalid_catalog_name). libpq reports a failed connection without its SQLSTATE, so the
+# message (English, PostgreSQL's default lc_messages) is the only evidence.
+_NO_DATABASE = re.compile(r'database "((?:[^"]|"")+)" does not exist')
+
+
+def _connect_error(
+    text: str, params: dict[str, Any], shown: str, passwords: tuple[str, ...]
+) -> BackendUnavailable:
+    """The dpproxy error for a failed connection; a missing database gets a ``createdb`` hint."""
+    detail = _scrub(text, passwords)
+    missing = _NO_DATABASE.search(text)
+    if missing is None:
+        return BackendUnavailable(f"cannot connect to {shown}: {detail}", hint=_DSN_HINT)
+    name = missing.group(1).replace('""', '"')
+    where = [
+        f"{flag} {shlex.quote(str(params[key]))}"
+        for flag, key in (("-h", "host"), ("-p", "port"), ("-U", "user"))
+        if params.get(key)
+    ]
+    createdb = " ".join(["createdb", *where])
+    return BackendUnavailable(
+        f'cannot connect to {shown}: database "{name}" does not exist (PostgreSQL error '
+        "3D000); nothing was loaded",
+        hint=f"create it first, then run this command again: {createdb} {shlex.quote(name)} "
+        f"(or CREATE DATABASE in psql as a role allowed to create databases)",
+    )
 
 
 def _load_error(

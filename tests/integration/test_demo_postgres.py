@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import gzip
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -270,7 +272,39 @@ def test_a_missing_database_is_backend_unavailable(pg_dsn: str) -> None:
     url = _url(pg_dsn, dbname="dpproxy_no_such_database")
     with pytest.raises(BackendUnavailable) as caught:
         load_demo_postgres(url)
-    assert "dpproxy_no_such_database" in caught.value.message
+    err = caught.value
+    assert 'database "dpproxy_no_such_database" does not exist' in err.message
+    assert "3D000" in err.message
+    assert err.hint is not None and "createdb" in err.hint
+    assert err.hint.split(": ", 1)[1].split(" (")[0].endswith(" dpproxy_no_such_database")
+
+
+def test_cli_hints_the_createdb_command_that_makes_the_load_work(pg_dsn: str) -> None:
+    """The server answers 3D000 (invalid_catalog_name); the HINT's createdb, run as printed
+    against the real server, creates the database, and the same load then succeeds."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = f"{conninfo_to_dict(pg_dsn)['dbname']}_new"
+    url = _url(pg_dsn, dbname=name)
+    proc = _cli("demo", "load", "--database", url)
+    assert _cli_error(proc) == BackendUnavailable.sqlstate
+    assert f'database "{name}" does not exist (PostgreSQL error 3D000)' in proc.stderr
+    hint = re.search(
+        r"^HINT:\s+create it first, then run this command again: (.+?) \(or ", proc.stderr, re.M
+    )
+    assert hint, proc.stderr
+    createdb = shlex.split(hint.group(1))
+    assert createdb[0] == "createdb" and createdb[-1] == name
+    if shutil.which("createdb") is None:
+        pytest.fail("createdb (postgresql-client) is not installed")
+    try:
+        made = subprocess.run(createdb, capture_output=True, text=True, timeout=60, check=False)
+        assert made.returncode == 0, made.stderr
+        loaded = _cli("demo", "load", "--database", url)
+        assert loaded.returncode == 0, loaded.stderr
+        assert _one(url, "SELECT count(*) FROM adult") == (N_ROWS,)
+    finally:
+        _rows(pg_dsn, f'DROP DATABASE IF EXISTS "{name}"')
 
 
 @pytest.mark.parametrize("dsn", ["demo.duckdb", "/tmp/adult.duckdb", "", "mysql://x@y/z"])
