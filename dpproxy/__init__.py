@@ -1,10 +1,50 @@
-"""dpproxy: ordinary SQL in, differentially private answers out."""
+"""dpproxy: ordinary SQL in, differentially private answers out.
+
+``import dpproxy`` is cheap: it loads the error tree and PEP 249's globals only. The engine
+(sqlglot, DuckDB), OpenDP and PostgreSQL's driver are imported when first needed:
+``dpproxy.connect`` and ``dpproxy.read_sql`` load ``dpproxy.dbapi`` on first use
+(``tests/unit/test_startup_imports.py``).
+"""
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
+from dpproxy import errors
 from dpproxy.errors import DPProxyError
+from dpproxy.pep249 import (
+    BINARY,
+    BOOLEAN,
+    DATETIME,
+    NUMBER,
+    ROWID,
+    STRING,
+    Binary,
+    DatabaseError,
+    DataError,
+    Date,
+    DateFromTicks,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Time,
+    TimeFromTicks,
+    Timestamp,
+    TimestampFromTicks,
+    Warning,
+    apilevel,
+    paramstyle,
+    threadsafety,
+)
+
+if TYPE_CHECKING:
+    from dpproxy.dbapi import Connection, connect
+    from dpproxy.notebook import read_sql
 
 # A library leaves its log's destination to the application (``dpproxy serve`` logs to stderr,
 # ``dpproxy query --log FILE`` to a file). Without this handler, Python would print dpproxy's
@@ -14,12 +54,22 @@ logging.getLogger("dpproxy").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-__all__ = ["DPProxyError", "__version__", "connect"]
+__all__ = [
+    "BINARY", "BOOLEAN", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "Connection",
+    "DPProxyError", "DataError", "DatabaseError", "Date", "DateFromTicks", "Error",
+    "IntegrityError", "InterfaceError", "InternalError", "NotSupportedError",
+    "OperationalError", "ProgrammingError", "Time", "TimeFromTicks", "Timestamp",
+    "TimestampFromTicks", "Warning", "__version__", "apilevel", "connect", "errors",
+    "paramstyle", "read_sql", "threadsafety",
+]
+
+_LAZY = {"connect": "dpproxy.dbapi", "Connection": "dpproxy.dbapi", "read_sql": "dpproxy.notebook"}
 
 
 def __getattr__(name: str) -> object:
-    if name == "connect":
-        from dpproxy.dbapi import connect
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpproxy' has no attribute {name!r}")
+    import importlib
 
-        return connect
-    raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

@@ -22,28 +22,49 @@ from dpproxy.engine import Engine, open_engine
 from dpproxy.explain import explain_text
 from dpproxy.explain_command import COLUMN, ExplainStatement, explain_rows, parse_explain
 from dpproxy.mechanisms.noise import NoiseSource
+
+# PEP 249 globals, constructors and type objects (also exported by the ``dpproxy`` package,
+# which defines them without importing this module: ``dpproxy/pep249.py``).
+from dpproxy.pep249 import (
+    BINARY,
+    BOOLEAN,
+    DATETIME,
+    NUMBER,
+    ROWID,
+    STRING,
+    Binary,
+    DatabaseError,
+    DataError,
+    Date,
+    DateFromTicks,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Time,
+    TimeFromTicks,
+    Timestamp,
+    TimestampFromTicks,
+    Warning,
+    apilevel,
+    paramstyle,
+    threadsafety,
+)
 from dpproxy.planning.hints import method_named
 from dpproxy.planning.plan import Method
 from dpproxy.release.public import plan_notes
 from dpproxy.values import Cost, parse_privacy_number
 
-apilevel = "2.0"
-threadsafety = 1
-paramstyle = "pyformat"
-
-# PEP 249 exception hierarchy, mapped onto the SQLSTATE-carrying errors.
-Error = errors.DPProxyError
-Warning = type("Warning", (Exception,), {})
-InterfaceError = Error
-DatabaseError = Error
-DataError = errors.DatatypeMismatch
-OperationalError = errors.BudgetExhausted
-IntegrityError = Error
-InternalError = errors.InternalError
-ProgrammingError = errors.SQLSyntaxError
-NotSupportedError = errors.UnsupportedQuery
-
-STRING, NUMBER, DATETIME, BOOLEAN = "text", "numeric", "date", "boolean"
+__all__ = [
+    "BINARY", "BOOLEAN", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "Connection",
+    "Cursor", "DataError", "DatabaseError", "Date", "DateFromTicks", "Error", "IntegrityError",
+    "InterfaceError", "InternalError", "NotSupportedError", "OperationalError",
+    "ProgrammingError", "Time", "TimeFromTicks", "Timestamp", "TimestampFromTicks", "Warning",
+    "apilevel", "connect", "paramstyle", "threadsafety",
+]
 
 
 def _quote(v: Any) -> str:
@@ -69,7 +90,7 @@ def _bind(sql: str, params: Sequence[Any] | Mapping[str, Any] | None) -> str:
             return sql % {k: _quote(v) for k, v in params.items()}
         return sql % tuple(_quote(v) for v in params)
     except (TypeError, ValueError, KeyError) as e:
-        raise errors.InvalidParameter(
+        raise errors.UndefinedParameter(
             f"the parameters do not match the placeholders: {e}",
             hint="use %s for positional and %(name)s for named parameters; write %% for a "
             "literal percent sign",
@@ -144,7 +165,7 @@ class Cursor:
                 method=c.method,
             )
         )
-        self.description = ((COLUMN, STRING, None, None, None, None, False),)
+        self.description = ((COLUMN, "text", None, None, None, None, False),)
         self.error_bounds = tuple((0.0,) for _ in self._rows)
         self.rowcount = len(self._rows)
         self.privacy_cost = Cost.zero()
@@ -202,7 +223,7 @@ class Cursor:
 
     def _check(self) -> None:
         if self._closed or self.connection.closed:
-            raise errors.InvalidParameter("the cursor is closed")
+            raise errors.CursorClosed("the cursor is closed", hint="open a new cursor")
 
     def __enter__(self) -> Cursor:
         return self
@@ -243,7 +264,9 @@ class Connection:
 
     def cursor(self) -> Cursor:
         if self.closed:
-            raise errors.InvalidParameter("the connection is closed")
+            raise errors.CursorClosed(
+                "the connection is closed", hint="open a new one with dpproxy.connect()"
+            )
         return Cursor(self)
 
     def commit(self) -> None:

@@ -11,10 +11,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpproxy"
 
 # Each layer may import itself and the layers before it.
 ORDER = [
-    "errors", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite",
-    "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch", "composed",
-    "union", "engine",
-    "explain_command", "dbapi", "server", "cli",
+    "errors", "pep249", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning",
+    "rewrite", "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch",
+    "composed", "union", "engine",
+    "explain_command", "dbapi", "notebook", "sqlalchemy_dialect", "server", "cli",
 ]
 SHELL_ONLY = {"backends", "accounting", "demo", "tpch"}  # I/O: only engine, dbapi and cli use them
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",

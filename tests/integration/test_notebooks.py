@@ -1,0 +1,124 @@
+"""pandas and SQLAlchemy over the embedded engine, for real: the ``dpproxy://`` dialect
+(registered by entry point), ``pd.read_sql`` without a warning, reflection from the privacy
+schema, errors in SQLAlchemy's PEP 249 wrappers, and ``dpproxy.read_sql``."""
+
+from __future__ import annotations
+
+import warnings
+from fractions import Fraction
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sqlalchemy
+from sqlalchemy import URL, create_engine, func, inspect, select, text
+from sqlalchemy.sql import column, table
+
+import dpproxy
+from dpproxy.sqlalchemy_dialect import DPProxyDialect
+from dpproxy.values import Cost
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "schemas" / "adult.yaml"
+ADULT_ROWS = 32561
+
+
+def test_the_dialect_is_registered_by_entry_point() -> None:
+    (ep,) = [e for e in entry_points(group="sqlalchemy.dialects") if e.name == "dpproxy"]
+    assert ep.load() is DPProxyDialect
+    assert sqlalchemy.dialects.registry.load("dpproxy") is DPProxyDialect
+
+
+def test_pandas_reads_through_the_dialect_without_a_warning(demo_db: Path) -> None:
+    engine = create_engine("dpproxy://?cache=off")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = pd.read_sql("SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex ORDER BY sex", engine)
+        by_url = pd.read_sql("SELECT COUNT(*) AS n FROM adult", "dpproxy://")
+    assert [str(w.message) for w in caught] == []
+    assert list(df.columns) == ["sex", "n"] and list(df["sex"]) == ["Female", "Male"]
+    assert abs(int(df["n"].sum()) - ADULT_ROWS) < 100
+    assert abs(int(by_url["n"][0]) - ADULT_ROWS) < 50
+    engine.dispose()
+
+
+def test_a_duckdb_file_and_schema_by_url(demo_db: Path) -> None:
+    url = f"dpproxy:///{demo_db}?schema={SCHEMA}&analyst=ana&epsilon=0.5&cache=off"
+    assert str(demo_db).startswith("/")  # four slashes: an absolute path
+    engine = create_engine(url)
+    with engine.connect() as con:
+        result = con.execute(text("SELECT AVG(age) AS a FROM adult WHERE sex = :s"), {"s": "Male"})
+        (avg,) = result.one()
+        cursor = result.context.cursor
+        assert cursor.privacy_cost == Cost(Fraction(1, 2))
+        assert cursor.connection.analyst == "ana"
+    assert 30 < avg < 50
+    same = create_engine(URL.create("dpproxy", database=str(demo_db),
+                                    query={"schema": str(SCHEMA)}))
+    with same.connect() as con:
+        assert con.execute(text("SELECT COUNT(*) FROM adult")).scalar_one() > 30000
+    engine.dispose()
+    same.dispose()
+
+
+def test_core_statements_and_reflection(demo_db: Path) -> None:
+    engine = create_engine("dpproxy://")
+    insp = inspect(engine)
+    assert insp.get_table_names() == ["adult"]
+    assert insp.has_table("adult") and not insp.has_table("nowhere")
+    cols = {c["name"]: c for c in insp.get_columns("adult")}
+    assert isinstance(cols["age"]["type"], sqlalchemy.BigInteger)
+    assert isinstance(cols["sex"]["type"], sqlalchemy.Text)
+    adult = table("adult", column("age"), column("sex"))
+    query = select(adult.c.sex, func.count().label("n")).where(adult.c.age > 30).group_by(
+        adult.c.sex)
+    with engine.connect() as con:
+        rows = con.execute(query).all()
+    assert sorted(r.sex for r in rows) == ["Female", "Male"]
+    engine.dispose()
+
+
+def test_refusals_arrive_as_sqlalchemy_dbapi_errors(demo_db: Path) -> None:
+    engine = create_engine("dpproxy://")
+    with engine.connect() as con:
+        with pytest.raises(sqlalchemy.exc.ProgrammingError) as info:
+            con.execute(text("SELECT * FROM adult"))
+        assert isinstance(info.value.orig, dpproxy.ProgrammingError)
+        assert info.value.orig.sqlstate == "42501"
+        with pytest.raises(sqlalchemy.exc.NotSupportedError):
+            con.exec_driver_sql("SELECT MODE() WITHIN GROUP (ORDER BY age) FROM adult")
+    with pytest.raises(ValueError, match="unknown dpproxy URL parameter"):
+        create_engine("dpproxy://?epsilom=1").connect()
+    engine.dispose()
+
+
+def test_read_sql_returns_intervals_and_the_cost(demo_db: Path) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = dpproxy.read_sql(
+            "SELECT sex, COUNT(*) AS n, AVG(age) AS age FROM adult GROUP BY sex ORDER BY sex",
+            cache="off",
+        )
+    assert [str(w.message) for w in caught] == []
+    assert list(df.columns) == ["sex", "n", "n_low", "n_high", "age", "age_low", "age_high"]
+    for name in ("n", "age"):
+        assert (df[f"{name}_low"] < df[name]).all() and (df[name] < df[f"{name}_high"]).all()
+    assert (df["age_high"] - df["age_low"] < 1).all()  # thousands of rows per group
+    assert df.attrs["privacy_cost"] == Cost(Fraction(1)) and df.attrs["epsilon"] == 1.0
+    assert df.attrs["remaining_budget"].epsilon == 9 and df.attrs["confidence"] == 0.95
+
+
+def test_read_sql_on_an_open_connection(demo_db: Path) -> None:
+    con = dpproxy.connect(budget_epsilon=2, cache="off")
+    df = dpproxy.read_sql("SELECT COUNT(*) AS n FROM adult WHERE age > %s", con, params=(40,))
+    assert list(df.columns) == ["n", "n_low", "n_high"] and not con.closed
+    assert dpproxy.read_sql("SELECT COUNT(*) FROM adult", con, intervals=False).shape == (1, 1)
+    with pytest.raises(dpproxy.OperationalError) as info:  # the budget of 2 is spent
+        dpproxy.read_sql("SELECT COUNT(*) FROM adult", con)
+    assert info.value.sqlstate == "ZD001"
+    with pytest.raises(dpproxy.ProgrammingError):
+        dpproxy.read_sql("SELECT * FROM adult", con)
+    with pytest.raises(TypeError):
+        dpproxy.read_sql("SELECT COUNT(*) FROM adult", con, epsilon=1)
+    con.close()
