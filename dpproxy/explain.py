@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from dpproxy.explain_notes import derived_column, how_lines
+from dpproxy.explain_notes import abbreviated, derived_column, how_lines
 from dpproxy.mechanisms.base import laplace_sum_half_width
 from dpproxy.planning.keyed import KeyedPart
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan, describe_mechanism
@@ -265,7 +265,7 @@ def public_data(plan: PublicPlan, sql: str, budget: BudgetView | None = None) ->
 
 def _public_text(d: dict[str, Any]) -> str:
     lines = [
-        f"query:        {d['query']}",
+        f"query:        {abbreviated(d['query'])}",
         f"mechanism:    {d['mechanism']}",
         f"tables:       {', '.join(d['tables'])} (public)",
         "cost:         ε = 0, δ = 0",
@@ -338,7 +338,7 @@ def _part_how(i: int, part: Part) -> str:
 def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     d = composed_data(plan, budget)
     lines = [
-        f"query:        {d['query']}",
+        f"query:        {abbreviated(d['query'])}",
         f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g} "
         f"(the sum of the {len(plan.parts) + 1} parts below)",
         *_budget_lines(d["budget"]),
@@ -347,7 +347,7 @@ def _composed_text(plan: ComposedPlan, budget: BudgetView | None) -> str:
     statements = plan.statements or tuple(() for _ in range(len(plan.parts) + 1))
     for i, part in enumerate(plan.parts):
         assert part.plan is not None
-        lines += ["", f"--- {_part_how(i, part)}: {part.sql[:2000]}"]
+        lines += ["", f"--- {abbreviated(_part_how(i, part))}: {abbreviated(part.sql)}"]
         lines += [explain_text(part.plan, ";\n".join(statements[i]))]
     lines += [
         f"--- correlated subquery with no key in its public domain {p.corr.domain_sql}: "
@@ -410,7 +410,7 @@ def union_data(plan: UnionPlan, budget: BudgetView | None = None) -> dict[str, A
 def _union_text(plan: UnionPlan, budget: BudgetView | None) -> str:
     d = union_data(plan, budget)
     lines = [
-        f"query:        {d['query']}",
+        f"query:        {abbreviated(d['query'])}",
         f"cost:         ε = {d['cost']['epsilon']:.6g}, δ = {d['cost']['delta']:.3g} "
         f"(the sum of the {len(plan.plans)} branches below)",
         *_budget_lines(d["budget"]),
@@ -453,7 +453,7 @@ def explain_text(plan: AnyPlan, sql: str, budget: BudgetView | None = None) -> s
         return _public_text(public_data(plan, sql, budget))
     d = explain_data(plan, sql, budget)
     lines = [
-        f"query:        {d['query']}",
+        f"query:        {abbreviated(d['query'])}",
         f"neighbours:   {d['neighbouring'].replace('_', '/')} one privacy unit",
         f"relation:     {d['relation']}",
         "bound:        {rows_per_unit} row(s) per unit, {groups_per_unit} group(s) per unit, "

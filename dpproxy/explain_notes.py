@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+import sqlglot
+import sqlglot.errors
 from sqlglot import exp
 
 from dpproxy.sql.scope import AggKind
@@ -230,3 +232,36 @@ def how_lines(q: ValidQuery) -> list[str]:
             "ordinals resolved to the columns they name)"
         )
     return out
+
+
+LIST_KEEP = 6  # list items shown by abbreviated(); the rest are counted
+
+
+def abbreviated(sql: str, limit: int = 2000) -> str:
+    """``sql`` with every IN list and VALUES relation longer than :data:`LIST_KEEP` + 2 items
+    cut to its first items and a count (``l_partkey IN (5, 304, …, 58 more)``), for explain's
+    text: the key domains of released-first parts hold up to 10,000 values. Still longer than
+    ``limit`` characters: cut there. The JSON form and the rewritten SQL stay whole."""
+    text = sql
+    if sql.count(",") > LIST_KEEP + 1:  # else no list is long enough: the text as written
+        try:
+            tree = sqlglot.parse_one(sql, read="postgres")
+        except sqlglot.errors.SqlglotError:
+            tree = None
+        cuts = 0
+
+        def cut(node: exp.Expression) -> exp.Expression:
+            nonlocal cuts
+            if isinstance(node, exp.In | exp.Values):
+                items = node.expressions
+                if len(items) > LIST_KEEP + 2:
+                    cuts += 1
+                    more = exp.var(f"… {len(items) - LIST_KEEP} more")
+                    node = node.copy()
+                    node.set("expressions", [*items[:LIST_KEEP], more])
+            return node
+
+        if tree is not None:
+            short = tree.transform(cut).sql("postgres")
+            text = short if cuts else sql
+    return text if len(text) <= limit else text[:limit] + " …"
