@@ -630,8 +630,11 @@ def serve(
         max_message_size=max_message_size,
         statement_timeout=statement_timeout,
     )
+    from dpproxy.server.listen import check_listen, listen_error
+
     try:
         check_files(config)
+        check_listen(host, port)  # a busy port: one line before anything slow starts
     except DPProxyError as err:
         _fail(err)
     handler = logging.StreamHandler()
@@ -667,7 +670,10 @@ def serve(
 
     async def run() -> None:
         server = Server(engine, config)
-        await server.start()
+        try:
+            await server.start()
+        except OSError as e:  # taken since check_listen
+            raise listen_error(host, port, e) from None
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -686,6 +692,8 @@ def serve(
 
     try:
         asyncio.run(run())
+    except DPProxyError as err:
+        _fail(err)
     finally:
         engine.close()
 
