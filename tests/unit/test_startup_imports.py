@@ -1,0 +1,107 @@
+"""Fast start: each command imports only what it needs (issue 20, item 4).
+
+Each case runs in a fresh interpreter and reports ``sys.modules`` afterwards; the assertions are
+on which modules were imported, never on time (``benchmarks/bench_startup.py`` measures the
+CPU it saves: ``benchmarks/STARTUP.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "schemas" / "adult.yaml"
+
+# The heavy third-party packages, and the modules of the PostgreSQL-wire server itself.
+ENGINE = {"sqlglot", "duckdb"}
+NOISE = {"opendp", "numpy"}
+POSTGRES = {"psycopg", "psycopg_pool", "psycopg2"}
+NOTEBOOK = {"pandas", "sqlalchemy", "matplotlib", "IPython"}
+SERVER = {"dpproxy.server.server", "dpproxy.server.session", "dpproxy.server.protocol",
+          "dpproxy.server.catalog"}
+
+_REPORT = """
+import json, sys
+{body}
+mods = sorted(sys.modules)
+print("\\n@@" + json.dumps(mods))
+"""
+
+_CLI = """
+from dpproxy.cli import main
+try:
+    main({args!r})
+except SystemExit as e:
+    assert not e.code, e.code
+"""
+
+
+def _modules(body: str) -> set[str]:
+    code = _REPORT.format(body=body)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return set(json.loads(p.stdout.rsplit("\n@@", 1)[1]))
+
+
+def _cli(*args: str) -> set[str]:
+    return _modules(_CLI.format(args=list(args)))
+
+
+def _loaded(modules: set[str], names: set[str]) -> set[str]:
+    """Which of ``names`` (packages or modules) ``modules`` holds."""
+    return {n for n in names if any(m == n or m.startswith(n + ".") for m in modules)}
+
+
+def test_import_dpproxy_loads_no_engine() -> None:
+    mods = _modules("import dpproxy\n"
+                    "assert dpproxy.paramstyle == 'pyformat' and dpproxy.ProgrammingError")
+    assert _loaded(mods, ENGINE | NOISE | POSTGRES | NOTEBOOK | SERVER | {"yaml", "click"}) == set()
+    assert "dpproxy.dbapi" not in mods and "dpproxy.engine" not in mods
+
+
+def test_help_loads_neither_engine_nor_noise() -> None:
+    mods = _cli("--help")
+    heavy = ENGINE | NOISE | POSTGRES | NOTEBOOK | SERVER | {"yaml", "asyncio"}
+    assert _loaded(mods, heavy) == set()
+    assert "dpproxy.engine" not in mods
+
+
+def test_schema_check_reads_yaml_only() -> None:
+    mods = _cli("schema", "check", str(SCHEMA))
+    assert "yaml" in mods
+    assert _loaded(mods, {"duckdb"} | NOISE | POSTGRES | NOTEBOOK | SERVER) == set()
+    assert "dpproxy.engine" not in mods
+
+
+def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
+    mods = _cli("query", "SELECT COUNT(*) FROM adult")
+    assert {"duckdb", "sqlglot", "opendp.measurements"} <= mods  # it did run and draw noise
+    assert _loaded(mods, POSTGRES | NOTEBOOK | SERVER) == set()
+    # OpenDP's own modules for the samplers, not its prelude and its scikit-learn/polars extras
+    assert _loaded(mods, {"opendp.prelude", "opendp.extras", "polars", "sklearn"}) == set()
+
+
+@pytest.mark.parametrize("body", [
+    "import dpproxy\ndpproxy.connect().close()",
+    "from dpproxy.cli import main\n"
+    "try:\n    main(['explain', 'SELECT AVG(age) FROM adult'])\n"
+    "except SystemExit as e:\n    assert not e.code",
+])
+def test_no_noise_no_opendp(body: str, demo_db: Path) -> None:
+    """Opening the demo, and explaining a query, draw no noise: OpenDP is not imported."""
+    mods = _modules(body)
+    assert "duckdb" in mods
+    assert _loaded(mods, NOISE | POSTGRES | NOTEBOOK | SERVER) == set()
+
+
+def test_read_sql_loads_pandas_but_not_sqlalchemy(demo_db: Path) -> None:
+    mods = _modules("import dpproxy\n"
+                    "df = dpproxy.read_sql('SELECT COUNT(*) FROM adult')\nassert len(df) == 1")
+    assert "pandas" in mods
+    assert _loaded(mods, POSTGRES | {"sqlalchemy", "matplotlib"} | SERVER) == set()
