@@ -17,7 +17,7 @@ from typing import ParamSpec, TypeVar
 
 from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
-from dpproxy.backends import Backend, CancelToken, open_backend
+from dpproxy.backends import Backend, CancelToken
 from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.catalog.public import attach_public
 from dpproxy.composed import Options, composed_key, run_composed
@@ -27,7 +27,6 @@ from dpproxy.errors import (
     CanceledBeforeStart,
     DPProxyError,
     InternalError,
-    InvalidParameter,
 )
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
@@ -571,16 +570,15 @@ def open_engine(
 ) -> Engine:
     """An engine over a database and a schema file; both default to the bundled demo.
 
-    ``database`` is a DuckDB file or a ``postgresql://`` DSN (``backends.open_backend``).
+    ``database`` is a DuckDB file, CSV/Parquet files or globs (views: ``backends/files.py``) or
+    a ``postgresql://`` DSN (``backends/opener.py``).
     """
+    from dpproxy.backends.opener import half_given, open_database  # files: DuckDB views
     from dpproxy.catalog.load import load_catalog
     from dpproxy.demo import demo_database_path, demo_schema_path
 
     if (database is None) != (schema is None):
-        raise InvalidParameter(
-            "give both a database and a schema, or neither (for the bundled demo)",
-            hint="--database FILE.duckdb --schema FILE.yaml",
-        )
+        raise half_given(database)
     catalog = load_catalog(schema or demo_schema_path())
     path = database or str(demo_database_path(progress=progress))
     default = budget or catalog.policy.budget
@@ -589,7 +587,8 @@ def open_engine(
         accountant = MemoryAccountant(default, cache=cache)
     else:
         accountant = Ledger(ledger, catalog.dataset, default, cache=cache)
-    backend = open_backend(path, statement_timeout=statement_timeout)
+    tables = tuple(t.name for t in catalog.tables)
+    backend = open_database(path, tables=tables, statement_timeout=statement_timeout)
     try:
         return Engine(catalog, backend, accountant=accountant, noise=noise)
     except BaseException:

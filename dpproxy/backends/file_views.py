@@ -1,0 +1,129 @@
+"""The DuckDB side of ``backends/files.py``: an in-memory connection with one view per source,
+confined to the sources' files, and the table shapes of a DuckDB connection (metadata only)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+
+from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.backends.files import BadFileFormat, Source
+from dpproxy.catalog.draft import ColumnShape, TableShape, check_against
+from dpproxy.catalog.model import Catalog
+from dpproxy.errors import DatatypeMismatch, DPProxyError, UndefinedColumn, UndefinedTable
+
+_FORMAT = {"csv": "CSV", "parquet": "Parquet"}
+_MISMATCH: dict[str, type[DPProxyError]] = {
+    "42P01": UndefinedTable,
+    "42703": UndefinedColumn,
+    "42804": DatatypeMismatch,
+}
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _reader(source: Source) -> str:
+    files = "[" + ", ".join(_literal(f) for f in source.files) + "]"
+    if source.kind == "csv":
+        return f"read_csv({files}, union_by_name = true)"
+    return f"read_parquet({files}, union_by_name = true)"
+
+
+def connect_sources(
+    sources: tuple[Source, ...], tables: tuple[str, ...] = ()
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the views (``tables``: the schema's table names, for
+    the alias of a single source), confined to the sources' files."""
+    con = duckdb.connect(":memory:")
+    try:
+        for source in sources:
+            try:
+                con.execute(f"CREATE VIEW {_ident(source.name)} AS SELECT * FROM {_reader(source)}")
+            except duckdb.Error as e:
+                first = str(e).strip().splitlines()[0][:300]
+                raise BadFileFormat(
+                    f"cannot read {source.given} as {_FORMAT[source.kind]}",
+                    hint=f"DuckDB says: {first}. "
+                    + (
+                        "A CSV file needs a header row and one delimiter throughout."
+                        if source.kind == "csv"
+                        else "Check that it is a complete Parquet file."
+                    ),
+                    log_detail=str(e),
+                ) from e
+        if len(sources) == 1 and len(tables) == 1 and tables[0].lower() != sources[0].name:
+            con.execute(
+                f"CREATE VIEW {_ident(tables[0])} AS SELECT * FROM {_ident(sources[0].name)}"
+            )
+        allowed = ", ".join(_literal(f) for s in sources for f in s.files)
+        # As backends/duckdb.py: the window sort beats DuckDB's top-N rewrite for bounding.
+        con.execute("SET disabled_optimizers = 'top_n_window_elimination'")
+        con.execute(f"SET allowed_paths = [{allowed}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+class FileBackend(DuckDBBackend):
+    """The DuckDB backend over views of CSV and Parquet files (see the module docstring)."""
+
+    def __init__(
+        self,
+        sources: tuple[Source, ...],
+        tables: tuple[str, ...] = (),
+        *,
+        portable_hash: bool = False,
+    ) -> None:
+        self.portable_hash = portable_hash
+        self._con = connect_sources(sources, tables)
+        self._lock = threading.Lock()
+        self.path = Path(", ".join(s.given for s in sources))
+        self.sources = sources
+
+    def attach_catalog(self, catalog: Catalog) -> Catalog:
+        """Refuse a schema that does not fit the files: a missing table (42P01) or column
+        (42703), or a column whose type is not the schema's (42804: the rewritten SQL is total
+        only on data of the declared types). ``dpproxy schema check --database`` lists them all.
+        """
+        problems = check_against(catalog, duckdb_shapes(self._con))
+        if problems:
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise _MISMATCH[first.sqlstate](
+                f"the schema does not fit the data: {first.path}: {first.text}{more}",
+                hint=f"`dpproxy schema check --database '{self.path}' {catalog.source}` "
+                "lists every problem",
+            )
+        return super().attach_catalog(catalog)
+
+
+def duckdb_shapes(c: duckdb.DuckDBPyConnection) -> tuple[TableShape, ...]:
+    rows = c.execute(
+        "SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
+        "WHERE NOT internal AND schema_name = 'main' ORDER BY table_name, column_index"
+    ).fetchall()
+    keys = {
+        r[0].lower(): r[1][0]
+        for r in c.execute(
+            "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+            "WHERE constraint_type = 'PRIMARY KEY' AND schema_name = 'main'"
+        ).fetchall()
+        if len(r[1]) == 1
+    }
+    tables: dict[str, list[ColumnShape]] = {}
+    for table, column, sql_type, nullable in rows:
+        tables.setdefault(table, []).append(ColumnShape(column, sql_type, bool(nullable)))
+    return tuple(
+        TableShape(name, tuple(cols), keys.get(name.lower())) for name, cols in tables.items()
+    )

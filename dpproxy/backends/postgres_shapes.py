@@ -1,0 +1,45 @@
+"""The tables of a PostgreSQL database as their metadata declares them (``schema init`` and
+``schema check --database postgresql://…``): names, types, NOT NULL and single-column primary
+keys of the tables and views on the search path. Reads the catalog only, never a row."""
+
+from __future__ import annotations
+
+import psycopg
+
+from dpproxy.catalog.draft import ColumnShape, TableShape
+from dpproxy.dsn import redact_dsn
+from dpproxy.errors import BackendUnavailable
+
+_COLUMNS = (
+    "SELECT c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+    "NOT a.attnotnull FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "WHERE c.relnamespace = ANY (SELECT oid FROM pg_catalog.pg_namespace "
+    "WHERE nspname = ANY (current_schemas(false))) "
+    "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
+    "ORDER BY c.relname, a.attnum"
+)
+_KEYS = (
+    "SELECT c.relname, a.attname FROM pg_catalog.pg_index i "
+    "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
+    "WHERE i.indisprimary AND i.indnkeyatts = 1 AND c.relnamespace = ANY (SELECT oid FROM "
+    "pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas(false)))"
+)
+
+
+def describe_postgres(dsn: str) -> tuple[TableShape, ...]:
+    try:
+        with psycopg.connect(dsn, connect_timeout=10) as conn:
+            rows = conn.execute(_COLUMNS).fetchall()
+            keys = {t.lower(): c for t, c in conn.execute(_KEYS).fetchall()}
+    except psycopg.OperationalError as e:
+        raise BackendUnavailable(
+            f"cannot connect to {redact_dsn(dsn)}",
+            hint=str(e).strip().splitlines()[-1][:300] if str(e).strip() else None,
+            log_detail=str(e),
+        ) from e
+    tables: dict[str, list[ColumnShape]] = {}
+    for table, column, sql_type, nullable in rows:
+        tables.setdefault(table, []).append(ColumnShape(column, sql_type, bool(nullable)))
+    return tuple(TableShape(n, tuple(cs), keys.get(n.lower())) for n, cs in tables.items())

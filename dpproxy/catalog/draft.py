@@ -1,0 +1,242 @@
+"""A privacy schema drafted from a table's metadata, and a schema checked against the data's.
+
+Pure: the shapes (table and column names, SQL types, NOT NULL, primary keys) are read by
+``backends/shapes.py``; nothing here sees a row. A draft holds only what metadata proves:
+names, types, nullability, and the primary key as the privacy unit (one row per unit). Every
+decision that needs knowledge of the data's meaning is left to the data steward, marked ``TODO``:
+
+- ``privacy_unit: TODO`` (a value) when no primary key names the unit: the draft does not load
+  until it is replaced by a column, and ``schema check`` says so;
+- ``# TODO`` comments for bounds (numeric columns), domains (text columns) and the rows per
+  unit: the draft loads without them (a SUM over a column without bounds is refused, a GROUP BY
+  over one without a domain selects its groups with DP), and ``schema check`` lists them.
+
+Bounds and domains are never read from the data: publishing a bound computed from the data
+would leak it (schemas/README.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dpproxy.catalog.model import Catalog, ColumnType
+
+TODO = "TODO"
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnShape:
+    """A column as the database declares it: its SQL type and whether it may hold NULL."""
+
+    name: str
+    sql_type: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """A table or view as the database declares it; ``primary_key`` only when it has a
+    single-column PRIMARY KEY (or UNIQUE NOT NULL) constraint."""
+
+    name: str
+    columns: tuple[ColumnShape, ...]
+    primary_key: str | None = None
+
+    def column(self, name: str) -> ColumnShape | None:
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """One disagreement between the schema and the database, with its SQLSTATE."""
+
+    sqlstate: str  # 42P01 undefined table, 42703 undefined column, 42804 datatype mismatch
+    path: str  # the schema key path, as load.py reports it
+    text: str
+
+
+_INTEGER = re.compile(
+    r"^(U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)|INT[248]?|SERIAL|BIGSERIAL"
+    r"|SMALLSERIAL|LONG|SHORT)$"
+)
+_FLOAT = re.compile(r"^(DOUBLE( PRECISION)?|FLOAT[48]?|REAL|NUMERIC|DECIMAL)(\(.*\))?$")
+_DECIMAL_SCALE = re.compile(r"^(NUMERIC|DECIMAL)\((\d+),\s*(\d+)\)$")
+_TEXT = re.compile(r"^(VARCHAR|TEXT|STRING|CHAR|BPCHAR|CHARACTER( VARYING)?|NAME)(\(\d+\))?$")
+
+
+def schema_type(sql_type: str) -> ColumnType | None:
+    """The schema type of a DuckDB or PostgreSQL column type, or None when none fits
+    (timestamps, lists, blobs...: such a column is left out of a draft)."""
+    t = sql_type.strip().upper()
+    if _INTEGER.match(t):
+        return ColumnType.INTEGER
+    scaled = _DECIMAL_SCALE.match(t)
+    if scaled is not None:
+        return ColumnType.INTEGER if scaled.group(3) == "0" else ColumnType.FLOAT
+    if _FLOAT.match(t):
+        return ColumnType.FLOAT
+    if _TEXT.match(t):
+        return ColumnType.TEXT
+    if t in ("BOOLEAN", "BOOL"):
+        return ColumnType.BOOLEAN
+    if t == "DATE":
+        return ColumnType.DATE
+    return None
+
+
+def _fits(declared: ColumnType, actual: ColumnType | None) -> bool:
+    """May a column the database types ``actual`` be declared ``declared``? Only the same type,
+    and ``float`` over an integer column (every integer is a number)."""
+    if actual is declared:
+        return True
+    return declared is ColumnType.FLOAT and actual is ColumnType.INTEGER
+
+
+def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mismatch, ...]:
+    """Every table and column of the schema that the database lacks, and every column whose
+    database type does not fit its schema type, in schema order."""
+    found = {s.name.lower(): s for s in shapes}
+    out: list[Mismatch] = []
+    for table in catalog.tables:
+        shape = found.get(table.name.lower())
+        path = f"tables.{table.name}"
+        if shape is None:
+            have = ", ".join(sorted(s.name for s in shapes)) or "none"
+            out.append(
+                Mismatch(
+                    "42P01",
+                    path,
+                    f'table "{table.name}" is not in the database (its tables: {have})',
+                )
+            )
+            continue
+        for col in table.columns:
+            cpath = f"{path}.columns.{col.name}"
+            actual = shape.column(col.name)
+            if actual is None:
+                out.append(
+                    Mismatch(
+                        "42703",
+                        cpath,
+                        f'column "{col.name}" is not in table "{shape.name}" of the database',
+                    )
+                )
+                continue
+            if not _fits(col.type, schema_type(actual.sql_type)):
+                want = schema_type(actual.sql_type)
+                fix = f"; write type: {want.value}" if want is not None else ""
+                out.append(
+                    Mismatch(
+                        "42804",
+                        f"{cpath}.type",
+                        f"the schema says {col.type.value} but the database column "
+                        f"is {actual.sql_type}{fix}",
+                    )
+                )
+    return tuple(out)
+
+
+def _quote(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f'"{name}"'
+
+
+def draft_schema(dataset: str, shapes: tuple[TableShape, ...], *, source: str) -> str:
+    """The YAML text of a draft privacy schema for ``shapes`` (see the module docstring)."""
+    lines = [
+        f"# Draft privacy schema for {source}, written by `dpproxy schema init`.",
+        "# Everything here is PUBLIC. Replace each TODO with facts from the data's documentation",
+        "# (never computed from the data), then run `dpproxy schema check`. See schemas/README.md.",
+        "version: 1",
+        f"dataset: {_quote(dataset)}",
+        "privacy:",
+        "  epsilon: 1.0               # default ε per query",
+        "  delta: 1.0e-6              # default δ per query (grouping without a domain needs it)",
+        "  budget: {epsilon: 10, delta: 1.0e-5}   # each analyst's starting budget",
+        "tables:",
+    ]
+    for shape in shapes:
+        lines.append(f"  {_quote(shape.name)}:")
+        lines.append("    private: true")
+        if shape.primary_key is not None:
+            lines.append(
+                f"    privacy_unit: {_quote(shape.primary_key)}"
+                "   # the primary key: one row per unit"
+            )
+            lines.append("    max_rows_per_unit: 1")
+        else:
+            lines.append(
+                "    privacy_unit: TODO   # the column naming one person (the protected individual)"
+            )
+            lines.append("    # TODO max_rows_per_unit: the most rows one person has, if known")
+        lines.append("    columns:")
+        for col in shape.columns:
+            lines.append("      " + _draft_column(col, unit=col.name == shape.primary_key))
+    return "\n".join(lines) + "\n"
+
+
+def _draft_column(col: ColumnShape, *, unit: bool) -> str:
+    ctype = schema_type(col.sql_type)
+    name = _quote(col.name)
+    if ctype is None:
+        return (
+            f"# {name}: left out, its type {col.sql_type} has no schema type "
+            "(integer, float, text, boolean, date)"
+        )
+    fields = [f"type: {ctype.value}"]
+    if col.nullable:
+        fields.append("nullable: true")
+    todo = ""
+    if ctype is ColumnType.BOOLEAN:
+        fields.append("domain: [true, false]")
+    elif unit:
+        pass
+    elif ctype.numeric:
+        todo = "  # TODO lower, upper: public bounds, or SUM and AVG are refused"
+    elif ctype is ColumnType.TEXT:
+        todo = "  # TODO domain: [the public list of values], if there is one"
+    return f"{name}: {{{', '.join(fields)}}}{todo}"
+
+
+@dataclass(frozen=True, slots=True)
+class Todo:
+    """A TODO left in a schema file: its line, the key path it belongs to, and its text."""
+
+    line: int
+    path: str
+    text: str
+    blocking: bool  # a TODO value (the schema cannot load) rather than a comment
+
+
+_KEY = re.compile(r"^(\s*)(\"[^\"]+\"|'[^']+'|[^\s:#][^:#]*?)\s*:(\s|$)")
+
+
+def find_todos(text: str) -> tuple[Todo, ...]:
+    """The TODOs of a schema file, each with the key path of the line it is on (or of the
+    mapping it sits in, for a comment line), found from the indentation."""
+    stack: list[tuple[int, str]] = []
+    out: list[Todo] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        m = _KEY.match(raw)
+        indent = len(raw) - len(raw.lstrip())
+        if m is not None and not raw.lstrip().startswith("#"):
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            stack.append((indent, m.group(2).strip("\"'")))
+            here = ".".join(k for _, k in stack)
+        else:
+            if not raw.strip():
+                continue
+            here = ".".join(k for i, k in stack if i < indent) or "<root>"
+        code, _, comment = raw.partition("#")
+        value = code.split(":", 1)[1].strip() if ":" in code else ""
+        if value == TODO:
+            out.append(Todo(number, here, _clean(comment) or "replace TODO", True))
+        elif comment.strip().startswith(TODO):
+            out.append(Todo(number, here, _clean(comment), False))
+    return tuple(out)
+
+
+def _clean(comment: str) -> str:
+    return comment.strip().removeprefix("TODO:").removeprefix("TODO").strip(" :")

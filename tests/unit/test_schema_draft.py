@@ -1,0 +1,206 @@
+"""Drafting a privacy schema from table metadata, and checking a schema against the data's
+shapes (dpproxy/catalog/draft.py, dpproxy/catalog/check.py): pure, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpproxy.catalog.check import check_schema
+from dpproxy.catalog.draft import (
+    ColumnShape,
+    TableShape,
+    check_against,
+    draft_schema,
+    find_todos,
+    schema_type,
+)
+from dpproxy.catalog.load import parse_catalog
+from dpproxy.catalog.model import ColumnType
+
+PEOPLE = TableShape(
+    "people",
+    (
+        ColumnShape("id", "BIGINT"),
+        ColumnShape("age", "BIGINT"),
+        ColumnShape("sex", "VARCHAR"),
+        ColumnShape("income", "DOUBLE"),
+        ColumnShape("member", "BOOLEAN", nullable=False),
+        ColumnShape("born", "DATE"),
+        ColumnShape("seen", "TIMESTAMP"),
+    ),
+)
+KEYED = TableShape(
+    "visits",
+    (ColumnShape("visit_id", "INTEGER", nullable=False), ColumnShape("cost", "DECIMAL(10,2)")),
+    primary_key="visit_id",
+)
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "expected"),
+    [
+        ("BIGINT", ColumnType.INTEGER),
+        ("integer", ColumnType.INTEGER),
+        ("SMALLINT", ColumnType.INTEGER),
+        ("UBIGINT", ColumnType.INTEGER),
+        ("HUGEINT", ColumnType.INTEGER),
+        ("DECIMAL(18,0)", ColumnType.INTEGER),
+        ("numeric(10, 2)", ColumnType.FLOAT),
+        ("DOUBLE", ColumnType.FLOAT),
+        ("double precision", ColumnType.FLOAT),
+        ("REAL", ColumnType.FLOAT),
+        ("VARCHAR", ColumnType.TEXT),
+        ("character varying(20)", ColumnType.TEXT),
+        ("text", ColumnType.TEXT),
+        ("BOOLEAN", ColumnType.BOOLEAN),
+        ("DATE", ColumnType.DATE),
+        ("TIMESTAMP", None),
+        ("BLOB", None),
+        ("INTEGER[]", None),
+        ("STRUCT(a INTEGER)", None),
+    ],
+)
+def test_schema_type_of_sql_types(sql_type: str, expected: ColumnType | None) -> None:
+    assert schema_type(sql_type) is expected
+
+
+def test_a_draft_without_a_primary_key_marks_the_unit_todo_and_loads_once_it_is_named() -> None:
+    text = draft_schema("people", (PEOPLE,), source="people.csv")
+    assert "privacy_unit: TODO" in text
+    assert "max_rows_per_unit" not in text.replace("# TODO max_rows_per_unit", "")
+    # No value is ever taken from the data: no bounds, no domains but the boolean's.
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    assert "lower" not in code and "upper" not in code
+    assert text.count("domain:") == text.count("domain: [true, false]") + text.count(
+        "# TODO domain"
+    )
+    report = check_schema(text, "people.yaml")
+    assert not report.ok
+    assert report.problems == (
+        "people.yaml: line 13: tables.people.privacy_unit: TODO: the column naming one person "
+        "(the protected individual)",
+    )
+    fixed = text.replace("privacy_unit: TODO", "privacy_unit: id")
+    catalog = parse_catalog(fixed, source="people.yaml")
+    table = catalog.tables[0]
+    assert table.privacy_unit == "id"
+    assert [c.name for c in table.columns] == ["id", "age", "sex", "income", "member", "born"]
+    types = {c.name: c.type for c in table.columns}
+    assert types == {
+        "id": ColumnType.INTEGER,
+        "age": ColumnType.INTEGER,
+        "sex": ColumnType.TEXT,
+        "income": ColumnType.FLOAT,
+        "member": ColumnType.BOOLEAN,
+        "born": ColumnType.DATE,
+    }
+    nullable = {c.name: c.nullable for c in table.columns}
+    assert nullable["member"] is False and nullable["age"] is True
+    assert table.column("member").domain == (True, False)  # type: ignore[union-attr]
+    assert all(not c.bounded for c in table.columns)
+    assert "# seen: left out, its type TIMESTAMP has no schema type" in text
+
+
+def test_the_todos_are_listed_with_their_key_paths() -> None:
+    text = draft_schema("people", (PEOPLE,), source="people.csv")
+    todos = find_todos(text)
+    assert [(t.path, t.blocking) for t in todos] == [
+        ("tables.people.privacy_unit", True),
+        ("tables.people", False),  # max_rows_per_unit
+        ("tables.people.columns.id", False),
+        ("tables.people.columns.age", False),
+        ("tables.people.columns.sex", False),
+        ("tables.people.columns.income", False),
+    ]
+    assert todos[3].text == "lower, upper: public bounds, or SUM and AVG are refused"
+    assert todos[4].text == "domain: [the public list of values], if there is one"
+    # A TODO the steward resolves by editing the line disappears from the list.
+    done = text.replace(
+        "age: {type: integer, nullable: true}  # TODO lower, upper: public bounds, or SUM and "
+        "AVG are refused",
+        "age: {type: integer, nullable: true, lower: 0, upper: 120}",
+    )
+    assert "tables.people.columns.age" not in {t.path for t in find_todos(done)}
+
+
+def test_a_primary_key_becomes_the_unit_with_one_row_per_unit() -> None:
+    text = draft_schema("clinic", (KEYED,), source="clinic.duckdb")
+    catalog = parse_catalog(text, source="clinic.yaml")
+    visits = catalog.table("visits")
+    assert visits is not None
+    assert visits.privacy_unit == "visit_id"
+    assert visits.bound.max_rows == 1
+    assert [c.type for c in visits.columns] == [ColumnType.INTEGER, ColumnType.FLOAT]
+    assert visits.column("visit_id").nullable is False  # type: ignore[union-attr]
+    assert [t.path for t in find_todos(text)] == ["tables.visits.columns.cost"]
+    assert check_schema(text, "clinic.yaml", (KEYED,)).ok
+
+
+SCHEMA = """
+version: 1
+dataset: people
+tables:
+  people:
+    privacy_unit: id
+    columns:
+      id: integer
+      age: {type: integer, lower: 0, upper: 120}
+      income: integer
+      sex: text
+      zip: text
+      score: float
+  visits:
+    privacy_unit: id
+    columns:
+      id: integer
+"""
+DATA = (
+    TableShape(
+        "People",
+        (
+            ColumnShape("ID", "BIGINT"),
+            ColumnShape("age", "BIGINT"),
+            ColumnShape("income", "DOUBLE"),
+            ColumnShape("sex", "BIGINT"),
+            ColumnShape("score", "INTEGER"),
+        ),
+    ),
+)
+
+
+def test_every_mismatch_with_the_data_is_reported_at_once_with_its_sqlstate() -> None:
+    catalog = parse_catalog(SCHEMA, source="s.yaml")
+    found = check_against(catalog, DATA)
+    assert [(m.sqlstate, m.path) for m in found] == [
+        ("42804", "tables.people.columns.income.type"),
+        ("42804", "tables.people.columns.sex.type"),
+        ("42703", "tables.people.columns.zip"),
+        ("42P01", "tables.visits"),
+    ]
+    assert found[0].text == (
+        "the schema says integer but the database column is DOUBLE; write type: float"
+    )
+    assert (
+        found[1].text
+        == "the schema says text but the database column is BIGINT; write type: integer"
+    )
+    # float over an integer column fits; names match regardless of case.
+    report = check_schema(SCHEMA, "s.yaml", DATA)
+    assert not report.ok
+    assert report.problems[0] == (
+        "s.yaml: tables.people.columns.income.type: the schema says integer but the database "
+        "column is DOUBLE; write type: float (SQLSTATE 42804)"
+    )
+    assert len(report.problems) == 4
+
+
+def test_schema_problems_and_todo_values_are_reported_together() -> None:
+    text = SCHEMA.replace(
+        "privacy_unit: id\n    columns:\n      id: integer\n      age",
+        ("privacy_unit: TODO\n    columns:\n      id: integer\n      age"),
+    ).replace("upper: 120", "upper: -1")
+    report = check_schema(text, "s.yaml", DATA)
+    assert report.problems[0].startswith("s.yaml: line 6: tables.people.privacy_unit: TODO")
+    assert "s.yaml: tables.people.columns.age.upper: must be >= lower (0)" in report.problems
+    # The loader's own words about the TODO value are not repeated.
+    assert not any("'TODO' is not a column" in p for p in report.problems)
