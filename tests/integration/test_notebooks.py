@@ -4,6 +4,7 @@ schema, errors in SQLAlchemy's PEP 249 wrappers, and ``dpproxy.read_sql``."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from fractions import Fraction
 from importlib.metadata import entry_points
@@ -16,6 +17,7 @@ from sqlalchemy import URL, create_engine, func, inspect, select, text
 from sqlalchemy.sql import column, table
 
 import dpproxy
+from dpproxy import errors
 from dpproxy.sqlalchemy_dialect import DPProxyDialect
 from dpproxy.values import Cost
 
@@ -122,3 +124,48 @@ def test_read_sql_on_an_open_connection(demo_db: Path) -> None:
     with pytest.raises(TypeError):
         dpproxy.read_sql("SELECT COUNT(*) FROM adult", con, epsilon=1)
     con.close()
+
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _section(title: str) -> str:
+    return README.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_pandas_example_prints_what_it_says(demo_db: Path) -> None:
+    """The README's pandas/SQLAlchemy example runs, and prints what its comments say."""
+    section = _section("Python API")
+    block = section.split("**pandas and SQLAlchemy.**", 1)[1].split("```python\n", 1)[1]
+    code = block.split("```", 1)[0]
+    printed: list[str] = []
+    expected = [line.split("# ", 1)[1].split(" ")[0] if "print(" in line else None
+                for line in code.splitlines()]
+    env = {"dpproxy": dpproxy, "print": lambda *a: printed.append(" ".join(map(str, a)))}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(code, "README.md", "exec"), env)  # the README's own example
+    assert [str(w.message) for w in caught] == []
+    claims = [e for e in expected if e is not None]
+    assert len(printed) == len(claims) == 3
+    for out, claim in zip(printed, claims, strict=True):
+        assert out.replace(", ", ",").startswith(claim.rstrip(":").replace(", ", ",")), (out, claim)
+
+
+def test_readme_error_categories_match_the_code() -> None:
+    section = _section("Python API")
+    rows = [r for r in section.splitlines() if r.startswith("| `dpproxy.")]
+    assert len(rows) == 7
+    seen = set()
+    for row in rows:
+        name = row.split("`dpproxy.", 1)[1].split("`", 1)[0]
+        category = getattr(dpproxy, name)
+        codes = re.findall(r"\b([0-9A-Z]{2}[0-9A-Z]{3})\b", row.split("|")[2])
+        for first, last in re.findall(r"\b(\d\d)xxx–(\d\d)xxx", row):
+            codes += [f"{n}000" for n in range(int(first), int(last) + 1)]
+        codes += [f"{c}000" for c in re.findall(r"\b(\d\d)xxx\b", row)]
+        assert codes, row
+        for code in codes:
+            assert errors.dbapi_category(code) is category, (code, name)
+            seen.add(code)
+    assert {"42501", "08001", "ZD001", "0A000", "22000", "23000"} <= seen
