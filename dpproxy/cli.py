@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 import sys
 from typing import Any, NoReturn
 
 import click
 
 from dpproxy import __version__
-from dpproxy.errors import DPProxyError, InvalidParameter, SchemaError
+from dpproxy.config import ConfigGroup
+from dpproxy.errors import DPProxyError, InvalidParameter
+from dpproxy.output import format_option
 
 _COMMON = [
     click.option(
@@ -57,79 +55,55 @@ def _common(f: Any) -> Any:
     return f
 
 
-def _fail(err: DPProxyError) -> NoReturn:
-    click.echo(f"ERROR:  {err.message}  (SQLSTATE {err.sqlstate})", err=True)
-    problems = getattr(err, "problems", ())
-    for p in problems:
-        click.echo(f"  {p}", err=True)
-    if err.hint and not problems:
-        click.echo(f"HINT:  {err.hint}", err=True)
-    if err.position is not None:
-        click.echo(f"POSITION:  {err.position}", err=True)
-    sys.exit(1)
+def _fail(err: DPProxyError, fmt: str = "table") -> NoReturn:
+    from dpproxy.output import fail
+
+    fail(err, fmt)
 
 
-def _read_sql(sql: str) -> str:
-    return sys.stdin.read() if sql == "-" else sql
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, float):
-        if math.isfinite(v) and v == int(v) and abs(v) < 1e15:
-            return f"{v:.1f}"
-        return f"{v:.6g}" if abs(v) >= 1e6 or abs(v) < 1e-3 else f"{v:.4f}"
-    return str(v)
-
-
-def _table(names: list[str], rows: list[list[str]]) -> str:
-    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    out = [
-        " | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)),
-        "-+-".join("-" * w for w in widths),
-    ]
-    for r in rows:
-        out.append(
-            " | ".join(
-                c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths, strict=True)
-            )
-        )
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text.split(" ")[0])
-        return True
-    except ValueError:
-        return False
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ConfigGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dpproxy")
+@click.option(
+    "--config",
+    metavar="FILE",
+    expose_value=False,
+    help="Settings file (default: $DPPROXY_CONFIG, else ./dpproxy.toml, else "
+    "~/.config/dpproxy/dpproxy.toml); keys database, schema, ledger, users, listen, tls_cert, "
+    "tls_key, user. Accepted before or after the subcommand.",
+)
+@click.option(
+    "--profile",
+    metavar="NAME",
+    expose_value=False,
+    help="Use the [profile.NAME] table of the settings file (default: $DPPROXY_PROFILE).",
+)
 def main() -> None:
     """dpproxy: ordinary SQL in, differentially private answers out.
 
-    With no --database/--schema, commands use the bundled UCI Adult demo
-    (table `adult`), built into a DuckDB file in your cache directory on first use.
+    With no --database/--schema (on the command line or in dpproxy.toml), commands use the
+    bundled UCI Adult demo (table `adult`), built into a DuckDB file in your cache directory
+    on first use. Budgets are kept in one ledger for every command (--ledger, else
+    $DPPROXY_LEDGER, else ~/.local/share/dpproxy/ledger.sqlite). Exit status: 0 success,
+    1 an error with a SQLSTATE, 2 a command line that cannot be parsed.
     """
 
 
 @main.command()
-@click.argument("sql")
+@click.argument("sql", required=False)
 @_common
+@click.option(
+    "--file",
+    "-f",
+    "sql_file",
+    metavar="FILE",
+    help="Read the SQL from FILE ('-' for standard input) instead of the argument.",
+)
 @click.option(
     "--analyst", "-a", default="analyst", show_default=True, help="Whose privacy budget pays."
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="Output format.",
+@format_option(
+    "Output format; json carries the rows, the privacy cost, the budget left, the ledger and "
+    'errors as {"error": {"sqlstate", "message", "hint"}}.'
 )
 @click.option("--errors/--no-errors", default=False, help="Show each noisy cell's 95% error bound.")
 @click.option(
@@ -141,8 +115,8 @@ def main() -> None:
 @click.option(
     "--ledger",
     metavar="FILE|memory",
-    help="A SQLite budget ledger shared by every dpproxy process (default: $DPPROXY_LEDGER, "
-    "else budgets last for this command only).",
+    help="The SQLite budget ledger shared by every dpproxy command (default: $DPPROXY_LEDGER, "
+    "else ~/.local/share/dpproxy/ledger.sqlite); 'memory' keeps budgets for this command only.",
 )
 @click.option(
     "--cache",
@@ -161,13 +135,14 @@ def main() -> None:
     "query) to FILE (default: $DPPROXY_LOG, else no log). Never printed: it may quote data.",
 )
 def query(
-    sql: str,
+    sql: str | None,
     database: str | None,
     schema: str | None,
     epsilon: str | None,
     delta: str | None,
     mechanism: str | None,
     plan: str | None,
+    sql_file: str | None,
     analyst: str,
     fmt: str,
     errors: bool,
@@ -178,7 +153,8 @@ def query(
 ) -> None:
     """Answer one aggregate SQL query with differential privacy (spends budget).
 
-    SQL is one SELECT statement ("-" reads it from standard input). DP_INTERVAL_LOW(agg) and
+    SQL is one SELECT statement ("-" or -f FILE reads it from standard input or a file); the
+    cost is charged to --analyst in the ledger every command shares. DP_INTERVAL_LOW(agg) and
     DP_INTERVAL_HIGH(agg) select the ends of an aggregate's 95% interval, at no extra cost
     (NULL, with a notice on stderr, for the exponential mechanism and smooth sensitivity);
     "EXPLAIN SQL" prints the plan as rows and spends nothing. Example:
@@ -188,10 +164,14 @@ def query(
         dpproxy query "SELECT sex, AVG(age), DP_INTERVAL_LOW(AVG(age)),
                        DP_INTERVAL_HIGH(AVG(age)) FROM adult GROUP BY sex"
     """
+    from dpproxy.accounting.ledger import ledger_setting
     from dpproxy.dbapi import connect
+    from dpproxy.output import read_sql, report_answer
 
     if log_file:
         _operator_log(log_file)
+    text = read_sql(sql, sql_file)
+    where = ledger_setting(ledger, durable=True)
     try:
         with connect(
             database,
@@ -202,25 +182,13 @@ def query(
             mechanism=mechanism,
             plan=plan,
             statement_timeout=statement_timeout,
-            ledger=ledger,
+            ledger=where,
             cache=cache,
         ) as con:
-            cur = con.cursor().execute(_read_sql(sql))
-            names = [d[0] for d in cur.description or ()]
-            rows = cur.fetchall()
-            _print_rows(names, rows, cur.error_bounds, fmt, errors)
-            again = " (the answer released before, from the cache)" if cur.cached else ""
-            if cur.bound_note is not None and not cur.cached:
-                click.echo(f"rows per unit: {cur.bound_note}", err=True)
-            for notice in cur.notices:
-                click.echo(notice, err=True)
-            click.echo(
-                f"privacy cost: {cur.privacy_cost}{again}; budget left for {analyst!r}: "
-                f"{cur.remaining_budget}",
-                err=True,
-            )
+            cur = con.cursor().execute(text)
+            report_answer(cur, analyst, where, fmt, errors)
     except DPProxyError as err:
-        _fail(err)
+        _fail(err, fmt)
 
 
 def _operator_log(path: str) -> None:
@@ -239,54 +207,19 @@ def _operator_log(path: str) -> None:
         logger.setLevel(logging.WARNING)
 
 
-def _print_rows(
-    names: list[str],
-    rows: list[tuple[Any, ...]],
-    bounds: tuple[tuple[float | None, ...], ...],
-    fmt: str,
-    errors: bool,
-) -> None:
-    if fmt == "json":
-        records = []
-        for row, errs in zip(rows, bounds, strict=True):
-            rec: dict[str, Any] = dict(zip(names, row, strict=True))
-            if errors:
-                rec["_error95"] = dict(zip(names, errs, strict=True))
-            records.append(rec)
-        click.echo(json.dumps(records, indent=2, ensure_ascii=False))
-    elif fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        header = list(names)
-        if errors:
-            header += [f"{n}_error95" for n in names]
-        w.writerow(header)
-        for row, errs in zip(rows, bounds, strict=True):
-            w.writerow(list(row) + (list(errs) if errors else []))
-        click.echo(buf.getvalue(), nl=False)
-    else:
-        text_rows = []
-        for row, errs in zip(rows, bounds, strict=True):
-            cells = []
-            for v, e in zip(row, errs, strict=True):
-                cell = _fmt(v)
-                if errors and e:
-                    cell += f" ± {e:.3g}"
-                cells.append(cell)
-            text_rows.append(cells)
-        click.echo(_table(names, text_rows))
-
-
 @main.command()
-@click.argument("sql")
+@click.argument("sql", required=False)
 @_common
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
+    "--file",
+    "-f",
+    "sql_file",
+    metavar="FILE",
+    help="Read the SQL from FILE ('-' for standard input) instead of the argument.",
+)
+@format_option(
+    "Output format: the plan as text (table), one line per CSV row, or JSON; errors in "
+    'json are {"error": {"sqlstate", "message", "hint"}}.'
 )
 @click.option(
     "--analyst",
@@ -298,16 +231,18 @@ def _print_rows(
 @click.option(
     "--ledger",
     metavar="FILE",
-    help="The budget ledger to read for --analyst (default: $DPPROXY_LEDGER).",
+    help="The budget ledger to read for --analyst (default: $DPPROXY_LEDGER, else "
+    "~/.local/share/dpproxy/ledger.sqlite, the ledger every command shares).",
 )
 def explain(
-    sql: str,
+    sql: str | None,
     database: str | None,
     schema: str | None,
     epsilon: str | None,
     delta: str | None,
     mechanism: str | None,
     plan: str | None,
+    sql_file: str | None,
     fmt: str,
     analyst: str | None,
     ledger: str | None,
@@ -315,9 +250,12 @@ def explain(
     """Show the plan of a query without running it: rewritten SQL, sensitivities,
     mechanisms, noise scales, 95% errors and the ε/δ cost, and for AVG, medians, percentiles
     and other statistics every candidate plan with its predicted error. Spends nothing."""
+    from dpproxy.accounting.ledger import MEMORY, ledger_setting
     from dpproxy.dbapi import connect
     from dpproxy.explain import BudgetView, explain_json, explain_text
+    from dpproxy.output import print_records, read_sql
 
+    text = read_sql(sql, sql_file)
     try:
         with connect(
             database,
@@ -326,10 +264,9 @@ def explain(
             delta=delta,
             mechanism=mechanism,
             plan=plan,
-            ledger=ledger,
+            ledger=ledger_setting(ledger, durable=True) if analyst else MEMORY,
         ) as con:
             c = con
-            text = _read_sql(sql)
             prepared = c.engine.prepare(
                 text,
                 epsilon=c.epsilon,
@@ -351,9 +288,13 @@ def explain(
                 )
                 view = BudgetView(analyst, status.remaining, status.spent, status.tightest, cached)
             render = explain_json if fmt == "json" else explain_text
-            click.echo(render(prepared.plan, ";\n".join(prepared.statements), view))
+            out = render(prepared.plan, ";\n".join(prepared.statements), view)
+            if fmt == "csv":
+                print_records(["QUERY PLAN"], [[line] for line in out.splitlines()], fmt)
+            else:
+                click.echo(out)
     except DPProxyError as err:
-        _fail(err)
+        _fail(err, fmt)
 
 
 @main.group()
@@ -363,26 +304,120 @@ def schema() -> None:
 
 @schema.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def schema_check(files: tuple[str, ...]) -> None:
-    """Validate privacy schema FILES and report every problem with its file and key path."""
-    from dpproxy.catalog.load import load_catalog
+@click.option(
+    "--database",
+    "-d",
+    metavar="FILE|URL",
+    help="Also check the schema against this database (DuckDB file, CSV/Parquet files or "
+    "globs, postgresql:// URL): every missing table (42P01) or column (42703) and every "
+    "type mismatch (42804). Reads metadata only.",
+)
+def schema_check(files: tuple[str, ...], database: str | None) -> None:
+    """Validate privacy schema FILES and report every problem with its file and key path.
 
+    Lines still marked TODO are listed (a `privacy_unit: TODO` is a problem: the schema
+    cannot load until it names a column). Exits 1 if any file has a problem. Example:
+
+    \b
+        dpproxy schema check --database people.csv people.yaml
+    """
+    from dpproxy.catalog.check import check_schema_file
+
+    shapes = None
+    if database is not None:
+        from dpproxy.backends.opener import describe
+
+        try:
+            shapes = describe(database)
+        except DPProxyError as err:
+            _fail(err)
     failed = 0
     for f in files:
-        try:
-            cat = load_catalog(f)
-        except SchemaError as err:
+        report = check_schema_file(f, shapes)
+        if not report.ok:
             failed += 1
-            click.echo(f"{f}: {len(err.problems)} problem(s)", err=True)
-            for p in err.problems:
+            click.echo(f"{f}: {len(report.problems)} problem(s)", err=True)
+            for p in report.problems:
                 click.echo(f"  {p}", err=True)
-            continue
-        n_cols = sum(len(t.columns) for t in cat.tables)
-        click.echo(
-            f"{f}: ok (dataset {cat.dataset}: {len(cat.tables)} table(s), {n_cols} column(s))"
-        )
+        elif report.catalog is not None:
+            cat = report.catalog
+            n_cols = sum(len(t.columns) for t in cat.tables)
+            fits = "; fits the database" if shapes is not None else ""
+            click.echo(
+                f"{f}: ok (dataset {cat.dataset}: {len(cat.tables)} table(s), "
+                f"{n_cols} column(s){fits})"
+            )
+        if report.todos:
+            click.echo(f"{f}: {len(report.todos)} TODO(s) left", err=True)
+            for t in report.todos:
+                click.echo(f"  {t}", err=True)
     if failed:
         sys.exit(1)
+
+
+@schema.command("init")
+@click.option(
+    "--database",
+    "-d",
+    required=True,
+    metavar="FILE|URL",
+    help="The data: CSV/Parquet files or globs, a DuckDB file, or a postgresql:// URL.",
+)
+@click.option(
+    "--table",
+    "-t",
+    "tables",
+    multiple=True,
+    metavar="NAME",
+    help="Draft this table only (repeatable; default: every table).",
+)
+@click.option("--dataset", metavar="NAME", help="The dataset's name (default: the first table's).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the draft here (default: standard output).",
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
+def schema_init(
+    database: str, tables: tuple[str, ...], dataset: str | None, output: str | None, force: bool
+) -> None:
+    """Write a draft privacy schema from a database's metadata: tables, columns, types,
+    nullability, and the primary key as the privacy unit when there is one.
+
+    Never reads the data to decide anything: the privacy unit (without a primary key), bounds
+    and domains are left as TODOs for you to fill in from the data's documentation;
+    `dpproxy schema check` lists them. Example:
+
+    \b
+        dpproxy schema init --database people.csv -o people.yaml
+    """
+    from pathlib import Path
+
+    from dpproxy.backends.opener import describe
+    from dpproxy.catalog.check import check_schema, pick_tables
+    from dpproxy.catalog.draft import draft_schema
+
+    try:
+        chosen = pick_tables(describe(database), tables, database)
+    except DPProxyError as err:
+        _fail(err)
+    text = draft_schema(dataset or chosen[0].name, chosen, source=database)
+    report = check_schema(text, output or "<draft>")
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        if Path(output).exists() and not force:
+            _fail(InvalidParameter(f"{output} exists", hint="pass --force to overwrite it"))
+        Path(output).write_text(text, encoding="utf-8")
+    must = len(report.problems)
+    click.echo(
+        f"wrote {output or 'the draft'}: {len(chosen)} table(s); {must} TODO(s) to replace "
+        f"before it loads, {len(report.todos)} to consider; then `dpproxy schema check"
+        f" --database {database} {output or 'FILE'}`",
+        err=True,
+    )
 
 
 @main.group()

@@ -26,57 +26,22 @@ import click
 
 from dpproxy.accounting.ledger import MEMORY, Account, Ledger, LogEntry, ledger_setting
 from dpproxy.errors import DPProxyError, InvalidParameter, LedgerTampered, PrivacyParameterError
+from dpproxy.output import exact_text, fail, format_option, print_records, table_text
 from dpproxy.values import Cost, parse_privacy_number
 
 # --------------------------------------------------------------------------- errors and output
 
 
 def _fail(err: DPProxyError) -> NoReturn:
-    """Print an error as ``dpproxy.cli`` does (message, SQLSTATE, problems, hint); exit 1."""
-    click.echo(f"ERROR:  {err.message}  (SQLSTATE {err.sqlstate})", err=True)
-    for p in getattr(err, "problems", ()):
-        click.echo(f"  {p}", err=True)
-    if err.hint:
-        click.echo(f"HINT:  {err.hint}", err=True)
-    sys.exit(1)
+    """Print an error as every dpproxy command does (``dpproxy.output.fail``): JSON on
+    standard output under ``--format json``, else message, SQLSTATE and hint on stderr."""
+    ctx = click.get_current_context(silent=True)
+    fmt = ctx.params.get("fmt", "table") if ctx is not None else "table"
+    fail(err, fmt)
 
 
-def _table(names: list[str], rows: list[list[str]]) -> str:
-    """The table layout of ``dpproxy query`` (numbers right-aligned, a row count)."""
-    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    out = [
-        " | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip(),
-        "-+-".join("-" * w for w in widths),
-    ]
-    for r in rows:
-        cells = [c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths, strict=True)]
-        out.append(" | ".join(cells).rstrip())
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
-def _exact(f: Fraction) -> str:
-    """An amount exactly: a plain decimal when there is a short one (``0.00001``), else
-    ``n/d`` (the binary fraction of a float in a YAML schema, or 1/3)."""
-    d, twos, fives = f.denominator, 0, 0
-    while d % 2 == 0:
-        d, twos = d // 2, twos + 1
-    while d % 5 == 0:
-        d, fives = d // 5, fives + 1
-    places = max(twos, fives)  # 1/(2^a 5^b) has max(a, b) decimal places
-    if d != 1 or places > 30:
-        return f"{f.numerator}/{f.denominator}"
-    digits = str(abs(f.numerator) * 10**places // f.denominator).rjust(places + 1, "0")
-    whole, frac = digits[: len(digits) - places], digits[len(digits) - places :].rstrip("0")
-    return ("-" if f < 0 else "") + whole + (f".{frac}" if frac else "")
+_table = table_text
+_exact = exact_text  # a decimal, the double a YAML float was, or n/d (1/30): never rounded
 
 
 def _short(f: Fraction) -> str:
@@ -187,8 +152,8 @@ def _open(ctx: click.Context, *, create: bool = False) -> Ledger:
         _fail(
             InvalidParameter(
                 f"there is no ledger at {path}",
-                hint="`dpproxy serve`, `dpproxy query --ledger FILE` and `dpproxy budget "
-                "grant` create one; check --ledger and $DPPROXY_LEDGER",
+                hint="the first `dpproxy query`, `dpproxy serve` or `dpproxy budget grant` "
+                "creates it; check --ledger, $DPPROXY_LEDGER and the ledger key of dpproxy.toml",
             )
         )
     if path.is_dir():
@@ -329,6 +294,9 @@ def _print_views(views: list[_View], fmt: str, ledger: Ledger) -> None:
     if fmt == "json":
         click.echo(json.dumps([v.json() for v in views], indent=2, ensure_ascii=False))
         return
+    if fmt == "csv":
+        print_records(_COLUMNS, [v.row() for v in views], fmt)
+        return
     click.echo(f"ledger {ledger.path} (dataset {ledger.dataset})")
     click.echo(_table(_COLUMNS, [v.row() for v in views]))
     if any(v.renewal_pending for v in views):
@@ -339,14 +307,39 @@ def _print_views(views: list[_View], fmt: str, ledger: Ledger) -> None:
             click.echo(f'group "{a.principal}": {", ".join(v.members)}')
 
 
-_FORMAT = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Output format (json gives every amount exactly, as a decimal or n/d).",
+_FORMAT = format_option(
+    "Output format (json gives every amount exactly, as a decimal string, or n/d for an amount "
+    "such as 1/30 that no decimal writes)."
 )
+
+
+def _relocate(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``budget show --ledger F``: the group's options, accepted after the subcommand too."""
+    settings = ctx.find_object(_Settings)
+    if value is not None and settings is not None and param.name is not None:
+        setattr(settings, param.name, value)
+
+
+def _located(f: Any) -> Any:
+    """Give a budget subcommand the group's --ledger and --schema (they override the group's)."""
+    f = click.option(
+        "--schema",
+        "-s",
+        metavar="FILE",
+        expose_value=False,
+        callback=_relocate,
+        help="As `dpproxy budget --schema FILE`.",
+    )(f)
+    return click.option(
+        "--ledger",
+        metavar="FILE",
+        expose_value=False,
+        callback=_relocate,
+        is_eager=True,
+        help="As `dpproxy budget --ledger FILE`.",
+    )(f)
+
+
 _GROUP = click.option("--group", is_flag=True, help="NAME is a group of analysts, not an analyst.")
 
 
@@ -383,6 +376,7 @@ def budget(ctx: click.Context, ledger_file: str, schema: str | None) -> None:
 
 
 @budget.command("show")
+@_located
 @click.argument("name", required=False)
 @_GROUP
 @_FORMAT
@@ -436,6 +430,7 @@ def budget_show(ctx: click.Context, name: str | None, group: bool, fmt: str) -> 
 
 
 @budget.command("grant")
+@_located
 @click.argument("name")
 @click.option(
     "--epsilon",
@@ -506,6 +501,7 @@ def _interactive() -> bool:
 
 
 @budget.command("reset")
+@_located
 @click.argument("name")
 @_GROUP
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
@@ -546,6 +542,7 @@ def member() -> None:
 
 
 @member.command("add")
+@_located
 @click.argument("group_name", metavar="GROUP")
 @click.argument("analyst")
 @click.pass_context
@@ -565,6 +562,7 @@ def member_add(ctx: click.Context, group_name: str, analyst: str) -> None:
 
 
 @member.command("remove")
+@_located
 @click.argument("group_name", metavar="GROUP")
 @click.argument("analyst")
 @click.pass_context
@@ -640,6 +638,7 @@ def _detail(e: LogEntry) -> str:
 
 
 @budget.command("log")
+@_located
 @click.argument("name", required=False)
 @click.option(
     "--limit",
@@ -676,10 +675,11 @@ def budget_log(ctx: click.Context, name: str | None, limit: int | None, fmt: str
             eps = _short(Fraction(b["eps"])) if "eps" in b else ""
             delta = _short(Fraction(b["delta"])) if "delta" in b else ""
             rows.append([str(e.seq), _iso(e.time), e.kind, e.principal, eps, delta, _detail(e)])
-    click.echo(_table(["seq", "time", "kind", "principal", "ε", "δ", "detail"], rows))
+    print_records(["seq", "time", "kind", "principal", "ε", "δ", "detail"], rows, fmt)
 
 
 @budget.command("verify")
+@_located
 @click.pass_context
 def budget_verify(ctx: click.Context) -> None:
     """Recompute the log's hash chain over the whole file and replay the log against the

@@ -12,15 +12,31 @@ from typing import Any, NoReturn
 import click
 
 from dpproxy.errors import DPProxyError, InvalidParameter
+from dpproxy.output import fail, format_option, print_records
 from dpproxy.server.users import ENV_USERS, UserStore, default_users_path
 
 
 def _fail(err: DPProxyError) -> NoReturn:
-    """Print an error as ``dpproxy.cli`` does (message, SQLSTATE, hint) and exit 1."""
-    click.echo(f"ERROR:  {err.message}  (SQLSTATE {err.sqlstate})", err=True)
-    if err.hint:
-        click.echo(f"HINT:  {err.hint}", err=True)
-    sys.exit(1)
+    """Print an error as every dpproxy command does (``dpproxy.output.fail``) and exit 1."""
+    ctx = click.get_current_context(silent=True)
+    fail(err, ctx.params.get("fmt", "table") if ctx is not None else "table")
+
+
+def _relocate(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``user list --users F``: the group's option, accepted after the subcommand too."""
+    store = ctx.find_object(UserStore)
+    if value is not None and store is not None:
+        ctx.find_root().meta["dpproxy.users"] = UserStore(value)
+
+
+_USERS_AFTER = click.option(
+    "--users",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    expose_value=False,
+    callback=_relocate,
+    help="As `dpproxy user --users FILE`.",
+)
 
 
 class _UsersPathOption(click.Option):
@@ -31,7 +47,7 @@ class _UsersPathOption(click.Option):
 
 
 def _store(ctx: click.Context) -> UserStore:
-    store = ctx.find_object(UserStore)
+    store = ctx.find_root().meta.get("dpproxy.users") or ctx.find_object(UserStore)
     if store is None:  # a command run outside the `user` group
         raise click.UsageError("run this command as `dpproxy user ...`")
     try:
@@ -62,6 +78,7 @@ def user(ctx: click.Context, users_file: str) -> None:
 
 
 @user.command("add")
+@_USERS_AFTER
 @click.argument("name")
 @click.option(
     "--password-stdin",
@@ -109,6 +126,7 @@ def user_add(ctx: click.Context, name: str, password_stdin: bool, replace: bool)
 
 
 @user.command("remove")
+@_USERS_AFTER
 @click.argument("name")
 @click.pass_context
 def user_remove(ctx: click.Context, name: str) -> None:
@@ -123,8 +141,18 @@ def user_remove(ctx: click.Context, name: str) -> None:
 
 
 @user.command("list")
+@_USERS_AFTER
+@format_option("Output format: the names one a line (table), CSV or JSON.")
 @click.pass_context
-def user_list(ctx: click.Context) -> None:
-    """Print the user names, one a line (never their verifiers)."""
-    for name in _store(ctx).names():
-        click.echo(name)
+def user_list(ctx: click.Context, fmt: str) -> None:
+    """Print the user names, one a line (never their verifiers).
+
+    \b
+        dpproxy user list --users /srv/dpproxy/users.json --format json
+    """
+    names = list(_store(ctx).names())
+    if fmt == "table":
+        for name in names:
+            click.echo(name)
+    else:
+        print_records(["name"], [[n] for n in names], fmt, key="users")

@@ -146,7 +146,7 @@ def test_query_json_format(run: Run) -> None:
             "SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM adult GROUP BY sex",
         )
     )
-    records = json.loads(proc.stdout)
+    records = json.loads(proc.stdout)["rows"]
     assert [r["sex"] for r in records] == ["Female", "Male"]
     assert all(set(r) == {"sex", "n", "mean_age"} for r in records)
     by_sex = {r["sex"]: r for r in records}
@@ -166,11 +166,12 @@ def test_query_json_with_errors_and_epsilon(run: Run) -> None:
             "SELECT COUNT(*) FROM adult",
         )
     )
-    (record,) = json.loads(proc.stdout)
+    doc = json.loads(proc.stdout)
+    (record,) = doc["rows"]
     assert abs(record["count"] - ADULT_ROWS) <= 100
     # ε = 0.5 on a count of sensitivity 1: discrete Laplace of scale 2, exact 95% tail bound
     assert record["_error95"]["count"] == Laplace(Fraction(2)).half_width(0.05, integer=True)
-    assert "privacy cost: ε=0.5" in proc.stderr
+    assert doc["privacy_cost"] == {"epsilon": "0.5", "delta": "0"}
 
 
 def test_query_reads_standard_input(run: Run) -> None:
@@ -194,7 +195,7 @@ def test_query_over_another_database(run: Run, multi_db: Any) -> None:
             "SELECT day_of_week, COUNT(*) FROM visits GROUP BY day_of_week",
         )
     )
-    records = json.loads(proc.stdout)
+    records = json.loads(proc.stdout)["rows"]
     assert [r["day_of_week"] for r in records] == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     assert sum(r["count"] for r in records) == pytest.approx(160, abs=40)
 
@@ -239,7 +240,9 @@ def test_explain_json(run: Run) -> None:
 def test_explain_refuses_like_query(run: Run) -> None:
     assert _error_code(run("explain", "SELECT * FROM adult")) == "42501"
     mode = "SELECT MODE() WITHIN GROUP (ORDER BY age) FROM adult"
-    assert _error_code(run("explain", "--format", "json", mode)) == "0A000"
+    refused = run("explain", "--format", "json", mode)
+    assert refused.returncode == 1 and refused.stderr == ""
+    assert json.loads(refused.stdout)["error"]["sqlstate"] == "0A000"
 
 
 def test_explain_lists_the_candidate_plans_of_avg(run: Run) -> None:
@@ -381,11 +384,14 @@ def test_a_ledger_keeps_budgets_and_answers_across_runs(run: Run, tmp_path: Path
     identical query is answered again identically at no cost, and explain says so."""
     ledger = str(tmp_path / "ledger.sqlite")
     sql = "SELECT AVG(age) FROM adult"
-    first = _ok(run("query", "--ledger", ledger, "--format", "json", sql))
-    assert "budget left for 'analyst': ε=9" in first.stderr
-    again = _ok(run("query", "--ledger", ledger, "--format", "json", "select avg(AGE) from adult"))
-    assert json.loads(again.stdout) == json.loads(first.stdout)
+    first = _ok(run("query", "--ledger", ledger, sql))
+    assert f"budget left for 'analyst' in ledger {ledger}: ε=9" in first.stderr
+    again = _ok(run("query", "--ledger", ledger, "select avg(AGE) from adult"))
+    assert again.stdout == first.stdout
     assert "ε=0 (the answer released before, from the cache)" in again.stderr
+    third = json.loads(_ok(run("query", "--ledger", ledger, "--format", "json", sql)).stdout)
+    assert third["cached"] and third["privacy_cost"]["epsilon"] == "0"
+    assert third["budget_left"]["epsilon"] == "9" and third["ledger"] == ledger
     explained = _ok(run("explain", "--ledger", ledger, "--analyst", "analyst", sql)).stdout
     assert "answered before: asking again returns that answer and costs nothing" in explained
     other = _ok(run("explain", "--ledger", ledger, "-a", "analyst", "--format", "json",

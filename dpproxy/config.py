@@ -1,0 +1,196 @@
+"""``dpproxy.toml``: the settings of every command in one file, so a command needs only its SQL.
+
+Found at ``--config FILE``, else ``$DPPROXY_CONFIG``, else ``./dpproxy.toml``, else
+``$XDG_CONFIG_HOME/dpproxy/dpproxy.toml`` (``~/.config/dpproxy/dpproxy.toml``); no file is no
+settings. Top-level keys apply to every command; ``[profile.NAME]`` tables add to and override
+them when chosen with ``--profile NAME`` (or ``$DPPROXY_PROFILE``). An option on the command
+line overrides the file. An unknown key, a value that is not a string or a missing profile is
+an error naming it (SQLSTATE 22023, exit 1). Relative paths are relative to the file's
+directory. ``--config`` and ``--profile`` are accepted anywhere on the command line, before or
+after the subcommand.
+
+    database = "people.duckdb"
+    schema = "people.yaml"
+
+    [profile.prod]
+    database = "postgresql://dpproxy@db.internal:5432/hr"
+    ledger = "/srv/dpproxy/ledger.sqlite"
+    users = "/srv/dpproxy/users.json"
+    listen = "0.0.0.0:6432"
+    tls_cert = "/srv/dpproxy/server.crt"
+    tls_key = "/srv/dpproxy/server.key"
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dpproxy.errors import DPProxyError, InvalidParameter
+
+CONFIG_ENV = "DPPROXY_CONFIG"
+PROFILE_ENV = "DPPROXY_PROFILE"
+FILE_NAME = "dpproxy.toml"
+
+# Each key → the (command, parameter) pairs it supplies a default for.
+TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
+    "database": (("query", "database"), ("explain", "database"), ("serve", "database")),
+    "schema": (
+        ("query", "schema"),
+        ("explain", "schema"),
+        ("serve", "schema"),
+        ("budget", "schema"),
+    ),
+    "ledger": (
+        ("query", "ledger"),
+        ("explain", "ledger"),
+        ("serve", "ledger"),
+        ("budget", "ledger_file"),
+    ),
+    "users": (("serve", "users_path"), ("user", "users_file")),
+    "listen": (("serve", "listen"),),
+    "tls_cert": (("serve", "tls_cert"),),
+    "tls_key": (("serve", "tls_key"),),
+    "user": (("query", "analyst"), ("explain", "analyst")),
+}
+_PATHS = {"database", "schema", "ledger", "users", "tls_cert", "tls_key"}
+
+
+def find_config(explicit: str | None) -> Path | None:
+    """The file in force: ``explicit``, ``$DPPROXY_CONFIG``, ``./dpproxy.toml``, then the
+    user's configuration directory; None when there is none (an explicit file must exist)."""
+    named = explicit or os.environ.get(CONFIG_ENV)
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            source = "--config" if explicit else f"${CONFIG_ENV}"
+            raise InvalidParameter(
+                f"configuration file {path} ({source}) does not exist",
+                hint=f"create it, or unset {source}; `dpproxy --help` shows the keys",
+            )
+        return path
+    here = Path.cwd() / FILE_NAME
+    if here.is_file():
+        return here
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    home = Path(base) / "dpproxy" / FILE_NAME
+    return home if home.is_file() else None
+
+
+def _check(table: dict[str, Any], where: str, path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in table.items():
+        if key not in TARGETS:
+            close = difflib.get_close_matches(key, sorted(TARGETS), n=1)
+            raise InvalidParameter(
+                f"unknown key {key!r} in {where} of {path}",
+                hint=(f"did you mean {close[0]!r}? " if close else "")
+                + "the keys are "
+                + ", ".join(sorted(TARGETS))
+                + " (and [profile.NAME] tables of them)",
+            )
+        if not isinstance(value, str) or not value:
+            raise InvalidParameter(
+                f"key {key!r} in {where} of {path} must be a non-empty string",
+                hint=f'write it in quotes: {key} = "..."',
+            )
+        if key in _PATHS and "://" not in value and value != "memory":
+            value = str((path.parent / Path(value).expanduser()).resolve())
+        out[key] = value
+    return out
+
+
+def load_settings(path: Path, profile: str | None) -> dict[str, str]:
+    """The keys in force from ``path``: the top level, overridden by ``[profile.NAME]``."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidParameter(f"{path} is not valid TOML: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidParameter(f"cannot read the configuration file {path}: {e}") from e
+    profiles = data.pop("profile", {})
+    if not isinstance(profiles, dict) or not all(isinstance(p, dict) for p in profiles.values()):
+        raise InvalidParameter(
+            f"'profile' in {path} must hold tables", hint="write [profile.NAME] tables"
+        )
+    settings = _check(data, "the top level", path)
+    for name, table in profiles.items():  # every profile is checked, chosen or not
+        checked = _check(table, f"[profile.{name}]", path)
+        if name == profile:
+            settings.update(checked)
+    if profile is not None and profile not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise InvalidParameter(
+            f"there is no profile {profile!r} in {path}",
+            hint=f"the profiles there: {known}; add a [profile.{profile}] table",
+        )
+    return settings
+
+
+def default_map(settings: dict[str, str]) -> dict[str, dict[str, str]]:
+    """click's ``default_map`` for the command tree: command → parameter → value."""
+    out: dict[str, dict[str, str]] = {}
+    for key, value in settings.items():
+        for command, param in TARGETS[key]:
+            out.setdefault(command, {})[param] = value
+    return out
+
+
+def _extract(args: list[str]) -> tuple[list[str], str | None, str | None]:
+    """Take ``--config F`` / ``--profile P`` (or ``=``) out of ``args`` wherever they are, up
+    to a ``--``; a value that is missing is a usage error."""
+    rest: list[str] = []
+    found: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest.extend(args[i:])
+            break
+        name, eq, value = a.partition("=")
+        if name in ("--config", "--profile"):
+            if not eq:
+                if i + 1 >= len(args):
+                    raise click.UsageError(f"option {name} requires an argument")
+                value = args[i + 1]
+                i += 1
+            found[name] = value
+        else:
+            rest.append(a)
+        i += 1
+    return rest, found.get("--config"), found.get("--profile")
+
+
+class ConfigGroup(click.Group):
+    """The ``dpproxy`` group: reads ``dpproxy.toml`` into the defaults of every command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args, config, profile = _extract(args)
+        rest = super().parse_args(ctx, args)
+        profile = profile or os.environ.get(PROFILE_ENV) or None
+        try:
+            path = find_config(config)
+            if path is None:
+                if profile is not None:
+                    raise InvalidParameter(
+                        f"--profile {profile}: there is no configuration file",
+                        hint=f"create ./{FILE_NAME} or ~/.config/dpproxy/{FILE_NAME}, or "
+                        "pass --config FILE",
+                    )
+                return rest
+            settings = load_settings(path, profile)
+        except DPProxyError as err:
+            from dpproxy.output import fail
+
+            fail(err)
+        ctx.meta["dpproxy.config"] = path
+        merged = default_map(settings)
+        for command, params in (ctx.default_map or {}).items():
+            merged.setdefault(command, {}).update(params)
+        ctx.default_map = merged
+        return rest
