@@ -293,6 +293,11 @@ def test_cli_hints_the_createdb_command_that_makes_the_load_work(pg_dsn: str) ->
         r"^HINT:\s+create it first, then run this command again: (.+?) \(or ", proc.stderr, re.M
     )
     assert hint, proc.stderr
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert (
+        "a database that does not exist names PostgreSQL's `3D000` and hints the `createdb` "
+        "command to run first." in readme
+    )
     createdb = shlex.split(hint.group(1))
     assert createdb[0] == "createdb" and createdb[-1] == name
     if shutil.which("createdb") is None:
