@@ -585,6 +585,15 @@ def _listen(value: str) -> tuple[str, int]:
     show_default=True,
     help="Scope of the answer cache: an identical query is answered again at no cost.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    envvar="DPPROXY_LOG_LEVEL",
+    show_default=True,
+    help="Least severe log record written (JSON lines on standard error; default "
+    "$DPPROXY_LOG_LEVEL, else info).",
+)
 def serve(
     database: str | None,
     schema: str | None,
@@ -601,6 +610,7 @@ def serve(
     statement_timeout: float | None,
     ledger: str | None,
     cache: str,
+    log_level: str,
 ) -> None:
     """Serve the PostgreSQL wire protocol: psql, drivers and BI tools connect unchanged.
 
@@ -618,12 +628,11 @@ def serve(
     """
     import asyncio
     import logging
-    import os
     import signal
     from pathlib import Path
 
     from dpproxy.engine import open_engine
-    from dpproxy.server.server import JsonFormatter, Server, ServerConfig, check_files
+    from dpproxy.server.server import Server, ServerConfig, check_files
 
     if (tls_cert is None) != (tls_key is None):
         _fail(InvalidParameter("give both --tls-cert and --tls-key, or neither"))
@@ -672,11 +681,10 @@ def serve(
         check_listen(host, port)  # a busy port: one line before anything slow starts
     except DPProxyError as err:
         _fail(err)
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
+    from dpproxy.logsetup import json_logging
+
+    json_logging(log_level)
     logger = logging.getLogger("dpproxy")
-    logger.addHandler(handler)
-    logger.setLevel(os.environ.get("DPPROXY_LOG_LEVEL", "INFO"))
     try:
         from dpproxy.accounting.ledger import MEMORY, ledger_setting
 
@@ -699,9 +707,12 @@ def serve(
         engine.close()
         _fail(err)
     if where == MEMORY:
-        click.echo("warning: --ledger memory: budgets reset when the server stops", err=True)
+        logger.warning(
+            "--ledger memory: budgets reset when the server stops",
+            extra={"event": "ledger", "ledger": MEMORY},
+        )
     else:
-        click.echo(f"budget ledger: {where}", err=True)
+        logger.info(f"budget ledger: {where}", extra={"event": "ledger", "ledger": where})
 
     async def run() -> None:
         server = Server(engine, config)
@@ -714,10 +725,12 @@ def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         addresses = ", ".join(str(s.getsockname()[:2]) for s in server.sockets)
-        click.echo(f"dpproxy serving on {addresses}", err=True)
+        logger.info(
+            f"dpproxy serving on {addresses}", extra={"event": "listen", "address": addresses}
+        )
         serving = asyncio.ensure_future(server.serve_forever())
         await stop.wait()
-        click.echo("shutting down: finishing in-flight queries", err=True)
+        logger.info("shutting down: finishing in-flight queries", extra={"event": "stopping"})
         await server.shutdown()
         serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -133,6 +133,7 @@ class JsonFormatter(logging.Formatter):
     results, exact aggregates or credentials)."""
 
     FIELDS = ("event", "user", "sqlstate", "rows", "cost", "ms", "pid", "peer", "reason")
+    FIELDS += ("ledger", "address")  # dpproxy serve's first lines: the ledger, where it listens
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {

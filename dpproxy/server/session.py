@@ -163,6 +163,25 @@ class Portal:
     described: list[tuple[str, int]] | None = None
 
 
+def _steward_hint(err: PrivacyParameterError, limit: Fraction, session: Fraction) -> None:
+    """A query that needs δ > 0 (grouping by columns without a domain): if the schema allows a
+    positive δ the session lowered, say how to raise it; if the schema's δ is 0, no SET can
+    help (a session may only lower δ), so the hint names the data steward's two remedies."""
+    if "δ > 0" not in err.message:
+        return
+    if limit > 0 and session == 0:
+        err.hint = (
+            f"SET dpproxy.delta = {float(limit):g} (the schema's limit) or give the GROUP BY "
+            "columns a domain in the schema"
+        )
+    elif limit == 0:
+        err.hint = (
+            "the schema allows no δ, and a session may only lower it: ask the data steward to "
+            "give the GROUP BY columns a domain in the schema (a `domain: [...]` list under "
+            "each column) or to set a positive privacy.delta there"
+        )
+
+
 @dataclass
 class SessionState:
     """SET/SHOW settings and dpproxy's own (ε, δ, mechanism for this session)."""
@@ -680,6 +699,9 @@ class Session:
         )
         try:
             answer = await self.running
+        except PrivacyParameterError as e:
+            _steward_hint(e, engine.catalog.policy.delta, self.state.delta)
+            raise
         except QueryCanceled as e:
             if self._timed_out:
                 raise QueryCanceled(

@@ -15,7 +15,7 @@ ORDER = [
     "rewrite", "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch",
     "composed", "union", "engine",
     "explain_command", "dbapi", "notebook", "sqlalchemy_dialect", "output", "server",
-    "config", "cli",
+    "logsetup", "config", "cli",
 ]
 SHELL_ONLY = {"backends", "accounting", "demo", "tpch"}  # I/O: only engine, dbapi and cli use them
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",

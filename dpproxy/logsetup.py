@@ -1,0 +1,42 @@
+"""The logs of ``dpproxy serve`` and ``dpproxy query --log``: JSON lines at ``--log-level``.
+
+Every line is one JSON object (``server.JsonFormatter``: time, level, msg and the named fields
+only, never data). The level is ``--log-level``, else ``$DPPROXY_LOG_LEVEL``, else ``info``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import IO
+
+from dpproxy.server.server import JsonFormatter
+
+LEVELS = ("debug", "info", "warning", "error")
+LEVEL_ENV = "DPPROXY_LOG_LEVEL"
+
+
+class _OneLinePerRelease(logging.Filter):
+    """The server logs each release once, with its fields (``event: release``, user, rows,
+    cost, ms, pid); the engine's own line for the same release (meant for the embedded API)
+    is dropped here so that a release is never logged twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.name == "dpproxy"
+            and record.module == "engine"
+            and not hasattr(record, "event")
+            and str(record.msg).startswith("released ")
+        )
+
+
+def json_logging(level: str, stream: IO[str] | None = None, path: str | None = None) -> None:
+    """Send the ``dpproxy`` logger's records at ``level`` and above to ``path`` (appended) or
+    ``stream`` (standard error), one JSON object a line."""
+    handler: logging.Handler = (
+        logging.FileHandler(path, encoding="utf-8") if path else logging.StreamHandler(stream)
+    )
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(_OneLinePerRelease())
+    logger = logging.getLogger("dpproxy")
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
