@@ -196,8 +196,9 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
         grouping = f"public domain: {n} groups, every one released (zero-filled)"
     else:
         assert plan.selection is not None
+        counted = "released count" if plan.selection.shared else "count of units"
         grouping = (
-            f"private keys: a group is released when its noisy count of units exceeds "
+            f"private keys: a group is released when its noisy {counted} exceeds "
             f"{float(plan.selection.threshold):.4g}"
         )
     s = plan.stability
@@ -236,7 +237,14 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
                 "epsilon": float(r.cost.epsilon) if r.cost.epsilon else None,
                 "rho": float(r.cost.rho) if r.cost.rho else None,
             }
-            for r in (*plan.releases, *((plan.selection.release,) if plan.selection else ()))
+            for r in (
+                *plan.releases,
+                *(
+                    (plan.selection.release,)
+                    if plan.selection and not plan.selection.shared
+                    else ()
+                ),
+            )
         ],
         "columns": [
             {"name": c.name, "type": t.type, "error95": c.error95}

@@ -57,6 +57,9 @@ def _check_selection(plan: QueryPlan) -> None:
     must together stay within δ: τ/s ≥ ln(N/δ) − ln(1 + p), with outward rounding."""
     sel = plan.selection
     assert sel is not None
+    if sel.shared:
+        _check_shared_selection(plan)
+        return
     r = sel.release
     sens = sensitivity(PrimitiveKind.UNITS, plan.stability, plan.neighbouring, grouped=True)
     lap = r.mechanism
@@ -72,6 +75,34 @@ def _check_selection(plan: QueryPlan) -> None:
     s = Fraction(float_up(lap.scale))  # what OpenDP draws with (mechanisms/noise.py)
     if Fraction(tau) / s < ln_up(Fraction(groups) / dlt) - ln_down(1 + exp_down(-1 / s)):
         raise InternalError("plan check failed: selection threshold", log_detail=repr(sel))
+
+
+def _check_shared_selection(plan: QueryPlan) -> None:
+    """A threshold on a released count (``planning/selfselect.py``): add/remove, one group per
+    unit, the count's own release, and p^(τ − R + 1)/(1 + p) ≤ δ at the drawn scale."""
+    sel = plan.selection
+    assert sel is not None
+    r = sel.release
+    mine = [x for x in plan.releases if x.primitive.name == r.primitive.name]
+
+    def fail() -> None:
+        raise InternalError("plan check failed: shared selection", log_detail=repr(sel))
+
+    if plan.neighbouring is not Neighbouring.ADD_REMOVE or plan.stability.groups != 1:
+        fail()
+    if len(mine) != 1 or mine[0].mechanism != r.mechanism or mine[0].sensitivity != r.sensitivity:
+        fail()
+    lap = r.mechanism
+    if not isinstance(lap, Laplace) or not r.integer or r.cost.epsilon or r.cost.rho:
+        fail()
+    assert isinstance(lap, Laplace)
+    dlt = r.cost.delta
+    least = sel.threshold - plan.stability.rows_per_group + 1  # Z ≥ least keeps R rows
+    if not 0 < dlt < 1 or lap.scale <= 0 or least < 0:
+        fail()
+    s = Fraction(float_up(lap.scale))
+    if Fraction(least) / s < ln_up(1 / dlt) - ln_down(1 + exp_down(-1 / s)):
+        fail()
 
 
 def _check_stat(st: StatPlan, plan: QueryPlan) -> None:

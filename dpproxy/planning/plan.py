@@ -99,6 +99,9 @@ class Selection:
 
     release: Release
     threshold: int
+    # The threshold is applied to a released count's own noise (``planning/selfselect.py``,
+    # add/remove, one group per unit): ``release`` is that count's release with cost (0, δ).
+    shared: bool = False
 
 
 class Method(Enum):

@@ -62,7 +62,7 @@ from dpproxy.mechanisms.base import (
     zcdp_to_approx,
 )
 from dpproxy.mechanisms.selection import exclusive_groups, selection_threshold
-from dpproxy.planning import derived
+from dpproxy.planning import derived, selfselect
 from dpproxy.planning.methods import (
     REFERENCE_ROWS,
     SAA_ARGUMENT_LIMIT,
@@ -138,6 +138,7 @@ def plan_query(
                 "saa answer MEDIAN and percentiles; saa answers CORR, COVAR and REGR",
             )
     private_keys = grouped and not query.public_keys
+    shared: Primitive | None = None  # a released count partition selection thresholds
 
     eps_agg, delta_agg = eps, dlt
     eps_sel = delta_sel = Fraction(0)
@@ -152,6 +153,13 @@ def plan_query(
         eps_agg = eps - eps_sel
         delta_sel = dlt / 2 if (mech is MechanismKind.GAUSSIAN or not gs_only) and kinds else dlt
         delta_agg = dlt - delta_sel
+        if gs_only and mech is MechanismKind.LAPLACE and kinds:
+            probe = _PrimitiveBuilder(query)
+            for i in range(len(query.aggregates)):
+                probe.aggregate(i)
+            shared = selfselect.shared_count(probe.primitives, stab, rel, eps, dlt, share)
+            if shared is not None:  # threshold the released count at the whole ε
+                eps_sel, eps_agg, delta_sel, delta_agg = Fraction(0), eps, dlt, Fraction(0)
 
     if gs_only:
         builder = _PrimitiveBuilder(query)
@@ -173,7 +181,17 @@ def plan_query(
 
     selection_prim = None
     selection = None
-    if private_keys:
+    if private_keys and shared is not None:
+        counted = next(r for r in releases if r.primitive.name == shared.name)
+        assert isinstance(counted.mechanism, Laplace)
+        threshold = selfselect.shared_threshold(
+            counted.mechanism.scale, stab.rows_per_group, delta_sel
+        )
+        own = Release(
+            counted.primitive, counted.sensitivity, counted.mechanism, Cost(Fraction(0), delta_sel)
+        )
+        selection = Selection(own, threshold, shared=True)
+    elif private_keys:
         selection_prim = Primitive("__units", PrimitiveKind.UNITS, None)
         sens = sensitivity(PrimitiveKind.UNITS, stab, rel, grouped=True)
         lap = Laplace.calibrate(sens, eps_sel)  # selection is always Laplace (discrete)

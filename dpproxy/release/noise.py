@@ -100,8 +100,11 @@ def apply_noise(
     keep = [True] * len(keys)
     if plan.selection is not None:
         sel = plan.selection
-        units = [exact_value(k, sel.release.primitive.name) for k in keys]
-        noisy_units = _add_noise(sel.release, units, noise)
+        if sel.shared:  # the released count's own noise (planning/selfselect.py)
+            noisy_units = noisy[sel.release.primitive.name]
+        else:
+            units = [exact_value(k, sel.release.primitive.name) for k in keys]
+            noisy_units = _add_noise(sel.release, units, noise)
         # Integer noisy counts against the integer threshold, compared exactly (a float holds
         # every count): the event whose probability the plan bounds (mechanisms/selection.py).
         keep = [u > sel.threshold for u in noisy_units]
