@@ -241,7 +241,9 @@ def summand(p: Primitive, column: str, table: Table) -> exp.Expression:
         if g.bits:
             v = exp.Mul(this=_operand(v), expression=_double(_pow2(g.bits)))
         rounded = exp.Floor(this=exp.Add(this=v, expression=lit("0.5")))
-        return exp.Cast(this=rounded, to=exp.DataType.build("BIGINT"))
+        # The type built directly: DataType.build parses its text (≈ 0.1 ms per call).
+        bigint = exp.DataType(this=exp.DataType.Type.BIGINT, nested=False)
+        return exp.Cast(this=rounded, to=bigint)
 
     low, high = g.point(g.low), g.point(g.high)
     span = computed_range(p, table)
