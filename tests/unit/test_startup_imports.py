@@ -75,7 +75,7 @@ def test_help_loads_neither_engine_nor_noise() -> None:
 def test_schema_check_reads_yaml_only() -> None:
     mods = _cli("schema", "check", str(SCHEMA))
     assert "yaml" in mods
-    assert _loaded(mods, {"duckdb"} | NOISE | POSTGRES | NOTEBOOK | SERVER) == set()
+    assert _loaded(mods, ENGINE | NOISE | POSTGRES | NOTEBOOK | SERVER) == set()
     assert "dpproxy.engine" not in mods
 
 
