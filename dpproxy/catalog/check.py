@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dpproxy.catalog.draft import TableShape, check_against, find_todos
+from dpproxy.catalog.draft import TableShape, Todo, check_against, find_todos
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import SchemaError
@@ -44,12 +44,19 @@ def check_schema(
     except SchemaError as err:
         # A TODO value is reported above, in words that say what to write there.
         problems += [p for p in err.problems if not _about(p, source, blocking)]
+    if catalog is not None:  # the unit column needs no bounds: nobody sums it
+        units = {f"tables.{t.name}.columns.{t.privacy_unit}" for t in catalog.tables}
+        notes = tuple(n for n, t in zip(notes, _notes_of(todos), strict=True) if t not in units)
     if catalog is not None and shapes is not None:
         problems += [
             f"{source}: {m.path}: {m.text} (SQLSTATE {m.sqlstate})"
             for m in check_against(catalog, shapes)
         ]
     return SchemaReport(source, catalog, tuple(problems), notes)
+
+
+def _notes_of(todos: tuple[Todo, ...]) -> list[str]:
+    return [t.path for t in todos if not t.blocking]
 
 
 def _about(problem: str, source: str, paths: set[str]) -> bool:

@@ -193,9 +193,9 @@ def _draft_column(col: ColumnShape, *, unit: bool) -> str:
     elif unit:
         pass
     elif ctype.numeric:
-        todo = "  # TODO lower, upper: public bounds, or SUM and AVG are refused"
+        todo = "  # TODO lower, upper: public bounds (SUM and AVG need them)"
     elif ctype is ColumnType.TEXT:
-        todo = "  # TODO domain: [the public list of values], if there is one"
+        todo = "  # TODO domain: the public list of values, if any"
     return f"{name}: {{{', '.join(fields)}}}{todo}"
 
 

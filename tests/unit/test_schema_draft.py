@@ -112,12 +112,12 @@ def test_the_todos_are_listed_with_their_key_paths() -> None:
         ("tables.people.columns.sex", False),
         ("tables.people.columns.income", False),
     ]
-    assert todos[3].text == "lower, upper: public bounds, or SUM and AVG are refused"
-    assert todos[4].text == "domain: [the public list of values], if there is one"
+    assert todos[3].text == "lower, upper: public bounds (SUM and AVG need them)"
+    assert todos[4].text == "domain: the public list of values, if any"
     # A TODO the steward resolves by editing the line disappears from the list.
     done = text.replace(
-        "age: {type: integer, nullable: true}  # TODO lower, upper: public bounds, or SUM and "
-        "AVG are refused",
+        "age: {type: integer, nullable: true}  # TODO lower, upper: public bounds (SUM and AVG "
+        "need them)",
         "age: {type: integer, nullable: true, lower: 0, upper: 120}",
     )
     assert "tables.people.columns.age" not in {t.path for t in find_todos(done)}
