@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import sqlalchemy
 from sqlalchemy import URL, create_engine, func, inspect, select, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.sql import column, table
 
 import dpproxy
@@ -169,3 +170,27 @@ def test_readme_error_categories_match_the_code() -> None:
             assert errors.dbapi_category(code) is category, (code, name)
             seen.add(code)
     assert {"42501", "08001", "ZD001", "0A000", "22000", "23000"} <= seen
+
+
+def test_orm_aggregates_answer_and_row_reads_are_refused(demo_db: Path) -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    class Adult(Base):
+        __tablename__ = "adult"
+        person_id: Mapped[int] = mapped_column(primary_key=True)
+        age: Mapped[int]
+        sex: Mapped[str]
+
+    engine = create_engine("dpproxy://?cache=off")
+    with Session(engine) as session:
+        rows = session.execute(select(Adult.sex, func.avg(Adult.age)).group_by(Adult.sex)
+                               .order_by(Adult.sex)).all()
+        assert [r[0] for r in rows] == ["Female", "Male"]
+        assert all(30 < r[1] < 50 for r in rows)
+        n = session.scalar(select(func.count(Adult.person_id)).where(Adult.sex.in_(["Male"])))
+        assert n is not None and abs(n - 21790) < 100
+        with pytest.raises(sqlalchemy.exc.ProgrammingError) as info:
+            session.scalars(select(Adult).limit(3)).all()
+        assert info.value.orig.sqlstate == "42501"  # type: ignore[union-attr]
+    engine.dispose()
