@@ -33,7 +33,9 @@ def _ident(name: str) -> str:
 def _reader(source: Source) -> str:
     files = "[" + ", ".join(_literal(f) for f in source.files) + "]"
     if source.kind == "csv":
-        return f"read_csv({files}, union_by_name = true)"
+        # Types from every row: by default DuckDB sniffs a sample of rows and then rounds a
+        # later 1.5 into a column it typed BIGINT, silently. Reading it all costs one pass at open.
+        return f"read_csv({files}, union_by_name = true, sample_size = -1)"
     return f"read_parquet({files}, union_by_name = true)"
 
 

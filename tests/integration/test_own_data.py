@@ -472,3 +472,17 @@ def test_schema_init_and_check_over_postgresql(
         "tables.patients.columns.weight.type: the schema says integer but the database "
         "column is real; write type: float (SQLSTATE 42804)" in p.stderr
     )
+
+
+def test_csv_types_come_from_every_row(tmp_path: Path, env: dict[str, str]) -> None:
+    assert "round a 1.5 on row 30,001 of a column it typed integer" in " ".join(SECTION.split())
+    rows = "".join(f"{i},{i % 7}\n" for i in range(30000))
+    (tmp_path / "late.csv").write_text("id,x\n" + rows + "30000,1.5\n")
+    draft = ok(run("dpproxy schema init -d late.csv", tmp_path, env)).stdout
+    assert "x: {type: float, nullable: true}" in draft
+    schema = _schema(
+        tmp_path,
+        "  late:\n    privacy_unit: id\n    columns:\n      id: integer\n      x: integer\n",
+    )
+    p = run(f"dpproxy schema check -d late.csv {schema}", tmp_path, env)
+    assert p.returncode == 1 and "(SQLSTATE 42804)" in p.stderr
