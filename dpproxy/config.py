@@ -132,10 +132,16 @@ def load_settings(path: Path, profile: str | None) -> dict[str, str]:
     return settings
 
 
+# An environment variable of dpproxy's own outranks the file (flags > environment > file).
+_ENV_FIRST = {"ledger": "DPPROXY_LEDGER", "users": "DPPROXY_USERS"}
+
+
 def default_map(settings: dict[str, str]) -> dict[str, dict[str, str]]:
     """click's ``default_map`` for the command tree: command → parameter → value."""
     out: dict[str, dict[str, str]] = {}
     for key, value in settings.items():
+        if os.environ.get(_ENV_FIRST.get(key, "")):
+            continue
         for command, param in TARGETS[key]:
             out.setdefault(command, {})[param] = value
     return out

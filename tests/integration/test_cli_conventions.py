@@ -191,7 +191,8 @@ def test_a_config_file_leaves_only_the_sql(run: Run, home: Path, demo_db: Path) 
     for args in (["--profile", "solo", "query", COUNT], ["query", COUNT, "--profile=solo"]):
         assert "for 'bo' in memory" in _ok(run(*args)).stderr
     assert "for 'bo' in memory" in _ok(run("query", COUNT, DPPROXY_PROFILE="solo")).stderr
-    # the command line overrides the file
+    # $DPPROXY_LEDGER outranks the file's ledger; the command line outranks both
+    assert "for 'ana' in memory" in _ok(run("query", COUNT, DPPROXY_LEDGER="memory")).stderr
     assert "for 'cy' in memory" in _ok(run("query", "-a", "cy", "--ledger", "memory", COUNT)).stderr
 
 

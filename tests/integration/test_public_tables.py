@@ -159,8 +159,9 @@ def _cli(tpch_db: Any, *args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_query_and_explain(tpch_db: Any) -> None:
     res = _cli(tpch_db, "query", "--format", "json", QUERIES["regions"])
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)[0] == {"r_name": "AFRICA", "nations": 5}
-    assert NOTE in res.stderr and "privacy cost: ε=0" in res.stderr
+    doc = json.loads(res.stdout)  # --format json: rows, notices and cost on stdout
+    assert doc["rows"][0] == {"r_name": "AFRICA", "nations": 5}
+    assert NOTE in doc["notices"] and doc["privacy_cost"]["epsilon"] == "0"
     res = _cli(tpch_db, "explain", QUERIES["q16"])
     assert res.returncode == 0, res.stderr
     assert NOTE in res.stdout and "ε = 0, δ = 0" in res.stdout
