@@ -222,7 +222,11 @@ class Cursor:
         self._closed = True
 
     def _check(self) -> None:
-        if self._closed or self.connection.closed:
+        if self.connection.closed:
+            raise errors.CursorClosed(
+                "the connection is closed", hint="open a new one with dpproxy.connect()"
+            )
+        if self._closed:
             raise errors.CursorClosed("the cursor is closed", hint="open a new cursor")
 
     def __enter__(self) -> Cursor:
