@@ -147,6 +147,11 @@ def file_sources(database: str) -> tuple[Source, ...] | None:
                     else f"data file {part} is not a regular file",
                     hint=f"check the path (relative to {Path.cwd()})",
                 )
+            if path.stat().st_size == 0:
+                raise BadFileFormat(
+                    f"data file {part} is empty",
+                    hint="a CSV file needs at least a header row naming its columns",
+                )
             files = (path.resolve(),)
         sources.append(Source(view_name(part), kind, files, part))
     names = [s.name for s in sources]

@@ -138,8 +138,11 @@ def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mis
     return tuple(out)
 
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _quote(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f'"{name}"'
+    return name if _IDENT.fullmatch(name) else f'"{name}"'
 
 
 def draft_schema(dataset: str, shapes: tuple[TableShape, ...], *, source: str) -> str:
@@ -179,6 +182,11 @@ def draft_schema(dataset: str, shapes: tuple[TableShape, ...], *, source: str) -
 def _draft_column(col: ColumnShape, *, unit: bool) -> str:
     ctype = schema_type(col.sql_type)
     name = _quote(col.name)
+    if not _IDENT.fullmatch(col.name):
+        return (
+            f"# {name}: left out, not a plain identifier (letters, digits and _): rename it "
+            "in the data to use it"
+        )
     if ctype is None:
         return (
             f"# {name}: left out, its type {col.sql_type} has no schema type "

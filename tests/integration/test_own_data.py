@@ -318,6 +318,7 @@ def test_schema_check_reports_every_mismatch_at_once(
         ("folder", "22023", "is a directory"),
         ("broken.parquet", "22P04", "cannot read broken.parquet as Parquet"),
         ("people.csv,missing.parquet", "58P01", "data file missing.parquet does not exist"),
+        ("empty.csv", "22P04", "data file empty.csv is empty"),
     ],
 )
 def test_every_bad_input_is_a_clear_error(
@@ -327,6 +328,7 @@ def test_every_bad_input_is_a_clear_error(
     shutil.copy(data / "people.csv", tmp_path / "people.xlsx")
     (tmp_path / "folder").mkdir()
     (tmp_path / "broken.parquet").write_bytes(b"PAR1 this is not parquet")
+    (tmp_path / "empty.csv").write_bytes(b"")
     schema = _schema(tmp_path, PEOPLE)
     for cmd in (
         f"dpproxy query -d {database} -s {schema} 'SELECT COUNT(*) FROM people'",

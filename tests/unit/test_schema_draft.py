@@ -204,3 +204,11 @@ def test_schema_problems_and_todo_values_are_reported_together() -> None:
     assert "s.yaml: tables.people.columns.age.upper: must be >= lower (0)" in report.problems
     # The loader's own words about the TODO value are not repeated.
     assert not any("'TODO' is not a column" in p for p in report.problems)
+
+
+def test_a_column_whose_name_is_not_an_identifier_is_left_out_with_a_note() -> None:
+    shape = TableShape("t", (ColumnShape("first name", "VARCHAR"), ColumnShape("Age", "BIGINT")))
+    text = draft_schema("t", (shape,), source="t.csv")
+    assert '# "first name": left out, not a plain identifier' in text
+    catalog = parse_catalog(text.replace("privacy_unit: TODO", "privacy_unit: Age"))
+    assert [c.name for c in catalog.tables[0].columns] == ["Age"]
