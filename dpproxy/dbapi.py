@@ -1,4 +1,8 @@
-"""A PEP 249 (DB-API 2.0) interface to the embedded engine, so pandas and friends just work.
+"""A PEP 249 (DB-API 2.0) interface to the embedded engine.
+
+pandas reads through it with ``dpproxy.read_sql`` (``dpproxy/notebook.py``) or through the
+``dpproxy://`` SQLAlchemy dialect (``dpproxy/sqlalchemy_dialect.py``); ``pd.read_sql`` given
+this connection itself warns, as it does for every DB-API connection but sqlite3's.
 
 >>> import dpproxy
 >>> con = dpproxy.connect()                       # doctest: +SKIP
@@ -238,6 +242,18 @@ class Cursor:
 
 class Connection:
     """A DB-API connection for one analyst over one engine."""
+
+    # PEP 249's optional extension: the exceptions as connection attributes.
+    Error = Error
+    Warning = Warning
+    InterfaceError = InterfaceError
+    DatabaseError = DatabaseError
+    DataError = DataError
+    OperationalError = OperationalError
+    IntegrityError = IntegrityError
+    InternalError = InternalError
+    ProgrammingError = ProgrammingError
+    NotSupportedError = NotSupportedError
 
     def __init__(
         self,

@@ -30,6 +30,8 @@ def test_package_globals() -> None:
         assert getattr(dpproxy, name) is getattr(dbapi, name), name
         assert name in dpproxy.__all__ and name in dbapi.__all__, name
     assert dpproxy.connect is dbapi.connect
+    for name in (*CATEGORIES, "Error", "Warning"):  # PEP 249's optional extension
+        assert getattr(dbapi.Connection, name) is getattr(dpproxy, name), name
     assert issubclass(dpproxy.Warning, Exception) and not issubclass(dpproxy.Warning, dpproxy.Error)
 
 
