@@ -17,7 +17,8 @@ _COMMON = [
         "--database",
         "-d",
         metavar="FILE|URL",
-        help="DuckDB database file or postgresql:// URL (default: the bundled Adult demo).",
+        help="DuckDB database file, postgresql:// URL or Spark (spark+local[N], spark://HOST:PORT, "
+        "sc://HOST:PORT; README: Running on Spark) (default: the bundled Adult demo).",
     ),
     click.option(
         "--schema",
@@ -134,6 +135,13 @@ def main() -> None:
     help="Append the operator's log (JSON lines, warnings and errors: the cause of a failed "
     "query) to FILE (default: $DPPROXY_LOG, else no log). Never printed: it may quote data.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="warning",
+    show_default=True,
+    help="Least severe record written to the --log file.",
+)
 def query(
     sql: str | None,
     database: str | None,
@@ -150,6 +158,7 @@ def query(
     ledger: str | None,
     cache: str,
     log_file: str | None,
+    log_level: str,
 ) -> None:
     """Answer one aggregate SQL query with differential privacy (spends budget).
 
@@ -169,7 +178,7 @@ def query(
     from dpproxy.output import read_sql, report_answer
 
     if log_file:
-        _operator_log(log_file)
+        _operator_log(log_file, log_level)
     text = read_sql(sql, sql_file)
     where = ledger_setting(ledger, durable=True)
     try:
@@ -191,20 +200,12 @@ def query(
         _fail(err, fmt)
 
 
-def _operator_log(path: str) -> None:
-    """Send dpproxy's WARNING and ERROR records to ``path`` as JSON lines (the operator's log:
-    a failed query's cause is there, never on the terminal)."""
-    import logging
+def _operator_log(path: str, level: str = "warning") -> None:
+    """Send dpproxy's records at ``level`` and above to ``path`` as JSON lines (the operator's
+    log: a failed query's cause is there, never on the terminal)."""
+    from dpproxy.logsetup import json_logging
 
-    from dpproxy.server.server import JsonFormatter
-
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(JsonFormatter())
-    handler.setLevel(logging.WARNING)
-    logger = logging.getLogger("dpproxy")
-    logger.addHandler(handler)
-    if logger.getEffectiveLevel() > logging.WARNING:
-        logger.setLevel(logging.WARNING)
+    json_logging(level, path=path)
 
 
 @main.command()
@@ -499,7 +500,8 @@ def _listen(value: str) -> tuple[str, int]:
     "--database",
     "-d",
     metavar="FILE|URL",
-    help="DuckDB database file or postgresql:// URL (default: the bundled Adult demo).",
+    help="DuckDB database file, postgresql:// URL or Spark (spark+local[N], spark://HOST:PORT, "
+    "sc://HOST:PORT; README: Running on Spark) (default: the bundled Adult demo).",
 )
 @click.option(
     "--schema", "-s", metavar="FILE", help="Privacy schema YAML (default: the demo's schema)."
@@ -683,7 +685,7 @@ def serve(
         _fail(err)
     from dpproxy.logsetup import json_logging
 
-    json_logging(log_level)
+    json_logging(log_level, server=True)
     logger = logging.getLogger("dpproxy")
     try:
         from dpproxy.accounting.ledger import MEMORY, ledger_setting
@@ -692,7 +694,7 @@ def serve(
         engine = open_engine(
             database,
             schema,
-            progress=True,
+            progress=False,  # no plain-text line before the JSON log
             statement_timeout=statement_timeout,
             ledger=where,
             cache=cache,

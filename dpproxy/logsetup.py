@@ -29,14 +29,18 @@ class _OneLinePerRelease(logging.Filter):
         )
 
 
-def json_logging(level: str, stream: IO[str] | None = None, path: str | None = None) -> None:
+def json_logging(
+    level: str, stream: IO[str] | None = None, path: str | None = None, *, server: bool = False
+) -> None:
     """Send the ``dpproxy`` logger's records at ``level`` and above to ``path`` (appended) or
-    ``stream`` (standard error), one JSON object a line."""
+    ``stream`` (standard error), one JSON object a line. ``server``: the session logs each
+    release, so the engine's line for it is dropped."""
     handler: logging.Handler = (
         logging.FileHandler(path, encoding="utf-8") if path else logging.StreamHandler(stream)
     )
     handler.setFormatter(JsonFormatter())
-    handler.addFilter(_OneLinePerRelease())
+    if server:
+        handler.addFilter(_OneLinePerRelease())
     logger = logging.getLogger("dpproxy")
     logger.addHandler(handler)
     logger.setLevel(level.upper())

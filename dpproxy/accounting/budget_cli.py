@@ -365,12 +365,12 @@ _GROUP = click.option("--group", is_flag=True, help="NAME is a group of analysts
 )
 @click.pass_context
 def budget(ctx: click.Context, ledger_file: str, schema: str | None) -> None:
-    """Administer the durable privacy-budget ledger shared by `dpproxy serve` and
-    `dpproxy query --ledger`: show accounts, grant and reset budgets, manage groups,
-    read the release log and verify its hash chain.
+    """Administer the durable privacy-budget ledger that `dpproxy query`, `explain -a` and
+    `serve` share: show accounts, grant and reset budgets, manage groups, read the release log
+    and verify its hash chain. --ledger and --schema go before or after the subcommand.
 
     \b
-        dpproxy budget --ledger /srv/dpproxy/ledger.sqlite show
+        dpproxy budget show --ledger /srv/dpproxy/ledger.sqlite
     """
     ctx.obj = _Settings(ledger_file, schema)
 

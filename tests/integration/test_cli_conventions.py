@@ -175,6 +175,15 @@ def test_sql_from_a_file_or_standard_input(run: Run, home: Path) -> None:
     assert gone.returncode == 2 and "cannot read -f" in gone.stderr
 
 
+def test_query_log_is_json_at_its_level(run: Run, home: Path) -> None:
+    log = home / "query.log"
+    _ok(run("query", "--log", str(log), COUNT))  # default level warning: a release is not logged
+    assert not log.exists() or log.read_text() == ""
+    _ok(run("query", "--log", str(log), "--log-level", "info", "SELECT SUM(age) FROM adult"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["level"] for r in records] == ["info"] and "released" in records[0]["msg"]
+
+
 # ----------------------------------------------------------------------- dpproxy.toml
 
 
