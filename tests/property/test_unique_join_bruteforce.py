@@ -308,3 +308,22 @@ def test_no_skip_when_one_table_lacks_the_key(tmp_path: Path) -> None:
         assert not plan.needs_bounding
     finally:
         e.close()
+
+
+def test_a_declared_bound_of_one_is_still_enforced(tmp_path: Path) -> None:
+    """Only the database's constraint counts: ``max_rows_per_unit: 1`` in the privacy schema,
+    over tables without the key, still gets the bounding (nothing stops a second row)."""
+    path = tmp_path / "plain.duckdb"
+    with duckdb.connect(str(path)) as con:
+        write(con, Db(()), DDL_PLAIN)
+    declared = SCHEMA.replace(
+        "    privacy_unit: pid\n", "    privacy_unit: pid\n    max_rows_per_unit: 1\n"
+    )
+    assert declared.count("max_rows_per_unit: 1") == 3
+    e = Engine(parse_catalog(declared), DuckDBBackend(path))
+    try:
+        plan = e.prepare(QUERIES["count_sum"], secret=SECRET).plan
+        assert plan.needs_bounding and plan.truncation is not None
+        assert plan.truncation.source == "schema" and plan.truncation.rows == 1
+    finally:
+        e.close()
