@@ -29,6 +29,7 @@ from tests.pg import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+SCHEMAS_README_TEXT = " ".join((ROOT / "schemas" / "README.md").read_text().split())
 SECTION = README.split("\n## Your own data\n", 1)[1].split("\n## ", 1)[0]
 
 
@@ -155,6 +156,8 @@ def test_the_readme_walkthrough_as_written(
     (tmp_path / "people.yaml").write_text(apply_readme_edit(draft))
     p = ok(run(check, tmp_path, env))
     assert "fits the database" in p.stdout
+    # the TODO comments left are listed with line and key path, without failing
+    assert "people.yaml: line 19: tables.people.columns.income: TODO: lower, upper" in p.stderr
     # 3. the answer: the README's table has the same shape; its numbers and ours are close to
     # the exact answers, which the README states.
     answer = ok(run(query, tmp_path, env)).stdout
@@ -446,6 +449,14 @@ def test_schema_init_takes_the_primary_key_of_a_duckdb_table(
         )
     ).stdout
     assert abs(float(out.splitlines()[1]) - 300) <= 40
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE wards (ward_id INTEGER PRIMARY KEY, beds INTEGER)")
+    con.execute("CREATE TABLE staff (staff_id INTEGER PRIMARY KEY)")
+    con.close()
+    both = ok(run(f"dpproxy schema init -d {db} --table wards --table visits", tmp_path, env))
+    assert "\n  wards:\n" in both.stdout and "\n  visits:\n" in both.stdout  # to stdout
+    assert "staff" not in both.stdout
+    assert "`--table NAME`, repeatable" in (SCHEMAS_README_TEXT)
     p = run(f"dpproxy schema init -d {db} --table nope", tmp_path, env)
     assert sqlstate(p) == "42P01" and "visits" in p.stderr
     p = run(f"dpproxy schema init -d {db} -o clinic.yaml", tmp_path, env)

@@ -3,6 +3,9 @@ shapes (dpproxy/catalog/draft.py, dpproxy/catalog/check.py): pure, no database."
 
 from __future__ import annotations
 
+from fractions import Fraction
+from pathlib import Path
+
 import pytest
 
 from dpproxy.catalog.check import check_schema
@@ -16,6 +19,11 @@ from dpproxy.catalog.draft import (
 )
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import ColumnType
+from dpproxy.values import Cost
+
+SCHEMAS_README = " ".join(
+    (Path(__file__).resolve().parents[2] / "schemas" / "README.md").read_text().split()
+)
 
 PEOPLE = TableShape(
     "people",
@@ -212,3 +220,46 @@ def test_a_column_whose_name_is_not_an_identifier_is_left_out_with_a_note() -> N
     assert '# "first name": left out, not a plain identifier' in text
     catalog = parse_catalog(text.replace("privacy_unit: TODO", "privacy_unit: Age"))
     assert [c.name for c in catalog.tables[0].columns] == ["Age"]
+
+
+def test_the_drafts_policy_is_the_one_schemas_readme_states() -> None:
+    assert (
+        "The draft's privacy policy is ε = 1 and δ = 10⁻⁶ per query, and a budget of ε = 10 and "
+        "δ = 10⁻⁵ per analyst." in SCHEMAS_README
+    )
+    text = draft_schema("t", (KEYED,), source="t.duckdb")
+    policy = parse_catalog(text).policy
+    assert policy.epsilon == 1
+    assert policy.delta == Fraction(1.0e-6)  # a YAML float: its exact binary value
+    assert policy.budget == Cost(Fraction(10), Fraction(1.0e-5))
+
+
+def test_schemas_readme_describes_what_the_draft_and_the_check_do() -> None:
+    for claim in (
+        "A single-column primary key becomes the `privacy_unit`, with `max_rows_per_unit: 1`.",
+        "A boolean column gets `domain: [true, false]`, which its type implies.",
+        "`schema check` lists each one still in the file, with its line and key path, without "
+        "failing.",
+        "`float` over an integer column fits",
+    ):
+        assert claim in SCHEMAS_README, claim
+    # each claim, against the code (the CLI side is in tests/integration/test_own_data.py)
+    assert "privacy_unit: visit_id" in draft_schema("c", (KEYED,), source="c")
+    assert "max_rows_per_unit: 1" in draft_schema("c", (KEYED,), source="c")
+    boolean = TableShape(
+        "b", (ColumnShape("k", "INTEGER", False), ColumnShape("f", "BOOLEAN")), "k"
+    )
+    assert "f: {type: boolean, nullable: true, domain: [true, false]}" in draft_schema(
+        "b", (boolean,), source="b"
+    )
+    text = draft_schema("people", (PEOPLE,), source="p").replace(
+        "privacy_unit: TODO", "privacy_unit: id"
+    )
+    report = check_schema(text, "p.yaml")
+    assert report.ok and len(report.todos) == 4  # max_rows, age, sex, income (not the unit id)
+    assert report.todos[1] == (
+        "p.yaml: line 17: tables.people.columns.age: TODO: lower, upper: public bounds (SUM and "
+        "AVG need them)"
+    )
+    floats = parse_catalog(SCHEMA.replace("income: integer", "income: float"))
+    assert not [m for m in check_against(floats, DATA) if "income" in m.path]
