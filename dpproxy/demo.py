@@ -35,8 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import duckdb
-
 from dpproxy.dsn import is_postgres_url, redact_dsn
 from dpproxy.errors import (
     BackendUnavailable,
@@ -232,6 +230,8 @@ def _load(csv_path: Path, db_path: Path) -> None:
         for name, kind, nullable in COLUMNS
     )
     types = ", ".join(f"{_sql_string(name)}: {_sql_string(kind)}" for name, kind, _ in COLUMNS)
+    import duckdb  # here, not at import: a PostgreSQL-backed engine never needs DuckDB
+
     con = duckdb.connect(str(db_path))
     try:
         con.execute(f"CREATE TABLE {TABLE} (\n  {ddl}\n)")

@@ -105,3 +105,20 @@ def test_read_sql_loads_pandas_but_not_sqlalchemy(demo_db: Path) -> None:
                     "df = dpproxy.read_sql('SELECT COUNT(*) FROM adult')\nassert len(df) == 1")
     assert "pandas" in mods
     assert _loaded(mods, POSTGRES | {"sqlalchemy", "matplotlib"} | SERVER) == set()
+
+
+@pytest.mark.postgres
+def test_a_postgres_query_loads_psycopg_not_duckdb(pg_dsn: str) -> None:
+    """psycopg is imported for the PostgreSQL backend only, and DuckDB is not needed there."""
+    from dpproxy.demo import load_demo_postgres
+
+    load_demo_postgres(pg_dsn)
+    from psycopg.conninfo import conninfo_to_dict
+
+    c = conninfo_to_dict(pg_dsn)
+    auth = f"{c['user']}:{c['password']}" if c.get("password") else c["user"]
+    url = f"postgresql://{auth}@{c['host']}:{c.get('port', 5432)}/{c['dbname']}"
+    mods = _cli("query", "-d", url, "-s", str(ROOT / "dpproxy" / "data" / "adult.yaml"),
+                "SELECT COUNT(*) FROM adult")
+    assert {"psycopg", "sqlglot", "opendp.measurements"} <= mods
+    assert _loaded(mods, {"duckdb"} | NOTEBOOK | SERVER) == set()
