@@ -4,25 +4,34 @@ Setting. One privacy unit owns at most K = ``rows`` rows of the relation; values
 to [lo, hi], w = hi − lo > 0. A *unit step* is one neighbouring step of the schema:
 
 * ``ADD_REMOVE``: one unit (0..K rows) is added or removed: at most K row insertions or
-  deletions (:func:`row_radius` K), the row count n moves by at most K (:func:`size_step`);
+  deletions, the row count n moves by at most K (:func:`size_step`);
 * ``SUBSTITUTE``: one unit's rows (0..K) are replaced by another's (0..K): at most K deletions
-  and K insertions (radius 2K); n still moves by at most K (units may own 0 rows after WHERE).
+  and K insertions; n still moves by at most K (units may own 0 rows after WHERE).
+
+In both, p ≤ K insertions and d ≤ K deletions. Every bound below depends on them only through
+max(p, d) ≤ K — not p + d — so :func:`row_radius` is K under both relations (the proofs for
+the mean, the order statistics and the scores each say why; ``tests/property/
+test_local_bruteforce.py`` checks all three against every substitute neighbour, and that K − 1
+is caught).
 
 Everything here rounds toward *more* noise: sensitivities up, distances down.
 
 **Mean** (f = mean of the n values, f(∅) = (lo + hi)/2). Removing a ≤ K of n > a rows moves
 the mean by a·|mean(removed) − mean(kept)|/n ≤ a·w/n; adding b ≤ K rows to m ≥ 1 rows moves it
 by b·w/(m + b) ≤ K·w/m; any two means lie in [lo, hi], so differ by ≤ w. Hence under
-add/remove LS(x) ≤ LS'(n) = min(w, K·w/n) (w when n = 0). A substitution is a removal then an
-addition: a·w/n + b·w/(n − a + b), largest at a = b = K, so LS(x) ≤ min(w, 2K·w/n). (A direct
-count gives K·w/n; the factor 2 is kept as specified, on the safe side.) LS' is
+add/remove LS(x) ≤ LS'(n) = min(w, K·w/n) (w when n = 0). A substitution removes a ≤ K rows
+(mean r) and adds b ≤ K (mean s) to the m = n − a kept rows (mean μ): the change is
+b(s − μ)/(m + b) − a(r − μ)/n, at most b(hi − μ)/(m + b) + a(μ − lo)/n in absolute value (or
+the same with hi and lo swapped). As b/(m + b) ≤ K/(m + K) ≤ K/n (m + K ≥ n) and a ≤ K, this is
+≤ K(hi − μ)/n + K(μ − lo)/n = K·w/n; with n = 0 or m + b = 0 the two means are within w ≤ K·w/n
+(n ≤ K there) of each other. So LS'(n) = min(w, K·w/n) under substitution too. LS' is
 non-increasing in n, and a dataset k unit steps from x has at least max(n − kK, 0) rows, so
 A(f, x, k) = max_{d(x,y) ≤ k} LS(f, y) ≤ LS'(max(n − kK, 0)), a function of n only.
 
 * PTR (Dwork–Lei 2009; ``reading/000`` definition 18): :func:`mean_distance` is the least k
   with LS'(max(n − kK, 0)) > b. Every y within k' < d steps has LS(y) ≤ b, so d lower-bounds the
   distance to instability, and d ≥ 1 gives LS(x) ≤ b. Neighbours' n differ by ≤ K, and d is
-  ⌊(n − T)/K⌋ + 1 (T = cKw/b), so it moves by at most 1: global sensitivity 1.
+  ⌊(n − T)/K⌋ + 1 (T = Kw/b), so it moves by at most 1: global sensitivity 1.
 * Smooth sensitivity (Nissim–Raskhodnikova–Smith 2007, Definition 2.1: S ≥ LS and
   S(x) ≤ e^β·S(x') for neighbours; built as in their Lemma 2.3 from an upper bound U(x, k) on
   A(f, x, k) with U(x', k) ≤ U(x, k + 1)): :func:`mean_smooth` is max_k e^{−βk}·U(k) with
@@ -32,17 +41,22 @@ A(f, x, k) = max_{d(x,y) ≤ k} LS(f, y) ≤ LS'(max(n − kK, 0)), a function o
 **Order statistics.** x_(1) ≤ … ≤ x_(n) sorted, padded x_(i) = lo for i ≤ 0 and hi for i > n.
 :func:`quantile_ranks` gives (a, b) with f(x) ∈ [x_(a), x_(b)].
 
-*Lemma.* If y is reached from x by p row insertions and d deletions (j = p + d) then
+*Lemma.* If y is reached from x by p row insertions and d deletions (j = max(p, d)) then
 f(y) ∈ [x_(a − j), x_(b + j)]. Proof: one insertion gives y_(i) ∈ [x_(i−1), x_(i)], one deletion
 y_(i) ∈ [x_(i), x_(i+1)] (padding included: inserted values lie in [lo, hi]); by induction
-y_(i) ∈ [x_(i−p), x_(i+d)]. The ranks of y (n' = n + p − d rows) satisfy a' ≥ a − d and
-b' ≤ b + p: for "disc" ⌈q·n'⌉ moves by at most q·|n' − n| rounded out, and max(1, ·) keeps the
-order; for "cont" h' = h + q(p − d) ∈ [h − d, h + p]. So f(y) ∈ [y_(a'), y_(b')] ⊆
-[x_(a'−p), x_(b'+d)] ⊆ [x_(a−j), x_(b+j)]. An empty y has f(y) = lo = x_(a−j) since a ≤ n ≤ d.
+y_(i) ∈ [x_(i−p), x_(i+d)]. The ranks of y (n' = n + p − d rows) move with q: for "cont",
+h' = h + q(p − d), so ⌊h'⌋ − p > h − 1 − ((1 − q)p + q·d) ≥ a − 1 − j and, being an integer,
+⌊h'⌋ − p ≥ a − j; likewise ⌈h'⌉ + d < h + 1 + (q·p + (1 − q)d) ≤ b + 1 + j, so ⌈h'⌉ + d ≤ b + j
+((1 − q)p + q·d and q·p + (1 − q)d are averages of p and d, so ≤ j). For "disc" the same holds
+for ⌈q·n'⌉ (⌈q·n'⌉ − p ≥ q·n − j > ⌈q·n⌉ − 1 − j; ⌈q·n'⌉ + d < q·n + 1 + j), and max(1, ·) keeps
+both (1 − p ≥ 1 − j, 1 + d ≤ 1 + j). So f(y) ∈ [y_(a'), y_(b')] ⊆ [x_(a'−p), x_(b'+d)] ⊆
+[x_(a−j), x_(b+j)]. An empty y has f(y) = lo = x_(a−j) since a ≤ n ≤ d ≤ j. (With j = p + d
+the lemma is looser and holds trivially.)
 
-Let R = :func:`row_radius`. A y within k unit steps and its neighbour are both within (k+1)R
-row operations of x, so A(f, x, k) ≤ Ā(k) = x_(b + (k+1)R) − x_(a − (k+1)R)
-(:func:`quantile_local_bound`). For a neighbour x' (p + d ≤ R), the same index argument gives
+Let R = :func:`row_radius` = K. A y within k unit steps and its neighbour are both reached
+from x by at most (k+1)K insertions and at most (k+1)K deletions, so A(f, x, k) ≤ Ā(k) =
+x_(b + (k+1)R) − x_(a − (k+1)R) (:func:`quantile_local_bound`). For a neighbour x' (p, d ≤ R),
+the same index argument (x'_(a'−m) ≥ x_(a'−p−m) with a' − p ≥ a − R, and likewise above) gives
 Ā_{x'}(k) ≤ Ā_x(k + 1) (float subtraction rounds monotonically, so this holds as computed).
 Hence :func:`quantile_distance` (least k with Ā(k) > b) moves by ≤ 1 between neighbours and
 lower-bounds the distance to instability, and :func:`quantile_smooth`, with Ā replaced beyond
@@ -58,9 +72,12 @@ function, and S(x) ≤ (1 + 2^-50)/u·S(x') ≤ e^β·S(x'): rounding never brea
 
 **Exponential mechanism** (McSherry–Talwar 2007). :func:`quantile_scores`: with L_i the rows
 below cell i, score_i = max(0, L_i − q·n, q·n − L_i − c_i). Adding one row to cell j changes
-L_i − q·n by [j < i] − q ∈ [−1, 1] and q·n − L_i − c_i by q − [j < i] − [j = i] ∈ [−1, 1], and a
-maximum of functions that each move by ≤ 1 moves by ≤ 1; so a unit step moves every score by
-at most R (:func:`score_sensitivity`).
+L_i − q·n by [j < i] − q ∈ [−q, 1 − q] and q·n − L_i − c_i by q − [j < i] − [j = i] ∈
+[q − 1, q]; deleting one moves them within [q − 1, q] and [−q, 1 − q]. With p insertions and d
+deletions each branch moves within [−(q·p + (1 − q)d), (1 − q)p + q·d] or its mirror, averages
+of p and d, so by at most max(p, d) ≤ K; a maximum of functions that each move by ≤ K moves by
+≤ K, so a unit step moves every score by at most R = K under both relations
+(:func:`score_sensitivity`).
 """
 
 from __future__ import annotations
@@ -83,9 +100,10 @@ Dyadic = tuple[int, int]  # (m, e): m·2^e
 
 
 def row_radius(neighbouring: Neighbouring, rows: int) -> int:
-    """Row insertions plus deletions in one unit step: K (add/remove) or 2K (substitute)."""
+    """How far one unit step moves an order statistic's index, a mean's K in K·w/n, or a
+    quantile score: max(insertions, deletions) = K under both relations (module docstring)."""
     _check_rows(rows)
-    return 2 * rows if neighbouring is Neighbouring.SUBSTITUTE else rows
+    return rows
 
 
 def size_step(neighbouring: Neighbouring, rows: int) -> int:
@@ -108,9 +126,9 @@ def mean_local_bound(n: int, width: Fraction, rows: int, neighbouring: Neighbour
     >>> mean_local_bound(32561, Fraction(100), 1, Neighbouring.ADD_REMOVE)
     Fraction(100, 32561)
     >>> mean_local_bound(4, Fraction(10), 3, Neighbouring.SUBSTITUTE)
-    Fraction(10, 1)
+    Fraction(15, 2)
     """
-    c = row_radius(neighbouring, rows)  # c·K·w/n with c = 1 or 2
+    c = row_radius(neighbouring, rows)  # K·w/n under both relations
     if n < 0 or width <= 0:
         raise InternalError("mean bound of a negative size or width")
     return Fraction(width) if n == 0 else min(Fraction(width), c * Fraction(width) / n)
@@ -131,7 +149,7 @@ def mean_distance(
         return None  # LS' ≤ w ≤ bound everywhere: the test always passes
     if bound <= 0:
         return 0
-    # For m ≥ 0 rows, LS'(m) > bound ⟺ m < t (m = 0 gives w > bound; m ≥ 1 gives cKw/m > bound).
+    # For m ≥ 0 rows, LS'(m) > bound ⟺ m < t (m = 0 gives w > bound; m ≥ 1 gives Kw/m > bound).
     t = row_radius(neighbouring, rows) * Fraction(width) / Fraction(bound)
     if n < t:
         return 0
@@ -143,8 +161,8 @@ def mean_smooth(
 ) -> Fraction:
     """S(x) = max_k e^{−βk}·LS'(max(n − kK, 0)), a β-smooth upper bound on LS (rounded up).
 
-    O(1): LS' equals w once n − kK ≤ cK (from k_f on, where the maximum is at k_f), and before
-    that log(e^{−βk}·cKw/(n − kK)) is convex in k, so its maximum is at k = 0 or k_f − 1.
+    O(1): LS' equals w once n − kK ≤ K (from k_f on, where the maximum is at k_f), and before
+    that log(e^{−βk}·Kw/(n − kK)) is convex in k, so its maximum is at k = 0 or k_f − 1.
 
     >>> mean_smooth(32561, Fraction(100), 1, Neighbouring.ADD_REMOVE, Fraction(1, 40))
     Fraction(100, 32561)

@@ -36,11 +36,12 @@ basic composition; neighbours are those of the schema, add/remove or substitute 
   β ≤ ε/(2 ln(2/δ)) is (ε, δ)-DP.
 * **EXPONENTIAL** (order statistics; McSherry–Talwar 2007, ``reading/001``). The domain is cut
   into cells; each cell's score (its distance in rank from the requested quantile) moves by at
-  most Δ = R (2R under substitution) between neighbours. Report-noisy-min with exponential
-  noise of scale 2Δ/ε (OpenDP's ``make_noisy_max``; in distribution, permute-and-flip, McKenna
-  & Sheldon 2020) is ε-DP like the exponential mechanism, and never less accurate; counts per
-  cell come from a GROUP BY in SQL. (The tests/audit estimate stays below ε/2 for medians:
-  the scores move together, so the scale may be halvable; it is kept at the general bound.)
+  most Δ = R (also under substitution, ``analysis/local.py``) between neighbours.
+  Report-noisy-min with exponential noise of scale 2Δ/ε (OpenDP's ``make_noisy_max``; in
+  distribution, permute-and-flip, McKenna & Sheldon 2020) is ε-DP like the exponential
+  mechanism, and never less accurate; counts per cell come from a GROUP BY in SQL. (The
+  tests/audit estimate stays below ε/2 for medians: the scores move together, so the scale may
+  be halvable; it is kept at the general bound.)
 * **SAA** (sample-and-aggregate, ``reading/000`` definition 20). A keyed hash of the privacy unit
   sends all of a unit's rows (in a group) to one of k chunks; each chunk's statistic is clipped
   to [l, u] (an empty chunk counts as the middle), so one unit moves the mean of the k chunk

@@ -148,7 +148,7 @@ def test_smooth_median_audit_has_power() -> None:
 
 @functools.cache
 def exponential_index_audit() -> Audit:
-    """ε = 1; Δ = 2 (one unit of one row substituted), scale = 2Δ/ε from the planner. Two
+    """ε = 1; Δ = 1 (one unit of one row substituted), scale = 2Δ/ε from the planner. Two
     candidates whose scores move by exactly Δ in *opposite* directions — the favoured one gets
     worse by Δ, the other better by Δ — which is what the 2 in 2Δ/ε pays for. Scores are in
     thirds, to go through the common-denominator scaling. D: (⅓, ⅓ + 4Δ), D': (⅓ + Δ, ⅓ + 3Δ);
@@ -162,7 +162,7 @@ def exponential_index_audit() -> Audit:
         neighbouring=Neighbouring.SUBSTITUTE,
     )
     delta = Fraction(local.score_sensitivity(Neighbouring.SUBSTITUTE, 1))
-    assert delta == 2 and plan.scale == 2 * delta / plan.epsilon
+    assert delta == 1 and plan.scale == 2 * delta / plan.epsilon
     third = Fraction(1, 3)
     d = [third, third + 4 * delta]
     d2 = [third + delta, third + 3 * delta]

@@ -605,31 +605,29 @@ def test_quantile_scores_examples() -> None:
 
 @BRUTE
 @given(k_rows=st.integers(1, 2), data=st.data())
-def test_substitute_bounds_also_hold_with_k_instead_of_2k(k_rows: int, data: st.DataObject) -> None:
-    """Slack, not safety: under substitution the formulas use the triangle bound 2K (removal
-    then addition), but a direct count gives K: the mean moves by ≤ K·w/n (with a ≥ b rows
-    removed/added the change is ≤ a·w/n, else ≤ b·w/(n − a + b)), and p insertions with d
-    deletions keep an order statistic within max(p, d) ≤ K ranks. This documents that the
-    substitute bounds are conservative by up to a factor 2 (evidence for tightening them)."""
+def test_substitute_bounds_use_k_not_2k(k_rows: int, data: st.DataObject) -> None:
+    """Under substitution the formulas use K, not the triangle bound 2K (removal then
+    addition): the mean moves by ≤ K·w/n and p ≤ K insertions with d ≤ K deletions keep an
+    order statistic within max(p, d) ≤ K ranks (``analysis/local.py``'s proofs). The planner's
+    own functions are checked here, at k = 0 and 1, against every substitute neighbour."""
     rel = Neighbouring.SUBSTITUTE
+    assert local.row_radius(rel, k_rows) == local.score_sensitivity(rel, k_rows) == k_rows
     us = data.draw(st.lists(st.lists(st.sampled_from(GRID), max_size=k_rows), max_size=4 - k_rows))
     d = canonical([tuple(sorted(u)) for u in us])
     h = hood(d, rel, k_rows)
     n = len(h.rows)
-
-    def tight(m: int) -> Fraction:
-        return WIDTH if m == 0 else min(WIDTH, k_rows * WIDTH / m)
-
-    assert true_ls(mean_exact, h.rows, h.near) <= tight(n)
-    assert true_a1(mean_exact, h) <= tight(max(n - k_rows, 0))
+    assert true_ls(mean_exact, h.rows, h.near) <= ls_prime(n, rel, k_rows)
+    assert ls_prime(n, rel, k_rows) == (WIDTH if n == 0 else min(WIDTH, k_rows * WIDTH / n))
+    assert true_a1(mean_exact, h) <= ls_prime(max(n - k_rows, 0), rel, k_rows)
     stat = padded(h.rows)
+    radius = local.row_radius(rel, k_rows)
     for q, kind in itertools.product(QS, KINDS):
         f = quantile_fn(q, kind)
         a, b = local.quantile_ranks(q, n, kind)
         assert true_ls(f, h.rows, h.near) <= Fraction(
-            local.quantile_local_bound(stat, a, b, k_rows, 0)
+            local.quantile_local_bound(stat, a, b, radius, 0)
         )
-        assert true_a1(f, h) <= Fraction(local.quantile_local_bound(stat, a, b, k_rows, 1))
+        assert true_a1(f, h) <= Fraction(local.quantile_local_bound(stat, a, b, radius, 1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -685,6 +683,32 @@ def test_oracle_rejects_quantile_radius_without_k(kind: str) -> None:
     assert first_violation(Neighbouring.ADD_REMOVE, 2, 3, claim) is not None
 
 
+def test_oracle_rejects_k_minus_one_under_substitution() -> None:
+    """K is tight under substitution too: K − 1 = 1 for units of K = 2 rows is caught for the
+    mean's bound, an order statistic's radius and the quantile scores (a unit of two rows at
+    lo replaced by two at hi moves the scores of the cells between by 2)."""
+    rel, k = Neighbouring.SUBSTITUTE, 2
+
+    def mean_claim(h: Hood) -> bool:
+        n = len(h.rows)
+        return true_ls(mean_exact, h.rows, h.near) <= (
+            WIDTH if n == 0 else min(WIDTH, (k - 1) * WIDTH / n)
+        )
+
+    assert first_violation(rel, k, 3, mean_claim) is not None
+    q = Fraction(0)
+
+    def quantile_claim(h: Hood) -> bool:
+        a, b = local.quantile_ranks(q, len(h.rows), "disc")
+        bound = Fraction(local.quantile_local_bound(padded(h.rows), a, b, k - 1, 0))
+        return true_ls(quantile_fn(q, "disc"), h.rows, h.near) <= bound
+
+    assert first_violation(rel, k, 3, quantile_claim) is not None
+    before = local.quantile_scores([2, 0, 0, 2], Fraction(1, 2))
+    after = local.quantile_scores([0, 0, 0, 4], Fraction(1, 2))  # the unit at lo moved to hi
+    assert max(abs(x - y) for x, y in zip(before, after, strict=True)) == k > k - 1
+
+
 def test_oracle_rejects_a_non_smooth_bound() -> None:
     """Local sensitivity itself (LS'(n), no smoothing) is not β-smooth: a neighbour with K
     fewer rows has a larger LS' by more than e^β."""
@@ -701,13 +725,13 @@ def test_oracle_rejects_a_non_smooth_bound() -> None:
 
 def test_radius_and_step() -> None:
     assert local.row_radius(Neighbouring.ADD_REMOVE, 3) == 3
-    assert local.row_radius(Neighbouring.SUBSTITUTE, 3) == 6
+    assert local.row_radius(Neighbouring.SUBSTITUTE, 3) == 3
     assert (
         local.size_step(Neighbouring.ADD_REMOVE, 3)
         == local.size_step(Neighbouring.SUBSTITUTE, 3)
         == 3
     )
-    assert local.score_sensitivity(Neighbouring.SUBSTITUTE, 2) == 4
+    assert local.score_sensitivity(Neighbouring.SUBSTITUTE, 2) == 2
     with pytest.raises(InternalError):
         local.row_radius(Neighbouring.ADD_REMOVE, 0)
 
@@ -717,8 +741,8 @@ def test_mean_local_bound_values() -> None:
     ar, sub = Neighbouring.ADD_REMOVE, Neighbouring.SUBSTITUTE
     assert local.mean_local_bound(0, w, 2, ar) == w
     assert local.mean_local_bound(4, w, 2, ar) == 5
-    assert local.mean_local_bound(4, w, 2, sub) == w
-    assert local.mean_local_bound(40, w, 2, sub) == 1
+    assert local.mean_local_bound(4, w, 2, sub) == 5
+    assert local.mean_local_bound(40, w, 2, sub) == Fraction(1, 2)  # K·w/n, not 2K·w/n
     assert all(
         local.mean_local_bound(n, w, 3, sub) >= local.mean_local_bound(n + 1, w, 3, sub)
         for n in range(50)
