@@ -80,6 +80,7 @@ def _env(tree: Path, mode: str, pycache: Path) -> dict[str, str]:
            if k not in ("DPPROXY_LEDGER", "DPPROXY_LOG", "PYTHONDONTWRITEBYTECODE",
                         "PYTHONPYCACHEPREFIX", "PYTHONPATH")}
     env["PYTHONPATH"] = str(tree)
+    env["DPPROXY_LEDGER"] = "memory"  # never charge (or exhaust) the user's default ledger
     if mode == "cached":
         env["PYTHONPYCACHEPREFIX"] = str(pycache / tree.name)
     else:

@@ -8,6 +8,7 @@ CPU it saves: ``benchmarks/STARTUP.md``).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,8 +44,10 @@ except SystemExit as e:
 
 def _modules(body: str) -> set[str]:
     code = _REPORT.format(body=body)
+    # budgets in memory: nothing is charged to the user's default ledger file
+    env = {**os.environ, "DPPROXY_LEDGER": "memory"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT)
+                       timeout=120, cwd=ROOT, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     return set(json.loads(p.stdout.rsplit("\n@@", 1)[1]))
 
