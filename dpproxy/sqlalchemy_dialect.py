@@ -72,12 +72,11 @@ class DPProxyDialect(default.DefaultDialect):
         return dbapi
 
     def create_connect_args(self, url: URL) -> tuple[list[Any], dict[str, Any]]:
-        query = dict(url.query)
+        # a parameter given twice arrives as a tuple: the last one wins
+        query = {k: v[-1] if isinstance(v, tuple) else v for k, v in url.query.items()}
         kwargs: dict[str, Any] = {}
         database = query.pop("database", None) or url.database or None
         for key, value in query.items():
-            if isinstance(value, tuple):
-                value = value[-1]
             if key == "statement_timeout":
                 kwargs[key] = float(value)
             elif key in _CONNECT_ARGS:
