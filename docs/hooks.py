@@ -138,7 +138,7 @@ def _external_files(text: str, page: str) -> set[str]:
     return found
 
 
-def _expand(markdown: str, page: str) -> str:
+def _expand(markdown: str, page: str, *, generated: bool = True) -> str:
     def include(match: re.Match[str]) -> str:
         path = match.group(1)
         source = ROOT / path
@@ -156,7 +156,8 @@ def _expand(markdown: str, page: str) -> str:
             return ""
         return str(builders[name]())
 
-    return _GENERATED.sub(generate, _INCLUDE.sub(include, markdown))
+    markdown = _INCLUDE.sub(include, markdown)
+    return _GENERATED.sub(generate, markdown) if generated else markdown
 
 
 def _nav_files(nav: Any) -> set[str]:
@@ -186,7 +187,7 @@ def on_files(files: Files, config: Any) -> Files:
         if file.is_documentation_page():
             page = f"docs/{file.src_uri}"
             wanted |= _external_files(
-                _expand(Path(file.abs_src_path).read_text("utf-8"), page), page
+                _expand(Path(file.abs_src_path).read_text("utf-8"), page, generated=False), page
             )
     for path in sorted(wanted):
         source = ROOT / path
