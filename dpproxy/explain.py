@@ -196,9 +196,13 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
         grouping = f"public domain: {n} groups, every one released (zero-filled)"
     else:
         assert plan.selection is not None
-        counted = "released count" if plan.selection.shared else "count of units"
+        counted = (
+            "noisy count (the released COUNT itself: no ε of its own)"
+            if plan.selection.shared
+            else "noisy count of units"
+        )
         grouping = (
-            f"private keys: a group is released when its noisy {counted} exceeds "
+            f"private keys: a group is released when its {counted} exceeds "
             f"{float(plan.selection.threshold):.4g}"
         )
     s = plan.stability
