@@ -10,11 +10,14 @@ argument, fails the test); its PostgreSQL URL names a service of the file, on th
 service listens on, with the user, password and database that service creates; ``depends_on``
 names existing services in an order that works; state lives in named volumes; the image's
 HEALTHCHECK script answers for a real ``dpproxy serve`` and only for it; the demo database is
-built at build time; one image tag is used throughout.
+built at build time; one image tag is used throughout; and the services' own commands,
+run here in ``depends_on`` order against the real PostgreSQL, load the demo, write a users
+file, serve it, and let the analyst in with the compose file's password.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -334,18 +337,16 @@ def _probe(port: int) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def serving(demo_db: Path, tmp_path: Path) -> Iterator[int]:
-    """A real ``dpproxy serve`` on a free loopback port; yields the port."""
-    env = {**os.environ, "DPPROXY_CACHE_DIR": str(demo_db.parent)}
-    argv = ["serve", "--trust", "--ledger", "memory", "--listen", "127.0.0.1:0"]
+@contextlib.contextmanager
+def _serve(argv: list[str], env: dict[str, str], cwd: Path) -> Iterator[int]:
+    """``dpproxy serve ARGV`` (listening on a loopback port 0) running; yields its port."""
     proc = subprocess.Popen(
         [*dpproxy_command(), *argv],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
         env=env,
-        cwd=tmp_path,
+        cwd=cwd,
     )
     assert proc.stderr is not None
     try:
@@ -363,6 +364,15 @@ def serving(demo_db: Path, tmp_path: Path) -> Iterator[int]:
         proc.terminate()
         proc.wait(timeout=60)
         proc.stderr.close()
+
+
+@pytest.fixture
+def serving(demo_db: Path, tmp_path: Path) -> Iterator[int]:
+    """A real ``dpproxy serve`` on a free loopback port; yields the port."""
+    env = {**os.environ, "DPPROXY_CACHE_DIR": str(demo_db.parent)}
+    argv = ["serve", "--trust", "--ledger", "memory", "--listen", "127.0.0.1:0"]
+    with _serve(argv, env, tmp_path) as port:
+        yield port
 
 
 def test_the_healthcheck_is_healthy_for_a_real_dpproxy_serve(serving: int) -> None:
@@ -724,3 +734,70 @@ def test_the_top_level_readme_says_what_docker_does() -> None:
         f"returns; the image (`{TAG}`) has the demo database built in." in readme
     )
     assert "docker compose -f docker/compose.yaml up -d --build" in DOCKER_README.read_text()
+
+
+# ------------------------------------------------------------------------------ without Docker
+
+
+def test_the_services_commands_work_in_order_on_this_machine(pg_dsn: str, tmp_path: Path) -> None:
+    """What ``docker compose up`` runs, run here in ``depends_on`` order, each service's own
+    command with only the places mapped to this machine (the postgres service's URL to a fresh
+    database of the real PostgreSQL, /etc/dpproxy and the ledger volume to temporary
+    directories, the schema to the file the image copies, 0.0.0.0:6432 to a free loopback
+    port): demo-load loads, users' shell pipeline writes a users file, serve starts with it,
+    the analyst logs in with the password of users' environment and gets an answer, the image's
+    health check says healthy, and query answers too."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    compose_url = parse(_dpproxy_argv("demo-load"))[1]["database"]
+    params = conninfo_to_dict(pg_dsn)
+    url = "postgresql://" + (
+        f"{params.get('user', 'postgres')}@{params.get('host', '127.0.0.1')}:"
+        f"{params.get('port', 5432)}/{params['dbname']}"
+    )
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o700)
+    places = {
+        compose_url: url,
+        "/etc/dpproxy/users.json": str(etc / "users.json"),
+        "/opt/dpproxy/schemas/adult.yaml": str(_image_path("/opt/dpproxy/schemas/adult.yaml")),
+        "0.0.0.0:6432": "127.0.0.1:0",
+    }
+    env = {
+        **os.environ,
+        "DPPROXY_LEDGER": str(tmp_path / "ledger.sqlite"),
+        "DPPROXY_CACHE_DIR": str(tmp_path / "cache"),
+    }
+
+    def here(name: str) -> list[str]:
+        return [places.get(word, word) for word in _dpproxy_argv(name)]
+
+    def run(argv: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, capture_output=True, text=True, env={**env, **extra}, timeout=300, check=False
+        )
+
+    loaded = run([*dpproxy_command(), *here("demo-load")])
+    assert loaded.returncode == 0, loaded.stderr
+    # users: its script as compose hands it to sh ($$ is a literal $), dpproxy mapped too
+    (script,) = SERVICES["users"]["command"]
+    script = script.replace("$$", "$").replace(
+        "/etc/dpproxy/users.json", places["/etc/dpproxy/users.json"]
+    )
+    script = script.replace("| dpproxy ", "| " + shlex.join(dpproxy_command()) + " ")
+    password = _environment(SERVICES["users"])["ANALYST_PASSWORD"]
+    users = run([*SERVICES["users"]["entrypoint"], script], ANALYST_PASSWORD=password)
+    assert users.returncode == 0, users.stderr
+    with _serve(here("serve"), env, tmp_path) as port:
+        dsn = make_conninfo(
+            host="127.0.0.1", port=port, user="analyst", password=password, dbname="dpproxy"
+        )
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            (count,) = conn.execute("SELECT COUNT(*) FROM adult").fetchone() or (None,)
+        assert isinstance(count, int) and abs(count - 32_561) < 500
+        assert _probe(port).returncode == 0
+    query = run([*dpproxy_command(), *here("query")])
+    assert query.returncode == 0, query.stderr
+    header = [word.strip() for word in query.stdout.splitlines()[0].split("|")]
+    assert header == ["sex", "avg"], query.stdout
