@@ -175,3 +175,43 @@ def test_pipx_install_of_the_wheel_gives_a_working_dpproxy(
     dpproxy = tmp_path / "bin" / "dpproxy"
     assert dpproxy.is_file(), proc.stdout
     _answers_the_count(dpproxy, tmp_path)
+
+
+def test_what_the_dockerfile_copies_is_enough_for_its_pip_install(tmp_path: Path) -> None:
+    """docker/Dockerfile's ``pip install .`` sees only what its COPY lines bring into
+    WORKDIR: those files alone build a wheel that carries the demo data (which the next
+    build step, ``dpproxy demo path``, needs)."""
+    lines = re.sub(r"\\\n", " ", (REPO / "docker" / "Dockerfile").read_text()).splitlines()
+    context = tmp_path / "workdir"
+    context.mkdir()
+    for line in lines:
+        words = line.split()
+        if not words or words[0] != "COPY":
+            continue
+        *sources, dest = words[1:]
+        for source in sources:
+            target = context / dest if not dest.endswith("/") else context / dest / source
+            if (REPO / source).is_dir():
+                shutil.copytree(REPO / source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / source, target)
+    out = tmp_path / "wheels"
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "-w",
+            str(out),
+            str(context),
+        ],
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = out.glob("dpproxy-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        assert {"dpproxy/data/adult.csv.gz", "dpproxy/data/adult.yaml"} <= set(whl.namelist())
