@@ -163,6 +163,20 @@ class NumericValueOutOfRange(DataError):
     sqlstate = "22003"
 
 
+class DivisionByZero(DataError):
+    """A division by a constant zero in the query's text (LOG(1, x)), refused before any row
+    is read; a division by a row's zero is NULL (``NULLIF``), never this error."""
+
+    sqlstate = "22012"
+
+
+class InvalidArgumentForLog(DataError):
+    """LOG(b, x) with a constant base b <= 0, refused before any row is read; a row's x <= 0
+    gives NULL (``rewrite/domains.py``), never this error."""
+
+    sqlstate = "2201E"
+
+
 class InvalidArgumentForNtile(DataError):
     """NTILE(n) with n <= 0 (PostgreSQL raises it when the query runs; refused before)."""
 

@@ -769,10 +769,14 @@ class QueryGen:
         if kind == "neg":
             return f"-{self.num(d)}"
         if kind == "func":
-            funcs = ("ABS", "FLOOR", "CEIL", "ROUND", "SQRT", "LN", "LOG", "EXP", "SIGN", "POWER")
-            name = self.pick(funcs)
+            funcs = ("ABS", "FLOOR", "CEIL", "ROUND", "SQRT", "CBRT", "LN", "LOG", "EXP", "SIGN")
+            name = self.pick((*funcs, "POWER"))
             if name == "POWER":
-                return f"POWER({self.num(d)}, {self.pick(('2', '3', '64', '0.5', '-1', '400'))})"
+                p = self.pick(("2", "3", "64", "0.5", "-1", "400", "-1.5", "2.5", "64.5"))
+                return f"POWER({self.num(d)}, {p})"
+            if name == "LOG" and self.chance(30):  # a base: valid, 1, negative or a column
+                base = self.pick(("2", "0.5", "1", "-2", "1.0000001", self.num(0)))
+                return f"LOG({base}, {self.num(d)})"
             if self.chance(10):  # a public bucket number, or refused (n <= 0, lo = hi)
                 lo, hi = self.pick(("17", "-1e300", "0.5")), self.pick(("90", "1e300", "17"))
                 n = self.pick(("8", "0", "1000", "1001"))

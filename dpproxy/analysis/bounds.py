@@ -15,8 +15,14 @@ from sqlglot import exp
 from dpproxy.catalog.model import Table
 from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.dates import MAX_DAYS
+from dpproxy.sql.mathargs import (
+    EXP_LIMIT,
+    log_base,
+    math_operand,
+    power_exponent,
+    power_limits,
+)
 from dpproxy.sql.postmath import digits_of
-from dpproxy.sql.types import EXP_LIMIT, power_limits
 from dpproxy.values import (
     Interval,
     exp_down,
@@ -173,11 +179,16 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         return Interval(Fraction(0), Fraction(bucket_spec(node)[2] + 1))
     if isinstance(node, exp.Pi):
         return Interval.point(Fraction(math.pi))  # pi() is this double on both engines
-    if isinstance(node, exp.Pow):  # a literal integer exponent (sql/types.py)
+    if isinstance(node, exp.Pow):  # a literal exponent (sql/mathargs.py)
+        v, p = b(node.this), power_exponent(node)
+        if v is None or p is None:
+            return None if v is None else _UNBOUNDED
+        return integer_power(v, int(p)) if p.denominator == 1 else fractional_power(v, p)
+    if isinstance(node, exp.Cbrt):
         v = b(node.this)
-        return None if v is None else integer_power(v, int(node.expression.name))
+        return None if v is None else cube_root(v)
     if isinstance(node, exp.Sqrt | exp.Ln | exp.Log | exp.Exp):
-        v = b(node.this)
+        v = b(math_operand(node))
         return None if v is None else monotone(node, v)
     if isinstance(node, exp.DateDiff):  # days between two dates of 0001…9999 (sql/dates.py)
         return Interval(Fraction(-MAX_DAYS), Fraction(MAX_DAYS))
@@ -227,16 +238,62 @@ def monotone(node: exp.Expression, v: Interval) -> Interval | None:
         return Interval(lo, Fraction(float_up(sqrt_up(v.hi))) if v.hi is not None else None)
     if v.hi is not None and v.hi <= 0:  # LN, LOG: x > 0 only
         return None
-    scale = Fraction(1) if isinstance(node, exp.Ln) else 1 / ln_down(Fraction(10))
-    margin = Fraction(1, 10**6)  # covers 1/ln 10 rounded and LOG's own rounding
+    base = log_base(node) if isinstance(node, exp.Log) else None
+    if isinstance(node, exp.Ln):
+        scale = Fraction(1)
+    else:  # LOG(x) = LN(x) / LN(10); LOG(b, x) = LN(x) / LN(b): decreasing for b < 1
+        b = base if base is not None else Fraction(10)
+        scale = 1 / (ln_down(b) if b > 1 else ln_up(b))
+    margin = Fraction(1, 10**6)  # covers 1/ln b rounded and LOG's own rounding
+    rising = scale > 0
 
     def end(x: Fraction, up: bool) -> Fraction:
-        y = (ln_up(x) if up else ln_down(x)) * scale
+        y = (ln_up(x) if up == rising else ln_down(x)) * scale
         y += (abs(y) * margin + Fraction(1, 10**300)) * (1 if up else -1)
         return Fraction(float_up(y) if up else float_down(y))
 
-    low = end(v.lo, False) if v.lo is not None and v.lo > 0 else None
-    return Interval(low, end(v.hi, True) if v.hi is not None else None)
+    small = v.lo if v.lo is not None and v.lo > 0 else None  # None: LN → −∞ there
+    if rising:
+        low = end(small, False) if small is not None else None
+        return Interval(low, end(v.hi, True) if v.hi is not None else None)
+    high = end(small, True) if small is not None else None
+    return Interval(end(v.hi, False) if v.hi is not None else None, high)
+
+
+def _outward(y: float, up: bool) -> Fraction:
+    """A float result rounded outward by a relative 1e-9 (and 1e-300): far above the error of
+    the float evaluation here (an ulp or two, times |p| <= 64) and of the engines'."""
+    f = Fraction(y)
+    step = abs(f) * Fraction(1, 10**9) + Fraction(1, 10**300)
+    return Fraction(float_up(f + step)) if up else Fraction(float_down(f - step))
+
+
+def cube_root(v: Interval) -> Interval:
+    """CBRT of a value in ``v``: increasing and defined everywhere."""
+
+    def at(x: Fraction, up: bool) -> Fraction:
+        return _outward(math.cbrt(float(x)), up)
+
+    return Interval(
+        at(v.lo, False) if v.lo is not None else None, at(v.hi, True) if v.hi is not None else None
+    )
+
+
+def fractional_power(v: Interval, p: Fraction) -> Interval | None:
+    """x^p for a fractional p, as rewrite/domains.py prints it: x^p where x lies within
+    ``power_limits(|p|)`` (so x^p is within [1e-150, 1e150]), 0 for x = 0 when p > 0, NULL
+    elsewhere; increasing in x for p > 0 and decreasing for p < 0 (None: always NULL)."""
+    limit_lo, limit_hi = (Fraction(t) for t in power_limits(abs(p)))
+    lo = max(v.lo, limit_lo) if v.lo is not None else limit_lo
+    hi = min(v.hi, limit_hi) if v.hi is not None else limit_hi
+    zero = p > 0 and (v.lo is None or v.lo <= 0) and (v.hi is None or v.hi >= 0)
+    if lo > hi:
+        return Interval(Fraction(0), Fraction(0)) if zero else None
+    e = float(p)
+    if p > 0:
+        low = Fraction(0) if zero else _outward(float(lo) ** e, False)
+        return Interval(low, _outward(float(hi) ** e, True))
+    return Interval(_outward(float(hi) ** e, False), _outward(float(lo) ** e, True))
 
 
 def integer_power(v: Interval, n: int) -> Interval | None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpproxy.sql.buckets import bucket_spec, thresholds
-from dpproxy.sql.types import EXP_LIMIT, power_limits
+from dpproxy.sql.mathargs import EXP_LIMIT, log_base, power_exponent, power_limits
 
-DOMAIN_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
+DOMAIN_FUNCS = (exp.Sqrt, exp.Cbrt, exp.Ln, exp.Log, exp.Exp, exp.Pow)
 
 
 def _lit(v: int) -> exp.Literal:
@@ -28,8 +28,17 @@ def _lit(v: int) -> exp.Literal:
 
 def in_domain(n: exp.Expression, x: exp.Expression) -> exp.Expression:
     """``n`` (one of :data:`DOMAIN_FUNCS`) of the DOUBLE ``x``, NULL outside its domain.
-    ``POWER(x, n)`` (n a literal integer, 1 … 64, checked by the type checker) only where
-    ``|x^n|`` is 0 or within [1e-150, 1e150]: PostgreSQL raises on overflow and underflow.
+    ``POWER(x, p)`` (p a literal checked by the type checker: an integer 1 … 64 or a
+    fraction with 0 < |p| <= 64) only where ``|x^p|`` is 0 or within [1e-150, 1e150]:
+    PostgreSQL raises on overflow and underflow, and for a negative ``x`` with a fractional
+    ``p``. ``LOG(b, x)`` as ``LN(x) / LN(b)`` (b a positive literal other than 1), ``CBRT(x)``
+    as itself (total).
+
+    >>> x = exp.column("x")
+    >>> in_domain(exp.Pow(this=x, expression=exp.Literal.number("0.5")), x).sql()[:60]
+    'CASE WHEN x >= 1.000001000e-300 AND x <= 9.999990000e+299 TH'
+    >>> in_domain(exp.Log(this=exp.Literal.number(2), expression=x), x).sql()
+    'CASE WHEN x > 0 THEN LN(x) / LN(2.0) END'
 
     >>> x = exp.column("x")
     >>> in_domain(exp.Ln(this=x), x).sql()
@@ -37,6 +46,22 @@ def in_domain(n: exp.Expression, x: exp.Expression) -> exp.Expression:
     >>> in_domain(exp.Exp(this=x), x).sql()
     'CASE WHEN x BETWEEN -345 AND 345 THEN EXP(x) END'
     """
+    if isinstance(n, exp.Cbrt):  # defined for every double on both engines
+        return exp.Cbrt(this=x)
+    if isinstance(n, exp.Log) and (b := log_base(n)) is not None:  # LOG(b, x) = LN(x) / LN(b)
+        ratio = exp.Div(this=exp.Ln(this=x), expression=exp.Ln(this=_number(float(b))))
+        return exp.Case(ifs=[exp.If(this=exp.GT(this=x.copy(), expression=_lit(0)), true=ratio)])
+    p = power_exponent(n) if isinstance(n, exp.Pow) else None
+    if p is not None and p.denominator != 1:  # a fractional exponent: x >= 0 only
+        lo, hi = (exp.Literal(this=v, is_string=False) for v in power_limits(abs(p)))
+        inside = exp.And(
+            this=exp.GTE(this=x.copy(), expression=lo),
+            expression=exp.LTE(this=x.copy(), expression=hi),
+        )
+        ifs = [exp.If(this=inside, true=exp.Pow(this=x, expression=_number(float(p))))]
+        if p > 0:  # 0^p = 0; PostgreSQL raises for 0 to a negative power: NULL
+            ifs.append(exp.If(this=exp.EQ(this=x.copy(), expression=_lit(0)), true=_lit(0)))
+        return exp.Case(ifs=ifs)
     if isinstance(n, exp.Pow):
         k = int(n.expression.name)
         lo, hi = (exp.Literal(this=v, is_string=False) for v in power_limits(k))

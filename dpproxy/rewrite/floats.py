@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
+from dpproxy.sql.mathargs import log_base
 
 LIMIT = 300.0  # |exponent| every intermediate result must stay within
 MAX_L = 150
@@ -74,7 +75,8 @@ _OF_ANY_DOUBLE: dict[type[exp.Expression], Span] = {
     exp.Ln: Span(math.log10(745.0), -16.0),
     exp.Log: Span(math.log10(324.0), -16.4),
     exp.Exp: Span(149.9, -149.9),
-    exp.Pow: Span(150.0, -150.0),  # |x^n| is 0 or within [1e-150, 1e150] (rewrite/domains.py)
+    exp.Pow: Span(150.0, -150.0),  # |x^p| is 0 or within [1e-150, 1e150] (rewrite/domains.py)
+    exp.Cbrt: Span(102.8, -108.0),  # cbrt of 1.8e308 is 5.6e102, of 4.9e-324 is 1.7e-108
 }
 
 
@@ -148,6 +150,11 @@ class Magnitudes:
             return Span(0.0, 0.0)
         if isinstance(node, exp.Pi):
             return Span(math.log10(math.pi), math.log10(math.pi))
+        if isinstance(node, exp.Log) and (base := log_base(node)) is not None:
+            self.span(node.expression)  # LOG(b, x) = LN(x) / LN(b): LN's span over |ln b|
+            shift = math.log10(abs(math.log(base)))
+            ln = _OF_ANY_DOUBLE[exp.Ln]
+            return Span(ln.hi - shift + 0.01, ln.lo - shift - 0.01)
         if isinstance(node, tuple(_OF_ANY_DOUBLE)):  # whatever its argument (rewrite/guard.py)
             self.span(node.this)
             return _OF_ANY_DOUBLE[type(node)]

@@ -44,6 +44,7 @@ from dpproxy.sql.dates import (
     portable_shift,
     portable_trunc,
 )
+from dpproxy.sql.mathargs import math_operand
 from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.tochar import portable_to_char
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, typed_constant
@@ -191,8 +192,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             n.set("expression", exp.Nullif(this=rhs, expression=lit(0)))
         if isinstance(n, exp.Mod):
             return _portable_mod(n, table)
-    if isinstance(n, DOMAIN_FUNCS):  # SQRT, LN, LOG, EXP: NULL outside their domains
-        return in_domain(n, _double(n.this, table))
+    if isinstance(n, DOMAIN_FUNCS):  # SQRT, LN, LOG, EXP, POWER: NULL outside their domains
+        return in_domain(n, _double(math_operand(n), table))
     if isinstance(n, exp.WidthBucket):  # comparisons with public thresholds
         return width_bucket(n, _double(n.this, table))
     if isinstance(n, exp.TimeToStr):  # TO_CHAR(d, 'YYYY-MM'): substrings of d's ISO text

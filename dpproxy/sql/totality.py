@@ -65,8 +65,16 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "for x <= 0; |LN(x)| <= 745 for every finite positive double, NaN and +inf pass"
     ),
     exp.Log: (
-        "one argument only (base 10 on both engines; LOG(b, x) is refused, 42883): printed "
-        "as CASE WHEN x > 0 THEN LOG(x) END over x as DOUBLE, as LN"
+        "LOG(x), base 10 on both engines: printed as CASE WHEN x > 0 THEN LOG(x) END over x as "
+        "DOUBLE, as LN; LOG(b, x) with a literal base b > 0, b <> 1 (others refused before any "
+        "read: 42883 for a base that is not a literal, 2201E for b <= 0, 22012 for b = 1, as "
+        "PostgreSQL would on every row): printed as CASE WHEN x > 0 THEN LN(x) / LN(b) END, "
+        "LN(b) of a positive literal never fails and is not 0; |result| <= 745 / |ln b|"
+    ),
+    exp.Cbrt: (
+        "CBRT(x) over x as DOUBLE: defined for every double on both engines (NaN and ±inf give "
+        "NaN and ±inf, which rewrite/floats.py treats as it treats a float column); the "
+        "result's magnitude is within [1.7e-108, 5.7e102] or 0"
     ),
     exp.Exp: (
         "printed as CASE WHEN x BETWEEN -345 AND 345 THEN EXP(x) END over x as DOUBLE: "
@@ -74,11 +82,14 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "result lies in [1e-150, 1e150] on both engines (NaN and ±inf give NULL)"
     ),
     exp.Pow: (
-        "POWER(x, n) and x ^ n with a literal integer 1 <= n <= 64 only (42883 otherwise: "
-        "PostgreSQL raises for 0 to a negative power and a negative number to a fractional "
-        "one): printed as CASE WHEN |x| <= 10^(150/n) AND (|x| >= 10^(-150/n) OR x = 0) "
-        "THEN POWER(x, n) END over x as DOUBLE, so the result is 0 or within [1e-150, 1e150] "
-        "and neither overflows nor underflows (PostgreSQL raises on both); NaN, ±inf give NULL"
+        "POWER(x, p) and x ^ p with a literal integer 1 <= p <= 64, or a literal p that is not "
+        "a whole number with 0 < |p| <= 64 (42883 otherwise). An integer p is printed as CASE "
+        "WHEN |x| <= 10^(150/p) AND (|x| >= 10^(-150/p) OR x = 0) THEN POWER(x, p) END over x "
+        "as DOUBLE; a fractional one as CASE WHEN x >= 10^(-150/|p|) AND x <= 10^(150/|p|) "
+        "THEN POWER(x, p) WHEN x = 0 THEN 0 END (p > 0; for p < 0 no 0 branch): PostgreSQL "
+        "raises for a negative number to a fractional power and for 0 to a negative one, "
+        "which are NULL here; the result is 0 or within [1e-150, 1e150], so it neither "
+        "overflows nor underflows (PostgreSQL raises on both); NaN, ±inf give NULL"
     ),
     exp.WidthBucket: (
         "WIDTH_BUCKET(x, lo, hi, n) with literal bounds lo <> hi within ±1e300 and a literal "

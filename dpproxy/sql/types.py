@@ -46,6 +46,11 @@ from dpproxy.errors import (
 from dpproxy.sql import dates
 from dpproxy.sql.buckets import width_bucket_type
 from dpproxy.sql.exact import fold_exact
+from dpproxy.sql.mathargs import EXP_LIMIT as EXP_LIMIT
+from dpproxy.sql.mathargs import MAX_POWER as MAX_POWER
+from dpproxy.sql.mathargs import POWER_RANGE as POWER_RANGE
+from dpproxy.sql.mathargs import log_base, math_operand, power_exponent
+from dpproxy.sql.mathargs import power_limits as power_limits
 from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.sqltype import SqlType as SqlType  # re-exported: its home for most modules
 from dpproxy.sql.tochar import to_char_type
@@ -84,17 +89,7 @@ _SYMBOL: dict[type[exp.Expression], str] = {  # as the analyst wrote them, for m
 }
 NUMERIC_FUNCS = (exp.Abs, exp.Round, exp.Floor, exp.Ceil)
 TEXT_FUNCS = (exp.Lower, exp.Upper, exp.Trim)
-MATH_FUNCS = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Sign)
-EXP_LIMIT = 345  # EXP(x) is computed for |x| <= 345 only (rewrite/domains.py): e^345 < 1e150
-MAX_POWER = 64  # POWER(x, n) takes a literal integer 1 <= n <= MAX_POWER (rewrite/domains.py)
-POWER_RANGE = 150  # |POWER(x, n)| is 0 or within [10^-150, 10^150]
-
-
-def power_limits(n: int) -> tuple[str, str]:
-    """The literals ``lo``, ``hi`` with ``lo^n >= 1e-150`` and ``hi^n <= 1e150``, as
-    printed (a little inside the exact limits, so that rounding cannot cross them)."""
-    e = POWER_RANGE / n
-    return f"{10**-e * 1.000001:.9e}", f"{10**e * 0.999999:.9e}"
+MATH_FUNCS = (exp.Sqrt, exp.Cbrt, exp.Ln, exp.Log, exp.Exp, exp.Sign)
 
 
 def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType]) -> SqlType:
@@ -422,12 +417,13 @@ def type_of(
         return _unify_all([node.this, node.expression], "NULLIF", t)
     if isinstance(node, exp.Pi):
         return SqlType.NUMERIC
-    if isinstance(node, exp.Pow):  # guarded to |x^n| <= 1e150 in rewrite/domains.py
+    if isinstance(node, exp.Pow):  # guarded to |x^p| <= 1e150 in rewrite/domains.py
         n = node.expression
-        if not (isinstance(n, exp.Literal) and n.name.isdigit() and 1 <= int(n.name) <= MAX_POWER):
+        if power_exponent(node) is None:
             raise UndefinedFunction(
                 f"function power() with exponent {n.sql('postgres')[:20]} is not supported",
-                hint=f"POWER(x, n) and x ^ n take a constant integer n from 1 to {MAX_POWER}",
+                hint=f"POWER(x, p) and x ^ p take a constant p: a whole number from 1 to "
+                f"{MAX_POWER}, or a fraction with 0 < |p| <= {MAX_POWER} (x^-1: write 1 / x)",
             )
         operand = t(node.this)
         _expect(operand, SqlType.NUMERIC, node)
@@ -438,12 +434,9 @@ def type_of(
     if isinstance(node, exp.WidthBucket):  # printed as comparisons (sql/buckets.py)
         return width_bucket_type(node, t)
     if isinstance(node, MATH_FUNCS):  # guarded to their domains in rewrite/domains.py
-        if isinstance(node, exp.Log) and node.args.get("expression") is not None:
-            raise UndefinedFunction(
-                "function log(base, x) is not supported",
-                hint="write LN(x) / LN(base); LOG(x) is the base-10 logarithm",
-            )
-        operand = t(node.this)
+        if isinstance(node, exp.Log):
+            log_base(node)  # a literal base b > 0, b ≠ 1, or none
+        operand = t(math_operand(node))
         _expect(operand, SqlType.NUMERIC, node)
         _not_all_null([operand], node)
         return SqlType.NUMERIC

@@ -1,5 +1,7 @@
-"""Math functions on a float column: the printed forms give the same values on DuckDB and
-PostgreSQL, the values Python computes, and cannot fail on any double either engine stores.
+"""Math functions (SQRT, CBRT, LN, LOG with or without a base, EXP, SIGN, POWER with an
+integer or fractional exponent) on a float column: the printed forms give the same values on
+DuckDB and PostgreSQL, the values Python computes, and cannot fail on any double either engine
+stores.
 
 A table ``mm(i, x)`` holds, on both engines, ±0, ±1, the largest and smallest doubles
 (±1.7976931348623157e308, ±5e-324), the edges of EXP's range on PostgreSQL (709.78: overflow;
@@ -61,6 +63,12 @@ SINGLE = {
     "POWER(x, 2)": (lambda v: v**2, lambda v: v == 0 or 1.000001e-75 <= abs(v) <= 9.99999e74),
     "x ^ 3": (lambda v: v**3, lambda v: v == 0 or 1.000001e-50 <= abs(v) <= 9.99999e49),
     "POWER(x, 64)": (lambda v: v**64, lambda v: v == 0 or 4.531588169e-03 <= abs(v) <= 220.67),
+    "CBRT(x)": (math.cbrt, lambda v: True),
+    "LOG(2, x)": (math.log2, lambda v: _nan(v) or v > 0),
+    "LOG(0.5, x)": (lambda v: math.log(v) / math.log(0.5), lambda v: _nan(v) or v > 0),
+    "POWER(x, 0.5)": (lambda v: v**0.5, lambda v: v == 0 or 1.000001e-300 <= v <= 9.99999e299),
+    "x ^ -1.5": (lambda v: v**-1.5, lambda v: 1.000001e-100 <= v <= 9.99999e99),
+    "POWER(x, 2.5)": (lambda v: v**2.5, lambda v: v == 0 or 1.000001e-60 <= v <= 9.99999e59),
 }
 COMPOUND = [
     "SQRT(x) * 2",
@@ -77,6 +85,10 @@ COMPOUND = [
     "ROUND(x * 3, -5) - x",
     "POWER(x, 2) * 3 + POWER(x, 1)",
     "POWER(SQRT(x), 2) - x",
+    "CBRT(x) * CBRT(x) - x",
+    "LOG(10, x) - LOG(x)",
+    "POWER(x, 0.5) * POWER(x, -0.5)",
+    "EXP(LOG(1.5, x)) + CBRT(-x)",
 ]
 
 

@@ -226,8 +226,9 @@ PER_UNIT = (
 
 # Math functions outside their domains (PostgreSQL and DuckDB raise for SQRT of a negative,
 # LN/LOG of 0 or a negative; PostgreSQL for EXP and POWER overflow and underflow): printed as
-# CASE WHEN x in the domain THEN f(x) END (rewrite/domains.py), or refused (LOG(b, x), POWER
-# with anything but a literal integer exponent 1 … 64).
+# CASE WHEN x in the domain THEN f(x) END (rewrite/domains.py), or refused (LOG(b, x) with a
+# base that is not a positive literal other than 1, POWER with anything but a literal exponent
+# 1 … 64 or a fraction 0 < |p| <= 64). CBRT is total on both engines.
 MATH = (
     "SELECT COUNT(*) FROM t WHERE SQRT(fb) > 0",
     "SELECT COUNT(*) FROM t WHERE LN(fb) < 1",
@@ -248,6 +249,10 @@ MATH = (
     "SELECT COUNT(*) FROM t WHERE SQRT(fu) * SQRT(fu) > 1e300",
     "SELECT COUNT(*) FROM t WHERE EXP(LN(fb)) * 1e150 > 0",
     "SELECT COUNT(*) FROM t WHERE LOG(2, fb) > 0",
+    "SELECT COUNT(*) FROM t WHERE POWER(fb, 0.5) > 0 OR POWER(fu, -1.5) > 0 OR fb ^ 2.5 > 1",
+    "SELECT SUM(CBRT(fu)), SUM(LOG(2, fb)), SUM(LOG(0.5, si)) FROM t",
+    "SELECT COUNT(*) FROM t WHERE LOG(1.0000001, fu) * 1e290 > 0 OR CBRT(i64) * CBRT(fu) > 0",
+    "SELECT COUNT(*) FROM t WHERE LOG(1, fb) > 0 OR LOG(-2, fb) > 0 OR LOG(fb, 2) > 0",
     "SELECT SIGN(fu) AS s, COUNT(*) FROM t GROUP BY 1",
     "SELECT COUNT(*) FROM t WHERE MOD(i64, si) = 0 AND PI() * fb > 0",
     # WIDTH_BUCKET: PostgreSQL raises for NaN, n <= 0 and lo = hi; DuckDB has none

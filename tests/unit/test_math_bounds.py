@@ -1,4 +1,5 @@
-"""Bounds of SQRT, LN, LOG, EXP, SIGN and PI() (analysis/bounds.py) and their magnitudes
+"""Bounds of SQRT, CBRT, LN, LOG (base 10 or a constant base), EXP, SIGN, POWER (integer or
+fractional exponent) and PI() (analysis/bounds.py) and their magnitudes
 (rewrite/floats.py): every value the guarded form computes for a value of the argument's
 interval lies in the interval ``bounds_of`` gives, and every finite non-zero result of a
 double in the domain lies within the magnitude span the float analysis assumes."""
@@ -25,8 +26,20 @@ FUNCS = {
     "SIGN": (lambda v: float((v > 0) - (v < 0)), lambda v: True),
     "POWER": (lambda v: v**2, lambda v: v == 0 or 1e-75 < abs(v) < 9.9e74),
     "POWER3": (lambda v: v**3, lambda v: v == 0 or 1e-50 < abs(v) < 9.9e49),
+    "CBRT": (math.cbrt, lambda v: True),
+    "LOG2": (math.log2, lambda v: v > 0),
+    "LOGHALF": (lambda v: math.log(v) / math.log(0.5), lambda v: v > 0),
+    "ROOT": (lambda v: v**0.5, lambda v: v == 0 or 1.000001e-300 <= v <= 9.99999e299),
+    "RECIP": (lambda v: v**-1.5, lambda v: 1.000001e-100 <= v <= 9.99999e99),
 }
-SQL = {"POWER": "POWER(x, 2)", "POWER3": "x ^ 3"}
+SQL = {
+    "POWER": "POWER(x, 2)",
+    "POWER3": "x ^ 3",
+    "LOG2": "LOG(2, x)",
+    "LOGHALF": "LOG(0.5, x)",
+    "ROOT": "POWER(x, 0.5)",
+    "RECIP": "x ^ -1.5",
+}
 _rng = random.Random(6)
 ENDS = [
     -1e80,
@@ -96,3 +109,21 @@ def test_magnitudes_cover_every_double_in_the_domain(node: type[exp.Expression])
         if y == 0 or math.isinf(y):
             continue
         assert span.lo <= math.log10(y) <= span.hi, (name, v, y)
+
+
+@pytest.mark.parametrize("base", ["2", "0.5", "1.000001", "1e300"])
+def test_log_with_a_base_has_its_own_magnitude(base: str) -> None:
+    """LOG(b, x) = LN(x) / LN(b): its span is LN's shifted by |ln b|, for every double x > 0."""
+    from dpproxy.rewrite.floats import Magnitudes
+
+    t = Table("t", True, (Column("x", ColumnType.FLOAT),))
+    span = Magnitudes(t, 150.0).span(exp.maybe_parse(f"LOG({base}, x)", dialect="postgres"))
+    assert span is not None
+    b = float(base)
+    samples = DOUBLES + [10.0 ** _rng.uniform(-323, 308) for _ in range(500)]
+    for v in samples:
+        if v <= 0:
+            continue
+        y = abs(math.log(v) / math.log(b))
+        if y != 0 and not math.isinf(y):
+            assert span.lo <= math.log10(y) <= span.hi, (base, v, y)
