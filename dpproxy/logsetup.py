@@ -29,18 +29,36 @@ class _OneLinePerRelease(logging.Filter):
         )
 
 
+# A server's life: its ledger, its address, its shutdown. Written at every --log-level, since
+# an operator (and a script waiting for the port) needs them; labelled with their own level.
+LIFECYCLE = frozenset({"ledger", "listen", "stopping", "shutdown"})
+
+
+class _LevelOrLifecycle(logging.Filter):
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level or getattr(record, "event", None) in LIFECYCLE
+
+
 def json_logging(
     level: str, stream: IO[str] | None = None, path: str | None = None, *, server: bool = False
 ) -> None:
     """Send the ``dpproxy`` logger's records at ``level`` and above to ``path`` (appended) or
     ``stream`` (standard error), one JSON object a line. ``server``: the session logs each
-    release, so the engine's line for it is dropped."""
+    release, so the engine's line for it is dropped, and the lifecycle lines are always
+    written."""
     handler: logging.Handler = (
         logging.FileHandler(path, encoding="utf-8") if path else logging.StreamHandler(stream)
     )
     handler.setFormatter(JsonFormatter())
-    if server:
-        handler.addFilter(_OneLinePerRelease())
     logger = logging.getLogger("dpproxy")
     logger.addHandler(handler)
-    logger.setLevel(level.upper())
+    wanted = logging.getLevelNamesMapping()[level.upper()]
+    if server:
+        handler.addFilter(_OneLinePerRelease())
+        handler.addFilter(_LevelOrLifecycle(wanted))
+        wanted = min(wanted, logging.INFO)
+    logger.setLevel(wanted)

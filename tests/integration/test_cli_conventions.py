@@ -299,6 +299,12 @@ def test_serve_log_level(home: Path, demo_db: Path) -> None:
         check=False,
     )
     assert proc.returncode == 2 and "debug" in proc.stderr
+    # at level error the lifecycle lines (ledger, address, shutdown) are still written
+    proc, log, _ = _serve(home, "--log-level", "error")
+    _stop(proc)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["ledger", "listen", "stopping", "shutdown"]
+    assert {r["level"] for r in records} == {"info"}
 
 
 def test_the_hint_names_the_steward_when_the_schema_allows_no_delta(
