@@ -9,6 +9,15 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _KEYWORD_PASSWORD = re.compile(r"\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S+)\s*")
 
 
+SPARK_SCHEMES = ("spark+local", "spark://", "sc://")
+
+
+def is_spark_url(database: str) -> bool:
+    """Whether ``database`` names a Spark session (``backends/spark.py``): ``spark+local[N]``,
+    ``spark://HOST:PORT`` or ``sc://HOST:PORT`` (Spark Connect)."""
+    return database.lower().startswith(SPARK_SCHEMES)
+
+
 def is_postgres_url(dsn: str) -> bool:
     """Whether ``dsn`` is a PostgreSQL URL (``postgresql://…`` or ``postgres://…``)."""
     return dsn.lower().startswith(POSTGRES_SCHEMES)

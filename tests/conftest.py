@@ -268,3 +268,21 @@ def pg_cluster() -> Iterator[pg.TemporaryCluster]:
         yield cluster
     finally:
         cluster.cleanup()
+
+
+# ----------------------------------------------------------------------------------- spark
+
+
+@pytest.fixture(scope="session")
+def spark_master() -> Iterator[str]:
+    """Spark local, started once for the session (``tests/spark.py``); skips without PySpark
+    or Java, and fails under CI. Yields the ``--database`` spelling of its master."""
+    from dpproxy.backends.spark import SparkBackend
+    from tests.spark import MASTER, require_spark
+
+    require_spark()
+    keeper = SparkBackend(MASTER)  # holds the process's Spark session until the end
+    try:
+        yield MASTER
+    finally:
+        keeper.close()

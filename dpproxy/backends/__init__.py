@@ -1,5 +1,6 @@
 """Backends run planner-produced SQL and nothing else; one interface, chosen by the database
-argument: a ``postgresql://`` (or ``postgres://``) DSN, or the path of a DuckDB file."""
+argument: a ``postgresql://`` (or ``postgres://``) DSN, a Spark address (``spark+local[N]``,
+``spark://HOST:PORT``, ``sc://HOST:PORT``; ``backends/spark.py``), or the path of a DuckDB file."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from dpproxy.catalog.model import Catalog
-from dpproxy.dsn import is_postgres_url
+from dpproxy.dsn import is_postgres_url, is_spark_url
 from dpproxy.errors import CanceledBeforeStart
 from dpproxy.release.noise import ExactResult
 
@@ -73,9 +74,18 @@ def open_backend(
 ) -> Backend:
     """The backend for a database argument (see the module docstring).
 
-    ``statement_timeout`` (seconds) applies to PostgreSQL; an embedded DuckDB query runs in
-    this process and is not timed out.
+    ``statement_timeout`` (seconds) applies to PostgreSQL and Spark; an embedded DuckDB query
+    runs in this process and is not timed out.
     """
+    if is_spark_url(database):
+        from dpproxy.backends.spark import DEFAULT_STATEMENT_TIMEOUT_S as SPARK_TIMEOUT_S
+        from dpproxy.backends.spark import SparkBackend
+
+        return SparkBackend(
+            database,
+            portable_hash=portable_hash,
+            statement_timeout=statement_timeout or SPARK_TIMEOUT_S,
+        )
     if is_postgres_url(database):
         from dpproxy.backends.postgres import DEFAULT_STATEMENT_TIMEOUT_S, PostgresBackend
 

@@ -360,6 +360,8 @@ def row_hash(
     if not portable and dialect == "postgres":
         row = exp.Tuple(expressions=[p for p, _ in parts])
         return exp.Anonymous(this="hash_record_extended", expressions=[row, _num(secret)])
+    if not portable and dialect == "spark":  # 64-bit, seeded by nothing but its arguments
+        return exp.Anonymous(this="xxhash64", expressions=[_num(secret), *(p for p, _ in parts)])
     if not portable:
         return exp.Anonymous(this="hash", expressions=[_num(secret), *(p for p, _ in parts)])
     text: exp.Expression = _text(f"{secret:x}")

@@ -37,13 +37,14 @@ from dpproxy.rewrite.guard import (
 )
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.perunit import per_unit_relation
+from dpproxy.rewrite.spark import to_spark
 from dpproxy.rewrite.unionrel import union_relation
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 UNIT = "__unit"
 
 
-DIALECTS = ("duckdb", "postgres")
+DIALECTS = ("duckdb", "postgres", "spark")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +204,18 @@ def rewrite(
         raise ValueError(f"unknown dialect {dialect!r}; expected one of {DIALECTS}")
     ctx = RewriteContext(plan, secret, dialect, portable_hash)
     tree = build(ctx)
-    if dialect == "postgres":
-        tree = to_postgres(tree, ctx.column_types)
+    tree = for_dialect(tree, ctx)
     return tree.sql(dialect=dialect, copy=False)
+
+
+def for_dialect(tree: exp.Select, ctx: RewriteContext) -> exp.Select:
+    """The dialect pass of the backend: ``rewrite/dialect.py`` (PostgreSQL) or
+    ``rewrite/spark.py`` (Spark); DuckDB's tree is printed as built."""
+    if ctx.dialect == "postgres":
+        return to_postgres(tree, ctx.column_types)
+    if ctx.dialect == "spark":
+        return to_spark(tree, ctx.column_types)
+    return tree
 
 
 def build(ctx: RewriteContext) -> exp.Select:
@@ -377,6 +387,5 @@ def truncation_sql(plan: QueryPlan, dialect: str = "duckdb") -> str:
         .group_by(exp.column("__bin"), copy=False)
     )
     tree = _with(query, [("__rows", rows), ("__per_unit", count_per_unit())])
-    if dialect == "postgres":
-        tree = to_postgres(tree, ctx.column_types)
+    tree = for_dialect(tree, ctx)
     return tree.sql(dialect=dialect, copy=False)

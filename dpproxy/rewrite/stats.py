@@ -22,12 +22,13 @@ from sqlglot import exp
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import Method, StatPlan
 from dpproxy.rewrite.bound import bounding_ctes
-from dpproxy.rewrite.dialect import row_hash, to_postgres
+from dpproxy.rewrite.dialect import row_hash
 from dpproxy.rewrite.guard import clamp, lit, number, table
 from dpproxy.rewrite.pipeline import (
     DIALECTS,
     UNIT,
     RewriteContext,
+    for_dialect,
     key_alias,
     row_measure,
     rows_select,
@@ -55,8 +56,7 @@ def stat_statements(ctx: RewriteContext) -> tuple[tuple[str, str], ...]:
         if stat.count is not None:
             continue  # reads the main statement's exact count and sum
         tree = _statement(ctx, stat)
-        if ctx.dialect == "postgres":
-            tree = to_postgres(tree, ctx.column_types)
+        tree = for_dialect(tree, ctx)
         out.append((stat.name, tree.sql(dialect=ctx.dialect, copy=False)))
     return tuple(out)
 

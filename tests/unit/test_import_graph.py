@@ -30,6 +30,7 @@ KNOWN_CYCLE_EDGES = {
     # open_backend() imports the implementations, which import CancelToken from the package.
     ("dpproxy.backends", "dpproxy.backends.duckdb"),
     ("dpproxy.backends", "dpproxy.backends.postgres"),
+    ("dpproxy.backends", "dpproxy.backends.spark"),
     # _version() reads dpproxy.__version__; dpproxy.connect is dbapi.connect, which needs the
     # engine, which opens the demo.
     ("dpproxy.demo", "dpproxy"),

@@ -1,0 +1,367 @@
+"""Apache Spark backend: planner-produced Spark SQL on a local session, a cluster or Spark Connect.
+
+The ``--database`` argument names where Spark runs (:func:`parse_spark_url`):
+
+=================================  ==========================================================
+``spark+local[N]``                 Spark in this process with N worker threads (``local[*]``:
+                                   one per core); needs Java 17 and ``pip install
+                                   'dpproxy[spark]'``
+``spark://HOST:7077``              a standalone cluster's master (the driver runs here)
+``sc://HOST:15002``                a Spark Connect server
+=================================  ==========================================================
+
+Any of them takes ``?parquet_dir=/path``: every ``NAME.parquet`` (a file or a directory of
+files) under it is the table ``NAME``, a temporary view of this backend's session. Without it
+the schema's tables are read from the session catalog (the Hive metastore or the default
+database of the cluster).
+
+Every session runs with ``spark.sql.ansi.enabled=true``: an integer overflow, a division by
+zero or a failing cast raises instead of giving NULL or a wrapped value, so the guards of the
+rewrite (``rewrite/spark.py``) are what make an accepted query total here too, exactly as on
+PostgreSQL. Failures are sorted as the PostgreSQL backend sorts them: the cluster not reachable
+before the query was sent → ``BackendUnavailable`` (08001, refunded); lost while it ran →
+``ConnectionLost`` (08006, charged); cancelled or timed out → ``QueryCanceled`` (57014); any
+other error → ``InternalError`` (XX000), with Spark's message only in ``log_detail``.
+
+Each query carries a fresh job tag (``SparkSession.addTag``); a client's cancel and the
+statement timeout interrupt the jobs of that tag only.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import threading
+import uuid
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from dpproxy.backends import CancelToken
+from dpproxy.catalog.model import Catalog
+from dpproxy.errors import (
+    BackendUnavailable,
+    ConnectionLost,
+    InternalError,
+    InvalidParameter,
+    QueryCanceled,
+    UndefinedTable,
+)
+from dpproxy.release.noise import ExactResult
+
+log = logging.getLogger("dpproxy.spark")
+
+DEFAULT_STATEMENT_TIMEOUT_S = 300.0
+CONNECT_TIMEOUT_S = 5.0
+_LOCAL = re.compile(r"^spark\+local(\[(\d+|\*)\])?$")
+_REMOTE = re.compile(r"^(spark|sc)://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})/?$")
+# Session settings of every backend: ANSI semantics (errors, never silent wraps), UTC dates.
+SESSION_CONF = {
+    "spark.sql.ansi.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.caseSensitive": "false",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SparkTarget:
+    """Where Spark runs: a ``master`` URL (local or standalone) or a Spark Connect ``remote``."""
+
+    master: str | None
+    remote: str | None
+    parquet_dir: Path | None
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """(host, port) of a cluster or Connect server; None for local mode."""
+        url = self.remote or self.master or ""
+        m = _REMOTE.match(url)
+        return (m.group(2).strip("[]"), int(m.group(3))) if m else None
+
+
+def parse_spark_url(database: str) -> SparkTarget:
+    """Read a Spark ``--database`` argument (see the module docstring).
+
+    >>> parse_spark_url("spark+local[2]?parquet_dir=/data")
+    SparkTarget(master='local[2]', remote=None, parquet_dir=PosixPath('/data'))
+    >>> parse_spark_url("sc://10.0.0.5:15002").address
+    ('10.0.0.5', 15002)
+    """
+    base, _, query = database.partition("?")
+    options = parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(options) - {"parquet_dir"})
+    hint = "use spark+local[N], spark://HOST:7077 or sc://HOST:15002, optionally ?parquet_dir=DIR"
+    if unknown:
+        raise InvalidParameter(f"unknown Spark option {unknown[0]!r}", hint=hint)
+    parquet = options.get("parquet_dir", [""])[-1]
+    parquet_dir = Path(parquet) if parquet else None
+    local = _LOCAL.match(base.lower())
+    if local:
+        return SparkTarget(f"local[{local.group(2) or '*'}]", None, parquet_dir)
+    remote = _REMOTE.match(base)
+    if remote is None:
+        raise InvalidParameter(f"cannot read the Spark address {base!r}", hint=hint)
+    if remote.group(1) == "sc":
+        return SparkTarget(None, base.rstrip("/"), parquet_dir)
+    return SparkTarget(base.rstrip("/"), None, parquet_dir)
+
+
+def _plain(v: Any) -> Any:
+    """Spark's DECIMAL sums → int or float, dates → ISO text as the other backends give them."""
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() and v.is_finite() else float(v)
+    return v
+
+
+_BASE_LOCK = threading.Lock()
+_BASES: dict[str, tuple[Any, int]] = {}  # master → (the process's SparkSession, users)
+
+
+def _base_session(target: SparkTarget) -> Any:
+    """The process's classic SparkSession for a master, shared (Spark allows one per JVM);
+    each backend works on a ``newSession()`` of it, with views and settings of its own."""
+    from pyspark.sql import SparkSession
+
+    assert target.master is not None
+    with _BASE_LOCK:
+        found = _BASES.get(target.master)
+        if found is not None:
+            _BASES[target.master] = (found[0], found[1] + 1)
+            return found[0]
+        builder = SparkSession.builder.master(target.master).appName("dpproxy")
+        for key, value in {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "8",
+            **SESSION_CONF,
+        }.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("FATAL")  # Spark logs failing SQL with its values
+        _BASES[target.master] = (session, 1)
+        return session
+
+
+def _release_base(master: str) -> None:
+    with _BASE_LOCK:
+        found = _BASES.get(master)
+        if found is None:
+            return
+        session, users = found
+        if users > 1:
+            _BASES[master] = (session, users - 1)
+            return
+        del _BASES[master]
+    session.stop()
+
+
+def _reachable(address: tuple[str, int]) -> bool:
+    try:
+        with socket.create_connection(address, timeout=CONNECT_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+class SparkBackend:
+    """One Spark session (local, standalone cluster or Spark Connect) running dpproxy's SQL."""
+
+    dialect = "spark"
+
+    def __init__(
+        self,
+        database: str,
+        *,
+        portable_hash: bool = False,
+        statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT_S,
+    ) -> None:
+        # rewrite/dialect.py: xxhash64 keyed by the secret, or the portable md5 hash.
+        self.portable_hash = portable_hash
+        self.statement_timeout = statement_timeout
+        self.target = parse_spark_url(database)
+        self.name = database.partition("?")[0]
+        address = self.target.address
+        if address is not None and not _reachable(address):
+            raise BackendUnavailable(
+                f"Spark at {self.name} is not reachable",
+                hint="check that the cluster's master (or the Spark Connect server) runs and "
+                "that HOST:PORT is right",
+            )
+        try:
+            import pyspark  # noqa: F401
+        except ImportError as e:
+            raise BackendUnavailable(
+                "the Spark backend needs PySpark",
+                hint="pip install 'dpproxy[spark]' (and Java 17 for local mode)",
+            ) from e
+        self._owns_base = self.target.remote is None
+        self._closed = False
+        try:
+            if self.target.remote is not None:
+                from pyspark.sql import SparkSession
+
+                self._spark = SparkSession.builder.remote(self.target.remote).getOrCreate()
+                for key, value in SESSION_CONF.items():
+                    self._spark.conf.set(key, value)
+            else:
+                self._spark = _base_session(self.target).newSession()
+                for key, value in SESSION_CONF.items():
+                    self._spark.conf.set(key, value)
+        except Exception as e:
+            raise BackendUnavailable(
+                f"cannot start Spark at {self.name}",
+                hint="local mode needs Java 17 (JAVA_HOME or java on PATH); a cluster must be "
+                "reachable",
+                log_detail=f"{type(e).__name__}: {e}",
+            ) from e
+        self._lock = threading.Lock()
+        try:
+            self.views = self._register_parquet()
+        except BaseException:
+            self.close()
+            raise
+
+    def _register_parquet(self) -> tuple[str, ...]:
+        directory = self.target.parquet_dir
+        if directory is None:
+            return ()
+        if not directory.is_dir():
+            raise BackendUnavailable(
+                f"parquet_dir {directory} is not a directory",
+                hint="point ?parquet_dir= at a directory holding NAME.parquet per table",
+            )
+        names = []
+        for path in sorted(directory.glob("*.parquet")):
+            try:
+                self._spark.read.parquet(str(path)).createOrReplaceTempView(path.stem)
+            except Exception as e:
+                raise BackendUnavailable(
+                    f"cannot read the Parquet table {path}", log_detail=f"{type(e).__name__}: {e}"
+                ) from e
+            names.append(path.stem)
+        return tuple(names)
+
+    def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
+        tag = f"dpproxy-{uuid.uuid4().hex}"
+        timed_out = threading.Event()
+
+        def interrupt() -> None:
+            try:
+                self._spark.interruptTag(tag)
+            except Exception:  # the session is gone: nothing left to interrupt
+                log.debug("interrupting %s failed", tag, exc_info=True)
+
+        def on_timeout() -> None:
+            timed_out.set()
+            interrupt()
+
+        timer = threading.Timer(self.statement_timeout, on_timeout)
+        timer.daemon = True
+        try:
+            self._spark.addTag(tag)
+        except Exception as e:
+            raise self._unreachable(e) from e
+        try:
+            if cancel is not None:
+                cancel.on_cancel(interrupt)
+                cancel.check()
+            timer.start()
+            frame = self._spark.sql(sql)
+            rows = frame.collect()
+            cols = tuple(frame.columns)
+        except Exception as e:
+            cancelled = cancel is not None and cancel.cancelled
+            raise self._translate(e, cancelled=cancelled, timed_out=timed_out.is_set()) from e
+        finally:
+            timer.cancel()
+            if cancel is not None:
+                cancel.on_cancel(None)
+            try:
+                self._spark.removeTag(tag)
+            except Exception:
+                log.debug("removing tag %s failed", tag, exc_info=True)
+        return ExactResult(cols, tuple(tuple(_plain(v) for v in r) for r in rows))
+
+    def _unreachable(self, e: Exception) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"Spark at {self.name} is not reachable",
+            hint="the query was not run and nothing was charged; try again when the cluster is "
+            "back",
+            log_detail=f"{type(e).__name__}: {e}",
+        )
+
+    def _translate(self, e: Exception, *, cancelled: bool, timed_out: bool) -> Exception:
+        from dpproxy.errors import DPProxyError
+
+        if isinstance(e, DPProxyError):
+            return e
+        detail = f"{type(e).__name__}: {e}"
+        if cancelled:
+            return QueryCanceled("canceling statement due to user request")
+        if timed_out:
+            return QueryCanceled(
+                "the query was cancelled (statement timeout)",
+                hint=f"the limit is {self.statement_timeout:g} s; its budget was charged",
+            )
+        if _is_connection_error(e):
+            return ConnectionLost(
+                f"the connection to Spark at {self.name} was lost during the query",
+                hint="its budget was charged",
+                log_detail=detail,
+            )
+        # Spark's message can quote a value: log_detail only (engine.PrivateQueryFailed).
+        return InternalError("the database failed to run the query", log_detail=detail)
+
+    def attach_catalog(self, catalog: Catalog) -> Catalog:
+        """Check every schema table and column exists (metadata only). Spark enforces no
+        PRIMARY KEY or UNIQUE constraint, so no unit column is ever taken as unique."""
+        tables = []
+        for t in catalog.tables:
+            try:
+                with self._lock:
+                    present = {f.name.lower() for f in self._spark.table(t.name).schema.fields}
+            except Exception as e:
+                if _is_connection_error(e):
+                    raise self._unreachable(e) from e
+                raise UndefinedTable(
+                    f'table "{t.name}" of the schema is not in the Spark catalog of {self.name}',
+                    hint="check that --schema and --database belong together; with "
+                    "?parquet_dir=DIR the table is DIR/NAME.parquet",
+                    log_detail=f"{type(e).__name__}: {e}",
+                ) from e
+            missing = [c.name for c in t.columns if c.name.lower() not in present]
+            if missing:
+                raise UndefinedTable(
+                    f'columns {", ".join(missing)} of table "{t.name}" are not in the database',
+                    hint="check that --schema and --database belong together",
+                )
+            tables.append(replace(t, unit_is_unique=False))
+        return replace(catalog, tables=tuple(tables))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        spark = self._spark
+        if self.target.remote is not None:
+            try:
+                spark.stop()
+            except Exception:
+                log.debug("stopping the Spark Connect session failed", exc_info=True)
+        elif self.target.master is not None and self._owns_base:
+            for view in getattr(self, "views", ()):
+                try:
+                    spark.catalog.dropTempView(view)
+                except Exception:
+                    log.debug("dropping view %s failed", view, exc_info=True)
+            _release_base(self.target.master)
+
+
+def _is_connection_error(e: Exception) -> bool:
+    names = {c.__name__ for c in type(e).__mro__}
+    return bool(
+        names & {"Py4JNetworkError", "ConnectionError", "SparkConnectGrpcException", "OSError"}
+    )

@@ -1,0 +1,182 @@
+"""The Spark pass: a rewrite tree made to compute on Spark (ANSI mode) what DuckDB computes.
+
+Spark runs with ``spark.sql.ansi.enabled=true`` (``backends/spark.py``), where an integer
+overflow, a division by zero and a failing ``CAST`` raise: like PostgreSQL, so the guards that
+make the rewrite total there (``rewrite/guard.py``, ``rewrite/floats.py``) hold here too.
+What differs from DuckDB and is handled below, before sqlglot prints the ``spark`` dialect:
+
+=====================  ===========================  ==========================================
+construct              DuckDB                       Spark 4 (ANSI)
+=====================  ===========================  ==========================================
+failed cast            ``TRY_CAST`` → NULL          ``TRY_CAST`` → NULL, but other strings are
+                                                    read: text is checked against dpproxy's
+                                                    grammar first (:func:`safe_cast`)
+double → integer       rounds half to even          truncates → ``BROUND`` first
+``a / b`` on decimals  double                       decimal → numerator cast to DOUBLE
+``SUM`` of BIGINTs     into a HUGEINT               BIGINT, overflow raises → summed as
+                                                    ``DECIMAL(38, 0)`` (|Σ| < 2¹¹⁵ < 10³⁸)
+``~*`` (ILIKE regex)   ``regexp_matches(…, 'i')``   ``RLIKE '(?i)…'``
+``QUANTILE_CONT``      exact, interpolated          ``PERCENTILE`` (exact, interpolated)
+``QUANTILE_DISC``      exact                        ``PERCENTILE_DISC … WITHIN GROUP``
+keyed row hash         ``hash(secret, …)``          ``xxhash64(secret, …)``
+                                                    (``rewrite/dialect.row_hash``)
+=====================  ===========================  ==========================================
+
+sqlglot would print ``PERCENTILE_CONT … WITHIN GROUP`` as ``PERCENTILE_APPROX`` (an
+approximation: a different, data-dependent answer) — one reason this pass exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlglot import exp
+
+from dpproxy.errors import UnsupportedQuery
+from dpproxy.rewrite.dialect import text_cast_condition
+from dpproxy.sql.types import SqlType
+
+_DOUBLE = exp.DataType.Type.DOUBLE
+_INTS = {
+    exp.DataType.Type.TINYINT: (-128, 127),
+    exp.DataType.Type.SMALLINT: (-32768, 32767),
+    exp.DataType.Type.INT: (-2147483648, 2147483647),
+    exp.DataType.Type.BIGINT: (-9223372036854775808, 9223372036854775807),
+}
+_TEXTS = (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR)
+_FLOATS = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+
+
+def _num(v: int | str) -> exp.Literal:
+    return exp.Literal(this=str(v), is_string=False)
+
+
+def _type(t: Any) -> exp.DataType:
+    return exp.DataType(this=t)
+
+
+def _decimal38() -> exp.DataType:
+    return exp.DataType.build("DECIMAL(38, 0)")
+
+
+def _when(condition: exp.Expression, value: exp.Expression) -> exp.Case:
+    return exp.Case(ifs=[exp.If(this=condition, true=value)])
+
+
+def safe_cast(node: exp.TryCast, source: SqlType) -> exp.Expression:
+    """A Spark expression equal to DuckDB's ``TRY_CAST`` as dpproxy allows it: NULL where the
+    cast would fail, never an error.
+
+    Text is first matched against the grammar both other engines read
+    (``rewrite/dialect.text_cast_condition``); Spark's own ``TRY_CAST`` then parses it (an
+    integer through ``DECIMAL(38, 0)``, which rounds half away from zero as DuckDB does, and is
+    NULL beyond 10³⁸). Numbers cast to integers are rounded half to even (``BROUND``) and
+    kept only inside the target's range (NaN and ±inf fail the test).
+    """
+    value: exp.Expression = node.this
+    target = node.to.this
+    from_text = source in (SqlType.TEXT, SqlType.UNKNOWN)
+    if target in _TEXTS:
+        return exp.Cast(this=value, to=_type(exp.DataType.Type.TEXT))
+    if target is exp.DataType.Type.BOOLEAN and source is SqlType.BOOLEAN:
+        return value
+    if target is exp.DataType.Type.DATE and source is SqlType.DATE:
+        return value
+    if from_text:
+        condition = text_cast_condition(value, target)
+        if condition is not None:
+            if target in _INTS:
+                whole = exp.TryCast(this=value.copy(), to=_decimal38())
+                return _when(condition, exp.TryCast(this=whole, to=_type(target)))
+            return _when(condition, exp.TryCast(this=value.copy(), to=_type(target)))
+    if source is SqlType.NUMERIC:
+        if target in _FLOATS:
+            return exp.Cast(this=value, to=_type(_DOUBLE))
+        if target in _INTS:
+            lo, hi = _INTS[target]
+            as_double = exp.Cast(this=value.copy(), to=_type(_DOUBLE))
+            in_range = exp.And(
+                this=exp.GTE(this=as_double, expression=_num(f"{lo}.5")),
+                expression=exp.LT(this=as_double.copy(), expression=_num(f"{hi}.5")),
+            )
+            rounded = exp.Anonymous(this="BROUND", expressions=[value, _num(0)])
+            return _when(in_range, exp.TryCast(this=rounded, to=_type(target)))
+        if target is exp.DataType.Type.BOOLEAN:
+            return exp.Case(
+                ifs=[
+                    exp.If(this=exp.EQ(this=value.copy(), expression=_num(0)), true=exp.false()),
+                    exp.If(this=exp.NEQ(this=value.copy(), expression=_num(0)), true=exp.true()),
+                ]
+            )
+    if source is SqlType.BOOLEAN and (target in _FLOATS or target in _INTS):
+        one, zero = (_num("1.0"), _num("0.0")) if target in _FLOATS else (_num(1), _num(0))
+        return exp.Case(
+            ifs=[
+                exp.If(this=value.copy(), true=one),
+                exp.If(this=exp.Not(this=value.copy()), true=zero),
+            ]
+        )
+    raise UnsupportedQuery(
+        f"CAST({source.value} AS {node.to.sql('postgres')}) is not supported on the Spark backend",
+        hint="it could fail on a row's value; cast to text, double precision or an integer type",
+    )
+
+
+def _is_bigint_term(e: exp.Expression) -> bool:
+    """A fixed-point summand (``rewrite/fixed.summand``): a BIGINT cast, or a CASE of them."""
+    if isinstance(e, exp.Cast) and e.to.this is exp.DataType.Type.BIGINT:
+        return True
+    if isinstance(e, exp.Case):
+        default = e.args.get("default")
+        return default is not None and _is_bigint_term(default)
+    return False
+
+
+def _quantile(node: exp.Anonymous) -> exp.Expression | None:
+    name = str(node.this).upper()
+    if name not in ("QUANTILE_CONT", "QUANTILE_DISC"):
+        return None
+    v, q = node.expressions
+    if name == "QUANTILE_CONT":
+        return exp.Anonymous(this="PERCENTILE", expressions=[v, q])
+    order = exp.Order(expressions=[exp.Ordered(this=v, nulls_first=False)])
+    disc = exp.Anonymous(this="PERCENTILE_DISC", expressions=[q])
+    return exp.WithinGroup(this=disc, expression=order)
+
+
+def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
+    """Rewrite a finished DuckDB-flavoured tree so that Spark (ANSI) computes the same values
+    (the table in the module docstring)."""
+    from dpproxy.rewrite.dialect import guarded_type
+
+    for visited in reversed(list(tree.dfs())):
+        node = cast(exp.Expression, visited)
+        parent, key, index = node.parent, node.arg_key, node.index
+        new: exp.Expression = node
+        if isinstance(node, exp.TryCast):
+            new = safe_cast(node, guarded_type(node.this, column_types))
+        elif isinstance(node, exp.Div):
+            numerator = node.this
+            if not (isinstance(numerator, exp.Cast) and numerator.to.this is _DOUBLE):
+                node.set("this", exp.Cast(this=numerator, to=_type(_DOUBLE)))
+        elif isinstance(node, exp.RegexpILike):
+            pattern = node.expression
+            if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+                raise UnsupportedQuery("a case-insensitive regular expression must be a literal")
+            new = exp.RegexpLike(
+                this=node.this, expression=exp.Literal.string("(?i)" + pattern.this)
+            )
+        elif isinstance(node, exp.Sum):
+            term = node.this
+            inner = term.expressions[0] if isinstance(term, exp.Distinct) else term
+            if _is_bigint_term(inner):
+                wide = exp.Cast(this=inner.copy(), to=_decimal38())
+                if isinstance(term, exp.Distinct):
+                    term.set("expressions", [wide])
+                else:
+                    node.set("this", wide)
+        elif isinstance(node, exp.Anonymous):
+            new = _quantile(node) or node
+        if new is not node and parent is not None and key:
+            parent.set(key, new, index)
+    return tree

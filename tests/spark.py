@@ -1,0 +1,54 @@
+"""Spark for the tests: one local session per test session, and tables as Parquet files.
+
+``spark_master`` (``tests/conftest.py``) starts Spark local once (≈ 5-15 s) and keeps it for the
+session: every :class:`~dpproxy.backends.spark.SparkBackend` of the session works on a
+``newSession()`` of it. Without PySpark or Java the Spark tests skip, except under CI, where a
+missing Spark is a failure (``tests/pg.skip_or_fail``'s rule).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+
+from tests.pg import skip_or_fail
+
+MASTER = "spark+local[2]"
+
+
+def require_spark() -> None:
+    """Skip (fail under CI) unless PySpark and a Java runtime are installed."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        skip_or_fail("PySpark is not installed (pip install 'dpproxy[spark]')")
+    if shutil.which("java") is None:
+        skip_or_fail("no Java runtime for Spark local (apt-get install default-jdk-headless)")
+
+
+def export_parquet(database: Path, directory: Path) -> Path:
+    """Every table of a DuckDB file as ``directory/NAME.parquet``, rows in table order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(database), read_only=True)
+    try:
+        names = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        for name in names:
+            target = directory / f"{name}.parquet"
+            con.execute(f"COPY {name} TO '{target}' (FORMAT parquet)")
+    finally:
+        con.close()
+    return directory
+
+
+def duckdb_from_parquet(directory: Path, path: Path) -> Path:
+    """A DuckDB file with one table per Parquet file of ``directory`` and no constraints: the
+    facts Spark has about the same tables (it enforces no PRIMARY KEY)."""
+    con = duckdb.connect(str(path))
+    try:
+        for f in sorted(directory.glob("*.parquet")):
+            con.execute(f"CREATE TABLE {f.stem} AS SELECT * FROM read_parquet('{f}')")
+    finally:
+        con.close()
+    return path
