@@ -47,6 +47,31 @@ def _clean_env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def test_the_changelog_keeps_a_changelog() -> None:
+    """CHANGELOG.md in the Keep a Changelog 1.1.0 form: release headings newest first
+    (``[Unreleased]`` on top), each with only the standard sections; the version that
+    pyproject.toml declares is named."""
+    import tomllib
+
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert text.startswith("# Changelog\n")
+    assert "keepachangelog.com/en/1.1.0" in text
+    releases = re.findall(r"^## \[(.+?)\](?: - (\d{4}-\d{2}-\d{2}))?$", text, re.M)
+    assert releases and releases[0] == ("Unreleased", "")
+    assert all(date for name, date in releases[1:]), releases
+    sections = re.findall(r"^### (.+)$", text, re.M)
+    assert sections and set(sections) <= {
+        "Added",
+        "Changed",
+        "Deprecated",
+        "Removed",
+        "Fixed",
+        "Security",
+    }
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert version in text
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``{"wheel": …, "sdist": …}`` built from a copy of the repository."""
