@@ -14,11 +14,11 @@ import io
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -31,9 +31,10 @@ EXIT_ERROR = 1  # a refusal or failure with a SQLSTATE
 EXIT_USAGE = 2  # a command line click could not parse (unknown option, missing argument)
 
 FORMATS = ("table", "csv", "json")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _Formats(click.Choice):
+class _Formats(click.Choice[str]):
     """table, csv or json; ``text`` (explain's old name for table) is still read as table."""
 
     def __init__(self) -> None:
@@ -45,7 +46,7 @@ class _Formats(click.Choice):
         return super().convert(value, param, ctx)
 
 
-def format_option(help_text: str = "Output format.") -> Any:
+def format_option(help_text: str = "Output format.") -> Callable[[F], F]:
     """The ``--format table|csv|json`` option, the same on every command that prints data."""
     return click.option(
         "--format",

@@ -13,14 +13,14 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -313,6 +313,9 @@ _FORMAT = format_option(
 )
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
 def _relocate(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     """``budget show --ledger F``: the group's options, accepted after the subcommand too."""
     settings = ctx.find_object(_Settings)
@@ -320,7 +323,7 @@ def _relocate(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         setattr(settings, param.name, value)
 
 
-def _located(f: Any) -> Any:
+def _located(f: _F) -> _F:
     """Give a budget subcommand the group's --ledger and --schema (they override the group's)."""
     f = click.option(
         "--schema",

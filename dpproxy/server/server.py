@@ -132,8 +132,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line; only the fields the server puts in ``extra`` (never SQL
     results, exact aggregates or credentials)."""
 
-    FIELDS = ("event", "user", "sqlstate", "rows", "cost", "ms", "pid", "peer", "reason")
-    FIELDS += ("ledger", "address")  # dpproxy serve's first lines: the ledger, where it listens
+    FIELDS: tuple[str, ...] = ("event", "user", "sqlstate", "rows", "cost", "ms", "pid", "peer")
+    FIELDS += ("reason", "ledger", "address")  # ledger, address: serve's first two lines
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {

@@ -700,7 +700,8 @@ class Session:
         try:
             answer = await self.running
         except PrivacyParameterError as e:
-            _steward_hint(e, engine.catalog.policy.delta, self.state.delta)
+            limit = engine.catalog.policy.delta
+            _steward_hint(e, limit, limit if self.state.delta is None else self.state.delta)
             raise
         except QueryCanceled as e:
             if self._timed_out:
