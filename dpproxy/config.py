@@ -39,12 +39,19 @@ FILE_NAME = "dpproxy.toml"
 
 # Each key → the (command, parameter) pairs it supplies a default for.
 TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
-    "database": (("query", "database"), ("explain", "database"), ("serve", "database")),
+    "database": (
+        ("query", "database"),
+        ("explain", "database"),
+        ("serve", "database"),
+        ("schema check", "database"),
+        ("schema init", "database"),
+    ),
     "schema": (
         ("query", "schema"),
         ("explain", "schema"),
         ("serve", "schema"),
         ("budget", "schema"),
+        ("schema check", "files"),  # `dpproxy schema check` with no FILES checks this one
     ),
     "ledger": (
         ("query", "ledger"),
@@ -136,14 +143,18 @@ def load_settings(path: Path, profile: str | None) -> dict[str, str]:
 _ENV_FIRST = {"ledger": "DPPROXY_LEDGER", "users": "DPPROXY_USERS"}
 
 
-def default_map(settings: dict[str, str]) -> dict[str, dict[str, str]]:
-    """click's ``default_map`` for the command tree: command → parameter → value."""
-    out: dict[str, dict[str, str]] = {}
+def default_map(settings: dict[str, str]) -> dict[str, Any]:
+    """click's ``default_map`` for the command tree: command → (subcommand →) parameter →
+    value."""
+    out: dict[str, Any] = {}
     for key, value in settings.items():
         if os.environ.get(_ENV_FIRST.get(key, "")):
             continue
         for command, param in TARGETS[key]:
-            out.setdefault(command, {})[param] = value
+            node = out
+            for part in command.split():
+                node = node.setdefault(part, {})
+            node[param] = [value] if param == "files" else value
     return out
 
 

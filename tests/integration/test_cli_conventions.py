@@ -205,6 +205,23 @@ def test_a_config_file_leaves_only_the_sql(run: Run, home: Path, demo_db: Path) 
     assert "for 'cy' in memory" in _ok(run("query", "-a", "cy", "--ledger", "memory", COUNT)).stderr
 
 
+def test_a_config_file_serves_and_checks_without_options(
+    run: Run, home: Path, demo_db: Path
+) -> None:
+    (home / "work" / "dpproxy.toml").write_text(
+        f'database = "{demo_db}"\nschema = "{demo_schema_path()}"\nledger = "memory"\n'
+        'listen = "127.0.0.1:0"\n'
+    )
+    assert ": ok (dataset adult" in _ok(run("schema", "check")).stdout
+    proc, log, port = _serve(home, listen=False)
+    try:
+        with psycopg.connect(f"postgresql://ana@127.0.0.1:{port}/dpproxy", autocommit=True) as c:
+            assert c.execute(COUNT).fetchall()
+    finally:
+        _stop(proc)
+    assert json.loads(log.read_text().splitlines()[0])["ledger"] == "memory"
+
+
 def test_config_found_in_the_user_directory_or_named(run: Run, home: Path) -> None:
     cfg = home / "cfg" / "dpproxy"
     cfg.mkdir(parents=True)
@@ -243,11 +260,14 @@ def test_config_missing_file_is_an_error(run: Run, home: Path) -> None:
 # ----------------------------------------------------------------------- serve: logs, hint
 
 
-def _serve(home: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], Path, int]:
+def _serve(
+    home: Path, *args: str, listen: bool = True, **env: str
+) -> tuple[subprocess.Popen[str], Path, int]:
     log = home / "serve.log"
+    where = ["--listen", "127.0.0.1:0"] if listen else []
     with log.open("w") as err:  # the child keeps its own descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dpproxy", "serve", "--trust", "--listen", "127.0.0.1:0", *args],
+            [sys.executable, "-m", "dpproxy", "serve", "--trust", *where, *args],
             stdout=subprocess.DEVNULL,
             stderr=err,
             text=True,
