@@ -74,7 +74,7 @@ def test_the_changelog_keeps_a_changelog() -> None:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``{"wheel": …, "sdist": …}`` built from a copy of the repository."""
+    """``{"wheel": …, "sdist": …, "src": the copy}`` built from a copy of the repository."""
     root = tmp_path_factory.mktemp("packaging")
     files = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO)
     assert files.returncode == 0, f"the packaging test needs a git checkout: {files.stderr}"
@@ -88,7 +88,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,) = out.glob("dpproxy-*-py3-none-any.whl")
     (sdist,) = out.glob("dpproxy-*.tar.gz")
-    return {"wheel": wheel, "sdist": sdist}
+    return {"wheel": wheel, "sdist": sdist, "src": src}
 
 
 def test_the_wheel_carries_the_demo_data_the_schema_and_the_console_script(
@@ -106,7 +106,8 @@ def test_the_wheel_carries_the_demo_data_the_schema_and_the_console_script(
         metadata = whl.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in metadata
     assert "Description-Content-Type: text/markdown" in metadata
-    tracked = {p.relative_to(REPO).as_posix() for p in (REPO / "dpproxy").rglob("*.py")}
+    src = dist["src"]
+    tracked = {p.relative_to(src).as_posix() for p in (src / "dpproxy").rglob("*.py")}
     assert {n for n in names if n.startswith("dpproxy/") and n.endswith(".py")} == tracked
 
 
