@@ -381,18 +381,55 @@ def schema_check(files: tuple[str, ...], database: str | None) -> None:
     help="Write the draft here (default: standard output).",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
+@click.option(
+    "--dp-bounds",
+    is_flag=True,
+    help="Choose each numeric column's bounds with DP (about the 5th and 95th percentiles of "
+    "the units' values, from a fixed grid), charged to --steward in the ledger; needs "
+    "--epsilon and one table.",
+)
+@click.option("--epsilon", "-e", metavar="EPS", help="--dp-bounds: the total ε to spend.")
+@click.option(
+    "--unit",
+    metavar="COLUMN",
+    help="The column naming one person, written as the privacy unit (default: the primary "
+    "key; --dp-bounds needs one).",
+)
+@click.option(
+    "--steward",
+    default="steward",
+    show_default=True,
+    metavar="NAME",
+    help="--dp-bounds: the ledger account that pays.",
+)
+@click.option(
+    "--ledger",
+    metavar="FILE",
+    help="--dp-bounds: the budget ledger (default: $DPPROXY_LEDGER, else the default file).",
+)
 def schema_init(
-    database: str, tables: tuple[str, ...], dataset: str | None, output: str | None, force: bool
+    database: str,
+    tables: tuple[str, ...],
+    dataset: str | None,
+    output: str | None,
+    force: bool,
+    dp_bounds: bool,
+    epsilon: str | None,
+    unit: str | None,
+    steward: str,
+    ledger: str | None,
 ) -> None:
     """Write a draft privacy schema from a database's metadata: tables, columns, types,
     nullability, and the primary key as the privacy unit when there is one.
 
     Never reads the data to decide anything: the privacy unit (without a primary key), bounds
     and domains are left as TODOs for you to fill in from the data's documentation;
-    `dpproxy schema check` lists them. Example:
+    `dpproxy schema check` lists them. With --dp-bounds the bounds are released with DP
+    instead, at a cost recorded in the ledger (mechanisms/dp_bounds.py). Examples:
 
     \b
         dpproxy schema init --database people.csv -o people.yaml
+        dpproxy schema init -d people.csv --dp-bounds --epsilon 1 --unit id -o people.yaml
     """
     from pathlib import Path
 
@@ -404,13 +441,29 @@ def schema_init(
         chosen = pick_tables(describe(database), tables, database)
     except DPProxyError as err:
         _fail(err)
-    text = draft_schema(dataset or chosen[0].name, chosen, source=database)
+    if output is not None and Path(output).exists() and not force:
+        _fail(InvalidParameter(f"{output} exists", hint="pass --force to overwrite it"))
+    lacking = [t.name for t in chosen if unit is not None and t.column(unit) is None]
+    if lacking:
+        from dpproxy.errors import UndefinedColumn
+
+        _fail(
+            UndefinedColumn(
+                f'--unit {unit}: no such column in table "{lacking[0]}"',
+                hint="name the column identifying one person; --table picks the tables",
+            )
+        )
+    bounds = None
+    if dp_bounds:
+        bounds = _dp_bounds(database, chosen, dataset, epsilon, unit, steward, ledger)
+    units = {t.name: unit for t in chosen if unit is not None}
+    text = draft_schema(
+        dataset or chosen[0].name, chosen, source=database, bounds=bounds, units=units
+    )
     report = check_schema(text, output or "<draft>")
     if output is None:
         click.echo(text, nl=False)
     else:
-        if Path(output).exists() and not force:
-            _fail(InvalidParameter(f"{output} exists", hint="pass --force to overwrite it"))
         Path(output).write_text(text, encoding="utf-8")
     must = len(report.problems)
     click.echo(
@@ -419,6 +472,75 @@ def schema_init(
         f" --database {database} {output or 'FILE'}`",
         err=True,
     )
+
+
+def _dp_bounds(
+    database: str,
+    chosen: Any,
+    dataset: str | None,
+    epsilon: str | None,
+    unit: str | None,
+    steward: str,
+    ledger: str | None,
+) -> Any:
+    """``schema init --dp-bounds``: check the options, open the ledger, release the bounds."""
+    from fractions import Fraction
+
+    from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord, ledger_setting
+    from dpproxy.backends.steward import bounded_columns, estimate_bounds
+    from dpproxy.values import Cost
+
+    if epsilon is None or len(chosen) != 1:
+        _fail(
+            InvalidParameter(
+                "--dp-bounds needs --epsilon and exactly one table",
+                hint="e.g. --dp-bounds --epsilon 1 --table people (the ε is spent once, in all)",
+            )
+        )
+    try:
+        total = Fraction(epsilon)
+    except (ValueError, ZeroDivisionError):
+        total = Fraction(0)
+    if not Fraction(1, 1000) <= total <= 100:
+        _fail(
+            InvalidParameter(
+                f"--epsilon must be a number in [0.001, 100], not {epsilon!r}",
+                hint="the total ε spent on all the bounds, e.g. --epsilon 1",
+            )
+        )
+    shape = chosen[0]
+    who = unit or shape.primary_key
+    if who is None:
+        _fail(
+            InvalidParameter(
+                f'--dp-bounds needs the privacy unit: table "{shape.name}" has no primary key',
+                hint="pass --unit COLUMN, the column naming one person",
+            )
+        )
+    where = ledger_setting(ledger, durable=True)
+    if where == MEMORY:
+        _fail(
+            InvalidParameter(
+                "--dp-bounds charges a durable ledger, not --ledger memory",
+                hint="omit --ledger for the default ledger, or give a file",
+            )
+        )
+    cols = ", ".join(bounded_columns(shape, who))
+    record = ReleaseRecord(
+        query=f"schema init --dp-bounds {shape.name}({cols}) unit {who}",
+        plan="dp_bounds: report-noisy-min over a public grid, 2 choices per column",
+        mechanism="exponential",
+    )
+    try:
+        book = Ledger(where, dataset or shape.name, Cost(Fraction(10), Fraction(1, 10**5)))
+        try:
+            bounds = estimate_bounds(database, shape, who, total, book, steward, record)
+        finally:
+            book.close()
+    except DPProxyError as err:
+        _fail(err)
+    click.echo(f"privacy cost: ε={total}, charged to {steward!r} in ledger {where}", err=True)
+    return bounds
 
 
 @main.group()

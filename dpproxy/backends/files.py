@@ -57,6 +57,9 @@ class Source:
     given: str  # as the user wrote it, for messages
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:(//|[A-Za-z])")  # scheme:// or spark+local[N]
+
+
 def _suffix_kind(path: str) -> str | None:
     low = path.lower()
     if low.endswith(CSV_SUFFIXES):
@@ -97,8 +100,8 @@ def view_name(given: str) -> str:
 
 def file_sources(database: str) -> tuple[Source, ...] | None:
     """The views ``database`` asks for, or None when it is a DuckDB database or a URL."""
-    if is_postgres_url(database):
-        return None
+    if is_postgres_url(database) or _URL.match(database) or database.startswith("spark+"):
+        return None  # a URL (postgresql://, spark://, spark+local[N]...): backends.open_backend
     whole = Path(database)
     parts = [database] if whole.exists() or "," not in database else database.split(",")
     parts = [p.strip() for p in parts if p.strip()]

@@ -18,7 +18,9 @@ would leak it (schemas/README.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from dpproxy.catalog.model import Catalog, ColumnType
 
@@ -145,8 +147,21 @@ def _quote(name: str) -> str:
     return name if _IDENT.fullmatch(name) else f'"{name}"'
 
 
-def draft_schema(dataset: str, shapes: tuple[TableShape, ...], *, source: str) -> str:
-    """The YAML text of a draft privacy schema for ``shapes`` (see the module docstring)."""
+def draft_schema(
+    dataset: str,
+    shapes: tuple[TableShape, ...],
+    *,
+    source: str,
+    bounds: Mapping[tuple[str, str], tuple[Fraction, Fraction, str]] | None = None,
+    units: Mapping[str, str] | None = None,
+) -> str:
+    """The YAML text of a draft privacy schema for ``shapes`` (see the module docstring).
+
+    ``bounds``: (table, column) → (lower, upper, note) released with DP by ``schema init
+    --dp-bounds`` (``mechanisms/dp_bounds.py``); written as bounds, with the note beside them.
+    """
+    chosen = bounds or {}
+    given = units or {}  # table → the unit column the steward named (schema init --unit)
     lines = [
         f"# Draft privacy schema for {source}, written by `dpproxy schema init`.",
         "# Everything here is PUBLIC. Replace each TODO with facts from the data's documentation",
@@ -168,6 +183,8 @@ def draft_schema(dataset: str, shapes: tuple[TableShape, ...], *, source: str) -
                 "   # the primary key: one row per unit"
             )
             lines.append("    max_rows_per_unit: 1")
+        elif shape.name in given:
+            lines.append(f"    privacy_unit: {_quote(given[shape.name])}   # given with --unit")
         else:
             lines.append(
                 "    privacy_unit: TODO   # the column naming one person (the protected individual)"
@@ -175,11 +192,19 @@ def draft_schema(dataset: str, shapes: tuple[TableShape, ...], *, source: str) -
             lines.append("    # TODO max_rows_per_unit: the most rows one person has, if known")
         lines.append("    columns:")
         for col in shape.columns:
-            lines.append("      " + _draft_column(col, unit=col.name == shape.primary_key))
+            dp = chosen.get((shape.name, col.name))
+            unit = col.name in (shape.primary_key, given.get(shape.name))
+            lines.append("      " + _draft_column(col, unit=unit, dp=dp))
     return "\n".join(lines) + "\n"
 
 
-def _draft_column(col: ColumnShape, *, unit: bool) -> str:
+def _number(v: Fraction) -> str:
+    return str(v.numerator) if v.denominator == 1 else f'"{v.numerator}/{v.denominator}"'
+
+
+def _draft_column(
+    col: ColumnShape, *, unit: bool, dp: tuple[Fraction, Fraction, str] | None = None
+) -> str:
     ctype = schema_type(col.sql_type)
     name = _quote(col.name)
     if not _IDENT.fullmatch(col.name):
@@ -200,6 +225,9 @@ def _draft_column(col: ColumnShape, *, unit: bool) -> str:
         fields.append("domain: [true, false]")
     elif unit:
         pass
+    elif ctype.numeric and dp is not None:
+        fields += [f"lower: {_number(dp[0])}", f"upper: {_number(dp[1])}"]
+        todo = f"  # {dp[2]}"
     elif ctype.numeric:
         todo = "  # TODO lower, upper: public bounds (SUM and AVG need them)"
     elif ctype is ColumnType.TEXT:

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -499,3 +500,84 @@ def test_csv_types_come_from_every_row(tmp_path: Path, env: dict[str, str]) -> N
     )
     p = run(f"dpproxy schema check -d late.csv {schema}", tmp_path, env)
     assert p.returncode == 1 and "(SQLSTATE 42804)" in p.stderr
+
+
+def test_dp_bounds_are_charged_to_the_steward_in_the_ledger(
+    data: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    from dpproxy.accounting.ledger import Ledger
+    from dpproxy.catalog.load import load_catalog
+    from dpproxy.mechanisms.dp_bounds import candidates
+    from dpproxy.values import Cost
+
+    shutil.copy(data / "people.csv", tmp_path)
+    ledger = tmp_path / "ledger.sqlite"
+    cmd = f"dpproxy schema init -d people.csv --unit id --ledger {ledger} --dp-bounds"
+    p = ok(run(f"{cmd} --epsilon 1 -o p.yaml", tmp_path, env))
+    assert f"privacy cost: ε=1, charged to 'steward' in ledger {ledger}" in p.stderr
+    text = (tmp_path / "p.yaml").read_text()
+    assert "privacy_unit: id   # given with --unit" in text
+    assert text.count("# DP bounds (ε = 1/4 each, charged to steward): check them") == 2
+    catalog = load_catalog(tmp_path / "p.yaml")  # loads as drafted: the unit was given
+    table = catalog.tables[0]
+    for name, integer in (("age", True), ("income", False)):
+        col = table.column(name)
+        assert col is not None and col.lower is not None and col.upper is not None
+        assert col.lower <= col.upper
+        assert {col.lower, col.upper} <= set(candidates(integer=integer))
+    assert not table.column("id").bounded  # type: ignore[union-attr]  # the unit: no bounds
+    book = Ledger(ledger, "people", Cost(Fraction(10), Fraction(1, 10**5)))
+    try:
+        assert book.spent("steward") == Cost(Fraction(1))
+        (entry,) = [e for e in book.entries("steward") if e.kind == "release"]
+        assert entry.body["query"] == "schema init --dp-bounds people(age, income) unit id"
+    finally:
+        book.close()
+    # the budget is enforced: 9 are left, 10 are refused, and nothing is written
+    p = run(f"{cmd} --epsilon 10 -o q.yaml", tmp_path, env)
+    assert sqlstate(p) == "ZD001" and not (tmp_path / "q.yaml").exists()
+    # options that cannot work are refused before anything is spent
+    for bad, code in (
+        (f"{cmd} -o r.yaml", "22023"),  # no --epsilon
+        (f"{cmd} --epsilon 0 -o r.yaml", "22023"),
+        ("dpproxy schema init -d people.csv --dp-bounds --epsilon 1 -o r.yaml", "22023"),  # unit
+        (f"{cmd} --epsilon 1 --ledger memory -o r.yaml", "22023"),
+        ("dpproxy schema init -d people.csv --unit nobody --epsilon 1 --dp-bounds", "42703"),
+    ):
+        p = run(bad, tmp_path, env)
+        assert sqlstate(p) == code, (bad, p.stderr)
+    book = Ledger(ledger, "people", Cost(Fraction(10), Fraction(1, 10**5)))
+    try:
+        assert book.spent("steward") == Cost(Fraction(1))
+    finally:
+        book.close()
+
+
+def test_dp_bounds_use_the_default_ledger_and_schemas_readme_says_so(
+    data: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    from dpproxy.mechanisms.dp_bounds import candidates
+
+    for claim in (
+        "chosen from the fixed grid 0, ±1, ±2, ±5, ±10, ±20, …",
+        "is charged to the account `--steward` (default `steward`) in the budget ledger "
+        "(`--ledger`; by default the file `dpproxy serve` uses)",
+        "if the account's budget cannot pay, no count is computed and no file is written (`ZD001`)",
+    ):
+        assert claim in SCHEMAS_README_TEXT, claim
+    assert {0, 1, 2, 5, 10, 20, -1, -2, -5, -10, -20} <= set(candidates(integer=True))
+    shutil.copy(data / "people.csv", tmp_path)
+    p = ok(run("dpproxy schema init -d people.csv --unit id --dp-bounds -e 0.5", tmp_path, env))
+    default = Path(env["XDG_DATA_HOME"]) / "dpproxy" / "ledger.sqlite"
+    assert f"charged to 'steward' in ledger {default}" in p.stderr
+    assert "lower:" in p.stdout
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://u@h/db", "postgres://h/db", "spark+local[4]", "spark://h:7077", "sc://h:1"],
+)
+def test_urls_are_not_taken_for_files(url: str) -> None:
+    from dpproxy.backends.files import file_sources
+
+    assert file_sources(url) is None  # backends.open_backend decides
