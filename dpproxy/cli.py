@@ -17,7 +17,8 @@ _COMMON = [
         "--database",
         "-d",
         metavar="FILE|URL",
-        help="DuckDB database file, postgresql:// URL or Spark (spark+local[N], spark://HOST:PORT, "
+        help="DuckDB file, CSV/Parquet files or globs (README: Your own data), postgresql:// "
+        "URL or Spark (spark+local[N], spark://HOST:PORT, "
         "sc://HOST:PORT; README: Running on Spark) (default: the bundled Adult demo).",
     ),
     click.option(
@@ -622,7 +623,8 @@ def _listen(value: str) -> tuple[str, int]:
     "--database",
     "-d",
     metavar="FILE|URL",
-    help="DuckDB database file, postgresql:// URL or Spark (spark+local[N], spark://HOST:PORT, "
+    help="DuckDB file, CSV/Parquet files or globs (README: Your own data), postgresql:// URL "
+    "or Spark (spark+local[N], spark://HOST:PORT, "
     "sc://HOST:PORT; README: Running on Spark) (default: the bundled Adult demo).",
 )
 @click.option(
