@@ -112,7 +112,8 @@ def main() -> None:
     "--statement-timeout",
     type=click.FloatRange(min=0.001),
     metavar="SECONDS",
-    help="PostgreSQL only: cancel the query after this long (SQLSTATE 57014; default 60).",
+    help="PostgreSQL and Spark: cancel the query after this long (SQLSTATE 57014; default "
+    "60 s on PostgreSQL, 300 s on Spark).",
 )
 @click.option(
     "--ledger",
@@ -176,7 +177,7 @@ def query(
     """
     from dpproxy.accounting.ledger import ledger_setting
     from dpproxy.dbapi import connect
-    from dpproxy.output import read_sql, report_answer
+    from dpproxy.output import exhausted_hint, read_sql, report_answer
 
     if log_file:
         _operator_log(log_file, log_level)
@@ -198,7 +199,7 @@ def query(
             cur = con.cursor().execute(text)
             report_answer(cur, analyst, where, fmt, errors)
     except DPProxyError as err:
-        _fail(err, fmt)
+        _fail(exhausted_hint(err, analyst, where), fmt)
 
 
 def _operator_log(path: str, level: str = "warning") -> None:
@@ -888,6 +889,15 @@ def _register_budget_commands() -> None:
 
 
 _register_budget_commands()
+
+
+def _register_console_command() -> None:
+    from dpproxy.console.command import console
+
+    main.add_command(console)
+
+
+_register_console_command()
 
 
 if __name__ == "__main__":

@@ -148,6 +148,18 @@ def budget_line(analyst: str, where: str, remaining: Cost) -> str:
 # ----------------------------------------------------------------------------- errors
 
 
+def exhausted_hint(err: DPProxyError, analyst: str, where: str) -> DPProxyError:
+    """An exhausted budget (ZD001) on the command line: say which ledger holds it and the
+    commands that help (a grant or reset by the steward, or a throwaway budget in memory)."""
+    if err.sqlstate == "ZD001" and where != "memory":
+        err.hint = (
+            f"the budget is kept in ledger {ledger_label(where)}: the data steward can run "
+            f"`dpproxy budget grant {analyst} --epsilon E` or `dpproxy budget reset {analyst}`; "
+            "`--ledger memory` tries queries against a budget that lasts one command"
+        )
+    return err
+
+
 def error_json(err: DPProxyError) -> dict[str, Any]:
     """``{"error": {"sqlstate", "message", "hint", ...}}``: problems and position when set."""
     body: dict[str, Any] = {"sqlstate": err.sqlstate, "message": err.message, "hint": err.hint}

@@ -87,6 +87,17 @@ def test_every_command_reads_the_same_ledger_by_default(run: Run, home: Path) ->
     assert "ε=8, δ=0.00001" in second.stderr
 
 
+def test_an_exhausted_budget_names_the_ledger_and_the_commands(run: Run, home: Path) -> None:
+    ledger = home / "data" / "dpproxy" / "ledger.sqlite"
+    _ok(run("query", "--epsilon", "10", COUNT))
+    proc = run("query", COUNT)
+    assert proc.returncode == 1 and "(SQLSTATE ZD001)" in proc.stderr
+    assert f"in ledger {ledger}" in proc.stderr
+    assert "`dpproxy budget grant analyst --epsilon E`" in proc.stderr
+    _ok(run("budget", "grant", "analyst", "--epsilon", "20"))
+    _ok(run("query", "SELECT SUM(age) FROM adult"))
+
+
 def test_the_per_process_budget_is_an_explicit_ledger_memory(run: Run, home: Path) -> None:
     for _ in range(2):  # each run starts from the full budget, and says so
         proc = _ok(run("query", "--ledger", "memory", COUNT))
