@@ -71,3 +71,21 @@ def test_log_level_is_an_option_and_an_environment_variable() -> None:
 def test_the_files_the_doc_names_exist() -> None:
     for path in re.findall(r"`((?:tests|dpproxy)/[\w/.-]+\.py)`", DOC):
         assert (ROOT / path).is_file(), path
+
+
+def test_the_readme_cost_lines_are_the_code_s() -> None:
+    """The README's transcripts show the cost line as ``report_answer`` prints it for the
+    default ledger (in the home directory, shown with ``~``)."""
+    from fractions import Fraction
+
+    from dpproxy.values import Cost
+
+    default = Path.home() / ".local" / "share" / "dpproxy" / "ledger.sqlite"
+    assert output.ledger_label(str(default)) == "~/.local/share/dpproxy/ledger.sqlite"
+    left = Cost(Fraction(9), Fraction(1e-5))  # the demo schema's δ, a YAML float
+    line = f"privacy cost: {output.cost_text(Cost(Fraction(1), Fraction(0)))}; " + (
+        output.budget_line("analyst", str(default), left)
+    )
+    text = " ".join(README.split())
+    assert line in text
+    assert text.count("budget left for 'analyst': ") == 0  # the old form, no ledger named
