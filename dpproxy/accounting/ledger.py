@@ -714,6 +714,8 @@ class Ledger:
                 body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
             if failed is not None:
                 body["failed"] = failed
+            if cache is not None:  # the released answer's key: the steward console shows it
+                body["answer"] = cache[0]
             self._append(con, "release", analyst, body)
             if self.cache_scope != "off":
                 for key, payload in ((cache,) if cache is not None else ()) + more:

@@ -231,6 +231,19 @@ def make_verifier(
     return Verifier(iterations, salt, stored_key, server_key).to_text()
 
 
+def password_matches(verifier: Verifier, password: str) -> bool:
+    """Does ``password`` give this verifier's StoredKey (RFC 5802 §3)? For logins that are
+    not a SCRAM exchange (the steward console's form over TLS or loopback); compared in
+    constant time. An impossible password (one SASLprep refuses and PostgreSQL would too)
+    matches nothing."""
+    try:
+        prepared = prepare_password(password)
+    except ValueError:
+        return False
+    stored, _ = _derive(prepared, verifier.salt, verifier.iterations)
+    return hmac.compare_digest(stored, verifier.stored_key)
+
+
 def parse_verifier(text: str) -> Verifier:
     """Read PostgreSQL's verifier text; ValueError (never quoting the text) if it is malformed."""
     mechanism, sep1, rest = text.partition("$")

@@ -4,7 +4,11 @@ The file is JSON, never holds a password, and is written only whole::
 
     {"version": 1,
      "users": {"ana": {"verifier": "SCRAM-SHA-256$4096:<salt>$<StoredKey>:<ServerKey>",
-                       "created": "2024-06-01T12:00:00+00:00"}}}
+                       "created": "2024-06-01T12:00:00+00:00"},
+               "sam": {"verifier": "...", "created": "...", "role": "steward"}}}
+
+A user's ``role`` is ``analyst`` when absent; a ``steward`` may also log in to the steward
+console (``dpproxy console``), which analysts cannot.
 
 Its default place is ``$DPPROXY_USERS``, else ``$XDG_CONFIG_HOME/dpproxy/users.json``, else
 ``~/.config/dpproxy/users.json`` (:func:`default_users_path`).
@@ -39,6 +43,9 @@ FORMAT_VERSION: Final = 1
 MAX_NAME_LENGTH: Final = 63  # PostgreSQL's NAMEDATALEN - 1
 FILE_MODE: Final = 0o600
 DIR_MODE: Final = 0o700
+ANALYST: Final = "analyst"
+STEWARD: Final = "steward"
+ROLES: Final = (ANALYST, STEWARD)  # a steward may also log in to the console
 
 
 class UsersFileError(DPProxyError):
@@ -129,6 +136,11 @@ class UserStore:
             out[name] = {"verifier": entry["verifier"]}
             if isinstance(created, str):
                 out[name]["created"] = created
+            role = entry.get("role", ANALYST)
+            if role not in ROLES:
+                raise self._error(f"users.{name!r}.role: {role!r} (expected one of {ROLES})")
+            if role != ANALYST:
+                out[name]["role"] = role
         return out
 
     def _error(self, problem: str) -> UsersFileError:
@@ -143,6 +155,23 @@ class UserStore:
 
     def __contains__(self, name: object) -> bool:
         return name in self._users
+
+    def role(self, name: str) -> str | None:
+        """``"analyst"`` (the default: queries through ``serve``) or ``"steward"`` (also the
+        console, ``dpproxy console``); None if there is no such user."""
+        entry = self._users.get(name)
+        return None if entry is None else entry.get("role", ANALYST)
+
+    def set_role(self, name: str, role: str) -> None:
+        """Give user ``name`` a role of :data:`ROLES`; InvalidParameter (22023) otherwise."""
+        if name not in self._users:
+            raise InvalidParameter(f'user "{name}" does not exist')
+        if role not in ROLES:
+            raise InvalidParameter(f"unknown role {role!r}", hint=f"one of {', '.join(ROLES)}")
+        if role == ANALYST:
+            self._users[name].pop("role", None)
+        else:
+            self._users[name]["role"] = role
 
     def verifier(self, name: str) -> Verifier | None:
         """The verifier of user ``name``, or None if there is no such user."""
@@ -171,6 +200,8 @@ class UserStore:
         old = self._users.get(name, {})
         created = old.get("created") or datetime.now(UTC).isoformat(timespec="seconds")
         self._users[name] = {"verifier": verifier, "created": created}
+        if "role" in old:  # a new password keeps the role
+            self._users[name]["role"] = old["role"]
 
     def remove(self, name: str) -> None:
         """Remove user ``name``; InvalidParameter (22023) if there is none."""

@@ -86,8 +86,17 @@ def user(ctx: click.Context, users_file: str) -> None:
     help="Read the password from the first line of standard input instead of a prompt.",
 )
 @click.option("--replace", is_flag=True, help="Change the password of a user that already exists.")
+@click.option(
+    "--role",
+    type=click.Choice(["analyst", "steward"]),
+    default=None,
+    help="analyst (the default for a new user): queries through serve; steward: also the "
+    "steward console (dpproxy console). With --replace, unchanged unless given.",
+)
 @click.pass_context
-def user_add(ctx: click.Context, name: str, password_stdin: bool, replace: bool) -> None:
+def user_add(
+    ctx: click.Context, name: str, password_stdin: bool, replace: bool, role: str | None
+) -> None:
     """Add user NAME (or change its password with --replace).
 
     The password is asked twice at a hidden prompt, or read from standard input:
@@ -118,11 +127,14 @@ def user_add(ctx: click.Context, name: str, password_stdin: bool, replace: bool)
     existed = name in store
     try:
         store.add(name, password, replace=replace)
+        if role is not None:
+            store.set_role(name, role)
         store.save()
     except DPProxyError as err:
         _fail(err)
     verb = "changed the password of" if existed else "added"
-    click.echo(f'{verb} user "{name}" in {store.path}')
+    shown = f" ({store.role(name)})" if store.role(name) != "analyst" else ""
+    click.echo(f'{verb} user "{name}"{shown} in {store.path}')
 
 
 @user.command("remove")

@@ -15,7 +15,7 @@ ORDER = [
     "rewrite", "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch",
     "composed", "union", "engine",
     "explain_command", "dbapi", "notebook", "sqlalchemy_dialect", "output", "server",
-    "logsetup", "config", "cli",
+    "console", "logsetup", "config", "cli",
 ]
 SHELL_ONLY = {"backends", "accounting", "demo", "tpch"}  # I/O: only engine, dbapi and cli use them
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",
@@ -70,5 +70,5 @@ def test_imports_respect_the_layers(path: Path) -> None:
                 continue
             assert ORDER.index(target) < ORDER.index(own), f"{rel} imports {name}"
             if target in SHELL_ONLY:
-                shell = {"composed", "union", "engine", "dbapi", "server", "cli"}
+                shell = {"composed", "union", "engine", "dbapi", "server", "console", "cli"}
                 assert own in shell, f"{rel} imports the I/O layer {name}"
