@@ -567,6 +567,12 @@ def test_dp_bounds_use_the_default_ledger_and_schemas_readme_says_so(
         assert claim in SCHEMAS_README_TEXT, claim
     assert {0, 1, 2, 5, 10, 20, -1, -2, -5, -10, -20} <= set(candidates(integer=True))
     shutil.copy(data / "people.csv", tmp_path)
+    said = " ".join(SECTION.split())
+    line = "dpproxy schema init --database people.csv --unit id --dp-bounds --epsilon 1"
+    assert f"`{line}` chooses them with DP and charges ε = 1 to the account `steward`" in said
+    p = ok(run(line, tmp_path, env))
+    default = Path(env["XDG_DATA_HOME"]) / "dpproxy" / "ledger.sqlite"
+    assert f"privacy cost: ε=1, charged to 'steward' in ledger {default}" in p.stderr
     p = ok(run("dpproxy schema init -d people.csv --unit id --dp-bounds -e 0.5", tmp_path, env))
     default = Path(env["XDG_DATA_HOME"]) / "dpproxy" / "ledger.sqlite"
     assert f"charged to 'steward' in ledger {default}" in p.stderr
