@@ -149,8 +149,14 @@ def budget_line(analyst: str, where: str, remaining: Cost) -> str:
 
 
 def exhausted_hint(err: DPProxyError, analyst: str, where: str) -> DPProxyError:
-    """An exhausted budget (ZD001) on the command line: say which ledger holds it and the
-    commands that help (a grant or reset by the steward, or a throwaway budget in memory)."""
+    """Hints that name the command-line remedy. An exhausted budget (ZD001): which ledger
+    holds it and the commands that help (a grant or reset by the steward, or a throwaway
+    budget in memory). Grouping that needs δ > 0 (ZD003): the ``--delta`` option."""
+    if err.sqlstate == "ZD003" and "δ > 0" in err.message:
+        err.hint = (
+            "pass --delta (e.g. --delta 1e-6) to pay for partition selection, or give the "
+            "GROUP BY columns a domain in the schema"
+        )
     if err.sqlstate == "ZD001" and where != "memory":
         err.hint = (
             f"the budget is kept in ledger {ledger_label(where)}: the data steward can run "

@@ -98,6 +98,19 @@ def test_an_exhausted_budget_names_the_ledger_and_the_commands(run: Run, home: P
     _ok(run("query", "SELECT SUM(age) FROM adult"))
 
 
+def test_on_the_command_line_the_delta_hint_names_the_option(
+    run: Run, home: Path, demo_db: Path
+) -> None:
+    zero = home / "zero.yaml"
+    zero.write_text(demo_schema_path().read_text().replace("delta: 1.0e-6", "delta: 0", 1))
+    sql = "SELECT fnlwgt, COUNT(*) FROM adult GROUP BY fnlwgt"
+    base = ("query", "-d", str(demo_db), "-s", str(zero), "--ledger", "memory")
+    proc = run(*base, sql)
+    assert proc.returncode == 1 and "(SQLSTATE ZD003)" in proc.stderr
+    assert "HINT:  pass --delta (e.g. --delta 1e-6)" in proc.stderr
+    _ok(run(*base, "--delta", "1e-6", sql))  # the hint works
+
+
 def test_the_per_process_budget_is_an_explicit_ledger_memory(run: Run, home: Path) -> None:
     for _ in range(2):  # each run starts from the full budget, and says so
         proc = _ok(run("query", "--ledger", "memory", COUNT))
