@@ -562,4 +562,8 @@ def _fixed_bound(q: ValidQuery) -> str:
         return "one row per unit: the per-unit subquery"
     if q.union is not None:
         return "the sum of the UNION ALL branches' bounds declared in the schema"
+    if q.table.unit_is_unique:
+        if q.source is not None:  # sql/joins.py JoinBuilder._unit_unique
+            return "every joined table's unit column is a PRIMARY KEY or UNIQUE in the database"
+        return "the unit column is a PRIMARY KEY or UNIQUE in the database"
     return "declared in the schema"

@@ -41,6 +41,7 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Catalog
 from dpproxy.engine import Engine
+from dpproxy.explain import explain_data
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.rewrite.pipeline import rewrite
@@ -327,3 +328,13 @@ def test_a_declared_bound_of_one_is_still_enforced(tmp_path: Path) -> None:
         assert plan.truncation.source == "schema" and plan.truncation.rows == 1
     finally:
         e.close()
+
+
+def test_explain_says_where_the_bound_comes_from(engine: Engine) -> None:
+    sql = QUERIES["count_sum"]
+    data = explain_data(engine.prepare(sql, secret=SECRET).plan, sql)
+    bound = data["contribution_bound"]
+    assert not bound["enforced_in_sql"]
+    assert bound["how"] == (
+        "every joined table's unit column is a PRIMARY KEY or UNIQUE in the database"
+    )
