@@ -175,9 +175,43 @@ def spend_series(ledger: Ledger) -> dict[str, list[tuple[float, float]]]:
     return series
 
 
-def verification(ledger: Ledger) -> dict[str, Any]:
+def verification(ledger: Ledger, recent: int = 50) -> dict[str, Any]:
+    """The hash chain's check, and the newest ``recent`` entries of every kind (grants,
+    resets, memberships, releases) as the chain holds them."""
     v = ledger.verify()
-    return {"ok": v.ok, "entries": v.entries, "problems": list(v.problems), "head": v.head}
+    entries = [
+        {
+            "seq": e.seq,
+            "time": when(e.time),
+            "kind": e.kind,
+            "principal": e.principal,
+            "detail": _detail(e),
+        }
+        for e in reversed(ledger.entries(limit=recent))
+    ]
+    return {
+        "ok": v.ok,
+        "entries": v.entries,
+        "problems": list(v.problems),
+        "head": v.head,
+        "recent": entries,
+    }
+
+
+def _detail(e: LogEntry) -> str:
+    b = e.body
+    cost = ""
+    if "eps" in b:
+        cost = f"ε = {float(Fraction(b['eps'])):g}, δ = {float(Fraction(b.get('delta', '0'))):g}"
+    if e.kind == "grant":
+        return f"total {cost}" + (
+            f", renews every {b['period_seconds']} s" if b.get("period_seconds") else ""
+        )
+    if e.kind == "release":
+        return f"{cost}: {str(b.get('query', ''))[:100]}"
+    if cost:
+        return cost
+    return ", ".join(f"{k} {v}" for k, v in b.items() if isinstance(v, str | int))[:120]
 
 
 def schema(catalog: Catalog) -> dict[str, Any]:

@@ -95,6 +95,8 @@ def test_a_steward_watches_the_budget_drop_reads_releases_and_grants(
         _shot(page, "spend")
         page.click("header a[href='/verify']")
         assert "Hash chain intact" in page.inner_text("#chain")
+        newest = page.locator("#entries tr").nth(1).inner_text()  # the grant, logged
+        assert "grant" in newest and ANALYST in newest and "total ε = 25" in newest
     finally:
         context.close()
     # The grant is in the ledger exactly as `dpproxy budget grant` writes it.
