@@ -177,6 +177,15 @@ def plan_query(
             again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better)
             if all(again[0][j].method is Method.JOINT for j in better.derived.values()):
                 planned = again
+        first = selfselect.count_first(query, stab, rel, share) if private_keys else None
+        if first is not None and mech is MechanismKind.LAPLACE and kinds:
+            # the COUNT at the selection's share, thresholded itself (planning/selfselect.py)
+            alt = _plan_methods(query, stab, rel, mech, eps, delta_agg, opts, first[1])
+            shared = selfselect.better_than_apart(
+                alt[0], alt[2], planned[0], planned[2], first[0], stab, rel, eps_sel, delta_sel
+            )
+            if shared is not None:
+                planned, eps_sel = alt, Fraction(0)
         aggs, prims, releases, stats, delta_gauss = planned
 
     selection_prim = None

@@ -32,6 +32,14 @@ Either way (ε, δ)-DP, which is what the plan charges: the releases' ε plus th
 may leave one group and enter another, moving shared groups too; the separate unit count is
 kept there.
 
+**Queries with other plans** (AVG, order statistics: :func:`count_first`). The first COUNT is
+released on its own at the selection's share of ε (it is then read off no joint mean,
+``planning/derived.py``) and thresholded itself; the other aggregates share the rest by weight.
+The argument above holds as it is: every per-group release (the JOINT, PTR or smooth values
+too) is independent across groups and released only for kept groups, and their δ adds to the
+selection's. :func:`better_than_apart` keeps this plan when the COUNT's predicted error and
+its threshold are both at most those of the plan with a separate unit count.
+
 **Choice.** The separate plan gives the count and the unit count ε·(1 − share) and ε·share;
 thresholding the count gives it the whole ε. The shared plan is chosen when both its predicted
 95% count error and its threshold are at most the separate plan's (always the case at R = 1:
@@ -48,13 +56,29 @@ from statistics import NormalDist
 
 from dpproxy.analysis.sensitivity import PrimitiveKind, Stability, sensitivity
 from dpproxy.catalog.model import Neighbouring
-from dpproxy.mechanisms.base import Gaussian, Laplace, Sensitivity, approx_to_zcdp
+from dpproxy.mechanisms.base import (
+    Gaussian,
+    Laplace,
+    Sensitivity,
+    approx_to_zcdp,
+    laplace_sum_half_width,
+)
 from dpproxy.mechanisms.selection import selection_threshold
-from dpproxy.planning.plan import Primitive
+from dpproxy.planning.derived import Split
+from dpproxy.planning.methods import weight
+from dpproxy.planning.plan import AggregatePlan, Primitive, Release
+from dpproxy.sql.validate import AggKind, ValidQuery
 
-__all__ = ["gaussian_threshold", "shared_count", "shared_threshold"]
+__all__ = [
+    "better_than_apart",
+    "count_first",
+    "gaussian_threshold",
+    "shared_count",
+    "shared_threshold",
+]
 
 _COUNTS = (PrimitiveKind.COUNT, PrimitiveKind.UNITS)
+_COUNT_KINDS = (AggKind.COUNT_STAR, AggKind.COUNT, AggKind.COUNT_UNITS)
 
 
 def shared_threshold(scale: Fraction, rows: int, delta: Fraction) -> int:
@@ -97,3 +121,59 @@ def shared_count(
     err_shared = shared.half_width(0.05, integer=True)
     err_apart = apart.half_width(0.05, integer=True)
     return count if err_shared <= err_apart and tau_shared <= tau_apart else None
+
+
+def count_first(
+    query: ValidQuery, stab: Stability, rel: Neighbouring, share: Fraction
+) -> tuple[int, Split] | None:
+    """For a query whose other aggregates have plans of their own (AVG, medians...): give its
+    first COUNT the selection's share of ε (it is then thresholded itself, and read off no
+    joint mean) and the others the rest, by weight. None where the shared plan cannot apply."""
+    if rel is not Neighbouring.ADD_REMOVE or stab.groups != 1 or not 0 < share < 1:
+        return None
+    aggs = query.aggregates
+    counts = [i for i, a in enumerate(aggs) if a.kind in _COUNT_KINDS and not a.distinct]
+    if not counts:
+        return None
+    first = counts[0]
+    others = sum(Fraction(weight(a.kind)) for i, a in enumerate(aggs) if i != first)
+    fractions = tuple(
+        share if i == first else (1 - share) * weight(a.kind) / others if others else Fraction(0)
+        for i, a in enumerate(aggs)
+    )
+    return first, Split(fractions, {}, "the COUNT is released and thresholded itself")
+
+
+def better_than_apart(
+    shared_plan: tuple[AggregatePlan, ...],
+    shared_releases: list[Release],
+    apart_plan: tuple[AggregatePlan, ...],
+    apart_releases: list[Release],
+    index: int,
+    stab: Stability,
+    rel: Neighbouring,
+    eps_sel: Fraction,
+    delta_sel: Fraction,
+) -> Primitive | None:
+    """The count to threshold when, for the COUNT at ``index``, both the predicted 95% error
+    and the threshold of the shared plan are at most those of the plan with a separate unit
+    count (whose COUNT may be read off a joint mean)."""
+    agg = shared_plan[index]
+    if len(agg.parts) != 1:
+        return None
+    mine = next((r for r in shared_releases if r.primitive.name == agg.parts[0]), None)
+    if mine is None or not isinstance(mine.mechanism, Laplace) or not mine.integer:
+        return None
+    tau_shared = shared_threshold(mine.mechanism.scale, stab.rows_per_group, delta_sel)
+    err_shared = mine.half_width(0.05)
+    units = sensitivity(PrimitiveKind.UNITS, stab, rel, grouped=True)
+    tau_apart = selection_threshold(Laplace.calibrate(units, eps_sel).scale, 1, delta_sel)
+    other = apart_plan[index]
+    if other.derived is not None:
+        err_apart = laplace_sum_half_width(other.derived.scale, 0.05)
+    else:
+        theirs = next(r for r in apart_releases if r.primitive.name == other.parts[0])
+        err_apart = theirs.half_width(0.05)
+    if err_shared <= err_apart and tau_shared <= tau_apart:
+        return mine.primitive
+    return None

@@ -107,3 +107,25 @@ def test_the_checker_refuses_a_lower_threshold_or_substitution() -> None:
         check_plan(dataclasses.replace(plan, selection=lower))
     with pytest.raises(InternalError):
         check_plan(dataclasses.replace(plan, neighbouring=Neighbouring.SUBSTITUTE))
+
+
+def test_next_to_an_avg_the_count_takes_the_selection_share_and_is_thresholded() -> None:
+    """COUNT(*) and AVG by private keys: the COUNT gets the selection's ε/2 as a released
+    count (read off no joint mean) and is thresholded itself; the AVG keeps ε/2; the threshold
+    is the one the separate unit count had, the count's error is lower than the derived one."""
+    plan = plan_of("SELECT city, COUNT(*), AVG(amount) FROM orders GROUP BY city")
+    sel = plan.selection
+    assert sel is not None and sel.shared
+    count, mean = plan.aggregates
+    assert count.derived is None and mean.stat is not None and mean.stat.epsilon == Fraction(1, 2)
+    (release,) = plan.releases
+    assert isinstance(release.mechanism, Laplace) and release.mechanism.scale == 2
+    assert sel.threshold == selection_threshold(Fraction(2), 1, DELTA / 2)
+    assert plan.cost.epsilon == 1 and plan.cost.delta <= DELTA
+
+
+def test_next_to_an_avg_under_substitution_the_unit_count_stays() -> None:
+    plan = plan_of(
+        "SELECT city, COUNT(*), AVG(amount) FROM orders GROUP BY city", Neighbouring.SUBSTITUTE
+    )
+    assert plan.selection is not None and not plan.selection.shared
