@@ -713,6 +713,13 @@ def _listen(value: str) -> tuple[str, int]:
     help="Scope of the answer cache: an identical query is answered again at no cost.",
 )
 @click.option(
+    "--console",
+    "console_listen",
+    metavar="HOST:PORT",
+    help="Also serve the steward console (dpproxy console) here, in this process, over the "
+    "same ledger and users file (TLS as --tls-cert/--tls-key).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
@@ -737,6 +744,7 @@ def serve(
     statement_timeout: float | None,
     ledger: str | None,
     cache: str,
+    console_listen: str | None,
     log_level: str,
 ) -> None:
     """Serve the PostgreSQL wire protocol: psql, drivers and BI tools connect unchanged.
@@ -856,8 +864,20 @@ def serve(
             f"dpproxy serving on {addresses}", extra={"event": "listen", "address": addresses}
         )
         serving = asyncio.ensure_future(server.serve_forever())
+        web = None
+        if console_listen:
+            from dpproxy.console.command import embedded_console
+
+            web, url = embedded_console(
+                engine.accountant, users, engine.catalog, console_listen, tls_cert, tls_key
+            )
+            web_task = asyncio.ensure_future(web.serve())
+            logger.info(f"dpproxy console on {url}", extra={"event": "console", "url": url})
         await stop.wait()
         logger.info("shutting down: finishing in-flight queries", extra={"event": "stopping"})
+        if web is not None:
+            web.should_exit = True
+            await web_task
         await server.shutdown()
         serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from dpproxy.errors import DPProxyError
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from dpproxy.catalog.model import Catalog
 
 
 @click.command("console")
@@ -93,3 +101,53 @@ def console(
         log_level="warning",
         access_log=False,
     )
+
+
+def embedded_console(
+    accountant: object,
+    users: Path | None,
+    catalog: Catalog,
+    listen: str,
+    tls_cert: str | None,
+    tls_key: str | None,
+) -> tuple[uvicorn.Server, str]:
+    """The console as a uvicorn server to run inside ``dpproxy serve``'s event loop
+    (``serve --console ADDR``), over the same ledger, users file and schema; and its URL.
+    Signals stay with ``serve``, which stops the console when it stops."""
+    import uvicorn
+
+    from dpproxy.accounting.ledger import Ledger
+    from dpproxy.console.app import ConsoleConfig, create_app
+    from dpproxy.errors import InvalidParameter
+
+    if not isinstance(accountant, Ledger):
+        raise InvalidParameter(
+            "the console reads the budget ledger file: --console needs a durable --ledger",
+            hint="drop --ledger memory, or give --ledger FILE",
+        )
+    if users is None:
+        raise InvalidParameter(
+            "the console needs a users file with a steward in it (--trust lets nobody in there)",
+            hint="dpproxy user add NAME --role steward, then --users FILE",
+        )
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InvalidParameter(f"--console {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+    host = host.strip("[]") or "127.0.0.1"
+
+    class _Embedded(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:  # serve handles SIGINT/SIGTERM
+            yield
+
+    app = create_app(ConsoleConfig(accountant, users, catalog, tls=bool(tls_cert)))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=int(port),
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        log_level="warning",
+        access_log=False,
+    )
+    return _Embedded(config), f"{'https' if tls_cert else 'http'}://{host}:{port}"

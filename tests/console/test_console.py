@@ -227,3 +227,54 @@ def test_the_readme_lists_the_api_routes_the_app_serves() -> None:
     }
     assert routes - {"change"} == named - {"POST /api/change"}
     assert "`POST /api/change`" in listed.group(1)
+
+
+def test_serve_runs_the_console_in_the_same_process(
+    stack: Stack, tmp_path: Path, demo_db: Path
+) -> None:
+    """``serve --console ADDR``: one process answers psql and the console over one ledger;
+    a memory ledger has nothing for the console to read and is refused."""
+    import subprocess
+    import time
+
+    from tests.commands import dpproxy_command
+    from tests.console.conftest import _free_port, _stop
+
+    ledger = tmp_path / "ledger.sqlite"
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    base = [*dpproxy_command(), "serve", "--listen", "127.0.0.1:0", "--users", str(stack.users)]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*base, "--ledger", str(ledger), "--console", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+            text=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "dpproxy console on" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+        m = re.search(r"dpproxy serving on \('([\d.]+)', (\d+)\)", log.read_text())
+        assert m is not None, log.read_text()
+        local = Stack(
+            stack.users, ledger, f"http://127.0.0.1:{port}", m.group(1), int(m.group(2)), []
+        )
+        _query(local, "SELECT COUNT(*) FROM adult")
+        c, r = _session(local, STEWARD, STEWARD_PASSWORD)
+        with closing(c):
+            assert r.status_code == 303
+            (ana,) = [
+                a for a in c.get("/api/accounts").json()["accounts"] if a["principal"] == ANALYST
+            ]
+            assert ana["epsilon"]["spent"] == 1.0
+    finally:
+        _stop(proc)
+    refused = subprocess.run(
+        [*base, "--ledger", "memory", "--console", f"127.0.0.1:{_free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 1 and "--console needs a durable --ledger" in refused.stderr
