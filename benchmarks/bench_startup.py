@@ -236,6 +236,10 @@ def main() -> None:
             created.append(args.after_path)
         after_tree = args.after_path.resolve()
     sides = {"base": args.base_path.resolve(), "after": after_tree}
+    head = subprocess.run(["git", "-C", str(after_tree), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    if not args.after:
+        head += " (working tree)"
     try:
         with tempfile.TemporaryDirectory(prefix="dpproxy-startup-") as tmp:
             pycache = Path(tmp)
@@ -250,10 +254,6 @@ def main() -> None:
         for path in created if not args.keep_worktree else []:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)],
                            check=False, capture_output=True)
-    head = subprocess.run(["git", "-C", str(after_tree), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    if not args.after:
-        head += " (working tree)"
     m["loadavg_end"] = loadavg()
     data = {"machine": m, "baseline": args.baseline, "after": head, "runs": args.runs,
             "warmup": args.warmup, "results": results, "imports": imports}
