@@ -1,7 +1,9 @@
 """A SQLAlchemy dialect for the embedded engine: ``create_engine("dpproxy://…")``.
 
-So pandas (``pd.read_sql(sql, engine)`` or ``pd.read_sql(sql, "dpproxy://")``), Jupyter SQL
-magics (``%sql dpproxy://``) and SQLAlchemy Core work over ``dpproxy.connect``. The URL:
+So pandas (``pd.read_sql(sql, engine)`` or ``pd.read_sql(sql, "dpproxy://")``), SQLAlchemy Core
+and the ORM's aggregate queries work over ``dpproxy.connect`` (``tests/integration/
+test_notebooks.py``); SQLAlchemy-based notebook tools such as Jupyter SQL magics take the same
+URL (not tested here). The URL:
 
 * ``dpproxy://`` — the bundled Adult demo;
 * ``dpproxy:///path/to/data.duckdb?schema=schemas/x.yaml`` — a DuckDB file (three slashes: a
