@@ -244,13 +244,16 @@ def run_child(root: Path, task: str, args: argparse.Namespace) -> dict[str, Any]
         "--small-runs",
         str(args.small_runs),
     ]
-    for attempt in (1, 2):  # the tree is shared: retry once if a child failed to import
+    # Retried: a tree edited by others, or a DuckDB file another process holds, can fail a
+    # child for a moment.
+    for attempt in (1, 2, 3):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd="/tmp")
         if done.returncode == 0:
             break
         progress(f"{task} with {root} failed (attempt {attempt}):\n{done.stderr[-2000:]}")
+        time.sleep(2)
     else:
-        raise SystemExit(f"the {task} child of {root} failed twice")
+        raise SystemExit(f"the {task} child of {root} failed three times")
     payload = json.loads(done.stdout.strip().splitlines()[-1])
     where = Path(payload["dpproxy"]).resolve()
     if not where.is_relative_to(root.resolve()):
