@@ -10,12 +10,23 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from tests.pg import skip_or_fail
 
 MASTER = "spark+local[2]"
+# For the tests' tables of a few thousand rows: adaptive execution re-plans every stage (about
+# half of a small query's time on this machine) and 8 shuffle partitions are 6 too many.
+SMALL_DATA_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+
+
+def small_data(backend: Any) -> Any:
+    """``backend`` (a SparkBackend) tuned for tiny tables; its session only."""
+    for key, value in SMALL_DATA_CONF.items():
+        backend._spark.conf.set(key, value)
+    return backend
 
 
 def require_spark() -> None:

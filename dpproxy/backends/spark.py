@@ -246,29 +246,30 @@ class SparkBackend:
 
     def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
         tag = f"dpproxy-{uuid.uuid4().hex}"
-        timed_out = threading.Event()
+        stop, done, timed_out = threading.Event(), threading.Event(), threading.Event()
 
-        def interrupt() -> None:
-            try:
-                self._spark.interruptTag(tag)
-            except Exception:  # the session is gone: nothing left to interrupt
-                log.debug("interrupting %s failed", tag, exc_info=True)
+        def interrupt_until_done() -> None:
+            # An interrupt reaches only the jobs running at that moment: one sent while Spark
+            # still plans the query would be lost, so it is repeated until the query ends.
+            if not stop.wait(self.statement_timeout):
+                timed_out.set()
+            while not done.is_set():
+                try:
+                    self._spark.interruptTag(tag)
+                except Exception:  # the session is gone: nothing left to interrupt
+                    log.debug("interrupting %s failed", tag, exc_info=True)
+                done.wait(0.2)
 
-        def on_timeout() -> None:
-            timed_out.set()
-            interrupt()
-
-        timer = threading.Timer(self.statement_timeout, on_timeout)
-        timer.daemon = True
         try:
             self._spark.addTag(tag)
         except Exception as e:
             raise self._unreachable(e) from e
+        watcher = threading.Thread(target=interrupt_until_done, daemon=True)
         try:
             if cancel is not None:
-                cancel.on_cancel(interrupt)
+                cancel.on_cancel(stop.set)
                 cancel.check()
-            timer.start()
+            watcher.start()
             frame = self._spark.sql(sql)
             rows = frame.collect()
             cols = tuple(frame.columns)
@@ -276,7 +277,8 @@ class SparkBackend:
             cancelled = cancel is not None and cancel.cancelled
             raise self._translate(e, cancelled=cancelled, timed_out=timed_out.is_set()) from e
         finally:
-            timer.cancel()
+            done.set()
+            stop.set()
             if cancel is not None:
                 cancel.on_cancel(None)
             try:

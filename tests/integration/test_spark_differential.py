@@ -27,27 +27,26 @@ from dpproxy.engine import Engine
 from tests.fixtures import Case, load_cases
 from tests.integration.test_differential import _bounded_rows, _rows_equal, _sorted
 from tests.noise import NoNoise
-from tests.spark import duckdb_from_parquet, export_parquet
+from tests.spark import duckdb_from_parquet, export_parquet, small_data
 
 SECRET = 12345
 ALL_CASES = load_cases("rewrite/*.sql")
 
 
-def _representative(cases: list[Case]) -> list[Case]:
-    """The first case of every fixture file, and its first case with contribution bounding:
-    a Spark query costs seconds (planning, code generation, shuffles), the whole corpus about
-    half an hour on two loaded cores. ``DPPROXY_SPARK_FULL=1`` runs every case."""
-    if os.environ.get("DPPROXY_SPARK_FULL", "") not in ("", "0"):
+def _first_per_file(cases: list[Case]) -> list[Case]:
+    """The first case of every fixture file: a Spark query costs seconds here (planning, code
+    generation, shuffles), and the whole corpus about half an hour on two loaded cores.
+    ``DPPROXY_SPARK_FULL=1`` runs every case."""
+    if FULL:
         return cases
-    chosen: list[Case] = []
-    for file in sorted({c.file for c in cases}):
-        mine = [c for c in cases if c.file == file]
-        bounded = [c for c in mine if "__bounded" in c.statements[1]]
-        chosen += [mine[0]] + ([bounded[0]] if bounded and bounded[0] is not mine[0] else [])
-    return chosen
+    return [next(c for c in cases if c.file == f) for f in sorted({c.file for c in cases})]
 
 
-CASES = _representative(ALL_CASES)
+FULL = os.environ.get("DPPROXY_SPARK_FULL", "") not in ("", "0")
+CASES = _first_per_file(ALL_CASES)
+# The rows units keep: the first case with contribution bounding of each file, 8 of them.
+BOUNDED = _first_per_file([c for c in ALL_CASES if "__bounded" in c.statements[1]])
+BOUNDED = BOUNDED if FULL else BOUNDED[:8]
 HUGE = Fraction(10**9), Fraction(1, 2)
 
 
@@ -71,8 +70,10 @@ def engine_pairs(
         "tpch": (tpch_db.path, tpch_db.catalog()),
     }
     exported: dict[Path, tuple[Path, Path]] = {}
-    pairs: dict[str, tuple[Engine, Engine]] = {}
-    for name, (database, catalog) in sources.items():
+    pairs = _Pairs()
+
+    def make(name: str) -> tuple[Engine, Engine]:
+        database, catalog = sources[name]
         if database not in exported:
             parquet = export_parquet(database, root / f"{database.stem}-parquet")
             copy = duckdb_from_parquet(parquet, root / f"{database.stem}.duckdb")
@@ -87,15 +88,27 @@ def engine_pairs(
         )
         spark = Engine(
             catalog,
-            SparkBackend(f"{spark_master}?parquet_dir={parquet}", portable_hash=True),
+            small_data(SparkBackend(f"{spark_master}?parquet_dir={parquet}", portable_hash=True)),
             accountant=MemoryAccountant(budget),
             noise=NoNoise(),
         )
-        pairs[name] = (duck, spark)
+        return duck, spark
+
+    pairs.make = make
     yield pairs
     for duck, spark in pairs.values():
         duck.close()
         spark.close()
+
+
+class _Pairs(dict[str, tuple[Engine, Engine]]):
+    """(DuckDB, Spark) engines per schema, made when a case first needs them."""
+
+    make: Any
+
+    def __missing__(self, name: str) -> tuple[Engine, Engine]:
+        self[name] = pair = self.make(name)
+        return pair
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -119,12 +132,9 @@ def test_fixture_gives_the_same_exact_aggregates_on_spark(
         )
 
 
-BOUNDED = [c for c in CASES if "__bounded" in c.statements[1]]
-
-
 def test_the_subset_covers_every_fixture_file_and_bounding() -> None:
     assert {c.file for c in CASES} == {c.file for c in ALL_CASES}
-    assert len(BOUNDED) >= 8
+    assert len(BOUNDED) >= 8 and all("__bounded" in c.statements[1] for c in BOUNDED)
 
 
 @pytest.mark.parametrize("case", BOUNDED, ids=lambda c: c.id)

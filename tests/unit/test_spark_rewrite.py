@@ -7,6 +7,7 @@ have replaced, and that sqlglot reads it back as Spark SQL.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -56,11 +57,11 @@ def engines(
         e.close()
 
 
-def _spark_statements(plan: QueryPlan, portable: bool) -> list[str]:
+def _spark_statements(plan: QueryPlan, portable: bool, secret: int = SECRET) -> list[str]:
     out = []
     if plan.primitives:
-        out.append(rewrite(plan, SECRET, "spark", portable_hash=portable))
-    ctx = RewriteContext(plan, SECRET, "spark", portable)
+        out.append(rewrite(plan, secret, "spark", portable_hash=portable))
+    ctx = RewriteContext(plan, secret, "spark", portable)
     out += [s for _, s in stat_statements(ctx)]
     if plan.truncation is not None and plan.truncation.grid:
         out.append(truncation_sql(plan, "spark"))
@@ -85,5 +86,11 @@ def test_fixture_prints_as_spark_sql(case: Case, engines: dict[str, Engine]) -> 
             assert not [f for f in FOREIGN if f in upper], text
             sqlglot.parse_one(text, read="spark")  # Spark SQL sqlglot can read back
             if "__bounded" in text and not portable:
-                assert "XXHASH64(" in upper
+                # Keyed: the first argument of every xxhash64 is derived from the secret.
+                keys = re.findall(r"XXHASH64\((\d+)", upper)
+                assert keys and len(keys) == upper.count("XXHASH64(")
                 assert "RAND(" not in upper
+    bounded = [t for t in _spark_statements(plan, False) if "__bounded" in t]
+    other = [t for t in _spark_statements(plan, False, SECRET + 1) if "__bounded" in t]
+    for a, b in zip(bounded, other, strict=True):  # another secret, other keys
+        assert re.findall(r"xxhash64\((\d+)", a, re.I) != re.findall(r"xxhash64\((\d+)", b, re.I)
