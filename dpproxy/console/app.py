@@ -71,6 +71,8 @@ class ConsoleConfig:
     users: Path
     catalog: Catalog
     tls: bool = False
+    schema_path: str | None = None  # with ``database``: the schema page shows schema check's
+    database: str | None = None  # findings against the database's metadata (never its rows)
 
 
 class Forbidden(Exception):
@@ -193,8 +195,13 @@ def create_app(config: ConsoleConfig) -> Starlette:
     async def verify(request: Request) -> Response:
         return page(request, "verify.html", data=views.verification(config.ledger))
 
+    def schema_data() -> dict[str, Any]:
+        data = views.schema(config.catalog)
+        data["check"] = views.schema_findings(config.schema_path, config.database)
+        return data
+
     async def schema(request: Request) -> Response:
-        return page(request, "schema.html", data=views.schema(config.catalog))
+        return page(request, "schema.html", data=schema_data())
 
     async def change(request: Request) -> Response:
         form = await checked(request)
@@ -230,7 +237,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
         return json(views.verification(config.ledger))
 
     async def api_schema(request: Request) -> Response:
-        return json(views.schema(config.catalog))
+        return json(schema_data())
 
     async def api_change(request: Request) -> Response:
         form = await checked(request)

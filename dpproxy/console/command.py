@@ -45,11 +45,19 @@ if TYPE_CHECKING:
     help="Users file; only users with the steward role log in "
     "(default: $DPPROXY_USERS or ~/.config/dpproxy/users.json).",
 )
+@click.option(
+    "-d",
+    "--database",
+    metavar="FILE|URL",
+    help="Check the schema against this database's metadata on the schema page (as "
+    "`dpproxy schema check --database`; no row is read).",
+)
 @click.option("--tls-cert", metavar="FILE", help="TLS certificate (HTTPS).")
 @click.option("--tls-key", metavar="FILE", help="TLS private key.")
 def console(
     listen: str,
     schema_path: str | None,
+    database: str | None,
     ledger: str | None,
     users: str | None,
     tls_cert: str | None,
@@ -87,7 +95,12 @@ def console(
             click.echo(f"HINT:  {err.hint}", err=True)
         sys.exit(1)
     config = ConsoleConfig(
-        book, Path(users) if users else default_users_path(), catalog, tls=bool(tls_cert)
+        book,
+        Path(users) if users else default_users_path(),
+        catalog,
+        tls=bool(tls_cert),
+        schema_path=str(schema_path or demo_schema_path()),
+        database=database,
     )
     click.echo(f"budget ledger: {path}; users: {config.users}", err=True)
     scheme = "https" if tls_cert else "http"

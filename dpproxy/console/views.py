@@ -13,7 +13,10 @@ from fractions import Fraction
 from typing import Any
 
 from dpproxy.accounting.ledger import Account, Ledger, LogEntry
+from dpproxy.backends.opener import describe
+from dpproxy.catalog.check import check_schema_file
 from dpproxy.catalog.model import Catalog
+from dpproxy.errors import DPProxyError
 from dpproxy.release.encoding import decode_released
 
 PAGE_SIZE = 50
@@ -249,4 +252,26 @@ def schema(catalog: Catalog) -> dict[str, Any]:
         "delta": float(policy.delta),
         "budget": {"epsilon": float(policy.budget.epsilon), "delta": float(policy.budget.delta)},
         "tables": tables,
+    }
+
+
+def schema_findings(schema_path: str | None, database: str | None) -> dict[str, Any] | None:
+    """``dpproxy schema check``'s report on the schema file, against the database's metadata
+    when one is given (tables, columns, types: no row is read); None without a schema file."""
+    if schema_path is None:
+        return None
+    shapes = None
+    problems: list[str] = []
+    if database is not None:
+        try:
+            shapes = describe(database)
+        except DPProxyError as e:
+            problems.append(f"{database}: {e.message} (SQLSTATE {e.sqlstate})")
+    report = check_schema_file(schema_path, shapes)
+    return {
+        "source": report.source,
+        "database": database,
+        "ok": report.ok and not problems,
+        "problems": [*problems, *report.problems],
+        "todos": list(report.todos),
     }

@@ -278,3 +278,62 @@ def test_serve_runs_the_console_in_the_same_process(
         timeout=120,
     )
     assert refused.returncode == 1 and "--console needs a durable --ledger" in refused.stderr
+
+
+def test_the_schema_page_shows_schema_check_against_the_database(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """``console --database``: the schema page and /api/schema carry `schema check`'s findings
+    against the data's metadata (a missing column, 42703; a type mismatch, 42804)."""
+    import subprocess
+    import time
+
+    from tests.commands import dpproxy_command
+    from tests.console.conftest import _free_port, _stop
+
+    (tmp_path / "people.csv").write_text("id,name,age\n1,ann,34\n2,bob,51\n")
+    (tmp_path / "people.yaml").write_text(
+        "version: 1\ndataset: people\ntables:\n  people:\n    private: true\n"
+        "    privacy_unit: id\n    max_rows_per_unit: 1\n    columns:\n"
+        "      id: {type: integer}\n      name: {type: integer}\n"
+        "      income: {type: float, lower: 0, upper: 100}\n"
+    )
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            *dpproxy_command(),
+            "console",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--users",
+            str(stack.users),
+            "--ledger",
+            str(tmp_path / "ledger.sqlite"),
+            "--schema",
+            str(tmp_path / "people.yaml"),
+            "--database",
+            str(tmp_path / "people.csv"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        local = Stack(stack.users, stack.ledger, f"http://127.0.0.1:{port}", "", 0, [])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(local.console_url + "/login", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        c, _ = _session(local, STEWARD, STEWARD_PASSWORD)
+        with closing(c):
+            check = c.get("/api/schema").json()["check"]
+            assert not check["ok"]
+            text = "\n".join(check["problems"])
+            assert "income" in text and "42703" in text
+            assert "name" in text and "42804" in text
+            assert "42804" in c.get("/schema").text
+    finally:
+        _stop(proc)
