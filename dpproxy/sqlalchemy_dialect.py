@@ -1,9 +1,8 @@
 """A SQLAlchemy dialect for the embedded engine: ``create_engine("dpproxy://…")``.
 
 So pandas (``pd.read_sql(sql, engine)`` or ``pd.read_sql(sql, "dpproxy://")``), SQLAlchemy Core
-and the ORM's aggregate queries work over ``dpproxy.connect`` (``tests/integration/
-test_notebooks.py``); SQLAlchemy-based notebook tools such as Jupyter SQL magics take the same
-URL (not tested here). The URL:
+the ORM's aggregate queries and JupySQL's ``%sql dpproxy://`` work over ``dpproxy.connect``
+(``tests/integration/test_notebooks.py``). The URL:
 
 * ``dpproxy://`` — the bundled Adult demo;
 * ``dpproxy:///path/to/data.duckdb?schema=schemas/x.yaml`` — a DuckDB file (three slashes: a

@@ -4,7 +4,10 @@ schema, errors in SQLAlchemy's PEP 249 wrappers, and ``dpproxy.read_sql``."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import warnings
 from fractions import Fraction
 from importlib.metadata import entry_points
@@ -194,3 +197,31 @@ def test_orm_aggregates_answer_and_row_reads_are_refused(demo_db: Path) -> None:
             session.scalars(select(Adult).limit(3)).all()
         assert info.value.orig.sqlstate == "42501"  # type: ignore[union-attr]
     engine.dispose()
+
+
+JUPYSQL = """
+import sys
+# JupySQL imports PySpark, an optional dependency of its own, when it is installed, and fails
+# when PySpark cannot load (without pyarrow, PySpark raises an ImportError that is not the
+# ModuleNotFoundError JupySQL catches): JupySQL runs here as where PySpark is not installed.
+sys.modules["pyspark"] = None
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_line_magic("load_ext", "sql")
+shell.run_line_magic("sql", "dpproxy://")
+result = shell.run_cell_magic("sql", "", "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex")
+frame = result.DataFrame().sort_values("sex")
+print("ROWS", list(frame["sex"]), int(frame["n"].sum()))
+"""
+
+
+def test_jupyter_sql_magic(demo_db: Path) -> None:
+    """``%sql dpproxy://`` in IPython with JupySQL, in a fresh interpreter (JupySQL imports
+    optional packages that warn on import, which this test session turns into errors)."""
+    env = {**os.environ, "PLOOMBER_STATS_ENABLED": "false", "DPPROXY_LEDGER": "memory"}
+    p = subprocess.run([sys.executable, "-c", JUPYSQL], capture_output=True, text=True,
+                       timeout=180, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next(x for x in p.stdout.splitlines() if x.startswith("ROWS "))
+    assert line.startswith("ROWS ['Female', 'Male'] ")
+    assert abs(int(line.rsplit(" ", 1)[1]) - ADULT_ROWS) < 100
