@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sqlite3
+import ssl
 from contextlib import closing
 from fractions import Fraction
 from pathlib import Path
@@ -335,5 +336,56 @@ def test_the_schema_page_shows_schema_check_against_the_database(
             assert "income" in text and "42703" in text
             assert "name" in text and "42804" in text
             assert "42804" in c.get("/schema").text
+    finally:
+        _stop(proc)
+
+
+def test_the_console_over_tls(stack: Stack, tmp_path: Path) -> None:
+    """``--tls-cert``/``--tls-key``: HTTPS, and the session cookie is marked Secure."""
+    import subprocess
+    import time
+
+    from tests.commands import dpproxy_command
+    from tests.console.conftest import _free_port, _stop
+    from tests.integration.test_transport import _certificate
+
+    cert, key = _certificate(tmp_path)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            *dpproxy_command(),
+            "console",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--users",
+            str(stack.users),
+            "--ledger",
+            str(stack.ledger),
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        url = f"https://127.0.0.1:{port}"
+        trusted = ssl.create_default_context(cafile=cert)
+        trusted.check_hostname = False  # the test certificate names localhost; chain checked
+        r = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                r = httpx.get(url + "/login", verify=trusted, timeout=2)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert r is not None and r.status_code == 200
+        cookie = r.headers["set-cookie"].lower()
+        assert "secure" in cookie and "httponly" in cookie and "samesite=strict" in cookie
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/login", timeout=2)  # no plaintext
     finally:
         _stop(proc)

@@ -262,6 +262,7 @@ def test_a_query_spends_through_the_same_ledger(ledger: Path, demo_db: Path) -> 
         "query",
         "plan",
         "mechanism",
+        "answer",  # the answer cache's key (a hash; the steward console shows that answer)
     }  # what was asked and how: never a value
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", release["time"])
 
