@@ -217,10 +217,10 @@ def test_out_of_domain_released_values_give_null(engines: dict[str, Engine]) -> 
         ("SELECT ROUND(AVG(age), AVG(age)) FROM adult", "0A000"),
         ("SELECT ROUND(AVG(age), 1.5) FROM adult", "0A000"),
         ("SELECT ROUND(AVG(age), -400) FROM adult", "22003"),
-        # inside an aggregate the database computes it: row-level rules (sql/types.py)
-        ("SELECT AVG(POWER(age, 0.5)) FROM adult", "42883"),
-        ("SELECT AVG(LOG(2, age)) FROM adult", "42883"),
-        ("SELECT AVG(CBRT(age)) FROM adult", "42883"),
+        # inside an aggregate the database computes it: row-level rules (sql/mathargs.py)
+        ("SELECT AVG(POWER(age, 64.5)) FROM adult", "42883"),
+        ("SELECT AVG(LOG(age, 2)) FROM adult", "42883"),
+        ("SELECT AVG(LOG(1, age)) FROM adult", "22012"),
     ],
 )
 def test_refusals(engines: dict[str, Engine], sql: str, sqlstate: str) -> None:
