@@ -315,7 +315,11 @@ def schema() -> None:
     "globs, postgresql:// URL): every missing table (42P01) or column (42703) and every "
     "type mismatch (42804). Reads metadata only.",
 )
-def schema_check(files: tuple[str, ...], database: str | None) -> None:
+@format_option(
+    "Output format: table (problems and TODOs on standard error); json (one document: per "
+    "file its problems with their SQLSTATEs and its TODOs); csv (one row per finding)."
+)
+def schema_check(files: tuple[str, ...], database: str | None, fmt: str) -> None:
     """Validate privacy schema FILES and report every problem with its file and key path.
 
     Lines still marked TODO are listed (a `privacy_unit: TODO` is a problem: the schema
@@ -333,7 +337,28 @@ def schema_check(files: tuple[str, ...], database: str | None) -> None:
         try:
             shapes = describe(database)
         except DPProxyError as err:
-            _fail(err)
+            _fail(err, fmt)
+    if fmt != "table":
+        import json
+
+        from dpproxy.output import print_records
+
+        reports = [check_schema_file(f, shapes) for f in files]
+        if fmt == "json":
+            doc = {
+                "ok": all(r.ok for r in reports),
+                "database": database,
+                "files": [r.as_json() for r in reports],
+            }
+            click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        else:
+            rows = [
+                [r.source, kind, item.get("sqlstate", ""), item["message"]]
+                for r in reports
+                for kind, item in r.findings()
+            ]
+            print_records(["file", "kind", "sqlstate", "message"], rows, "csv")
+        sys.exit(0 if all(r.ok for r in reports) else 1)
     failed = 0
     for f in files:
         report = check_schema_file(f, shapes)

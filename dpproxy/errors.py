@@ -311,6 +311,20 @@ class LedgerLocked(LedgerUnavailable):
     sqlstate = "55P03"
 
 
+class UndefinedFile(OperationalError):
+    """A data file given as ``--database`` does not exist, or a glob matches no file
+    (undefined_file; ``backends/files.py``)."""
+
+    sqlstate = "58P01"
+
+
+class BadFileFormat(DataError):
+    """A data file DuckDB cannot read as the format its extension names, an empty data file,
+    or a file that is not a DuckDB database (bad_copy_file_format; ``backends/files.py``)."""
+
+    sqlstate = "22P04"
+
+
 class PublicQueryFailed(OperationalError):
     """The database failed to run a query over public tables only (system_error). Such a
     query reads no private row, so its failure reveals nothing private: the message carries
@@ -344,7 +358,7 @@ class CursorClosed(InterfaceError):
 DBAPI_CATEGORIES: dict[str, type[DPProxyError]] = {
     "0A": NotSupportedError,
     "08": OperationalError,
-    "22": DataError,
+    "22": DataError,  # 22P04 too: a data file that cannot be read as its format
     "23": IntegrityError,
     "24": InterfaceError,
     "25": OperationalError,  # a read-only ledger: sqlite3 reports its read-only file so
@@ -353,7 +367,7 @@ DBAPI_CATEGORIES: dict[str, type[DPProxyError]] = {
     "54": OperationalError,
     "55": OperationalError,
     "57": OperationalError,
-    "58": OperationalError,
+    "58": OperationalError,  # 58P01: a --database file missing, a glob matching nothing
     "XX": InternalError,
     "ZD001": OperationalError,  # budget exhausted
     "ZD002": ProgrammingError,  # an aggregate the schema gives no bounds for

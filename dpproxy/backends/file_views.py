@@ -9,17 +9,13 @@ from pathlib import Path
 import duckdb
 
 from dpproxy.backends.duckdb import DuckDBBackend
-from dpproxy.backends.files import BadFileFormat, Source
-from dpproxy.catalog.draft import ColumnShape, TableShape, check_against
+from dpproxy.backends.files import Source
+from dpproxy.catalog.check import fit_error
+from dpproxy.catalog.draft import ColumnShape, TableShape
 from dpproxy.catalog.model import Catalog
-from dpproxy.errors import DatatypeMismatch, DPProxyError, UndefinedColumn, UndefinedTable
+from dpproxy.errors import BadFileFormat
 
 _FORMAT = {"csv": "CSV", "parquet": "Parquet"}
-_MISMATCH: dict[str, type[DPProxyError]] = {
-    "42P01": UndefinedTable,
-    "42703": UndefinedColumn,
-    "42804": DatatypeMismatch,
-}
 
 
 def _literal(path: Path) -> str:
@@ -98,15 +94,9 @@ class FileBackend(DuckDBBackend):
         (42703), or a column whose type is not the schema's (42804: the rewritten SQL is total
         only on data of the declared types). ``dpproxy schema check --database`` lists them all.
         """
-        problems = check_against(catalog, duckdb_shapes(self._con))
-        if problems:
-            first = problems[0]
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise _MISMATCH[first.sqlstate](
-                f"the schema does not fit the data: {first.path}: {first.text}{more}",
-                hint=f"`dpproxy schema check --database '{self.path}' {catalog.source}` "
-                "lists every problem",
-            )
+        err = fit_error(catalog, duckdb_shapes(self._con), str(self.path))
+        if err is not None:
+            raise err
         return super().attach_catalog(catalog)
 
 

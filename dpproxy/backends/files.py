@@ -27,24 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpproxy.dsn import is_postgres_url
-from dpproxy.errors import DataError, InvalidParameter, OperationalError
+from dpproxy.errors import BadFileFormat, InvalidParameter, UndefinedFile
+
+__all__ = ["BadFileFormat", "Source", "UndefinedFile", "file_sources", "view_name"]
 
 CSV_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 _SUPPORTED = "CSV (.csv, .tsv, .csv.gz), Parquet (.parquet) or a DuckDB database (.duckdb)"
-
-
-class UndefinedFile(OperationalError):
-    """A data file given as ``--database`` does not exist, or a glob matches no file."""
-
-    sqlstate = "58P01"
-
-
-class BadFileFormat(DataError):
-    """A data file DuckDB cannot read as the format its extension names."""
-
-    sqlstate = "22P04"
 
 
 @dataclass(frozen=True, slots=True)

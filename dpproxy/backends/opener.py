@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from dpproxy.backends import Backend, open_backend
-from dpproxy.backends.files import BadFileFormat, UndefinedFile, file_sources
+from dpproxy.backends.files import file_sources
 from dpproxy.catalog.draft import TableShape
+from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import is_postgres_url
-from dpproxy.errors import InvalidParameter, UnsupportedQuery
+from dpproxy.errors import BadFileFormat, InvalidParameter, UndefinedFile, UnsupportedQuery
 
 
 def half_given(database: str | None) -> InvalidParameter:
@@ -45,6 +46,26 @@ def open_database(
     from dpproxy.backends.file_views import FileBackend
 
     return FileBackend(sources, tables, portable_hash=portable_hash)
+
+
+def check_fit(database: str, backend: Backend, catalog: Catalog) -> None:
+    """Refuse, before any query, a schema that does not fit a DuckDB database file or a
+    PostgreSQL database: every missing table (42P01) and column (42703) and every column whose
+    type is not the schema's (42804), at once (``catalog.check.fit_error``: the error carries
+    them all in ``problems``). Metadata only, read once when the engine opens. Data files are
+    checked by ``FileBackend.attach_catalog`` over its own views; Spark by its backend."""
+    if backend.dialect not in ("duckdb", "postgres"):
+        return
+    if backend.dialect == "duckdb":
+        from dpproxy.backends.file_views import FileBackend
+
+        if isinstance(backend, FileBackend):
+            return
+    from dpproxy.catalog.check import fit_error
+
+    err = fit_error(catalog, describe(database), database)
+    if err is not None:
+        raise err
 
 
 def describe(database: str) -> tuple[TableShape, ...]:

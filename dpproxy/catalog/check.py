@@ -9,7 +9,19 @@ from dataclasses import dataclass
 from dpproxy.catalog.draft import TableShape, Todo, check_against, find_todos
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Catalog
-from dpproxy.errors import SchemaError
+from dpproxy.errors import (
+    DatatypeMismatch,
+    DPProxyError,
+    SchemaError,
+    UndefinedColumn,
+    UndefinedTable,
+)
+
+_MISMATCH: dict[str, type[DPProxyError]] = {
+    "42P01": UndefinedTable,
+    "42703": UndefinedColumn,
+    "42804": DatatypeMismatch,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +34,37 @@ class SchemaReport:
     catalog: Catalog | None
     problems: tuple[str, ...]
     todos: tuple[str, ...]
+    codes: tuple[str, ...] = ()  # each problem's SQLSTATE (ZD004 unless the data disagrees)
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def findings(self) -> list[tuple[str, dict[str, str]]]:
+        """``("problem", {"sqlstate", "message"})`` then ``("todo", {"message"})`` pairs."""
+        codes = self.codes or ("ZD004",) * len(self.problems)
+        out = [
+            ("problem", {"sqlstate": c, "message": p})
+            for c, p in zip(codes, self.problems, strict=True)
+        ]
+        return out + [("todo", {"message": t}) for t in self.todos]
+
+    def as_json(self) -> dict[str, object]:
+        """The report for ``schema check --format json``: ``file``, ``ok``, ``problems`` as
+        ``{"sqlstate", "message"}``, ``todos``, and the dataset, table and column counts of a
+        schema that loads."""
+        found = self.findings()
+        doc: dict[str, object] = {
+            "file": self.source,
+            "ok": self.ok,
+            "problems": [item for kind, item in found if kind == "problem"],
+            "todos": list(self.todos),
+        }
+        if self.catalog is not None:
+            doc["dataset"] = self.catalog.dataset
+            doc["tables"] = len(self.catalog.tables)
+            doc["columns"] = sum(len(t.columns) for t in self.catalog.tables)
+        return doc
 
 
 def check_schema(
@@ -47,12 +86,12 @@ def check_schema(
     if catalog is not None:  # the unit column needs no bounds: nobody sums it
         units = {f"tables.{t.name}.columns.{t.privacy_unit}" for t in catalog.tables}
         notes = tuple(n for n, t in zip(notes, _notes_of(todos), strict=True) if t not in units)
+    codes = ["ZD004"] * len(problems)  # the schema itself: it cannot load as written
     if catalog is not None and shapes is not None:
-        problems += [
-            f"{source}: {m.path}: {m.text} (SQLSTATE {m.sqlstate})"
-            for m in check_against(catalog, shapes)
-        ]
-    return SchemaReport(source, catalog, tuple(problems), notes)
+        found = check_against(catalog, shapes)
+        problems += [f"{source}: {m.path}: {m.text} (SQLSTATE {m.sqlstate})" for m in found]
+        codes += [m.sqlstate for m in found]
+    return SchemaReport(source, catalog, tuple(problems), notes, tuple(codes))
 
 
 def _notes_of(todos: tuple[Todo, ...]) -> list[str]:
@@ -69,9 +108,10 @@ def check_schema_file(path: str, shapes: tuple[TableShape, ...] | None = None) -
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        return SchemaReport(path, None, (f"{path}: {e.strerror}",), ())
+        code = "58P01" if isinstance(e, FileNotFoundError) else "58030"
+        return SchemaReport(path, None, (f"{path}: {e.strerror}",), (), (code,))
     except UnicodeDecodeError as e:
-        return SchemaReport(path, None, (f"{path}: byte {e.start}: not UTF-8",), ())
+        return SchemaReport(path, None, (f"{path}: byte {e.start}: not UTF-8",), (), ("ZD004",))
     return check_schema(text, path, shapes)
 
 
@@ -95,3 +135,28 @@ def pick_tables(
             hint="its tables: " + ", ".join(s.name for s in shapes),
         )
     return tuple(by_name[w.lower()] for w in wanted)
+
+
+def fit_error(
+    catalog: Catalog, shapes: tuple[TableShape, ...], database: str
+) -> DPProxyError | None:
+    """The error for a schema that does not fit the database ``shapes`` describe, or None.
+
+    Its SQLSTATE and message are the first problem's (42P01 a missing table, 42703 a missing
+    column, 42804 a column whose type is not the schema's: the rewritten SQL is total only on
+    data of the declared types); ``problems`` lists every one, as ``schema check`` prints them.
+    """
+    found = check_against(catalog, shapes)
+    if not found:
+        return None
+    first = found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    err = _MISMATCH[first.sqlstate](
+        f"the schema does not fit the data: {first.path}: {first.text}{more}",
+        hint=f"`dpproxy schema check --database '{database}' {catalog.source}` lists every "
+        "problem; fix the schema (or the data) so that they agree",
+    )
+    err.problems = tuple(  # type: ignore[attr-defined]
+        f"{m.path}: {m.text} (SQLSTATE {m.sqlstate})" for m in found
+    )
+    return err
