@@ -792,7 +792,7 @@ def serve(
     from pathlib import Path
 
     from dpproxy.engine import open_engine
-    from dpproxy.server.server import Server, ServerConfig, check_files
+    from dpproxy.server.server import Server, ServerConfig, check_files, event_loop_factory
 
     if (tls_cert is None) != (tls_key is None):
         _fail(InvalidParameter("give both --tls-cert and --tls-key, or neither"))
@@ -885,8 +885,10 @@ def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         addresses = ", ".join(str(s.getsockname()[:2]) for s in server.sockets)
+        event_loop = type(loop).__module__.split(".")[0]  # uvloop when installed, else asyncio
         logger.info(
-            f"dpproxy serving on {addresses}", extra={"event": "listen", "address": addresses}
+            f"dpproxy serving on {addresses}",
+            extra={"event": "listen", "address": addresses, "loop": event_loop},
         )
         serving = asyncio.ensure_future(server.serve_forever())
         web = None
@@ -911,7 +913,8 @@ def serve(
     import contextlib
 
     try:
-        asyncio.run(run())
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:  # uvloop if installed
+            runner.run(run())
     except DPProxyError as err:
         _fail(err)
     finally:

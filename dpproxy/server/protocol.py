@@ -108,6 +108,64 @@ async def read_message(reader: asyncio.StreamReader, max_size: int) -> tuple[byt
     return kind, Payload(await reader.readexactly(length - 4))
 
 
+class MessageReader:
+    """Typed frontend messages from one stream, read a chunk at a time.
+
+    :func:`read_message` awaits twice per message (header, then body); this reads whatever
+    the socket holds (up to 64 KiB) in one await and returns every message already received
+    without waiting, so a round trip costs one wake-up of the event loop and a pipelined
+    batch one read. The checks are :func:`read_message`'s: a length below 4 is a protocol
+    violation and one above ``max_size`` is refused (54000) as soon as its header arrives.
+    End of stream in the middle of a message is ``IncompleteReadError``, as ``readexactly``.
+    """
+
+    __slots__ = ("_buf", "max_size", "reader")
+
+    def __init__(self, reader: asyncio.StreamReader, max_size: int) -> None:
+        self.reader = reader
+        self.max_size = max_size
+        self._buf = bytearray()
+
+    def _next(self) -> tuple[bytes, Payload] | None:
+        buf = self._buf
+        if len(buf) < 5:
+            return None
+        kind, length = _HEADER.unpack_from(buf)
+        if length < 4:
+            raise ProtocolViolation("invalid message length")
+        if length > self.max_size:
+            raise MessageTooLarge(
+                f"message of {length} bytes exceeds the maximum of {self.max_size}",
+                hint="dpproxy serve --max-message-size raises the limit",
+            )
+        end = length + 1
+        if len(buf) < end:
+            return None
+        body = bytes(buf[5:end])
+        del buf[:end]
+        return kind, Payload(body)
+
+    async def _fill(self) -> tuple[bytes, Payload]:
+        while True:
+            chunk = await self.reader.read(1 << 16)
+            if not chunk:
+                raise asyncio.IncompleteReadError(bytes(self._buf), None)
+            self._buf += chunk
+            message = self._next()
+            if message is not None:
+                return message
+
+    async def read(self, timeout: float | None = None) -> tuple[bytes, Payload]:
+        """The next message; ``TimeoutError`` when none is complete within ``timeout`` s."""
+        message = self._next()
+        if message is not None:
+            return message
+        if timeout is None:
+            return await self._fill()
+        async with asyncio.timeout(timeout):
+            return await self._fill()
+
+
 def parse_startup_parameters(payload: Payload) -> dict[str, str]:
     """``name\\0value\\0...\\0`` of a StartupMessage; every parameter is kept."""
     params: dict[str, str] = {}

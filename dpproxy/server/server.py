@@ -28,6 +28,7 @@ import os
 import re
 import ssl
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,21 @@ from dpproxy.server.session import (
 from dpproxy.server.users import UsersFileError
 
 log = logging.getLogger("dpproxy.server")
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``dpproxy serve`` runs on: uvloop's when it is installed (the ``fast``
+    extra, ``pip install 'dpproxy[fast]'``) and ``DPPROXY_EVENT_LOOP`` is not ``asyncio``;
+    otherwise ``None``, asyncio's own. The server uses only what both loops provide (streams,
+    ``start_tls``, signal handlers, worker threads)."""
+    if os.environ.get("DPPROXY_EVENT_LOOP", "").strip().lower() == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 class TooManyConnections(DPProxyError):
@@ -134,6 +150,7 @@ class JsonFormatter(logging.Formatter):
 
     FIELDS: tuple[str, ...] = ("event", "user", "sqlstate", "rows", "cost", "ms", "pid", "peer")
     FIELDS += ("reason", "ledger", "address")  # ledger, address: serve's first two lines
+    FIELDS += ("loop",)  # the event loop serve runs on (uvloop or asyncio), with its address
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {

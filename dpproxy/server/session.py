@@ -299,6 +299,10 @@ class Session:
         self.cancel_token: CancelToken | None = None
         self._timed_out = False
         self._catalog_answers: dict[str, Result] = {}
+        # Query → (its statement, the cached catalog answer encoded, the messages): a
+        # repeated one-statement catalog query (``SELECT 1``, a driver's probe) is answered
+        # from these bytes while that cached answer is still the current one.
+        self._replies: dict[str, tuple[str, Result, bytes]] = {}
         self._out: list[bytes] = []
         self._queued = 0
         self.startup: dict[str, str] = {}
@@ -337,12 +341,10 @@ class Session:
 
     async def serve(self) -> None:
         cfg = self.server.config
+        messages = protocol.MessageReader(self.reader, cfg.max_message_size)
         while True:
             try:
-                kind, payload = await asyncio.wait_for(
-                    protocol.read_message(self.reader, cfg.max_message_size),
-                    timeout=cfg.idle_timeout,
-                )
+                kind, payload = await messages.read(cfg.idle_timeout)
             except TimeoutError:
                 self.send(
                     protocol.error_response(
@@ -416,6 +418,8 @@ class Session:
 
     async def on_query(self, payload: Payload) -> None:
         sql = payload.cstr()
+        if self._replay(sql):
+            return
         try:
             statements = split_statements(sql)
         except DPProxyError as e:
@@ -440,7 +444,36 @@ class Session:
                 self.send(protocol.notice_response("00000", notice))
             self.send(protocol.command_complete(result.tag))
             self._report(result)
+            if len(statements) == 1:
+                self._remember_reply(sql, statements[0], result)
         self._ready()
+
+    def _replay(self, sql: str) -> bool:
+        """Answer a simple Query from :attr:`_replies`: only while the catalog answer it was
+        encoded from is still the session's cached one (SET, RESET and DISCARD drop those)
+        and ``execute`` would return it (not shutting down, no failed transaction block)."""
+        known = self._replies.get(sql)
+        if known is None or self.status == "E" or self.server.shutting_down:
+            return False
+        text, source, reply = known
+        if self._catalog_answers.get(text) is not source:
+            return False
+        self.send(reply)
+        self._ready()
+        return True
+
+    def _remember_reply(self, sql: str, text: str, result: Result) -> None:
+        """Keep the messages of a small answer that came from the cached catalog answers
+        (the route of a statement's text is fixed, so its next run would return the same)."""
+        source = self._catalog_answers.get(text)
+        if source is None or result.notices or result.reported or len(result.rows) > 64:
+            return
+        if len(self._replies) >= 256:
+            self._replies.clear()
+        parts = [protocol.row_description(self._fields(result.fields, []))] if result.fields else []
+        parts += [protocol.data_row(self._encode(r, result.fields, [])) for r in result.rows]
+        parts.append(protocol.command_complete(result.tag))
+        self._replies[sql] = (text, source, b"".join(parts))
 
     # -------------------------------------------------------------------- extended query
 

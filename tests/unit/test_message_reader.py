@@ -1,0 +1,93 @@
+"""``protocol.MessageReader``: typed frontend messages read a chunk at a time, over a real
+``asyncio.StreamReader`` fed the bytes a socket would deliver (whole, split anywhere, several
+at once), with ``read_message``'s checks."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from dpproxy.errors import ProtocolViolation
+from dpproxy.server import protocol
+
+
+def _query(sql: str) -> bytes:
+    body = sql.encode() + b"\0"
+    return b"Q" + struct.pack("!i", len(body) + 4) + body
+
+
+SYNC = b"S" + struct.pack("!i", 4)
+
+
+def _read_all(
+    chunks: list[bytes], count: int, max_size: int = 1 << 20
+) -> list[tuple[bytes, bytes]]:
+    async def go() -> list[tuple[bytes, bytes]]:
+        reader = asyncio.StreamReader()
+        messages = protocol.MessageReader(reader, max_size)
+        out = []
+
+        async def feed() -> None:
+            for chunk in chunks:
+                reader.feed_data(chunk)
+                await asyncio.sleep(0)
+            reader.feed_eof()
+
+        feeder = asyncio.ensure_future(feed())
+        for _ in range(count):
+            kind, payload = await messages.read(5.0)
+            out.append((kind, payload.rest()))
+        await feeder
+        return out
+
+    return asyncio.run(go())
+
+
+def test_pipelined_messages_in_one_chunk() -> None:
+    data = _query("SELECT 1") + SYNC + _query("SELECT 2")
+    assert _read_all([data], 3) == [(b"Q", b"SELECT 1\0"), (b"S", b""), (b"Q", b"SELECT 2\0")]
+
+
+@pytest.mark.parametrize("cut", [1, 3, 5, 6, 12])
+def test_a_message_split_anywhere(cut: int) -> None:
+    data = _query("SELECT 42") + SYNC
+    assert _read_all([data[:cut], data[cut:]], 2) == [(b"Q", b"SELECT 42\0"), (b"S", b"")]
+
+
+def test_one_byte_at_a_time() -> None:
+    data = _query("SELECT 'x'") + SYNC
+    chunks = [data[i : i + 1] for i in range(len(data))]
+    assert _read_all(chunks, 2) == [(b"Q", b"SELECT 'x'\0"), (b"S", b"")]
+
+
+def test_a_large_message_across_many_reads() -> None:
+    sql = "SELECT '" + "a" * 300_000 + "'"
+    assert _read_all([_query(sql)], 1) == [(b"Q", sql.encode() + b"\0")]
+
+
+def test_too_large_is_refused_from_its_header() -> None:
+    header = b"Q" + struct.pack("!i", 2_000)
+    with pytest.raises(protocol.MessageTooLarge) as err:
+        _read_all([header], 1, max_size=1_000)
+    assert err.value.sqlstate == "54000"
+
+
+def test_invalid_length_is_a_protocol_violation() -> None:
+    with pytest.raises(ProtocolViolation):
+        _read_all([b"Q" + struct.pack("!i", 3)], 1)
+
+
+def test_end_of_stream_mid_message() -> None:
+    with pytest.raises(asyncio.IncompleteReadError):
+        _read_all([_query("SELECT 1")[:7]], 1)
+
+
+def test_idle_timeout() -> None:
+    async def go() -> None:
+        messages = protocol.MessageReader(asyncio.StreamReader(), 1 << 20)
+        with pytest.raises(TimeoutError):
+            await messages.read(0.05)
+
+    asyncio.run(go())
