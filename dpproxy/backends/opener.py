@@ -56,14 +56,19 @@ def check_fit(database: str, backend: Backend, catalog: Catalog) -> None:
     checked by ``FileBackend.attach_catalog`` over its own views; Spark by its backend."""
     if backend.dialect not in ("duckdb", "postgres"):
         return
-    if backend.dialect == "duckdb":
-        from dpproxy.backends.file_views import FileBackend
-
-        if isinstance(backend, FileBackend):
-            return
     from dpproxy.catalog.check import fit_error
 
-    err = fit_error(catalog, describe(database), database)
+    if backend.dialect == "duckdb":
+        from dpproxy.backends.duckdb import DuckDBBackend
+        from dpproxy.backends.file_views import FileBackend, duckdb_shapes
+
+        if isinstance(backend, FileBackend) or not isinstance(backend, DuckDBBackend):
+            return
+        with backend._lock:  # the backend's own read-only connection: no second open
+            shapes = duckdb_shapes(backend._con)
+    else:
+        shapes = describe(database)  # one more connection, closed at once (once per engine)
+    err = fit_error(catalog, shapes, database)
     if err is not None:
         raise err
 
