@@ -69,7 +69,8 @@ def bounding_ctes(
     )
 
     def member(negated: bool) -> exp.Expression:
-        if ctx.dialect == "postgres":
+        # Spark too: its NOT IN is a null-aware anti-join that broadcasts all light units.
+        if ctx.dialect in ("postgres", "spark"):
             probe = exp.Exists(
                 this=exp.select(lit(1))
                 .from_(table("__light"), copy=False)

@@ -13,6 +13,8 @@ failed cast            ``TRY_CAST`` → NULL          ``TRY_CAST`` → NULL, but
                                                     grammar first (:func:`safe_cast`)
 double → integer       rounds half to even          truncates → ``BROUND`` first
 ``a / b`` on decimals  double                       decimal → numerator cast to DOUBLE
+``FLOOR``/``CEIL`` of   a DOUBLE                     a BIGINT, overflow raises → applied only
+a double; ``TRUNC``                                 below 2⁵² (above, a double is integral)
 ``SUM`` of BIGINTs     into a HUGEINT               BIGINT, overflow raises → summed as
                                                     ``DECIMAL(38, 0)`` (|Σ| < 2¹¹⁵ < 10³⁸)
 ``~*`` (ILIKE regex)   ``regexp_matches(…, 'i')``   ``RLIKE '(?i)…'``
@@ -122,6 +124,27 @@ def safe_cast(node: exp.TryCast, source: SqlType) -> exp.Expression:
     )
 
 
+_INTEGRAL = "4503599627370496"  # 2^52: every double at least this large is an integer
+
+
+def _integral_part(node: exp.Floor | exp.Ceil | exp.Trunc) -> exp.Expression:
+    """``FLOOR``/``CEIL``/``TRUNC`` that never overflow: Spark computes them as a BIGINT, which
+    raises in ANSI mode beyond 2⁶³, where DuckDB keeps a DOUBLE. Below 2⁵² the BIGINT is exact
+    (and the CASE's type is the argument's for a double); from 2⁵² on a double is already an
+    integer and NaN and ±inf are their own value, so the argument itself is the answer."""
+    if node.args.get("decimals") is not None or node.args.get("expression") is not None:
+        raise UnsupportedQuery(f"{node.key.upper()} with digits is not supported on Spark")
+    x = node.this
+    if isinstance(node, exp.Trunc):
+        whole: exp.Expression = exp.Cast(this=x.copy(), to=_type(exp.DataType.Type.BIGINT))
+    else:
+        whole = type(node)(this=x.copy())
+    small = exp.LT(
+        this=exp.Abs(this=exp.Cast(this=x.copy(), to=_type(_DOUBLE))), expression=_num(_INTEGRAL)
+    )
+    return exp.Case(ifs=[exp.If(this=small, true=whole)], default=x)
+
+
 def _is_bigint_term(e: exp.Expression) -> bool:
     """A fixed-point summand (``rewrite/fixed.summand``): a BIGINT cast, or a CASE of them."""
     if isinstance(e, exp.Cast) and e.to.this is exp.DataType.Type.BIGINT:
@@ -144,6 +167,16 @@ def _quantile(node: exp.Anonymous) -> exp.Expression | None:
     return exp.WithinGroup(this=disc, expression=order)
 
 
+def _rlike(node: exp.Expression) -> exp.Expression:
+    """``x ~* 'p'`` → ``x RLIKE '(?i)p'`` (Spark has no case-insensitive regex operator)."""
+    if not isinstance(node, exp.RegexpILike):
+        return node
+    pattern = node.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise UnsupportedQuery("a case-insensitive regular expression must be a literal")
+    return exp.RegexpLike(this=node.this, expression=exp.Literal.string("(?i)" + pattern.this))
+
+
 def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
     """Rewrite a finished DuckDB-flavoured tree so that Spark (ANSI) computes the same values
     (the table in the module docstring)."""
@@ -154,18 +187,14 @@ def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
         parent, key, index = node.parent, node.arg_key, node.index
         new: exp.Expression = node
         if isinstance(node, exp.TryCast):
-            new = safe_cast(node, guarded_type(node.this, column_types))
+            # The guard's own pattern tests are built here, after the walk passed them.
+            new = safe_cast(node, guarded_type(node.this, column_types)).transform(_rlike)
         elif isinstance(node, exp.Div):
             numerator = node.this
             if not (isinstance(numerator, exp.Cast) and numerator.to.this is _DOUBLE):
                 node.set("this", exp.Cast(this=numerator, to=_type(_DOUBLE)))
         elif isinstance(node, exp.RegexpILike):
-            pattern = node.expression
-            if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-                raise UnsupportedQuery("a case-insensitive regular expression must be a literal")
-            new = exp.RegexpLike(
-                this=node.this, expression=exp.Literal.string("(?i)" + pattern.this)
-            )
+            new = _rlike(node)
         elif isinstance(node, exp.Sum):
             term = node.this
             inner = term.expressions[0] if isinstance(term, exp.Distinct) else term
@@ -177,6 +206,8 @@ def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
                     node.set("this", wide)
         elif isinstance(node, exp.Anonymous):
             new = _quantile(node) or node
+        elif isinstance(node, exp.Floor | exp.Ceil | exp.Trunc):
+            new = _integral_part(node)
         if new is not node and parent is not None and key:
             parent.set(key, new, index)
     return tree

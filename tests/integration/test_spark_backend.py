@@ -1,0 +1,187 @@
+"""The Spark backend on Spark local: README's "Running on Spark", checked sentence by sentence.
+
+The documented command runs as a user runs it (the console script in a subprocess, with its own
+Spark); the other checks share the test session's Spark (``spark_master``, tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from dpproxy.backends import CancelToken, open_backend
+from dpproxy.backends.spark import DEFAULT_STATEMENT_TIMEOUT_S, SparkBackend, parse_spark_url
+from dpproxy.catalog.model import Catalog
+from dpproxy.cli import main
+from dpproxy.errors import BackendUnavailable, InternalError, InvalidParameter, QueryCanceled
+from tests.commands import dpproxy_command
+from tests.spark import export_parquet
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SECTION = README.split("## Running on Spark", 1)[1].split("\n## ", 1)[0]
+SLOW = "SELECT MAX(xxhash64(id)) AS s FROM range(0, 1000000000000)"
+
+
+def _blocks(kind: str) -> list[str]:
+    found = re.findall(r"^```(\w*)\n(.*?)^```", SECTION, re.M | re.S)
+    return [body for lang, body in found if lang == kind]
+
+
+@pytest.fixture(scope="module")
+def parquet_dir(tmp_path_factory: pytest.TempPathFactory, demo_db: Path) -> Path:
+    return export_parquet(demo_db, tmp_path_factory.mktemp("spark-adult") / "data")
+
+
+@pytest.fixture(scope="module")
+def backend(spark_master: str, parquet_dir: Path) -> Any:
+    b = SparkBackend(f"{spark_master}?parquet_dir={parquet_dir}")
+    yield b
+    b.close()
+
+
+def test_the_documented_command_answers_over_parquet_on_spark_local(
+    tmp_path: Path, demo_db: Path
+) -> None:
+    (python_block,) = _blocks("python")
+    (shell_block,) = _blocks("")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "adult.yaml").write_bytes((ROOT / "schemas/adult.yaml").read_bytes())
+    subprocess.run([sys.executable, "-c", python_block], cwd=tmp_path, check=True, timeout=300)
+    assert (tmp_path / "data" / "adult.parquet").is_file()
+    command = shlex.split(shell_block.replace("\\\n", " ").removeprefix("$ "))
+    assert command[:2] == ["dpproxy", "query"]
+    out = subprocess.run(
+        [*dpproxy_command(), *command[1:], "--format", "json", "--ledger", "memory"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    answer = json.loads(out.stdout)
+    assert sorted(r["sex"] for r in answer["rows"]) == ["Female", "Male"]
+    assert all(17 <= r["avg"] <= 90 for r in answer["rows"])
+
+
+def test_explain_takes_the_same_database(spark_master: str, parquet_dir: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "explain",
+            "--database",
+            f"{spark_master}?parquet_dir={parquet_dir}",
+            "--schema",
+            str(ROOT / "schemas/adult.yaml"),
+            "SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "adult" in result.output and "COUNT" in result.output.upper()
+
+
+@pytest.mark.parametrize("address", ["sc://127.0.0.1:1", "spark://127.0.0.1:1"])
+def test_an_address_that_does_not_answer_is_refused_with_08001(address: str) -> None:
+    out = subprocess.run(
+        [
+            *dpproxy_command(),
+            "query",
+            "--database",
+            address,
+            "--schema",
+            str(ROOT / "schemas/adult.yaml"),
+            "--format",
+            "json",
+            "--ledger",
+            "memory",
+            "SELECT COUNT(*) FROM adult",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode != 0
+    error = json.loads(out.stdout)["error"]
+    assert error["sqlstate"] == "08001"
+    assert "not reachable" in error["message"]
+    with pytest.raises(BackendUnavailable):
+        open_backend(address)
+
+
+def test_addresses_are_read_as_documented() -> None:
+    assert parse_spark_url("spark+local[2]?parquet_dir=data").master == "local[2]"
+    assert parse_spark_url("spark+local[*]").master == "local[*]"
+    assert parse_spark_url("sc://h:15002").remote == "sc://h:15002"
+    assert parse_spark_url("spark://h:7077").master == "spark://h:7077"
+    for bad in ("spark+local[x]", "spark://h", "sc://h:15002?user=x"):
+        with pytest.raises(InvalidParameter):
+            parse_spark_url(bad)
+
+
+def test_sessions_run_in_ansi_mode(backend: SparkBackend) -> None:
+    assert backend._spark.conf.get("spark.sql.ansi.enabled") == "true"
+    # ANSI: an integer overflow raises (a wrap would give a value); Spark's text stays out.
+    with pytest.raises(InternalError) as raised:
+        backend.execute("SELECT CAST(2147483647 AS INT) + CAST(id AS INT) AS x FROM range(1, 2)")
+    assert raised.value.message == "the database failed to run the query"
+    assert "ARITHMETIC" in (raised.value.log_detail or "")
+
+
+def test_spark_proves_no_unit_unique(backend: SparkBackend, demo_catalog: Catalog) -> None:
+    attached = backend.attach_catalog(demo_catalog)
+    assert all(not t.unit_is_unique for t in attached.tables)
+
+
+def _wait_for_a_job(backend: SparkBackend) -> None:
+    tracker = backend._spark.sparkContext.statusTracker()
+    for _ in range(600):
+        if tracker.getActiveJobsIds():
+            return
+        time.sleep(0.1)
+    raise AssertionError("the query never started a Spark job")
+
+
+def test_a_cancel_interrupts_the_running_query(backend: SparkBackend) -> None:
+    token = CancelToken()
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            backend.execute(SLOW, token)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    _wait_for_a_job(backend)
+    token.cancel()
+    thread.join(timeout=300)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], QueryCanceled)
+    assert outcome[0].sqlstate == "57014"
+    assert backend.execute("SELECT 1 AS one").rows == ((1,),)  # the session still works
+
+
+def test_the_statement_timeout_cancels_with_57014(spark_master: str) -> None:
+    assert DEFAULT_STATEMENT_TIMEOUT_S == 300
+    default = open_backend(spark_master)
+    assert isinstance(default, SparkBackend) and default.statement_timeout == 300
+    default.close()
+    quick = open_backend(spark_master, statement_timeout=1.0)  # what --statement-timeout sets
+    try:
+        with pytest.raises(QueryCanceled) as raised:
+            quick.execute(SLOW)
+        assert "statement timeout" in raised.value.message
+    finally:
+        quick.close()
