@@ -84,6 +84,9 @@ EXPECTED = [
 COUNT = "'SELECT COUNT(*) FROM people'"
 
 
+SECTION = " ".join(README.split("\n## Your own data\n", 1)[1].split("\n## ", 1)[0].split())
+
+
 def _found(lines: str) -> list[tuple[str, str]]:
     return re.findall(r"(tables\.[\w.]+): .*\(SQLSTATE (\w{5})\)", lines)
 
@@ -141,6 +144,20 @@ def _fitting_schema_answers(database: str, tmp_path: Path, env: dict[str, str]) 
     out = ok(run(f"dpproxy query -d {database} -s fits.yaml --format json {COUNT}", tmp_path, env))
     rows = json.loads(out.stdout)["rows"]
     assert abs(next(iter(rows[0].values())) - 200) <= 40
+
+
+def test_readme_says_what_these_tests_check() -> None:
+    assert (
+        "`query`, `explain`, `serve` and `dpproxy.connect` refuse such a schema before reading "
+        "any row, over a DuckDB file or PostgreSQL too, with every problem listed (in JSON, the "
+        "error's `problems`)." in SECTION
+    )
+    assert (
+        "exits 1 on a problem (`--format json`: each file's problems with their SQLSTATEs, and "
+        "its TODOs)." in SECTION
+    )
+    row = next(ln for ln in README.splitlines() if ln.startswith("| `dpproxy schema check"))
+    assert row.endswith("`--format table\\|csv\\|json` |")
 
 
 def test_a_duckdb_file_that_does_not_fit_is_refused_at_open(
@@ -205,7 +222,9 @@ def test_schema_check_json_lists_problems_and_todos_per_file(
 
 
 def test_readme_lists_58P01_and_22P04_as_the_errors_say() -> None:
-    section = README.split("\n## Refusals and SQLSTATEs\n", 1)[1].split("\n## ", 1)[0]
+    # the README's "Refusals and SQLSTATEs" section is in docs/sqlstates.md
+    sqlstates = (Path(__file__).resolve().parents[2] / "docs" / "sqlstates.md").read_text("utf-8")
+    section = sqlstates.split("\n## Refusals and SQLSTATEs\n", 1)[1].split("\n## ", 1)[0]
     row = next(ln for ln in section.splitlines() if ln.startswith("| `58P01` / `22P04` |"))
     assert "a data file that does not exist or a glob that matches no file" in row
     assert "a data file DuckDB cannot read as its format" in row and "or an empty one" in row
