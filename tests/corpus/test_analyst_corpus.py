@@ -23,7 +23,7 @@ Each case says what dpproxy does with it today, in its headers:
   one; the check is then expected to fail, and fails the test once it passes.
 
 The marks are a ratchet: a query whose outcome changes fails here until its mark is updated,
-so the README's count ("analyst queries") stays what this test measures.
+so docs/sql.md's count ("analyst queries") stays what this test measures.
 """
 
 from __future__ import annotations
@@ -169,6 +169,6 @@ def test_analyst_query(case_id: str, engines: dict[str, Any]) -> None:
 
 def test_the_readme_states_the_measured_count() -> None:
     answered = sum(case.get("expect") == ANSWERED for case in CASES)
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    sql_doc = (Path(__file__).parents[2] / "docs" / "sql.md").read_text(encoding="utf-8")
     claim = f"**{answered} of {len(CASES)} analyst queries**"
-    assert claim in readme, f"README must say {claim}"
+    assert claim in sql_doc, f"docs/sql.md must say {claim}"

@@ -293,7 +293,8 @@ def test_cli_hints_the_createdb_command_that_makes_the_load_work(pg_dsn: str) ->
         r"^HINT:\s+create it first, then run this command again: (.+?) \(or ", proc.stderr, re.M
     )
     assert hint, proc.stderr
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    doc = Path(__file__).resolve().parents[2] / "docs" / "postgres.md"  # moved from README
+    readme = " ".join(doc.read_text(encoding="utf-8").split())
     assert (
         "a database that does not exist names PostgreSQL's `3D000` and hints the `createdb` "
         "command to run first." in readme

@@ -130,7 +130,7 @@ def test_read_sql_on_an_open_connection(demo_db: Path) -> None:
     con.close()
 
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = (ROOT / "docs" / "python.md").read_text(encoding="utf-8")  # the README's Python API
 
 
 def _section(title: str) -> str:

@@ -100,5 +100,7 @@ def test_the_readme_states_the_committed_figures() -> None:
     for sf, scale in data["scales"].items():
         answered = sum(q["outcome"] == "answered" for q in scale["queries"].values())
         assert scale["answered"] == answered and f"SF {sf}" in section
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    # the README's Performance section moved to docs/performance.md, links re-based to docs/
+    readme = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    section = section.replace("](benchmarks/", "](../benchmarks/")
     assert section in readme, "regenerate it: python benchmarks/bench_tpch.py --readme"

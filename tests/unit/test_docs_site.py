@@ -171,3 +171,57 @@ def test_the_architecture_figure_shows_the_engines_pipeline() -> None:
     assert [s.strip() for s in line.group(1).split("→")] == [
         s.replace(" (OpenDP)", "") for s in drawn
     ]
+
+
+def _readme_section(title: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return readme.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_first_screen_has_the_picture_the_plot_and_the_quick_subset() -> None:
+    """The README's first screen: the architecture picture under "What it does", the
+    error-against-ε plot right after the `--errors` example, with coverage figures that are
+    ACCURACY.md's, and the quick subset of the tests."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert 'src="docs/architecture.svg"' in _readme_section("What it does")
+    top = readme.split("\n## ", 1)[0]
+    example = top.index("--errors\n")
+    plot = top.index("](benchmarks/figures/error_vs_epsilon.png)")
+    assert example < plot and (ROOT / "benchmarks/figures/error_vs_epsilon.png").is_file()
+    accuracy = (ROOT / "benchmarks" / "ACCURACY.md").read_text(encoding="utf-8")
+    assert "200 runs per (query, ε)" in accuracy and "over 200 runs per ε" in " ".join(top.split())
+    rows = [r for r in accuracy.splitlines() if r.startswith("| ") and r.rstrip().endswith("% |")]
+    coverage = [float(r.rstrip(" |").rsplit("|", 1)[1].strip().rstrip("%")) for r in rows]
+    assert len(coverage) >= 20
+    low, high = min(coverage), max(coverage)
+    assert f"in {low:g}–{high:g}% of cells" in " ".join(top.split())
+    assert "pip install '.[test]' && python -m pytest" in top
+    assert "`python -m pytest tests/unit`" in top
+
+
+def test_the_quick_subset_has_the_stated_number_of_tests() -> None:
+    """The README says how many tests `python -m pytest tests/unit` runs (rounded to the
+    hundred); the count is what pytest collects, within the growth of a busy week (±25%)."""
+    top = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0].split())
+    stated = re.search(r"`python -m pytest tests/unit` runs the ([\d,]+) unit tests", top)
+    assert stated is not None
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "tests/unit"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    count = re.search(r"^(\d+) tests? collected", collected.stdout, re.M)
+    assert count is not None, collected.stdout[-2000:] + collected.stderr[-2000:]
+    n, claim = int(count.group(1)), int(stated.group(1).replace(",", ""))
+    assert 0.75 * claim <= n <= 1.25 * claim, (n, claim)
+
+
+def test_the_readme_documentation_section_names_the_docs_extra() -> None:
+    """README "Documentation": `pip install '.[docs]'` installs what the site build needs."""
+    text = " ".join(_readme_section("Documentation").split())
+    assert "`mkdocs build --strict` (`pip install '.[docs]'`" in text
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^docs = \["mkdocs-material', pyproject, re.M)
+    assert "[docs/](docs/index.md)" in text
