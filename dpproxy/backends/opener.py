@@ -12,7 +12,7 @@ from dpproxy.backends import Backend, open_backend
 from dpproxy.backends.files import file_sources
 from dpproxy.catalog.draft import TableShape
 from dpproxy.catalog.model import Catalog
-from dpproxy.dsn import is_postgres_url
+from dpproxy.dsn import is_postgres_url, redact_dsn
 from dpproxy.errors import BadFileFormat, InvalidParameter, UndefinedFile, UnsupportedQuery
 
 
@@ -68,6 +68,7 @@ def check_fit(database: str, backend: Backend, catalog: Catalog) -> None:
             shapes = duckdb_shapes(backend._con)
     else:
         shapes = describe(database)  # one more connection, closed at once (once per engine)
+        database = redact_dsn(database)  # the hint names the database: never its password
     err = fit_error(catalog, shapes, database)
     if err is not None:
         raise err

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import secrets
 from pathlib import Path
 
 import duckdb
@@ -238,6 +239,24 @@ def test_readme_lists_58P01_and_22P04_as_the_errors_say() -> None:
     # unreadable Parquet, empty CSV); a DuckDB database file that is not one: below.
     docs = (Path(__file__).resolve().parents[2] / "docs" / "sqlstates.md").read_text()
     assert row in docs  # the docs site's page carries the same row
+
+
+def test_the_hint_never_shows_the_password(pg_url: str, tmp_path: Path) -> None:
+    role = f"fit_reader_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute(f"CREATE ROLE {role} LOGIN PASSWORD 's3cret-Pw'")
+        con.execute(f"GRANT SELECT ON people TO {role}")
+    try:
+        user = psycopg.conninfo.conninfo_to_dict(pg_url)["user"]
+        url = pg_url.replace(f"://{user}@", f"://{role}:s3cret-Pw@", 1)
+        assert "s3cret-Pw" in url
+        with pytest.raises(errors.DatatypeMismatch) as caught:
+            dpproxy.connect(url, schema=str(tmp_path / "misfits.yaml"), ledger="memory")
+        assert "s3cret-Pw" not in str(caught.value) and f"{role}@" in (caught.value.hint or "")
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as con:
+            con.execute(f"DROP OWNED BY {role}")
+            con.execute(f"DROP ROLE {role}")
 
 
 def test_a_file_that_is_not_a_duckdb_database_is_22P04(tmp_path: Path) -> None:
