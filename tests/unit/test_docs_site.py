@@ -225,3 +225,14 @@ def test_the_readme_documentation_section_names_the_docs_extra() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert re.search(r'^docs = \["mkdocs-material', pyproject, re.M)
     assert "[docs/](docs/index.md)" in text
+
+
+def test_the_readme_threat_paragraph_is_the_privacy_pages() -> None:
+    """The one paragraph README "What it does" shares with docs/privacy.md cannot drift apart."""
+    readme = _readme_section("What it does")
+    privacy = (DOCS / "privacy.md").read_text(encoding="utf-8")
+    section = privacy.split("\n## What it does, and the threat model\n", 1)[1]
+    first = section.strip().split("\n\n", 1)[0]
+    assert first.startswith("The analyst is untrusted")
+    assert first in readme
+    assert "[Privacy model](docs/privacy.md)" in " ".join(readme.split())
