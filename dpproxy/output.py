@@ -25,7 +25,7 @@ import click
 from dpproxy.errors import DPProxyError
 from dpproxy.values import Cost
 
-# Exit statuses (README "Exit codes"; tests/integration/test_cli_conventions.py).
+# Exit statuses (README, the "exit status" table under Command line; test_cli_conventions.py).
 EXIT_OK = 0
 EXIT_ERROR = 1  # a refusal or failure with a SQLSTATE
 EXIT_USAGE = 2  # a command line click could not parse (unknown option, missing argument)

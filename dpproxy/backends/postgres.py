@@ -1,7 +1,7 @@
 """PostgreSQL backend: a psycopg 3 connection pool that runs planner-produced SQL only.
 
 Every query runs in a READ ONLY transaction with a statement timeout. The proxy's role needs
-nothing but SELECT on the exposed tables (README, "A read-only role for dpproxy").
+nothing but SELECT on the exposed tables (docs/postgres.md, "A read-only role for dpproxy").
 
 Failures are sorted by whether the query could have reached the data, because the engine
 refunds the budget only when it provably did not:
@@ -232,8 +232,8 @@ class PostgresBackend:
             if not readable.get(t.name, False):
                 raise BackendUnavailable(
                     f'the database role of {self.name} cannot SELECT from "{t.name}"',
-                    hint=f"GRANT SELECT ON {t.name} TO the proxy's role (README: a read-only "
-                    "role for dpproxy)",
+                    hint=f"GRANT SELECT ON {t.name} TO the proxy's role (docs/postgres.md: a "
+                    "read-only role for dpproxy)",
                 )
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
             tables.append(replace(t, unit_is_unique=is_unique))

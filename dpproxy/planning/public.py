@@ -205,7 +205,7 @@ def reads_public_only(tree: exp.Expression, catalog: Catalog) -> bool:
     return True
 
 
-_USE = "use ordinary scalar functions and the standard aggregates (README: public tables)"
+_USE = "use ordinary scalar functions and the standard aggregates (docs/sql.md: public tables)"
 
 
 def _refuse(node: exp.Expr) -> DPProxyError:

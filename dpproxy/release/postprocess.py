@@ -1,7 +1,7 @@
 """Noisy primitives → released rows: aggregates, select-list arithmetic, HAVING, ORDER, LIMIT.
 
 Everything here is post-processing of differentially private values, so it costs no budget.
-Conventions (also in the README):
+Conventions (also in docs/sql.md, "Post-processing conventions"):
 
 * COUNT values are rounded to integers and made non-negative; over a single table that declares
   ``public_max_rows`` (a public upper bound on its rows), they are also clipped to that bound.

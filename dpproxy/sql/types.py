@@ -540,7 +540,7 @@ def raise_unsupported(node: exp.Expression) -> None:
             raise UndefinedFunction(f"function {name}() is not available through dpproxy")
         raise UndefinedFunction(
             f"function {name}() is not supported",
-            hint="see the README for the functions dpproxy can analyse",
+            hint="docs/sql.md (Supported SQL) lists the functions dpproxy can analyse",
         )
     if isinstance(node, _NONDETERMINISTIC):
         raise UnsupportedQuery(
