@@ -23,8 +23,8 @@ before the query was sent → ``BackendUnavailable`` (08001, refunded); lost whi
 ``ConnectionLost`` (08006, charged); cancelled or timed out → ``QueryCanceled`` (57014); any
 other error → ``InternalError`` (XX000), with Spark's message only in ``log_detail``.
 
-Each query carries a fresh job tag (``SparkSession.addTag``); a client's cancel and the
-statement timeout interrupt the jobs of that tag only.
+Each query runs in a job group of its own (on Spark Connect: under a job tag); a client's
+cancel and the statement timeout cancel that group's jobs only, interrupting their tasks.
 """
 
 from __future__ import annotations
@@ -248,6 +248,8 @@ class SparkBackend:
         tag = f"dpproxy-{uuid.uuid4().hex}"
         stop, done, timed_out = threading.Event(), threading.Event(), threading.Event()
 
+        classic = self.target.remote is None
+
         def interrupt_until_done() -> None:
             # An interrupt reaches only the jobs running at that moment: one sent while Spark
             # still plans the query would be lost, so it is repeated until the query ends.
@@ -255,13 +257,19 @@ class SparkBackend:
                 timed_out.set()
             while not done.is_set():
                 try:
-                    self._spark.interruptTag(tag)
+                    if classic:  # a job group: interruptTag cancelled nothing here (4.3)
+                        self._spark.sparkContext.cancelJobGroup(tag)
+                    else:
+                        self._spark.interruptTag(tag)
                 except Exception:  # the session is gone: nothing left to interrupt
                     log.debug("interrupting %s failed", tag, exc_info=True)
                 done.wait(0.2)
 
         try:
-            self._spark.addTag(tag)
+            if classic:  # thread-local: this thread's jobs, interrupted when cancelled
+                self._spark.sparkContext.setJobGroup(tag, "dpproxy", interruptOnCancel=True)
+            else:
+                self._spark.addTag(tag)
         except Exception as e:
             raise self._unreachable(e) from e
         watcher = threading.Thread(target=interrupt_until_done, daemon=True)
@@ -282,7 +290,14 @@ class SparkBackend:
             if cancel is not None:
                 cancel.on_cancel(None)
             try:
-                self._spark.removeTag(tag)
+                if classic:
+                    # None removes the property (PySpark's stub says str only).
+                    self._spark.sparkContext.setLocalProperty(
+                        "spark.jobGroup.id",
+                        None,  # type: ignore[arg-type]
+                    )
+                else:
+                    self._spark.removeTag(tag)
             except Exception:
                 log.debug("removing tag %s failed", tag, exc_info=True)
         return ExactResult(cols, tuple(tuple(_plain(v) for v in r) for r in rows))
