@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.bi.tools import CHROMIUM, CHROMIUM_ARGS, PASSWORD, USER, Proxy, missing
+from tests.bi.tools import PASSWORD, USER, Proxy, headless_chromium
 from tests.commands import dpproxy_command
 
 
@@ -68,18 +68,8 @@ def proxy(tmp_path_factory: pytest.TempPathFactory, demo_db: Path) -> Iterator[P
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's chromium, headless, driven by Playwright."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as exc:
-        missing(f"playwright is not installed ({exc}): pip install '.[test]'")
-    if not os.access(CHROMIUM, os.X_OK):
-        missing(f"no chromium at {CHROMIUM}: apt-get install chromium")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
+    with headless_chromium() as b:
+        yield b
 
 
 @pytest.fixture

@@ -375,6 +375,23 @@ def missing(what: str) -> NoReturn:
     skip_or_fail(f"{what} (CI installs it: see .ci/run)")
 
 
+@contextlib.contextmanager
+def headless_chromium() -> Iterator[Any]:
+    """Debian's chromium, headless, driven by Playwright (a missing piece: :func:`missing`)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        missing(f"playwright is not installed ({exc}): pip install '.[test]'")
+    if not os.access(CHROMIUM, os.X_OK):
+        missing(f"no chromium at {CHROMIUM}: apt-get install chromium")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
 @dataclass
 class Proxy:
     host: str

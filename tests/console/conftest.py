@@ -7,6 +7,7 @@ installs both).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.bi.tools import CHROMIUM, CHROMIUM_ARGS, missing
+from tests.bi.tools import headless_chromium
 from tests.commands import dpproxy_command
 
 STEWARD, STEWARD_PASSWORD = "sam", "steward-pass-1"
@@ -159,15 +160,33 @@ def stack(tmp_path_factory: pytest.TempPathFactory, demo_db: Path) -> Iterator[S
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's chromium, headless, driven by Playwright."""
+    with headless_chromium() as b:
+        yield b
+
+
+@contextlib.contextmanager
+def console_process(
+    users: Path, ledger: Path, *args: str, verify: Any = True
+) -> Iterator[tuple[str, httpx.Response]]:
+    """A ``dpproxy console`` process on a free port with ``args``: (its URL, the first answer
+    to GET /login, once it answers); stopped afterwards."""
+    port = _free_port()
+    scheme = "https" if "--tls-cert" in args else "http"
+    proc = subprocess.Popen(
+        [*dpproxy_command(), "console", "--listen", f"127.0.0.1:{port}", "--users", str(users),
+         "--ledger", str(ledger), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
     try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as exc:
-        missing(f"playwright is not installed ({exc}): pip install '.[test]'")
-    if not os.access(CHROMIUM, os.X_OK):
-        missing(f"no chromium at {CHROMIUM}: apt-get install chromium")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
+        url = f"{scheme}://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                first = httpx.get(url + "/login", verify=verify, timeout=2)
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no console"
+                time.sleep(0.2)
+        yield url, first
+    finally:
+        _stop(proc)

@@ -24,6 +24,7 @@ from tests.console.conftest import (
     STEWARD,
     STEWARD_PASSWORD,
     Stack,
+    console_process,
 )
 
 SHOTS = os.environ.get("DPPROXY_CONSOLE_SCREENSHOTS")  # a directory: keep screenshots there
@@ -288,49 +289,19 @@ def test_the_schema_page_shows_schema_check_against_the_database(
 ) -> None:
     """``console --database``: the schema page and /api/schema carry `schema check`'s findings
     against the data's metadata (a missing column, 42703; a type mismatch, 42804)."""
-    import subprocess
-    import time
-
-    from tests.commands import dpproxy_command
-    from tests.console.conftest import _free_port, _stop
-
     (tmp_path / "people.csv").write_text("id,name,age\n1,ann,34\n2,bob,51\n")
-    (tmp_path / "people.yaml").write_text(
+    schema = tmp_path / "people.yaml"
+    schema.write_text(
         "version: 1\ndataset: people\ntables:\n  people:\n    private: true\n"
         "    privacy_unit: id\n    max_rows_per_unit: 1\n    columns:\n"
         "      id: {type: integer}\n      name: {type: integer}\n"
         "      income: {type: float, lower: 0, upper: 100}\n"
     )
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            *dpproxy_command(),
-            "console",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--users",
-            str(stack.users),
-            "--ledger",
-            str(tmp_path / "ledger.sqlite"),
-            "--schema",
-            str(tmp_path / "people.yaml"),
-            "--database",
-            str(tmp_path / "people.csv"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        local = Stack(stack.users, stack.ledger, f"http://127.0.0.1:{port}", "", 0, [])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(local.console_url + "/login", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        c, _ = _session(local, STEWARD, STEWARD_PASSWORD)
+    data = str(tmp_path / "people.csv")
+    with console_process(
+        stack.users, tmp_path / "ledger.sqlite", "--schema", str(schema), "--database", data
+    ) as (url, _):
+        c, _ = _session(Stack(stack.users, stack.ledger, url, "", 0, []), STEWARD, STEWARD_PASSWORD)
         with closing(c):
             check = c.get("/api/schema").json()["check"]
             assert not check["ok"]
@@ -338,56 +309,19 @@ def test_the_schema_page_shows_schema_check_against_the_database(
             assert "income" in text and "42703" in text
             assert "name" in text and "42804" in text
             assert "42804" in c.get("/schema").text
-    finally:
-        _stop(proc)
 
 
 def test_the_console_over_tls(stack: Stack, tmp_path: Path) -> None:
     """``--tls-cert``/``--tls-key``: HTTPS, and the session cookie is marked Secure."""
-    import subprocess
-    import time
-
-    from tests.commands import dpproxy_command
-    from tests.console.conftest import _free_port, _stop
     from tests.integration.test_transport import _certificate
 
     cert, key = _certificate(tmp_path)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            *dpproxy_command(),
-            "console",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--users",
-            str(stack.users),
-            "--ledger",
-            str(stack.ledger),
-            "--tls-cert",
-            str(cert),
-            "--tls-key",
-            str(key),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        url = f"https://127.0.0.1:{port}"
-        trusted = ssl.create_default_context(cafile=cert)
-        trusted.check_hostname = False  # the test certificate names localhost; chain checked
-        r = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                r = httpx.get(url + "/login", verify=trusted, timeout=2)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        assert r is not None and r.status_code == 200
-        cookie = r.headers["set-cookie"].lower()
+    trusted = ssl.create_default_context(cafile=cert)
+    trusted.check_hostname = False  # the test certificate names localhost; chain checked
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    with console_process(stack.users, stack.ledger, *tls, verify=trusted) as (url, first):
+        assert first.status_code == 200
+        cookie = first.headers["set-cookie"].lower()
         assert "secure" in cookie and "httponly" in cookie and "samesite=strict" in cookie
         with pytest.raises(httpx.HTTPError):
-            httpx.get(f"http://127.0.0.1:{port}/login", timeout=2)  # no plaintext
-    finally:
-        _stop(proc)
+            httpx.get(url.replace("https:", "http:") + "/login", timeout=2)  # no plaintext
