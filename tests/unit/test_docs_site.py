@@ -236,3 +236,22 @@ def test_the_readme_threat_paragraph_is_the_privacy_pages() -> None:
     assert first.startswith("The analyst is untrusted")
     assert first in readme
     assert "[Privacy model](docs/privacy.md)" in " ".join(readme.split())
+
+
+def test_the_coverage_ranges_in_performance_md_are_accuracy_md_s() -> None:
+    """docs/performance.md's coverage of the reported 95% bounds, per statistic, is the range of
+    benchmarks/ACCURACY.md's last column (COUNT, SUM; AVG and VAR together)."""
+    table = (ROOT / "benchmarks" / "ACCURACY.md").read_text(encoding="utf-8")
+    cover: dict[str, list[float]] = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[5].endswith("%") and cells[1][:1].isdigit():
+            cover.setdefault(cells[0].split("(")[0].split()[0], []).append(float(cells[5][:-1]))
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):g}–{max(values):g}%"
+
+    text = " ".join((ROOT / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    assert f"{span(cover['COUNT'])} of COUNT cells" in text
+    assert f"{span(cover['SUM'])} of SUM cells" in text
+    assert f"{span(cover['AVG'] + cover['VAR_POP'])} of AVG and VAR cells" in text
