@@ -22,20 +22,28 @@ def power_limits(n: int | Fraction) -> tuple[str, str]:
     return f"{10**-e * 1.000001:.9e}", f"{10**e * 0.999999:.9e}"
 
 
+def numeric_constant(node: exp.Expression) -> Fraction | None:
+    """The exact value of a numeric literal, parenthesised or negated (``-2``, ``(0.5)``);
+    None for anything else."""
+    sign = 1
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Neg):
+        node, sign = node.this, -1
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return None
+    try:
+        return sign * Fraction(node.name)
+    except ValueError:
+        return None
+
+
 def power_exponent(node: exp.Pow) -> Fraction | None:
     """The exponent of ``POWER(x, p)`` / ``x ^ p`` when it is one dpproxy computes per row: a
     literal integer 1 … :data:`MAX_POWER`, or a literal that is not a whole number with
     0 < |p| <= :data:`MAX_POWER` (``rewrite/domains.py`` has both forms); else None."""
-    lit, sign = node.expression, 1
-    while isinstance(lit, exp.Paren):
-        lit = lit.this
-    if isinstance(lit, exp.Neg):
-        lit, sign = lit.this, -1
-    if not isinstance(lit, exp.Literal) or lit.is_string:
-        return None
-    try:
-        p = sign * Fraction(lit.name)
-    except ValueError:
+    p = numeric_constant(node.expression)
+    if p is None:
         return None
     whole = p.denominator == 1
     if (whole and 1 <= p <= MAX_POWER) or (not whole and 0 < abs(p) <= MAX_POWER):
@@ -49,17 +57,7 @@ def log_base(node: exp.Log) -> Fraction | None:
     before data is read; a base that is not a literal is refused too (42883)."""
     if node.args.get("expression") is None:
         return None
-    base, sign = node.this, 1
-    while isinstance(base, exp.Paren):
-        base = base.this
-    if isinstance(base, exp.Neg):
-        base, sign = base.this, -1
-    b = None
-    if isinstance(base, exp.Literal) and not base.is_string:
-        try:
-            b = sign * Fraction(base.name)
-        except ValueError:
-            b = None
+    b = numeric_constant(node.this)
     if b is None:
         raise UndefinedFunction(
             "function log(base, x) needs a constant base",
