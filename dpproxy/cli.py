@@ -177,8 +177,10 @@ def query(
     """
     from dpproxy.accounting.ledger import ledger_setting
     from dpproxy.dbapi import connect
+    from dpproxy.mechanisms import noise
     from dpproxy.output import exhausted_hint, read_sql, report_answer
 
+    noise.ONE_SHOT_PROCESS = True  # this process is ours alone: see noise._without_numpy
     if log_file:
         _operator_log(log_file, log_level)
     text = read_sql(sql, sql_file)

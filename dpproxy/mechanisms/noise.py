@@ -12,7 +12,9 @@ Deterministic sources for tests live in ``tests/``, never here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Protocol
@@ -37,6 +39,36 @@ class NoiseSource(Protocol):
         ...
 
 
+#: Set by the ``dpproxy`` command for its one-shot subcommands (``query``, ``explain``): the
+#: process is ours alone, single-threaded, and never uses numpy. See :func:`_without_numpy`.
+ONE_SHOT_PROCESS = False
+
+
+@contextmanager
+def _without_numpy() -> Iterator[None]:
+    """Keep OpenDP from importing numpy, in a one-shot ``dpproxy`` command only.
+
+    OpenDP imports numpy when it can (``opendp.typing`` maps numpy scalar types; its vector
+    conversions check for ``numpy.ndarray``), but treats it as optional: without it every call
+    dpproxy makes works the same, since dpproxy passes Python lists of ints and floats only.
+    numpy's import is about 80 ms of CPU, a sixth of a small ``dpproxy query``
+    (benchmarks/STARTUP.md). So while OpenDP is imported or called in such a process and numpy
+    is not already loaded, ``sys.modules["numpy"]`` is ``None`` (which makes ``import numpy``
+    raise ImportError, the case OpenDP handles) and the entry is removed afterwards. Never in a
+    library or server process: other code in it may import numpy at the same time, and OpenDP
+    used directly by the caller should see numpy's types.
+    """
+    if not ONE_SHOT_PROCESS or "numpy" in sys.modules:
+        yield
+        return
+    sys.modules["numpy"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get("numpy", 0) is None:
+            del sys.modules["numpy"]
+
+
 @lru_cache(maxsize=1)
 def _opendp() -> Any:
     """OpenDP's constructors, imported at the first noise drawn (never at dpproxy's import).
@@ -45,6 +77,11 @@ def _opendp() -> Any:
     OpenDP's scikit-learn, polars and MBI extras: a third of OpenDP's import time, for code
     dpproxy never calls (benchmarks/STARTUP.md).
     """
+    with _without_numpy():
+        return _import_opendp()
+
+
+def _import_opendp() -> Any:
     from types import SimpleNamespace
 
     import opendp.domains as domains
@@ -103,7 +140,9 @@ class OpenDPNoise:
             raise ValueError("the exponential mechanism needs a positive scale")
         if not scores:
             raise ValueError("no candidates to choose from")
-        return int(_selector(float_up(scale), len(scores))([float(s) for s in scores]))
+        with _without_numpy():
+            chosen = _selector(float_up(scale), len(scores))([float(s) for s in scores])
+        return int(chosen)
 
     @staticmethod
     def _apply(kind: str, values: Sequence[float], scale: Fraction, integer: bool) -> list[float]:
@@ -113,7 +152,8 @@ class OpenDPNoise:
             return []
         if scale == 0:
             return [float(v) for v in values]
-        m = _measurement(kind, float_up(scale), integer)
-        if integer:
-            return [float(x) for x in m([int(v) for v in values])]
-        return [float(x) for x in m([float(v) for v in values])]
+        with _without_numpy():
+            m = _measurement(kind, float_up(scale), integer)
+            if integer:
+                return [float(x) for x in m([int(v) for v in values])]
+            return [float(x) for x in m([float(v) for v in values])]
