@@ -88,6 +88,43 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
     assert _loaded(mods, POSTGRES | NOTEBOOK | SERVER) == set()
     # OpenDP's own modules for the samplers, not its prelude and its scikit-learn/polars extras
     assert _loaded(mods, {"opendp.prelude", "opendp.extras", "polars", "sklearn"}) == set()
+    # nor numpy, which OpenDP treats as optional (mechanisms/noise._without_numpy)
+    assert "numpy" not in mods
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT sex, COUNT(*), AVG(age) FROM adult GROUP BY sex",  # a vector of noise per group
+    "SELECT MEDIAN(age) FROM adult",  # report-noisy-min over the candidates
+])
+def test_one_shot_queries_draw_noise_without_numpy(sql: str, demo_db: Path) -> None:
+    mods = _modules(
+        "import io, contextlib\n"
+        "from dpproxy.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        f"        main(['query', '--format', 'json', {sql!r}])\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, e.code\n"
+        "rows = json.loads(out.getvalue())['rows']\n"
+        "assert rows and all(v is not None for r in rows for v in r.values()), rows\n"
+        "assert 'numpy' not in sys.modules\n"
+        "import numpy  # hidden only while OpenDP ran: importable afterwards\n"
+        "assert numpy.zeros(2).sum() == 0\n"
+    )
+    assert "numpy" in mods and "opendp.measurements" in mods
+
+
+def test_library_processes_let_opendp_see_numpy(demo_db: Path) -> None:
+    """Outside the one-shot command (a notebook, the server) OpenDP is imported as usual, so a
+    caller using OpenDP directly keeps its numpy types."""
+    mods = _modules("import dpproxy\n"
+                    "with dpproxy.connect() as con:\n"
+                    "    con.cursor().execute('SELECT COUNT(*) FROM adult').fetchall()\n"
+                    "import opendp.typing\n"
+                    "import numpy\n"
+                    "assert numpy.int64 in opendp.typing._ELEMENTARY_TYPES\n")
+    assert "numpy" in mods
 
 
 @pytest.mark.parametrize("body", [
