@@ -923,32 +923,5 @@ def serve(
         engine.close()
 
 
-def _register_user_commands() -> None:
-    from dpproxy.server.users_cli import user
-
-    main.add_command(user)
-
-
-_register_user_commands()
-
-
-def _register_budget_commands() -> None:
-    from dpproxy.accounting.budget_cli import budget
-
-    main.add_command(budget)
-
-
-_register_budget_commands()
-
-
-def _register_console_command() -> None:
-    from dpproxy.console.command import console
-
-    main.add_command(console)
-
-
-_register_console_command()
-
-
 if __name__ == "__main__":
     main()

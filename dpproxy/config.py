@@ -143,6 +143,14 @@ def load_settings(path: Path, profile: str | None) -> dict[str, str]:
 _ENV_FIRST = {"ledger": "DPPROXY_LEDGER", "users": "DPPROXY_USERS"}
 
 
+#: Subcommands of ``dpproxy`` kept in other modules: name → ``module:attribute``.
+LAZY_COMMANDS = {
+    "budget": "dpproxy.accounting.budget_cli:budget",
+    "console": "dpproxy.console.command:console",
+    "user": "dpproxy.server.users_cli:user",
+}
+
+
 def default_map(settings: dict[str, str]) -> dict[str, Any]:
     """click's ``default_map`` for the command tree: command → (subcommand →) parameter →
     value."""
@@ -184,7 +192,23 @@ def _extract(args: list[str]) -> tuple[list[str], str | None, str | None]:
 
 
 class ConfigGroup(click.Group):
-    """The ``dpproxy`` group: reads ``dpproxy.toml`` into the defaults of every command."""
+    """The ``dpproxy`` group: reads ``dpproxy.toml`` into the defaults of every command.
+
+    Subcommands defined in other modules (``budget``, ``user``, ``console``) are imported
+    only when that subcommand runs or help lists the commands (:data:`LAZY_COMMANDS`), so a
+    ``dpproxy query`` does not load the budget, users and console code.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module, _, attr = LAZY_COMMANDS[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         args, config, profile = _extract(args)

@@ -22,7 +22,9 @@ def _command(*path: str) -> click.Command:
     cmd: click.Command = main
     for part in path:
         assert isinstance(cmd, click.Group)
-        cmd = cmd.commands[part]
+        sub = cmd.get_command(click.Context(cmd), part)  # lazily imported ones too
+        assert sub is not None, part
+        cmd = sub
     return cmd
 
 

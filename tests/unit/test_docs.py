@@ -23,7 +23,10 @@ WRITTEN = "\n".join(
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found: list[tuple[str, ...]] = []
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazily imported subcommands included
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, name
         path = (*prefix, name)
         if isinstance(cmd, click.Group):
             found += _commands(cmd, path)
@@ -39,7 +42,9 @@ def test_every_command_has_help_and_a_readme_entry() -> None:
         group: click.Command = main
         for part in path:
             assert isinstance(group, click.Group)
-            group = group.commands[part]
+            sub = group.get_command(click.Context(group), part)
+            assert sub is not None, part
+            group = sub
         assert group.help and len(group.help.strip()) > 20, f"{' '.join(path)} has no help text"
         assert f"dpproxy {' '.join(path)}" in WRITTEN, f"{' '.join(path)} is in no written doc"
         for param in group.params:

@@ -90,6 +90,9 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
     assert _loaded(mods, {"opendp.prelude", "opendp.extras", "polars", "sklearn"}) == set()
     # nor numpy, which OpenDP treats as optional (mechanisms/noise._without_numpy)
     assert "numpy" not in mods
+    # nor the other subcommands' modules (config.LAZY_COMMANDS)
+    assert {"dpproxy.accounting.budget_cli", "dpproxy.server.users_cli",
+            "dpproxy.console.command"}.isdisjoint(mods)
 
 
 @pytest.mark.parametrize("sql", [
