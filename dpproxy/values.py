@@ -77,29 +77,45 @@ def sqrt_down(x: Fraction) -> Fraction:
 
 
 def _ln(x: Fraction) -> float:
-    """ln(x) in floating point without cancellation near x = 1 or overflow for huge terms."""
-    if abs(x - 1) < Fraction(1, 2):
-        return math.log1p(float(x - 1))
-    f = float(x) if abs(x.numerator).bit_length() - x.denominator.bit_length() < 1000 else 0.0
+    """ln(x) in floating point without cancellation near x = 1 or overflow for huge terms.
+
+    On the integers p/q of x in lowest terms: |x − 1| < ½ is 2|p − q| < q, and x − 1 is
+    (p − q)/q in lowest terms too, so ``(p - q) / q`` is ``float(x - 1)`` (both are Python's
+    correctly rounded integer division) without building Fractions."""
+    p, q = x.numerator, x.denominator
+    if 2 * abs(p - q) < q:
+        return math.log1p((p - q) / q)
+    f = p / q if abs(p).bit_length() - q.bit_length() < 1000 else 0.0
     if f > 0 and math.isfinite(f) and f > 1e-300:
         return math.log(f)
-    return math.log(x.numerator) - math.log(x.denominator)
+    return math.log(p) - math.log(q)
+
+
+_LN_MARGIN = 10**9  # ln_up/ln_down: a relative margin of 10⁻⁹ ...
+_LN_FLOOR = 10**300  # ... plus an absolute one of 10⁻³⁰⁰
+
+
+def _ln_bound(x: Fraction, up: bool) -> Fraction:
+    """v ± |v|/10⁹ ± 1/10³⁰⁰ for v = :func:`_ln` (x), as one Fraction.
+
+    With v = n/d (d a power of two) the sum is (n·10³⁰⁰ ± (|n|·10²⁹¹ + d))/(d·10³⁰⁰), reduced
+    once: the same rational as adding the three terms as Fractions (issue 21: two additions
+    of 1,000-bit Fractions cost more than the rest of the bound)."""
+    if x <= 0:
+        raise InternalError("logarithm of a non-positive number")
+    n, d = _ln(x).as_integer_ratio()
+    extra = abs(n) * (_LN_FLOOR // _LN_MARGIN) + d
+    return Fraction(n * _LN_FLOOR + (extra if up else -extra), d * _LN_FLOOR)
 
 
 def ln_up(x: Fraction) -> Fraction:
     """A rational upper bound on ln(x) for x > 0 (float log plus a relative margin)."""
-    if x <= 0:
-        raise InternalError("logarithm of a non-positive number")
-    v = _ln(x)
-    return Fraction(v) + Fraction(abs(v)) / 10**9 + Fraction(1, 10**300)
+    return _ln_bound(x, True)
 
 
 def ln_down(x: Fraction) -> Fraction:
     """A rational lower bound on ln(x) for x > 0."""
-    if x <= 0:
-        raise InternalError("logarithm of a non-positive number")
-    v = _ln(x)
-    return Fraction(v) - Fraction(abs(v)) / 10**9 - Fraction(1, 10**300)
+    return _ln_bound(x, False)
 
 
 @dataclass(frozen=True, slots=True)
