@@ -40,14 +40,43 @@ def joint_release(
 ) -> tuple[float, tuple[float, float], float, tuple[float, float]]:
     """:func:`joint_mean_with_span`, and the count A + B read off the same two noisy parts
     with its 95% interval from the exact law of Z_A + Z_B (``planning/derived.py``)."""
+    return joint_releases([(n, total)], lo, hi, scale, noise)[0]
+
+
+def joint_releases(
+    inputs: Sequence[tuple[float, float]],
+    lo: Fraction,
+    hi: Fraction,
+    scale: Fraction,
+    noise: NoiseSource,
+) -> list[tuple[float, tuple[float, float], float, tuple[float, float]]]:
+    """:func:`joint_release` for many groups (each an exact ``(n, total)``), with every group's
+    two parts noised in **one** call of the noise source.
+
+    Privacy: the same release as one :func:`joint_release` per group. ``noise.laplace`` adds
+    independent Laplace(scale) noise to each coordinate of the vector it is given (OpenDP's
+    ``make_laplace`` over a vector domain samples every coordinate independently at the one
+    scale), so the 2·G noisy parts have exactly the joint law of G separate two-part draws: the
+    planner's calibration, which is per part and per group, holds unchanged. What the batch
+    saves is OpenDP's fixed cost per call (about 0.1 ms), G − 1 times."""
+    if not inputs:
+        return []
     w = float(hi - lo)
-    a = (total - n * float(lo)) / w
-    b = n - a
-    na, nb = noise.laplace([a, b], scale, integer=False)
-    count = na + nb
+    parts: list[float] = []
+    for n, total in inputs:
+        a = (total - n * float(lo)) / w
+        parts += (a, n - a)
+    noisy = noise.laplace(parts, scale, integer=False)
+    if len(noisy) != len(parts):
+        raise InternalError("the noise source returned an unexpected number of values")
     h = laplace_sum_half_width(scale, 0.05)
-    mean, span = _joint_mean(na, nb, lo, hi, scale)
-    return mean, span, count, (count - h, count + h)
+    out = []
+    for i in range(len(inputs)):
+        na, nb = noisy[2 * i], noisy[2 * i + 1]
+        count = na + nb
+        mean, span = _joint_mean(na, nb, lo, hi, scale)
+        out.append((mean, span, count, (count - h, count + h)))
+    return out
 
 
 def _joint_mean(

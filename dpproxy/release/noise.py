@@ -6,6 +6,7 @@ This is the only place that sees exact aggregates; it hands on noisy values only
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from dpproxy.mechanisms.base import Gaussian, Laplace
 from dpproxy.mechanisms.noise import NoiseSource
 from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
+from dpproxy.release.memo import per_plan
 from dpproxy.release.stats import release_stats
 from dpproxy.rewrite.fixed import sum_grids, unscale
 
@@ -32,6 +34,9 @@ def derived_name(stat: str) -> str:
     return f"{stat}.count"
 
 
+_sum_grids = per_plan(sum_grids)  # a product of the plan alone (release/memo.py)
+
+
 def _key_order(key: tuple[Any, ...]) -> tuple[tuple[int, str, Any], ...]:
     """A total order on group keys of mixed types with NULLs first."""
     return tuple((0, "", 0) if v is None else (1, type(v).__name__, v) for v in key)
@@ -44,6 +49,40 @@ def _add_noise(r: Release, exact: list[float], noise: NoiseSource) -> list[float
     if isinstance(m, Gaussian):
         return noise.gaussian(exact, m.sigma, integer=r.integer)
     raise InternalError("unknown mechanism")
+
+
+def _noise_releases(
+    releases: tuple[Release, ...],
+    keys: list[tuple[Any, ...]],
+    exact_value: Callable[[tuple[Any, ...], str], float],
+    noise: NoiseSource,
+) -> dict[str, list[float]]:
+    """Every release's noisy values, one per group; releases that share a mechanism, scale
+    and domain (integer or not) are noised together in **one** call of the noise source.
+
+    Privacy: the same as one call per release. The noise source adds independent noise of
+    the given law to each coordinate of the vector it is given (OpenDP's ``make_laplace`` /
+    ``make_gaussian`` over a vector domain), so concatenating the vectors of releases with the
+    same law and splitting the result gives each coordinate exactly the noise one call per
+    release would: the planner's calibration is per release and per group, and holds
+    unchanged. What the batch saves is OpenDP's fixed cost per call (about 0.1 ms)."""
+    batches: dict[tuple[Any, ...], list[Release]] = {}
+    for r in releases:
+        m = r.mechanism
+        if not isinstance(m, Laplace | Gaussian):
+            raise InternalError("unknown mechanism")
+        law = m.scale if isinstance(m, Laplace) else m.sigma
+        batches.setdefault((type(m), law, r.integer), []).append(r)
+    noisy: dict[str, list[float]] = {}
+    n = len(keys)
+    for batch in batches.values():
+        values = [exact_value(k, r.primitive.name) for r in batch for k in keys]
+        drawn = _add_noise(batch[0], values, noise)
+        if len(drawn) != len(values):
+            raise InternalError("the noise source returned an unexpected number of values")
+        for i, r in enumerate(batch):
+            noisy[r.primitive.name] = drawn[i * n : (i + 1) * n]
+    return noisy
 
 
 def apply_noise(
@@ -81,7 +120,7 @@ def apply_noise(
         # selection then suppresses, so it must not reach the analyst.
         keys = sorted((tuple(row[:nk]) for row in exact.rows), key=_key_order)
 
-    grids = sum_grids(plan)  # sums come back as integers on a grid 2^-k (rewrite/fixed.py)
+    grids = _sum_grids(plan)  # sums come back as integers on a grid 2^-k (rewrite/fixed.py)
 
     def exact_value(key: tuple[Any, ...], name: str) -> float:
         row = by_key.get(tuple(norm(v) for v in key))
@@ -93,10 +132,7 @@ def apply_noise(
         bits = grids.get(name)
         return float(v) if bits is None else float(unscale(v, bits))  # exact, then rounded once
 
-    noisy: dict[str, list[float]] = {}
-    for r in plan.releases:
-        values = [exact_value(k, r.primitive.name) for k in keys]
-        noisy[r.primitive.name] = _add_noise(r, values, noise)
+    noisy = _noise_releases(plan.releases, keys, exact_value, noise)
     keep = [True] * len(keys)
     if plan.selection is not None:
         sel = plan.selection

@@ -42,6 +42,7 @@ from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.functions import apply_function, function_span
 from dpproxy.release.intervals import interval_ends
+from dpproxy.release.memo import per_plan
 from dpproxy.release.noise import NoisyGroup, derived_name
 from dpproxy.release.windows import compute_windows
 from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
@@ -216,18 +217,27 @@ def _integral_key(plan: QueryPlan, i: int) -> bool:
     return False
 
 
-def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
-    """Assemble released rows from noisy groups (pure)."""
-    q = plan.query
+def _halves(plan: QueryPlan) -> list[dict[str, float]]:
+    """Each aggregate's parts share its α (a union bound), so the same primitive can carry a
+    different half-width in different aggregates."""
     alpha = 1 - CONFIDENCE
-    # Each aggregate's parts share its α (a union bound), so the same primitive can carry a
-    # different half-width in different aggregates.
-    part_halves = [
+    return [
         {}
         if agg.stat is not None or agg.derived is not None
         else {p: plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts}
         for agg in plan.aggregates
     ]
+
+
+# Products of the plan alone, once per plan object (release/memo.py); never mutated.
+_part_halves = per_plan(_halves)
+_output_columns = per_plan(output_columns)
+
+
+def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
+    """Assemble released rows from noisy groups (pure)."""
+    q = plan.query
+    part_halves = _part_halves(plan)
     # A count over one table holds at most its rows (not so for a join or a flat map).
     max_count = q.table.public_max_rows if q.source is None else None
     rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
@@ -265,7 +275,7 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     stop = None if q.limit is None else start + q.limit
     kept = rows[start:stop]
     return Released(
-        output_columns(plan),
+        _output_columns(plan),
         tuple(tuple(r[0]) for r in kept),
         tuple(tuple(r[1]) for r in kept),
     )

@@ -28,6 +28,7 @@ from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan
 from dpproxy.release.exact import ExactResult
 from dpproxy.release.intervals import interval_notes
+from dpproxy.release.memo import per_plan
 from dpproxy.release.postprocess import OutputColumn, Released, output_columns
 
 PUBLIC_NOTE = "public tables only: answered exactly, no privacy cost"
@@ -46,7 +47,10 @@ def plan_notes(plan: QueryPlan | PublicPlan) -> list[str]:
     answer is exact and free (public tables only)."""
     if isinstance(plan, PublicPlan):
         return [PUBLIC_NOTE]
-    return interval_notes(plan)
+    return list(_interval_notes(plan))  # a copy: the caller may keep and change its list
+
+
+_interval_notes = per_plan(interval_notes)  # a product of the plan alone (release/memo.py)
 
 
 def public_failure(e: Exception) -> DPProxyError:

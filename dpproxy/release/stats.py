@@ -53,15 +53,17 @@ def release_stats(
         result = StatValues()
         if stat.method is Method.JOINT:
             assert stat.count is not None
-            for key in keys:
-                n, total = _exact_mean_inputs(
+            lo, hi = stat.bounds.lo, stat.bounds.hi
+            assert lo is not None and hi is not None
+            inputs = [
+                _exact_mean_inputs(
                     stat, exact_value(key, stat.count), exact_value(key, stat.total or "")
                 )
-                lo, hi = stat.bounds.lo, stat.bounds.hi
-                assert lo is not None and hi is not None
-                mean, m_span, count, c_span = mech.joint_release(
-                    n, total, lo, hi, stat.scale, noise
-                )
+                for key in keys
+            ]
+            # Every group's parts in one draw (release/local.py: the same law as one per group).
+            released = mech.joint_releases(inputs, lo, hi, stat.scale, noise)
+            for key, (mean, m_span, count, c_span) in zip(keys, released, strict=True):
                 result.values[key], result.spans[key] = mean, m_span
                 result.counts[key] = (count, c_span)
         elif stat.count is not None:
