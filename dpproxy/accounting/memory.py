@@ -98,6 +98,38 @@ class _Account:
     spent: Cost
     reserved: Cost
     releases: list[Spending] = field(default_factory=list)
+    used: Cost | None = None  # spent + reserved, kept up to date by MemoryAccountant
+
+    def __post_init__(self) -> None:
+        if self.used is None:
+            self.used = _plus(self.spent, self.reserved)
+
+
+def _is_zero(c: Cost) -> bool:
+    return not (c.epsilon or c.delta or c.rho)
+
+
+def _plus(a: Cost, b: Cost) -> Cost:
+    """``a + b``; when either is zero, the other as it is (costs are immutable). Exact Fraction
+    arithmetic costs microseconds per term, several times per query."""
+    if _is_zero(b):
+        return a
+    if _is_zero(a):
+        return b
+    return a + b
+
+
+def _minus(a: Cost, b: Cost) -> Cost:
+    """``a - b`` (clamped at zero per term, like ``Cost.__sub__``); ``a`` itself when ``b`` is
+    zero, and zero when they are equal."""
+    if _is_zero(b):
+        return a
+    if a == b:
+        return _ZERO
+    return a - b
+
+
+_ZERO = Cost.zero()
 
 
 class MemoryAccountant:
@@ -164,8 +196,9 @@ class MemoryAccountant:
     def _reserve(self, analyst: str, cost: Cost, record: Any, key: str | None) -> Reservation:
         """``reserve`` with the lock held."""
         acct = self._account(analyst)
-        used = acct.spent + acct.reserved
-        after = used + cost
+        used = acct.used
+        assert used is not None
+        after = _plus(used, cost)
         if not acct.total.covers(after):
             left = acct.total - used
             raise BudgetExhausted(
@@ -174,7 +207,8 @@ class MemoryAccountant:
                 hint="ask for a smaller epsilon (and delta), or ask the data steward for "
                 "more budget",
             )
-        acct.reserved = acct.reserved + cost
+        acct.reserved = _plus(acct.reserved, cost)
+        acct.used = after
         r = Reservation(analyst, cost, secrets.token_hex(8), key)
         self._open[r.token] = r
         self._records[r.token] = record
@@ -187,7 +221,7 @@ class MemoryAccountant:
         if self._open.pop(r.token, None) is None:
             raise InternalError("unknown or already closed budget reservation")
         acct = self._account(r.analyst)
-        acct.reserved = acct.reserved - r.cost
+        acct.reserved = _minus(acct.reserved, r.cost)
         return acct
 
     def commit(
@@ -203,8 +237,8 @@ class MemoryAccountant:
         is charged but released no answer; the SQLSTATE its analyst got."""
         with self._lock:
             record = self._records.pop(r.token, None)
-            acct = self._close(r)
-            acct.spent = acct.spent + r.cost
+            acct = self._close(r)  # spent + reserved (acct.used) is unchanged: moved over
+            acct.spent = _plus(acct.spent, r.cost)
             acct.releases.append(
                 Spending(
                     len(acct.releases) + 1,
@@ -225,12 +259,15 @@ class MemoryAccountant:
         """Only for failures that provably happened before the database saw the query."""
         with self._lock:
             self._records.pop(r.token, None)
-            self._close(r)
+            acct = self._close(r)
+            assert acct.used is not None
+            acct.used = _minus(acct.used, r.cost)
 
     def remaining(self, analyst: str) -> Cost:
         with self._lock:
             acct = self._account(analyst)
-            return acct.total - (acct.spent + acct.reserved)
+            assert acct.used is not None
+            return _minus(acct.total, acct.used)
 
     def spent(self, analyst: str) -> Cost:
         with self._lock:

@@ -15,10 +15,16 @@ from dpproxy.release.noise import ExactResult
 
 
 class DuckDBBackend:
-    """One read-only DuckDB database. Every query runs on a cursor of its own (a connection to
-    the same database instance), so queries from several threads run concurrently and an
-    interrupt stops one query only; a DuckDB connection itself must not be shared by threads
-    running queries at once."""
+    """One read-only DuckDB database. Every thread runs its queries on a cursor of its own (a
+    connection to the same database instance), so queries from several threads run
+    concurrently and an interrupt stops one query only; a DuckDB connection itself must not be
+    shared by threads running queries at once.
+
+    A thread's cursor is kept for its next query (opening one costs about 0.05 ms, a sixth of a
+    COUNT over 1,000 rows): a thread runs one query at a time, so its cursor is never shared,
+    and an interrupt of an idle cursor does not touch the query after it. A cursor whose query
+    failed or was interrupted is closed and replaced. Closing the backend closes the
+    connection, and with it every cursor (DuckDB closes a connection's cursors with it)."""
 
     dialect = "duckdb"
 
@@ -42,11 +48,20 @@ class DuckDBBackend:
         # per database instance, i.e. it also holds for other connections of this process.
         self._con.execute("SET disabled_optimizers = 'top_n_window_elimination'")
         self._lock = threading.Lock()
+        self._local = threading.local()  # .cursor: this thread's cursor, kept between queries
         self.path = p
 
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            with self._lock:
+                cur = self._con.cursor()
+            self._local.cursor = cur
+        return cur
+
     def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
-        with self._lock:
-            cur = self._con.cursor()
+        cur = self._cursor()
+        ok = False
         try:
             if cancel is not None:
                 cancel.on_cancel(cur.interrupt)
@@ -56,6 +71,7 @@ class DuckDBBackend:
                 cur.execute(sql)
                 rows = cur.fetchall()
                 cols = tuple(d[0] for d in cur.description or ())
+                ok = True
             finally:
                 if cancel is not None:
                     cancel.on_cancel(None)
@@ -67,7 +83,9 @@ class DuckDBBackend:
                 "the database failed to run the query", log_detail=f"{type(e).__name__}: {e}"
             ) from e
         finally:
-            cur.close()
+            if not ok:  # never reuse a cursor whose query failed or was interrupted
+                self._local.cursor = None
+                cur.close()
         return ExactResult(cols, tuple(rows))
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
