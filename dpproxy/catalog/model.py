@@ -98,6 +98,9 @@ class Table:
     privacy_unit: str | None = None  # the unit column; None with ``unit_via`` or when public
     bound: ContributionBound = ContributionBound()
     unit_is_unique: bool = False  # set by a backend that proves it with a constraint
+    # The schema states the unit column unique and never NULL (``unit_unique``); a backend
+    # without constraints (Spark) checks it against the data and then sets unit_is_unique.
+    unit_declared_unique: bool = False
     public_rows: int | None = None  # an approximate size the data steward declares public
     # A public upper bound on the table's rows: released counts over it are clipped to it.
     public_max_rows: int | None = None
