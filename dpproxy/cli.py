@@ -414,10 +414,16 @@ def schema_check(files: tuple[str, ...], database: str | None, fmt: str) -> None
     "--dp-bounds",
     is_flag=True,
     help="Choose each numeric column's bounds with DP (about the 5th and 95th percentiles of "
-    "the units' values, from a fixed grid), charged to --steward in the ledger; needs "
-    "--epsilon and one table.",
+    "the units' values, from a fixed grid) and each text column's domain (the values enough "
+    "units hold), charged to --steward in the ledger; needs --epsilon and one table.",
 )
 @click.option("--epsilon", "-e", metavar="EPS", help="--dp-bounds: the total ε to spend.")
+@click.option(
+    "--delta",
+    metavar="DELTA",
+    help="--dp-bounds: the total δ of the text columns' DP domains (default 1e-6; 0 leaves "
+    "them as TODOs).",
+)
 @click.option(
     "--unit",
     metavar="COLUMN",
@@ -444,6 +450,7 @@ def schema_init(
     force: bool,
     dp_bounds: bool,
     epsilon: str | None,
+    delta: str | None,
     unit: str | None,
     steward: str,
     ledger: str | None,
@@ -453,8 +460,9 @@ def schema_init(
 
     Never reads the data to decide anything: the privacy unit (without a primary key), bounds
     and domains are left as TODOs for you to fill in from the data's documentation;
-    `dpproxy schema check` lists them. With --dp-bounds the bounds are released with DP
-    instead, at a cost recorded in the ledger (mechanisms/dp_bounds.py). Examples:
+    `dpproxy schema check` lists them. With --dp-bounds the bounds and the text columns'
+    domains are released with DP instead, at a cost recorded in the ledger
+    (mechanisms/dp_bounds.py, mechanisms/dp_domains.py). Examples:
 
     \b
         dpproxy schema init --database people.csv -o people.yaml
@@ -482,12 +490,17 @@ def schema_init(
                 hint="name the column identifying one person; --table picks the tables",
             )
         )
-    bounds = None
+    dp = None
     if dp_bounds:
-        bounds = _dp_bounds(database, chosen, dataset, epsilon, unit, steward, ledger)
+        dp = _dp_bounds(database, chosen, dataset, epsilon, delta, unit, steward, ledger)
     units = {t.name: unit for t in chosen if unit is not None}
     text = draft_schema(
-        dataset or chosen[0].name, chosen, source=database, bounds=bounds, units=units
+        dataset or chosen[0].name,
+        chosen,
+        source=database,
+        bounds=dp and dp.bounds,
+        units=units,
+        domains=dp and dp.domains,
     )
     report = check_schema(text, output or "<draft>")
     if output is None:
@@ -508,15 +521,17 @@ def _dp_bounds(
     chosen: Any,
     dataset: str | None,
     epsilon: str | None,
+    delta: str | None,
     unit: str | None,
     steward: str,
     ledger: str | None,
 ) -> Any:
-    """``schema init --dp-bounds``: check the options, open the ledger, release the bounds."""
+    """``schema init --dp-bounds``: check the options, open the ledger, release the bounds and
+    domains (``backends/steward.py``)."""
     from fractions import Fraction
 
-    from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord, ledger_setting
-    from dpproxy.backends.steward import bounded_columns, estimate_bounds
+    from dpproxy.accounting.ledger import MEMORY, Ledger, ledger_setting
+    from dpproxy.backends.steward import estimate_bounds, parse_delta, release_record
     from dpproxy.values import Cost
 
     if epsilon is None or len(chosen) != 1:
@@ -537,6 +552,10 @@ def _dp_bounds(
                 hint="the total ε spent on all the bounds, e.g. --epsilon 1",
             )
         )
+    try:
+        dlt = parse_delta(delta)
+    except DPProxyError as err:
+        _fail(err)
     shape = chosen[0]
     who = unit or shape.primary_key
     if who is None:
@@ -554,22 +573,18 @@ def _dp_bounds(
                 hint="omit --ledger for the default ledger, or give a file",
             )
         )
-    cols = ", ".join(bounded_columns(shape, who))
-    record = ReleaseRecord(
-        query=f"schema init --dp-bounds {shape.name}({cols}) unit {who}",
-        plan="dp_bounds: report-noisy-min over a public grid, 2 choices per column",
-        mechanism="exponential",
-    )
+    record = release_record(shape, who, dlt)
     try:
         book = Ledger(where, dataset or shape.name, Cost(Fraction(10), Fraction(1, 10**5)))
         try:
-            bounds = estimate_bounds(database, shape, who, total, book, steward, record)
+            out = estimate_bounds(database, shape, who, total, book, steward, record, delta=dlt)
         finally:
             book.close()
     except DPProxyError as err:
         _fail(err)
-    click.echo(f"privacy cost: ε={total}, charged to {steward!r} in ledger {where}", err=True)
-    return bounds
+    paid = f", δ={out.cost.delta}" if out.cost.delta else ""
+    click.echo(f"privacy cost: ε={total}{paid}, charged to {steward!r} in ledger {where}", err=True)
+    return out
 
 
 @main.group()

@@ -168,3 +168,20 @@ def count_for_bounds(con: Any, sql: str, candidates: int) -> BoundCounts:
     row = con.execute(sql).fetchone()
     k = candidates
     return BoundCounts(int(row[0]), tuple(row[1 : k + 1]), tuple(row[k + 1 :]))
+
+
+def domain_sql(table: str, unit: str, column: str) -> str:
+    """The counts of ``mechanisms/dp_domains.py``: each unit reduced to one value of ``column``
+    (the one with the smallest ``md5(v) || v``: a fixed order, a total one since the MD5 has a
+    fixed length), then the number of units per value."""
+    x, u = _ident(column), _ident(unit)
+    return (
+        f"WITH per_unit AS (SELECT arg_min({x}, md5({x}) || {x}) AS v FROM {_ident(table)} "
+        f"WHERE {x} IS NOT NULL AND {u} IS NOT NULL GROUP BY {u}) "
+        "SELECT v, COUNT(*) FROM per_unit GROUP BY v"
+    )
+
+
+def count_for_domain(con: Any, sql: str) -> list[tuple[str, int]]:
+    """Run :func:`domain_sql`: exact counts that only the DP selection may see."""
+    return [(str(v), int(n)) for v, n in con.execute(sql).fetchall()]

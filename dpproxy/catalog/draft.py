@@ -12,7 +12,8 @@ decision that needs knowledge of the data's meaning is left to the data steward,
   over one without a domain selects its groups with DP), and ``schema check`` lists them.
 
 Bounds and domains are never read from the data: publishing a bound computed from the data
-would leak it (schemas/README.md).
+would leak it (schemas/README.md). Those that ``schema init --dp-bounds`` released with DP
+(``backends/steward.py``) are passed in and written with a comment saying so.
 """
 
 from __future__ import annotations
@@ -154,12 +155,16 @@ def draft_schema(
     source: str,
     bounds: Mapping[tuple[str, str], tuple[Fraction, Fraction, str]] | None = None,
     units: Mapping[str, str] | None = None,
+    domains: Mapping[tuple[str, str], tuple[tuple[str, ...], str]] | None = None,
 ) -> str:
     """The YAML text of a draft privacy schema for ``shapes`` (see the module docstring).
 
     ``bounds``: (table, column) → (lower, upper, note) released with DP by ``schema init
     --dp-bounds`` (``mechanisms/dp_bounds.py``); written as bounds, with the note beside them.
+    ``domains``: (table, column) → (values, note) released with DP (``mechanisms/dp_domains.py``);
+    written as the domain (none when empty), with the note beside it.
     """
+    values = domains or {}
     chosen = bounds or {}
     given = units or {}  # table → the unit column the steward named (schema init --unit)
     lines = [
@@ -194,7 +199,8 @@ def draft_schema(
         for col in shape.columns:
             dp = chosen.get((shape.name, col.name))
             unit = col.name in (shape.primary_key, given.get(shape.name))
-            lines.append("      " + _draft_column(col, unit=unit, dp=dp))
+            dom = values.get((shape.name, col.name))
+            lines.append("      " + _draft_column(col, unit=unit, dp=dp, dom=dom))
     return "\n".join(lines) + "\n"
 
 
@@ -203,7 +209,11 @@ def _number(v: Fraction) -> str:
 
 
 def _draft_column(
-    col: ColumnShape, *, unit: bool, dp: tuple[Fraction, Fraction, str] | None = None
+    col: ColumnShape,
+    *,
+    unit: bool,
+    dp: tuple[Fraction, Fraction, str] | None = None,
+    dom: tuple[tuple[str, ...], str] | None = None,
 ) -> str:
     ctype = schema_type(col.sql_type)
     name = _quote(col.name)
@@ -230,9 +240,29 @@ def _draft_column(
         todo = f"  # {dp[2]}"
     elif ctype.numeric:
         todo = "  # TODO lower, upper: public bounds (SUM and AVG need them)"
+    elif ctype is ColumnType.TEXT and dom is not None:
+        if dom[0]:
+            fields.append(f"domain: [{', '.join(_text_value(v) for v in dom[0])}]")
+        todo = f"  # {dom[1]}"
     elif ctype is ColumnType.TEXT:
         todo = "  # TODO domain: the public list of values, if any"
     return f"{name}: {{{', '.join(fields)}}}{todo}"
+
+
+def _text_value(v: str) -> str:
+    """``v`` as a YAML double-quoted scalar: ``"`` and ``\\`` escaped, ``#`` and every character
+    that is not printable as ``\\uXXXX`` or ``\\UXXXXXXXX`` (YAML reads both), so that it loads back
+    as ``v`` whatever it holds."""
+    out = []
+    for ch in v:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch.isprintable() and ch != "#":  # no "#": find_todos reads one as a comment
+            out.append(ch)
+        else:
+            o = ord(ch)
+            out.append(f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+    return '"' + "".join(out) + '"'
 
 
 @dataclass(frozen=True, slots=True)

@@ -514,10 +514,11 @@ def test_dp_bounds_are_charged_to_the_steward_in_the_ledger(
     ledger = tmp_path / "ledger.sqlite"
     cmd = f"dpproxy schema init -d people.csv --unit id --ledger {ledger} --dp-bounds"
     p = ok(run(f"{cmd} --epsilon 1 -o p.yaml", tmp_path, env))
-    assert f"privacy cost: ε=1, charged to 'steward' in ledger {ledger}" in p.stderr
+    paid = "privacy cost: ε=1, δ=1/1000000, charged to 'steward'"  # δ: the domain of sex
+    assert f"{paid} in ledger {ledger}" in p.stderr
     text = (tmp_path / "p.yaml").read_text()
     assert "privacy_unit: id   # given with --unit" in text
-    assert text.count("# DP bounds (ε = 1/4 each, charged to steward): check them") == 2
+    assert text.count("# DP bounds (ε = 1/6 each, charged to steward): check them") == 2
     catalog = load_catalog(tmp_path / "p.yaml")  # loads as drafted: the unit was given
     table = catalog.tables[0]
     for name, integer in (("age", True), ("income", False)):
@@ -528,9 +529,11 @@ def test_dp_bounds_are_charged_to_the_steward_in_the_ledger(
     assert not table.column("id").bounded  # type: ignore[union-attr]  # the unit: no bounds
     book = Ledger(ledger, "people", Cost(Fraction(10), Fraction(1, 10**5)))
     try:
-        assert book.spent("steward") == Cost(Fraction(1))
+        assert book.spent("steward") == Cost(Fraction(1), Fraction(1, 10**6))
         (entry,) = [e for e in book.entries("steward") if e.kind == "release"]
-        assert entry.body["query"] == "schema init --dp-bounds people(age, income) unit id"
+        assert entry.body["query"] == (
+            "schema init --dp-bounds people(age, income; domains: sex) unit id"
+        )
     finally:
         book.close()
     # the budget is enforced: 9 are left, 10 are refused, and nothing is written
@@ -548,7 +551,7 @@ def test_dp_bounds_are_charged_to_the_steward_in_the_ledger(
         assert sqlstate(p) == code, (bad, p.stderr)
     book = Ledger(ledger, "people", Cost(Fraction(10), Fraction(1, 10**5)))
     try:
-        assert book.spent("steward") == Cost(Fraction(1))
+        assert book.spent("steward") == Cost(Fraction(1), Fraction(1, 10**6))
     finally:
         book.close()
 
@@ -569,10 +572,13 @@ def test_dp_bounds_use_the_default_ledger_and_schemas_readme_says_so(
     shutil.copy(data / "people.csv", tmp_path)
     said = " ".join(SECTION.split())
     line = "dpproxy schema init --database people.csv --unit id --dp-bounds --epsilon 1"
-    assert f"`{line}` chooses them with DP and charges ε = 1 to the account `steward`" in said
+    assert (
+        f"`{line}` chooses them and the domain of `sex` with DP and charges ε = 1 and δ = 10⁻⁶ "
+        "to the account `steward`"
+    ) in said
     p = ok(run(line, tmp_path, env))
     default = Path(env["XDG_DATA_HOME"]) / "dpproxy" / "ledger.sqlite"
-    assert f"privacy cost: ε=1, charged to 'steward' in ledger {default}" in p.stderr
+    assert f"privacy cost: ε=1, δ=1/1000000, charged to 'steward' in ledger {default}" in p.stderr
     p = ok(run("dpproxy schema init -d people.csv --unit id --dp-bounds -e 0.5", tmp_path, env))
     default = Path(env["XDG_DATA_HOME"]) / "dpproxy" / "ledger.sqlite"
     assert f"charged to 'steward' in ledger {default}" in p.stderr
