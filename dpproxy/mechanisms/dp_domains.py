@@ -27,17 +27,17 @@ removed, or replaced). Step 1 maps w to at most one value, computed from w's row
 leaves every other unit's value as it is. So the count vectors ``c`` and ``c'`` differ by at
 most 1 at ``v_w`` (add/remove) or by −1 at ``v_w`` and +1 at ``v'_w`` (substitution): their L1
 distance is at most 2 = Δ₁, and at most 2 = N values have a positive count in one dataset and
-none in the other, each with count exactly 1 there (``tests/property/
-test_dp_domains_bruteforce.py`` checks these three facts by brute force over every neighbour of
-small random tables). Let S be the values both datasets hold. The noisy counts on S are the
-Laplace mechanism at L1 sensitivity ≤ Δ₁ and scale Δ₁/ε_d: ε_d-DP, and which of them pass τ is
-post-processing. A value only one dataset holds has count 1 and is kept with probability
-P(1 + Z > τ) = P(Z ≥ τ) ≤ δ_d/N (``selection_threshold``), so at most N of them are kept with
-probability ≤ δ_d in all; coupling the two runs on the noise of S, the outputs differ beyond the
-ε_d-DP part only on that event. Each column's domain is therefore (ε_d, δ_d)-DP under both
-neighbour relations (under add/remove alone it is (ε_d/2, δ_d/2)-DP: Δ₁ and N are 1 there;
-the charge is the larger figure, so a schema may declare either relation). Step 4 and writing
-the file are post-processing.
+none in the other, each with count exactly 1 there. (These three facts are checked by brute
+force over every neighbour of small random tables, on the real SQL, in
+``tests/property/test_dp_domains_bruteforce.py``.) Let S be the values both datasets hold. The noisy
+counts on S are the Laplace mechanism at L1 sensitivity ≤ Δ₁ and scale Δ₁/ε_d, so ε_d-DP, and
+which of them pass τ is post-processing. A value only one dataset holds has count 1 and is kept
+with probability P(1 + Z > τ) = P(Z ≥ τ) ≤ δ_d/N (``selection_threshold``), so some of them
+(at most N) is kept with probability ≤ δ_d; coupling the two runs on the noise of S, the
+outputs differ beyond the ε_d-DP part only on that event. Each column's domain is therefore
+(ε_d, δ_d)-DP under both neighbour relations (under add/remove alone, (ε_d/2, δ_d/2)-DP: Δ₁
+and N are 1 there; the charge is the larger figure, so a schema may declare either relation).
+Step 4 and writing the file are post-processing.
 
 **Composition.** :func:`split` divides the steward's ``--epsilon E`` equally among the columns
 that get a DP release: each of the ``b`` bounded columns and each of the ``t`` text columns gets
