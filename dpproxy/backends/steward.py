@@ -22,7 +22,7 @@ from dpproxy.backends.opener import (
     domain_sql,
     open_for_bounds,
 )
-from dpproxy.catalog.draft import TableShape, schema_type
+from dpproxy.catalog.draft import TableShape, plain_name, schema_type
 from dpproxy.catalog.model import ColumnType
 from dpproxy.errors import InternalError, InvalidParameter, UndefinedColumn
 from dpproxy.mechanisms.dp_bounds import candidates, choose_bounds
@@ -47,7 +47,7 @@ def bounded_columns(shape: TableShape, unit: str) -> list[str]:
     out = []
     for c in shape.columns:
         t = schema_type(c.sql_type)
-        if t is not None and t.numeric and c.name.isidentifier() and c.name != unit:
+        if t is not None and t.numeric and plain_name(c.name) and c.name != unit:
             out.append(c.name)
     return out
 
@@ -57,7 +57,7 @@ def domain_columns(shape: TableShape, unit: str) -> list[str]:
     return [
         c.name
         for c in shape.columns
-        if schema_type(c.sql_type) is ColumnType.TEXT and c.name.isidentifier() and c.name != unit
+        if schema_type(c.sql_type) is ColumnType.TEXT and plain_name(c.name) and c.name != unit
     ]
 
 

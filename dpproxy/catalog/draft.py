@@ -144,6 +144,12 @@ def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mis
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def plain_name(name: str) -> bool:
+    """Is ``name`` a plain identifier (ASCII letters, digits and _), the only column names a
+    draft writes? (``backends/steward.py`` releases nothing about the others.)"""
+    return _IDENT.fullmatch(name) is not None
+
+
 def _quote(name: str) -> str:
     return name if _IDENT.fullmatch(name) else f'"{name}"'
 

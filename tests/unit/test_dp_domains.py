@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from dpproxy.backends.steward import DEFAULT_DELTA, parse_delta
+from dpproxy.backends.steward import DEFAULT_DELTA, bounded_columns, domain_columns, parse_delta
 from dpproxy.catalog.draft import ColumnShape, TableShape, draft_schema, find_todos
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.errors import InvalidParameter
@@ -116,3 +116,22 @@ def test_the_draft_writes_the_domain_so_that_it_loads_back_exactly() -> None:
         ("tables.t.columns.none", "domain: no value passed the DP threshold"),
         ("tables.t.columns.plain", "domain: the public list of values, if any"),
     ]  # a "#" in a value is escaped: never read as a comment
+
+
+def test_only_columns_the_draft_writes_get_a_release() -> None:
+    shape = TableShape(
+        "t",
+        (
+            ColumnShape("id", "VARCHAR"),
+            ColumnShape("città", "VARCHAR"),  # left out of the draft: nothing released
+            ColumnShape("größe", "INTEGER"),
+            ColumnShape("x y", "VARCHAR"),
+            ColumnShape("city", "VARCHAR"),
+            ColumnShape("ok", "BOOLEAN"),  # [true, false] already
+            ColumnShape("n", "BIGINT"),
+        ),
+    )
+    assert domain_columns(shape, "id") == ["city"]
+    assert bounded_columns(shape, "id") == ["n"]
+    text = draft_schema("t", (shape,), source="t.csv", units={"t": "id"})
+    assert '# "città": left out, not a plain identifier' in text
