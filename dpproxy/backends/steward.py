@@ -142,7 +142,8 @@ def estimate_bounds(
         except Exception as e:
             ledger.commit(held, failed=InternalError.sqlstate)  # the data was read: charged
             raise InternalError(
-                "the database failed while the bounds were computed; the attempt was charged",
+                "the database failed while the bounds and domains were computed; the attempt "
+                "was charged",
                 log_detail=f"{type(e).__name__}: {e}",
             ) from e
         ledger.commit(held)
