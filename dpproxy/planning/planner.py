@@ -171,16 +171,17 @@ def plan_query(
         stats: tuple[StatPlan, ...] = ()
         delta_gauss = delta_agg
     else:
-        planned = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts)
+        scored: dict[tuple[int, Budget], tuple[Candidate, ...]] = {}
+        planned = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, None, scored)
         better = derived.split(query, planned[0], planned[2])
         if better is not None:  # a COUNT read off a JOINT mean, or a better split
-            again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better)
+            again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better, scored)
             if all(again[0][j].method is Method.JOINT for j in better.derived.values()):
                 planned = again
         first = selfselect.count_first(query, stab, rel, share) if private_keys else None
         if first is not None and mech is MechanismKind.LAPLACE and kinds:
             # the COUNT at the selection's share, thresholded itself (planning/selfselect.py)
-            alt = _plan_methods(query, stab, rel, mech, eps, delta_agg, opts, first[1])
+            alt = _plan_methods(query, stab, rel, mech, eps, delta_agg, opts, first[1], scored)
             shared = selfselect.better_than_apart(
                 alt[0], alt[2], planned[0], planned[2], first[0], stab, rel, eps_sel, delta_sel
             )
@@ -416,11 +417,16 @@ def _plan_methods(
     delta_agg: Fraction,
     opts: MethodOptions,
     better: derived.Split | None = None,
+    scored: dict[tuple[int, Budget], tuple[Candidate, ...]] | None = None,
 ) -> tuple[
     tuple[AggregatePlan, ...], list[Primitive], list[Release], tuple[StatPlan, ...], Fraction
 ]:
     """Choose a method per aggregate and calibrate it; the budget is split by weight, or by
-    ``better`` (``planning/derived.py``: COUNTs read off a JOINT mean get no share)."""
+    ``better`` (``planning/derived.py``: COUNTs read off a JOINT mean get no share).
+
+    ``scored``: the candidates already scored for this query by an earlier call of one
+    :func:`plan_query`, by aggregate and budget (the same query, options, stability and
+    relation throughout, so the same inputs give the same candidates)."""
     grouped = bool(query.keys)
     table = query.table
     weights = [weight(a.kind) for a in query.aggregates]
@@ -461,14 +467,20 @@ def _plan_methods(
                 f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
                 hint=unbounded_hint(query, agg.measure),
             )
-        cands = candidates(agg, bounds, budget, opts)
-        if Method.GS in options:
-            cands = tuple(
-                _gs_candidate(agg, bounds, budget, stab, rel, grouped)
-                if c.method is Method.GS
-                else c
-                for c in cands
-            )
+        known = scored.get((i, budget)) if scored is not None else None
+        if known is not None:
+            cands = known
+        else:
+            cands = candidates(agg, bounds, budget, opts)
+            if Method.GS in options:
+                cands = tuple(
+                    _gs_candidate(agg, bounds, budget, stab, rel, grouped)
+                    if c.method is Method.GS
+                    else c
+                    for c in cands
+                )
+            if scored is not None:
+                scored[(i, budget)] = cands
         forced = opts.method if opts.method in options else None
         method, reason = choose(cands, forced, agg.kind)
         if method is Method.GS:
