@@ -39,7 +39,7 @@ def columns_of(plan: QueryPlan | PublicPlan) -> tuple[OutputColumn, ...]:
     """The released columns of either kind of plan, before anything runs (Describe)."""
     if isinstance(plan, PublicPlan):
         return tuple(OutputColumn(name, kind) for name, kind in plan.columns)
-    return output_columns(plan)
+    return _output_columns(plan)
 
 
 def plan_notes(plan: QueryPlan | PublicPlan) -> list[str]:
@@ -50,7 +50,9 @@ def plan_notes(plan: QueryPlan | PublicPlan) -> list[str]:
     return list(_interval_notes(plan))  # a copy: the caller may keep and change its list
 
 
-_interval_notes = per_plan(interval_notes)  # a product of the plan alone (release/memo.py)
+# Products of the plan alone, once per plan object (release/memo.py).
+_interval_notes = per_plan(interval_notes)
+_output_columns = per_plan(output_columns)
 
 
 def public_failure(e: Exception) -> DPProxyError:

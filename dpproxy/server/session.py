@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 import re
 import secrets
@@ -305,6 +306,7 @@ class Session:
         self._replies: dict[str, tuple[str, Result, bytes]] = {}
         self._out: list[bytes] = []
         self._queued = 0
+        self._param_types: dict[str, list[int]] = {}  # statement text → its $n type OIDs
         self.startup: dict[str, str] = {}
         self.emulator: CatalogEmulator | None = None  # made on first use
         self.peer = writer.get_extra_info("peername")
@@ -498,9 +500,7 @@ class Session:
                 inferred = list(emulator.parameter_types(text))
                 inferred += [TEXT_OID] * (count - len(inferred))
             else:
-                inferred = infer_parameter_types(
-                    text, self.server.engine.catalog, lambda t: _COLUMN_OIDS[t], TEXT_OID
-                )
+                inferred = self._parameter_types(text)
             full = [
                 oids[i]
                 if i < len(oids) and oids[i] != 0
@@ -512,6 +512,20 @@ class Session:
             self._extended_error(e)
             return
         self.send(protocol.parse_complete())
+
+    def _parameter_types(self, text: str) -> list[int]:
+        """:func:`infer_parameter_types` of a statement, kept per statement text (a function
+        of the text and the server's fixed catalog): a client that sends the same Parse for
+        every execution tokenizes it once."""
+        known = self._param_types.get(text)
+        if known is None:
+            known = infer_parameter_types(
+                text, self.server.engine.catalog, lambda t: _COLUMN_OIDS[t], TEXT_OID
+            )
+            if len(self._param_types) >= 256:
+                self._param_types.clear()
+            self._param_types[text] = known
+        return list(known)
 
     async def on_bind(self, payload: Payload) -> None:
         portal = payload.cstr()
@@ -712,8 +726,12 @@ class Session:
         engine = self.server.engine
         started = time.perf_counter()
         self.cancel_token = token = CancelToken()
-        self.running = asyncio.ensure_future(
-            asyncio.to_thread(
+        # The default executor, as asyncio.to_thread uses, without its copy of the context
+        # (dpproxy sets no context variables).
+        loop = asyncio.get_running_loop()
+        self.running = loop.run_in_executor(
+            None,
+            functools.partial(
                 engine.run,
                 sql,
                 analyst=self.user,
@@ -722,14 +740,10 @@ class Session:
                 mechanism=self.state.mechanism,
                 cancel=token,
                 method=self.state.method,
-            )
+            ),
         )
         timeout = self.server.config.statement_timeout
-        timer = (
-            asyncio.get_running_loop().call_later(timeout, self._time_out, token)
-            if timeout
-            else None
-        )
+        timer = loop.call_later(timeout, self._time_out, token) if timeout else None
         try:
             answer = await self.running
         except PrivacyParameterError as e:
@@ -760,16 +774,21 @@ class Session:
             raise QueryCanceled("canceling statement due to user request")
         released = answer.released
         fields = [(c.name, pgtypes.oid_of(c.type)) for c in released.columns]
-        log.info(
-            "released",
-            extra={
-                "event": "release",
-                "user": self.user,
-                "rows": len(released.rows),
-                "cost": str(answer.cost),
-                "ms": round((time.perf_counter() - started) * 1000, 2),
-                "pid": self.pid,
-            },
+        # Logged once the answer is on its way: the line is written at the loop's next turn,
+        # after this message's reply was flushed (it is not on the client's wait).
+        loop.call_soon(
+            functools.partial(
+                log.info,
+                "released",
+                extra={
+                    "event": "release",
+                    "user": self.user,
+                    "rows": len(released.rows),
+                    "cost": str(answer.cost),
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                    "pid": self.pid,
+                },
+            )
         )
         bound = answer.plan.truncation
         notices = []
