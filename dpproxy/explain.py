@@ -565,5 +565,6 @@ def _fixed_bound(q: ValidQuery) -> str:
     if q.table.unit_is_unique:
         if q.source is not None:  # sql/joins.py JoinBuilder._unit_unique
             return "every joined table's unit column is a PRIMARY KEY or UNIQUE in the database"
-        return "the unit column is a PRIMARY KEY or UNIQUE in the database"
+        # Spark: the schema's unit_unique, checked against the data (backends/spark_unique.py)
+        return "the unit column is a PRIMARY KEY or UNIQUE in the database, or checked unique"
     return "declared in the schema"

@@ -41,10 +41,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from dpproxy.backends import CancelToken
+from dpproxy.backends.spark_unique import FileGuard, check_unique
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import (
     BackendUnavailable,
     ConnectionLost,
+    DPProxyError,
     InternalError,
     InvalidParameter,
     QueryCanceled,
@@ -218,6 +220,7 @@ class SparkBackend:
                 log_detail=f"{type(e).__name__}: {e}",
             ) from e
         self._lock = threading.Lock()
+        self._guard = FileGuard({})  # tables whose unit_unique was checked (spark_unique.py)
         try:
             self.views = self._register_parquet()
         except BaseException:
@@ -278,9 +281,13 @@ class SparkBackend:
                 cancel.on_cancel(stop.set)
                 cancel.check()
             watcher.start()
+            if self._guard.files:
+                self._guard.check(ran=False)
             frame = self._spark.sql(sql)
             rows = frame.collect()
             cols = tuple(frame.columns)
+            if self._guard.files:
+                self._guard.check(ran=True)
         except Exception as e:
             cancelled = cancel is not None and cancel.cancelled
             raise self._translate(e, cancelled=cancelled, timed_out=timed_out.is_set()) from e
@@ -311,8 +318,6 @@ class SparkBackend:
         )
 
     def _translate(self, e: Exception, *, cancelled: bool, timed_out: bool) -> Exception:
-        from dpproxy.errors import DPProxyError
-
         if isinstance(e, DPProxyError):
             return e
         detail = f"{type(e).__name__}: {e}"
@@ -334,7 +339,9 @@ class SparkBackend:
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
         """Check every schema table and column exists (metadata only). Spark enforces no
-        PRIMARY KEY or UNIQUE constraint, so no unit column is ever taken as unique."""
+        PRIMARY KEY or UNIQUE constraint: a unit column is taken as unique only when the schema
+        states it (``unit_unique``) and the data of a ``?parquet_dir=`` table bears it out
+        (``spark_unique.py``, one query per such table)."""
         tables = []
         for t in catalog.tables:
             try:
@@ -355,7 +362,19 @@ class SparkBackend:
                     f'columns {", ".join(missing)} of table "{t.name}" are not in the database',
                     hint="check that --schema and --database belong together",
                 )
-            tables.append(replace(t, unit_is_unique=False))
+            unique = False
+            if t.unit_declared_unique and t.name.lower() in {v.lower() for v in self.views}:
+                try:
+                    with self._lock:
+                        sig = check_unique(self._spark, t)
+                except DPProxyError:
+                    raise
+                except Exception as e:
+                    raise self._translate(e, cancelled=False, timed_out=False) from e
+                if sig is not None:
+                    self._guard.files[t.name] = sig
+                    unique = True
+            tables.append(replace(t, unit_is_unique=unique))
         return replace(catalog, tables=tuple(tables))
 
     def close(self) -> None:
