@@ -86,6 +86,7 @@ class FileBackend(DuckDBBackend):
         self.portable_hash = portable_hash
         self._con = connect_sources(sources, tables)
         self._lock = threading.Lock()
+        self._local = threading.local()  # DuckDBBackend._cursor's per-thread cursor (8420982)
         self.path = Path(", ".join(s.given for s in sources))
         self.sources = sources
 
