@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
@@ -406,7 +406,9 @@ class Engine:
             log_failure(e, analyst, record.query, record.plan)
         if failure is not None:
             raise failure  # raised outside the handler: no cause or context is chained to it
-        accountant.commit(reservation, (key, encode_released(released)), tuple(progress.drawn))
+        keeps = getattr(accountant, "cache_scope", None) != "off"  # else the payload is unused
+        answer = (key, encode_released(released) if keeps else "")
+        accountant.commit(reservation, answer, tuple(progress.drawn))
         log.info("released %d rows for %s at %s", len(released.rows), analyst, cost)
         return Answer(released, cost, accountant.remaining(analyst), plan)
 
@@ -521,18 +523,17 @@ class Engine:
     ) -> tuple[str, str]:
         """The normalised SQL, and what makes two queries the same release: that SQL, the
         hints and forced plan, the privacy parameters and the noise. Equal → equal answer."""
+        requested = plan.requested
+        return self._release_identity(sql, requested.epsilon, requested.delta, mechanism, method)
+
+    @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
+    def _release_identity(self, sql: str, *opts: Any) -> tuple[str, str]:
+        """:meth:`_normalised` from (ε, δ, mechanism, method): a pure function of those and
+        the catalog's policy, kept like the plans (a text is normalised once, not per run)."""
+        epsilon, delta, mechanism, method = opts
         text = normalised_text(sql)
-        key = json.dumps(
-            [
-                text,
-                repr(parse_hints(sql, method)),
-                str(plan.requested.epsilon),
-                str(plan.requested.delta),
-                self._noise_name(mechanism),
-            ],
-            ensure_ascii=False,
-        )
-        return text, key
+        key = [text, repr(parse_hints(sql, method)), str(epsilon), str(delta)]
+        return text, json.dumps([*key, self._noise_name(mechanism)], ensure_ascii=False)
 
     def remaining(self, analyst: str) -> Cost:
         return self.accountant.remaining(analyst)
