@@ -154,8 +154,20 @@ def _double_column(name: str) -> Callable[[], exp.Expression]:
     return lambda: _as_double(exp.column(name))
 
 
-def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> exp.Expression:
+def clamp_values(
+    node: exp.Expression, table: Table, *, copy: bool = True, made: set[int] | None = None
+) -> exp.Expression:
     """Numeric columns in value positions → clamped to their bounds, as DOUBLE.
+
+    ``made`` collects the ``id`` of every CASE written. Each is a fixed point of
+    :func:`guard_row_expression` against the same ``table`` (which may then skip them): its
+    nodes are the CASE, its WHENs, ``<``/``>`` comparisons, number literals (``-`` for
+    negative ones) and ``CAST(column AS DOUBLE)`` of a numeric column of ``table``, and
+    :func:`_guard_node` changes none of them — such a cast widens (:func:`_widening`), no
+    node is a division, function or binary arithmetic, inside the CASE only a literal has an
+    arithmetic parent (the ``-`` of a negative number) and literals are never promoted, and
+    the CASE itself is a DOUBLE (:func:`is_double`: its ELSE is such a cast), so it is not
+    promoted under arithmetic outside it either.
 
     >>> from dpproxy.catalog.model import Column, ColumnType
     >>> t = Table("t", True, (Column("age", ColumnType.INTEGER, Fraction(0), Fraction(9)),))
@@ -171,7 +183,10 @@ def clamp_values(node: exp.Expression, table: Table, *, copy: bool = True) -> ex
             continue  # a half-bounded column is clamped on its one side
         if not _in_value_position(col, wrapper):
             continue
-        col.replace(clamp(_double_column(col.name), c.lower, c.upper))
+        clamped = clamp(_double_column(col.name), c.lower, c.upper)
+        if made is not None:
+            made.add(id(clamped))
+        col.replace(clamped)
     result: exp.Expression = wrapper.this
     return result
 
@@ -400,9 +415,16 @@ def _check_growth(new: exp.Expression) -> None:
 
 
 def guard_row_expression(
-    node: exp.Expression, table: Table, *, copy: bool = True
+    node: exp.Expression,
+    table: Table,
+    *,
+    copy: bool = True,
+    guarded: set[int] | None = None,
 ) -> exp.Expression:
     """Division, cast and overflow guards for WHERE clauses, group keys and measures.
+
+    ``guarded`` (with ``copy=False`` only): ids of subtrees of ``node`` already guarded, such
+    as :func:`clamp_values`'s CASEs (``made``); each is visited but not walked into.
 
     >>> from dpproxy.catalog.model import Column, ColumnType
     >>> t = Table("t", True, (Column("n", ColumnType.INTEGER), Column("x", ColumnType.FLOAT)))
@@ -414,7 +436,10 @@ def guard_row_expression(
     # is skipped (sqlglot's ``transform`` does not descend into a replacement).
     out = node.copy() if copy else node
     wrapper = exp.Paren(this=out)
-    for visited in reversed(list(out.dfs())):
+    skip = guarded if guarded and not copy else None
+    # The walk is listed before any node changes, so the ids in ``skip`` are still theirs.
+    walk = out.dfs(prune=lambda n: id(n) in skip) if skip else out.dfs()
+    for visited in reversed(list(walk)):
         n = typing.cast(exp.Expression, visited)
         parent, key, index = n.parent, n.arg_key, n.index
         new = _guard_node(n, table)

@@ -116,7 +116,9 @@ def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
     integer literals is): the arithmetic that the rewrite builds on it — centring, squaring,
     cells of order statistics — then cannot overflow an integer type on any engine."""
     table = ctx.plan.query.table
-    guarded = guard_row_expression(clamp_values(measure, table), table, copy=False)
+    clamps: set[int] = set()
+    clamped = clamp_values(measure, table, made=clamps)
+    guarded = guard_row_expression(clamped, table, copy=False, guarded=clamps)
     out = finite_arithmetic(guarded, table)
     if type_of(measure, ctx.column_types) is SqlType.NUMERIC and not is_double(out, table):
         out = exp.Cast(this=out, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
