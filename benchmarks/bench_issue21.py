@@ -20,7 +20,10 @@ figure is the median over the rounds of the child's p50.
 
 Writes ``benchmarks/ISSUE21.json`` (committed: the README's figures) and prints markdown
 tables; progress goes to stderr. ``--readme`` prints the README's section from that file
-(``tests/unit/test_bench_issue21.py`` checks the README holds it).
+(``tests/unit/test_bench_issue21.py`` checks the README holds it). ``--merge TASK RUN.json``
+replaces one task's figures in ``ISSUE21.json`` by those of a run of that task alone
+(``--tasks TASK --results RUN.json``); the README's row then names that run's baseline, rounds
+and load.
 """
 
 from __future__ import annotations
@@ -326,6 +329,32 @@ def cold_row(data: dict[str, Any]) -> str:
     return "| cold (nothing cached) | " + " | ".join(cells) + " |\n"
 
 
+def _own_run(meta: dict[str, Any], task: str) -> str:
+    """For a task whose figures were merged in from a run of their own (``meta["runs"]``, see
+    :func:`merge`): that run's baseline commit, rounds and load, which the paragraph above the
+    table does not describe."""
+    run = meta.get("runs", {}).get(task)
+    if run is None:
+        return ""
+    return (
+        f" (a run of its own: baseline `{run['base_commit'][:7]}`, {run['rounds']} rounds, "
+        f"load average {run['load_start'][0]:.1f} at the start, {run['load_end'][0]:.1f} at "
+        "the end)"
+    )
+
+
+def merge(into: Path, source: Path, task: str) -> None:
+    """Replace ``task``'s figures in ``into`` with those of the run in ``source`` (both sides),
+    recording that run's baseline, rounds and load under ``meta["runs"][task]``."""
+    data = json.loads(into.read_text(encoding="utf-8"))
+    run = json.loads(source.read_text(encoding="utf-8"))
+    for side in ("base", "current"):
+        data["results"][side][task] = run["results"][side][task]
+    keys = ("base_commit", "rounds", f"{task}_runs", "load_start", "load_end", "machine")
+    data["meta"].setdefault("runs", {})[task] = {k: run["meta"][k] for k in keys}
+    into.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+
+
 def readme_section(data: dict[str, Any]) -> str:
     """The README's paragraph and table on issue 21's speed targets, from ``ISSUE21.json``."""
     meta, res = data["meta"], data["results"]
@@ -372,7 +401,7 @@ def readme_section(data: dict[str, Any]) -> str:
             "—",
         ),
         (
-            "1,000 rows (unit a PRIMARY KEY), 10 classes: dpproxy / raw",
+            "1,000 rows (unit a PRIMARY KEY), 10 classes: dpproxy / raw" + _own_run(meta, "small"),
             _range(small_b, "×"),
             _range(small_n, "×"),
             f"≤ {SMALL_TARGET:g}×: "
@@ -414,7 +443,16 @@ def main() -> None:
     ap.add_argument("--cold-row", action="store_true", help="print the README's cold row")
     ap.add_argument("--results", type=Path, default=RESULTS, help="the JSON to write or read")
     ap.add_argument("--child", choices=("plan", "join", "small"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--merge",
+        nargs=2,
+        metavar=("TASK", "RUN_JSON"),
+        help="put TASK's figures of another run (its --results file) into --results",
+    )
     args = ap.parse_args()
+    if args.merge:
+        merge(args.results, Path(args.merge[1]), args.merge[0])
+        return
     if args.readme or args.cold_row:
         data = json.loads(args.results.read_text(encoding="utf-8"))
         print((readme_section if args.readme else cold_row)(data), end="")

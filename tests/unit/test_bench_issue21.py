@@ -86,3 +86,35 @@ def test_the_readme_states_the_committed_figures() -> None:
         check=True,
     ).stdout
     assert row in readme, "regenerate it: python benchmarks/bench_issue21.py --cold-row"
+
+
+def test_merge_takes_one_task_and_names_its_run(tmp_path: Path) -> None:
+    into = tmp_path / "issue21.json"
+    committed = json.loads((REPO / "benchmarks" / "ISSUE21.json").read_text(encoding="utf-8"))
+    into.write_text(json.dumps(committed), encoding="utf-8")
+    run = json.loads(json.dumps(committed))
+    for side in ("base", "current"):
+        for v in run["results"][side]["small"].values():
+            v["dpproxy"] = v["raw"]  # every class at 1.00×
+    run["meta"].update(base_commit="f" * 40, rounds=7, load_start=[1.5], load_end=[2.5])
+    source = tmp_path / "run.json"
+    source.write_text(json.dumps(run), encoding="utf-8")
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--results", str(into), "--merge", "small", str(source)],
+        check=True,
+        timeout=60,
+    )
+    merged = json.loads(into.read_text(encoding="utf-8"))
+    assert merged["results"]["current"]["small"] == run["results"]["current"]["small"]
+    assert merged["results"]["current"]["plan"] == committed["results"]["current"]["plan"]
+    assert merged["meta"]["base_commit"] == committed["meta"]["base_commit"]
+    section = subprocess.run(
+        [sys.executable, str(SCRIPT), "--readme", "--results", str(into)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    row = next(line for line in section.splitlines() if line.startswith("| 1,000 rows"))
+    assert "baseline `fffffff`, 7 rounds, load average 1.5 at the start, 2.5 at the end" in row
+    assert "1.00–1.00×" in row and "**met**" in row
