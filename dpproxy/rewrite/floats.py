@@ -260,6 +260,8 @@ def finite_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
 
     Raises ``UnsupportedQuery`` (0A000) when no taming can make the arithmetic finite.
     """
+    if not any(isinstance(n, _ARITH) for n in node.dfs()):
+        return node
     root = exp.Paren(this=node)
     leaves = [
         n
@@ -270,8 +272,6 @@ def finite_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
     leaves = [
         n for n in leaves if not any(o is not n and any(d is n for d in o.dfs()) for o in leaves)
     ]
-    if not any(isinstance(n, _ARITH) for n in node.dfs()):
-        return node
     if not _safe(node, table, 1):
         raise UnsupportedQuery(
             "this arithmetic could overflow the range of double precision",

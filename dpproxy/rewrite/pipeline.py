@@ -15,7 +15,7 @@ The result is exact; the proxy scales sums back and adds noise (``release/noise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -53,13 +53,15 @@ class RewriteContext:
     secret: int  # per-query key of the hash that picks which rows a unit keeps
     dialect: str = "duckdb"
     portable_hash: bool = False  # rewrite/dialect.py: the same rows on every engine
+    # Every column's SQL type, computed once (read-only: callers never change it).
+    column_types: dict[str, SqlType] = field(init=False, repr=False, compare=False)
 
-    @property
-    def column_types(self) -> dict[str, SqlType]:
+    def __post_init__(self) -> None:
         q = self.plan.query
         # A per-unit relation's inner columns too (sql/perunit.py: no name with two types).
         columns = (q.per_unit.inner.columns if q.per_unit is not None else ()) + q.table.columns
-        return {c.name: COLUMN_TYPES[c.type] for c in columns}
+        types = {c.name: COLUMN_TYPES[c.type] for c in columns}
+        object.__setattr__(self, "column_types", types)
 
     @property
     def unit_kind(self) -> SqlType | None:

@@ -34,11 +34,18 @@ _LEVELS: tuple[tuple[type[exp.Expression], ...], ...] = (
 _NON_ASSOCIATIVE = {3}  # the comparisons
 
 
+_LEVEL_OF: dict[type, int | None] = {}  # by node class: isinstance against _LEVELS, once
+
+
 def _level(n: exp.Expression) -> int | None:
-    for i, kinds in enumerate(_LEVELS):
-        if isinstance(n, kinds):
-            return i
-    return None
+    kind = type(n)
+    try:
+        return _LEVEL_OF[kind]
+    except KeyError:
+        pass
+    level = next((i for i, kinds in enumerate(_LEVELS) if issubclass(kind, kinds)), None)
+    _LEVEL_OF[kind] = level
+    return level
 
 
 def parenthesise(node: exp.Expression) -> exp.Expression:
