@@ -139,6 +139,7 @@ def plan_query(
             )
     private_keys = grouped and not query.public_keys
     shared: Primitive | None = None  # a released count partition selection thresholds
+    memo = _Memo(table)
 
     eps_agg, delta_agg = eps, dlt
     eps_sel = delta_sel = Fraction(0)
@@ -154,7 +155,7 @@ def plan_query(
         delta_sel = dlt / 2 if (mech is MechanismKind.GAUSSIAN or not gs_only) and kinds else dlt
         delta_agg = dlt - delta_sel
         if gs_only and mech is MechanismKind.LAPLACE and kinds:
-            probe = _PrimitiveBuilder(query)
+            probe = _PrimitiveBuilder(query, memo)
             for i in range(len(query.aggregates)):
                 probe.aggregate(i)
             shared = selfselect.shared_count(probe.primitives, stab, rel, eps, dlt, share)
@@ -162,7 +163,7 @@ def plan_query(
                 eps_sel, eps_agg, delta_sel, delta_agg = Fraction(0), eps, dlt, Fraction(0)
 
     if gs_only:
-        builder = _PrimitiveBuilder(query)
+        builder = _PrimitiveBuilder(query, memo)
         aggs = tuple(builder.aggregate(i) for i in range(len(query.aggregates)))
         prims = builder.primitives
         if mech is MechanismKind.GAUSSIAN and prims and delta_agg <= 0:
@@ -171,17 +172,16 @@ def plan_query(
         stats: tuple[StatPlan, ...] = ()
         delta_gauss = delta_agg
     else:
-        scored: dict[tuple[int, Budget], tuple[Candidate, ...]] = {}
-        planned = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, None, scored)
+        planned = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, None, memo)
         better = derived.split(query, planned[0], planned[2])
         if better is not None:  # a COUNT read off a JOINT mean, or a better split
-            again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better, scored)
+            again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better, memo)
             if all(again[0][j].method is Method.JOINT for j in better.derived.values()):
                 planned = again
         first = selfselect.count_first(query, stab, rel, share) if private_keys else None
         if first is not None and mech is MechanismKind.LAPLACE and kinds:
             # the COUNT at the selection's share, thresholded itself (planning/selfselect.py)
-            alt = _plan_methods(query, stab, rel, mech, eps, delta_agg, opts, first[1], scored)
+            alt = _plan_methods(query, stab, rel, mech, eps, delta_agg, opts, first[1], memo)
             shared = selfselect.better_than_apart(
                 alt[0], alt[2], planned[0], planned[2], first[0], stab, rel, eps_sel, delta_sel
             )
@@ -417,16 +417,15 @@ def _plan_methods(
     delta_agg: Fraction,
     opts: MethodOptions,
     better: derived.Split | None = None,
-    scored: dict[tuple[int, Budget], tuple[Candidate, ...]] | None = None,
+    memo: _Memo | None = None,
 ) -> tuple[
     tuple[AggregatePlan, ...], list[Primitive], list[Release], tuple[StatPlan, ...], Fraction
 ]:
     """Choose a method per aggregate and calibrate it; the budget is split by weight, or by
     ``better`` (``planning/derived.py``: COUNTs read off a JOINT mean get no share).
 
-    ``scored``: the candidates already scored for this query by an earlier call of one
-    :func:`plan_query`, by aggregate and budget (the same query, options, stability and
-    relation throughout, so the same inputs give the same candidates)."""
+    ``memo``: what an earlier call of the same :func:`plan_query` computed (:class:`_Memo`)."""
+    memo = memo or _Memo(query.table)
     grouped = bool(query.keys)
     table = query.table
     weights = [weight(a.kind) for a in query.aggregates]
@@ -434,7 +433,7 @@ def _plan_methods(
     fractions = better.fractions if better else [Fraction(w, total_weight) for w in weights]
     reads = better.derived if better else {}
     n_ref, public = reference_rows(query)
-    builder = _PrimitiveBuilder(query)
+    builder = _PrimitiveBuilder(query, memo)
     gaussian = mech is MechanismKind.GAUSSIAN
     aggs: list[AggregatePlan] = []
     stats: list[StatPlan] = []
@@ -454,20 +453,20 @@ def _plan_methods(
             public_size=public,
             gaussian=gaussian,
             integral=agg.measure is not None and integral(agg.measure, table),
-            arguments_tame=_tame(agg, table),
+            arguments_tame=_tame(agg, memo),
         )
         options = _methods(agg)
         if options == (Method.GS,):
             aggs.append(_share(builder.aggregate(i), budget, released))
             continue
-        bounds = bounds_of(agg.measure, table) if agg.measure is not None else None
+        bounds = memo.bounds(agg.measure) if agg.measure is not None else None
         if not budget.arguments_tame:
             args = ", ".join(a.sql("postgres") for a in (agg.measure, agg.second) if a is not None)
             raise UnboundedColumn(
                 f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
                 hint=unbounded_hint(query, agg.measure),
             )
-        known = scored.get((i, budget)) if scored is not None else None
+        known = memo.scored.get((i, budget))
         if known is not None:
             cands = known
         else:
@@ -479,8 +478,7 @@ def _plan_methods(
                     else c
                     for c in cands
                 )
-            if scored is not None:
-                scored[(i, budget)] = cands
+            memo.scored[(i, budget)] = cands
         forced = opts.method if opts.method in options else None
         method, reason = choose(cands, forced, agg.kind)
         if method is Method.GS:
@@ -547,12 +545,12 @@ def _share(
     return plan
 
 
-def _tame(agg: Aggregate, table: Table) -> bool:
+def _tame(agg: Aggregate, memo: _Memo) -> bool:
     """Are all of the aggregate's arguments bounded within ±SAA_ARGUMENT_LIMIT?"""
     for arg in (agg.measure, agg.second):
         if arg is None:
             continue
-        iv = bounds_of(arg, table)
+        iv = memo.bounds(arg)
         if iv is None:
             continue  # always NULL
         if not iv.bounded or iv.max_abs() > SAA_ARGUMENT_LIMIT:
@@ -637,10 +635,30 @@ def _methods(agg: Aggregate) -> tuple[Method, ...]:
     return (Method.GS,) if agg.distinct else methods_for(agg.kind)
 
 
+class _Memo:
+    """What one :func:`plan_query` would otherwise compute more than once: the candidates of
+    an aggregate by its index and budget (the same query, options, stability and relation
+    throughout, so the same inputs give the same candidates), and ``bounds_of`` by measure
+    node (a node of the query, unchanged while planning; kept, so that its id stays its own)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.scored: dict[tuple[int, Budget], tuple[Candidate, ...]] = {}
+        self._bounds: dict[int, tuple[exp.Expression, Interval | None]] = {}
+
+    def bounds(self, measure: exp.Expression) -> Interval | None:
+        hit = self._bounds.get(id(measure))
+        if hit is None or hit[0] is not measure:
+            hit = (measure, bounds_of(measure, self.table))
+            self._bounds[id(measure)] = hit
+        return hit[1]
+
+
 class _PrimitiveBuilder:
-    def __init__(self, query: ValidQuery) -> None:
+    def __init__(self, query: ValidQuery, memo: _Memo | None = None) -> None:
         self.query = query
         self.primitives: list[Primitive] = []
+        self.memo = memo or _Memo(query.table)
 
     def _add(self, p: Primitive) -> str:
         for q in self.primitives:
@@ -651,7 +669,7 @@ class _PrimitiveBuilder:
         return p.name
 
     def _bounds(self, measure: exp.Expression, what: str) -> Interval:
-        iv = bounds_of(measure, self.query.table)
+        iv = self.memo.bounds(measure)
         if iv is None:
             return Interval.point(0)
         if not iv.bounded:
