@@ -143,10 +143,15 @@ def load_settings(path: Path, profile: str | None) -> dict[str, str]:
 _ENV_FIRST = {"ledger": "DPPROXY_LEDGER", "users": "DPPROXY_USERS"}
 
 
-#: Subcommands of ``dpproxy`` kept in other modules: name → ``module:attribute``.
+#: The subcommands of ``dpproxy``: name → ``module:attribute``.
 LAZY_COMMANDS = {
     "budget": "dpproxy.accounting.budget_cli:budget",
     "console": "dpproxy.console.command:console",
+    "demo": "dpproxy.cli.demo:demo",
+    "explain": "dpproxy.cli.query:explain",
+    "query": "dpproxy.cli.query:query",
+    "schema": "dpproxy.cli.schema:schema",
+    "serve": "dpproxy.cli.serve:serve",
     "user": "dpproxy.server.users_cli:user",
 }
 
@@ -194,9 +199,8 @@ def _extract(args: list[str]) -> tuple[list[str], str | None, str | None]:
 class ConfigGroup(click.Group):
     """The ``dpproxy`` group: reads ``dpproxy.toml`` into the defaults of every command.
 
-    Subcommands defined in other modules (``budget``, ``user``, ``console``) are imported
-    only when that subcommand runs or help lists the commands (:data:`LAZY_COMMANDS`), so a
-    ``dpproxy query`` does not load the budget, users and console code.
+    Every subcommand is imported only when it runs or help lists the commands
+    (:data:`LAZY_COMMANDS`), so a ``dpproxy query`` does not load the code of the others.
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:

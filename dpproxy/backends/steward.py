@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
-from dpproxy.accounting.ledger import ReleaseRecord
 from dpproxy.backends.opener import (
     bounds_sql,
     count_for_bounds,
@@ -85,21 +84,6 @@ def parse_delta(text: str | None) -> Fraction:
             hint="the total δ spent on the text columns' domains, e.g. --delta 1e-6 (0: none)",
         )
     return delta
-
-
-def release_record(shape: TableShape, unit: str, delta: Fraction) -> ReleaseRecord:
-    """What the ledger logs of the release (never a value)."""
-    numeric = ", ".join(bounded_columns(shape, unit))
-    text = ", ".join(domain_columns(shape, unit)) if delta else ""
-    cols = f"{numeric}; domains: {text}" if text else numeric
-    plan = "dp_bounds: report-noisy-min over a public grid, 2 choices per column"
-    if text:
-        plan += "; dp_domains: one value per unit, discrete Laplace unit counts over a threshold"
-    return ReleaseRecord(
-        query=f"schema init --dp-bounds {shape.name}({cols}) unit {unit}",
-        plan=plan,
-        mechanism="exponential, laplace" if text else "exponential",
-    )
 
 
 def estimate_bounds(

@@ -72,7 +72,7 @@ MAX_LENGTH = 10**9  # characters: PostgreSQL's text holds at most 1 GB
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _StrictLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _StrictLoader(_BaseLoader):  # type: ignore[misc]
     """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
 
 
@@ -85,7 +85,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
                 None, None, f"duplicate key {key!r}", key_node.start_mark
             )
         seen.add(key)
-    return loader.construct_mapping(node)
+    return dict(loader.construct_mapping(node))
 
 
 _StrictLoader.add_constructor(

@@ -123,7 +123,7 @@ def test_the_sdist_carries_the_sources_the_data_and_the_changelog(dist: dict[str
         "dpproxy/data/adult.yaml",
         "schemas/adult.yaml",
         "schemas/README.md",
-        "dpproxy/cli.py",
+        "dpproxy/cli/__init__.py",
     ):
         assert name in names, name
 
