@@ -106,11 +106,16 @@ def _pow2(e: int) -> Fraction:
 
 
 def _ceil_log2(m: Fraction) -> int:
-    """The least integer e with m ≤ 2^e (m > 0)."""
-    e = m.numerator.bit_length() - m.denominator.bit_length()
-    while _pow2(e) < m:
+    """The least integer e with m ≤ 2^e (m > 0), compared on m's integers n/d."""
+    n, d = m.numerator, m.denominator
+
+    def within(e: int) -> bool:  # m ≤ 2^e
+        return n <= d << e if e >= 0 else n << -e <= d
+
+    e = n.bit_length() - d.bit_length()
+    while not within(e):
         e += 1
-    while _pow2(e - 1) >= m:
+    while within(e - 1):
         e -= 1
     return e
 
@@ -168,19 +173,21 @@ def grid(p: Primitive, table: Table) -> Grid:
     bits = min(TOP_BITS - _ceil_log2(m), MAX_BITS)
     if natural is not None and natural <= bits:
         bits = natural
-    scale = _pow2(bits)
-    low, high = _ceil(lo * scale), _floor(hi * scale)
+    low, high = _ceil_scaled(lo, bits), _floor_scaled(hi, bits)
     if low > high:  # I holds no grid point: the one between I and 0
         low = high = high if lo > 0 else low
     return Grid(bits, low, high)
 
 
-def _floor(x: Fraction) -> int:
-    return x.numerator // x.denominator
+def _floor_scaled(x: Fraction, bits: int) -> int:
+    """⌊x·2^bits⌋ on the integers of x (no Fraction is built)."""
+    n, d = x.numerator, x.denominator
+    return (n << bits) // d if bits >= 0 else n // (d << -bits)
 
 
-def _ceil(x: Fraction) -> int:
-    return -(-x.numerator // x.denominator)
+def _ceil_scaled(x: Fraction, bits: int) -> int:
+    """⌈x·2^bits⌉."""
+    return -_floor_scaled(-x, bits)
 
 
 def sum_grids(plan: QueryPlan) -> dict[str, int]:

@@ -78,3 +78,21 @@ def test_smooth_candidate_prediction_is_below_the_exact_one_and_close() -> None:
         fast = _predicted_mean_smooth(n, float(w), rows, rel, float(eps), dlt)
         slack = 1e-9 * math.log(n + 2) + n * 2.0**-47 + 1e-12
         assert fast * (1 - 1e-12) <= exact <= fast * (1 + slack), (n, w, rows, eps, dlt)
+
+
+def test_fixed_point_grid_integers_equal_the_fraction_formulas() -> None:
+    """``rewrite/fixed.py``'s ⌈log2 m⌉ and the grid's ⌈lo·2^k⌉, ⌊hi·2^k⌋ on integers."""
+    from dpproxy.rewrite.fixed import _ceil_log2, _ceil_scaled, _floor_scaled
+
+    def pow2(e: int) -> Fraction:
+        return Fraction(2) ** e
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        x = Fraction(rng.randint(-(10**12), 10**12), rng.choice([1, 3, 7, 10**6, 2**40]))
+        bits = rng.randint(-60, 60)
+        assert _floor_scaled(x, bits) == math.floor(x * pow2(bits))
+        assert _ceil_scaled(x, bits) == math.ceil(x * pow2(bits))
+        m = abs(x) or Fraction(1, 3)
+        e = _ceil_log2(m)
+        assert m <= pow2(e) and not m <= pow2(e - 1)
