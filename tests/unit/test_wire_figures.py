@@ -74,10 +74,18 @@ def test_dp_latency_and_overhead() -> None:
     assert close(_numbers(added[0])[:4], embedded)
     assert close(_numbers(added[1]), [min(overhead), max(overhead)])
     assert ("**not met**" in added[3]) == (max(overhead) > 0.5)
-    m = re.search(r"Of the added time, ([\d.]+)–([\d.]+) ms is inside the server", DOC)
+    # The server's own time against the embedded p50 (either sign: different samples), and
+    # the rest of the wire time, outside the engine.
+    signed = r"([−+-]?[\d.]+)"
+    m = re.search(signed + " to " + signed + " ms from the\\s+embedded API's p50", DOC)
     assert m is not None
+    quoted = [float(g.replace("−", "-")) for g in m.groups()]
     beyond = [i - e for i, e in zip(inside, embedded, strict=True)]
-    assert close([float(m.group(1)), float(m.group(2))], [min(beyond), max(beyond)])
+    assert close(quoted, [min(beyond), max(beyond)])
+    m = re.search(r"client library \(\+([\d.]+) to\s+\+([\d.]+) ms\)", DOC)
+    assert m is not None
+    outside = [w - i for w, i in zip(wire, inside, strict=True)]
+    assert close([float(m.group(1)), float(m.group(2))], [min(outside), max(outside)])
 
 
 def test_throughput() -> None:
