@@ -76,8 +76,10 @@ L_i − q·n by [j < i] − q ∈ [−q, 1 − q] and q·n − L_i − c_i by q 
 [q − 1, q]; deleting one moves them within [q − 1, q] and [−q, 1 − q]. With p insertions and d
 deletions each branch moves within [−(q·p + (1 − q)d), (1 − q)p + q·d] or its mirror, averages
 of p and d, so by at most max(p, d) ≤ K; a maximum of functions that each move by ≤ K moves by
-≤ K, so a unit step moves every score by at most R = K under both relations
-(:func:`score_sensitivity`).
+≤ K, so a unit step moves every score by at most R = K under both relations. Adding or removing
+one unit is p ≤ K insertions and no deletion (or the reverse): each branch then moves within
+[−qK, (1 − q)K] or [−(1 − q)K, qK], so every score by at most K·max(q, 1 − q) (Tumult's ΔU for
+its quantile); :func:`score_sensitivity`.
 """
 
 from __future__ import annotations
@@ -505,6 +507,22 @@ def quantile_scores(counts: Sequence[int], q: Fraction) -> list[Fraction]:
     return out
 
 
-def score_sensitivity(neighbouring: Neighbouring, rows: int) -> int:
-    """How far one unit step moves any score: the row radius."""
-    return row_radius(neighbouring, rows)
+def score_sensitivity(
+    neighbouring: Neighbouring, rows: int, q: Fraction | None = None
+) -> Fraction:
+    """How far one unit step moves any score of the quantile q: K·max(q, 1 − q) when a unit is
+    added or removed (only insertions, or only deletions: p ≤ K, d = 0 or the reverse in the
+    module docstring's bound), else (substitution, or q not given) the row radius K.
+
+    >>> str(score_sensitivity(Neighbouring.ADD_REMOVE, 2, Fraction(9, 10)))
+    '9/5'
+    >>> str(score_sensitivity(Neighbouring.SUBSTITUTE, 2, Fraction(9, 10)))
+    '2'
+    """
+    k = Fraction(row_radius(neighbouring, rows))
+    if q is None or neighbouring is Neighbouring.SUBSTITUTE:
+        return k
+    q = Fraction(q)
+    if not 0 <= q <= 1:
+        raise InternalError("quantile scores need q in [0, 1]")
+    return k * max(q, 1 - q)

@@ -142,7 +142,7 @@ def _check_stat(st: StatPlan, plan: QueryPlan) -> None:
         if st.scale * eps < 2:
             fail("scale")
     elif st.method is Method.EXPONENTIAL:
-        if st.scale * eps < 2 * score_sensitivity(st.neighbouring, st.rows) or dlt:
+        if st.scale * eps < 2 * score_sensitivity(st.neighbouring, st.rows, st.q) or dlt:
             fail("scale")
     elif st.method is Method.SAA:
         out = st.output

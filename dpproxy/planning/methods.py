@@ -35,13 +35,13 @@ basic composition; neighbours are those of the schema, add/remove or substitute 
   neighbours, so S is a β-smooth upper bound on LS. Laplace noise of scale 2S/ε with
   β ≤ ε/(2 ln(2/δ)) is (ε, δ)-DP.
 * **EXPONENTIAL** (order statistics; McSherry–Talwar 2007, ``reading/001``). The domain is cut
-  into cells; each cell's score (its distance in rank from the requested quantile) moves by at
-  most Δ = R (also under substitution, ``analysis/local.py``) between neighbours.
+  into cells; each cell's score (its distance in rank from the requested quantile q) moves by at
+  most Δ = R·max(q, 1 − q) when a unit is added or removed, Δ = R under substitution
+  (``analysis/local.score_sensitivity``) between neighbours.
   Report-noisy-min with exponential noise of scale 2Δ/ε (OpenDP's ``make_noisy_max``; in
   distribution, permute-and-flip, McKenna & Sheldon 2020) is ε-DP like the exponential
   mechanism, and never less accurate; counts per cell come from a GROUP BY in SQL. (The
-  tests/audit estimate stays below ε/2 for medians: the scores move together, so the scale may
-  be halvable; it is kept at the general bound.)
+  tests/audit estimate stayed below ε/2 for medians at Δ = R: the scores move together.)
 * **SAA** (sample-and-aggregate, ``reading/000`` definition 20). A keyed hash of the privacy unit
   sends all of a unit's rows (in a group) to one of k chunks; each chunk's statistic is clipped
   to [l, u] (an empty chunk counts as the middle), so one unit moves the mean of the k chunk
@@ -316,7 +316,7 @@ def _candidate(
         return Candidate(m, err, f"≈ ±{err * n:.4g}/n", True, size + ", evenly spread values")
     # EXPONENTIAL
     cells = _cells(bounds, budget, opts)
-    delta_score = local.score_sensitivity(budget.neighbouring, budget.rows)
+    delta_score = local.score_sensitivity(budget.neighbouring, budget.rows, agg.q)
     ranks = 2 * delta_score / float(eps) * math.log(cells.count / 0.05)
     rounding = 0.0 if cells.integer else float(cells.width) / 2
     err = ranks * w / max(n, 1) + rounding
@@ -420,7 +420,7 @@ def stat_plan(
     radius = local.row_radius(budget.neighbouring, budget.rows)
     if method is Method.EXPONENTIAL:
         cells = _cells(bounds, budget, opts)
-        delta_score = local.score_sensitivity(budget.neighbouring, budget.rows)
+        delta_score = local.score_sensitivity(budget.neighbouring, budget.rows, agg.q)
         return replace(
             base,
             cells=cells.count,

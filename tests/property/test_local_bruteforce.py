@@ -569,7 +569,8 @@ def test_quantile_cells() -> None:
 def test_quantile_scores_move_by_at_most_the_score_sensitivity(
     case: tuple[Neighbouring, int, Dataset], bins: int, integer: bool
 ) -> None:
-    """For every neighbour and every cell, |score_i(x) − score_i(x')| ≤ row_radius."""
+    """For every neighbour and every cell, |score_i(x) − score_i(x')| ≤ score_sensitivity:
+    K·max(q, 1 − q) under add/remove, K under substitution (and K without q, the old bound)."""
     rel, k_rows, d = case
     h = hood(d, rel, k_rows, depth=1)
     if integer:  # the grid's i-th value stands for the integer i, over integer cells 0..4
@@ -585,8 +586,10 @@ def test_quantile_scores_move_by_at_most_the_score_sensitivity(
             out[to_cell[v]] += 1
         return out
 
-    sens = local.score_sensitivity(rel, k_rows)
+    assert local.score_sensitivity(rel, k_rows) == k_rows
     for q in QS:
+        sens = local.score_sensitivity(rel, k_rows, q)
+        assert sens == (k_rows if rel is Neighbouring.SUBSTITUTE else k_rows * max(q, 1 - q))
         sx = local.quantile_scores(counts(h.rows), q)
         assert min(sx) == 0  # some cell holds the quantile
         for y in h.near:
