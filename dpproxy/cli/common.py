@@ -47,6 +47,16 @@ _COMMON = [
 ]
 
 
+#: ``-f FILE``: the SQL of ``query`` and ``explain`` read from a file or standard input.
+sql_file_option = click.option(
+    "--file",
+    "-f",
+    "sql_file",
+    metavar="FILE",
+    help="Read the SQL from FILE ('-' for standard input) instead of the argument.",
+)
+
+
 def common_options(f: Any) -> Any:
     """The options every query-like command takes (--database, --schema, ε, δ, …)."""
     for option in reversed(_COMMON):

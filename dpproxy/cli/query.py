@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dpproxy.cli.common import cli_fail, common_options, operator_log
+from dpproxy.cli.common import cli_fail, common_options, operator_log, sql_file_option
 from dpproxy.errors import DPProxyError
 from dpproxy.output import format_option
 
@@ -12,13 +12,7 @@ from dpproxy.output import format_option
 @click.command()
 @click.argument("sql", required=False)
 @common_options
-@click.option(
-    "--file",
-    "-f",
-    "sql_file",
-    metavar="FILE",
-    help="Read the SQL from FILE ('-' for standard input) instead of the argument.",
-)
+@sql_file_option
 @click.option(
     "--analyst", "-a", default="analyst", show_default=True, help="Whose privacy budget pays."
 )
@@ -126,13 +120,7 @@ def query(
 @click.command()
 @click.argument("sql", required=False)
 @common_options
-@click.option(
-    "--file",
-    "-f",
-    "sql_file",
-    metavar="FILE",
-    help="Read the SQL from FILE ('-' for standard input) instead of the argument.",
-)
+@sql_file_option
 @format_option(
     "Output format: the plan as text (table), one line per CSV row, or JSON; errors in "
     'json are {"error": {"sqlstate", "message", "hint"}}.'
