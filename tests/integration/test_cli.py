@@ -76,7 +76,10 @@ def _all_commands() -> list[list[str]]:
     paths: list[list[str]] = [[]]
 
     def walk(group: click.Group, prefix: list[str]) -> None:
-        for name, cmd in group.commands.items():
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):  # the lazily imported subcommands included
+            cmd = group.get_command(ctx, name)
+            assert cmd is not None, name
             paths.append([*prefix, name])
             if isinstance(cmd, click.Group):
                 walk(cmd, [*prefix, name])
