@@ -542,7 +542,10 @@ def test_one_image_tag_throughout() -> None:
 
 
 def _commands(group: click.Group = main) -> Iterator[click.Command]:
-    for cmd in group.commands.values():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # imports the lazily loaded subcommands
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, name
         yield cmd
         if isinstance(cmd, click.Group):
             yield from _commands(cmd)
