@@ -7,14 +7,17 @@ and writes one JSON line per query in the adapters' format (``INTERFACE.md``). W
 (a JSON-lines file written the same way by an earlier dpproxy) and ``--report``, it writes
 ``DPPROXY_ACCURACY.md``: per query, the median relative error over all runs and released cells
 and the share of the exact answer's cells released, before and after, next to the best peer's
-figures recorded in ``RESULTS.md`` (the peers are not rerun).
+figures recorded in ``RESULTS.md``. With ``--peer`` (a peer rerun in the same session, e.g.
+Tumult Analytics by ``tumult_rerun.py``), the report opens with dpproxy against that peer per
+output column, the ratio with a bootstrap 95% interval (``report.ratio_ci``), and the summary
+JSON and ``--readme`` state the target from that comparison.
 
 Usage, from the repository root (``data.py --datasets pums`` first)::
 
     python benchmarks/compare/dpproxy_accuracy.py --runs 200 --out work/after.jsonl
     PYTHONPATH=<old checkout> python benchmarks/compare/dpproxy_accuracy.py --out work/before.jsonl
     python benchmarks/compare/dpproxy_accuracy.py --report --before work/before.jsonl \\
-        --after work/after.jsonl
+        --after work/after.jsonl [--peer work/tumult.jsonl]
 """
 
 from __future__ import annotations
@@ -126,25 +129,32 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
     return {r["query"]: r for r in (json.loads(x) for x in lines if x.strip())}
 
 
-def best_peers(results_md: Path) -> dict[str, tuple[str, float]]:
-    """The best peer's recorded median relative error per query (RESULTS.md, pums table)."""
+PEERS = ("SmartNoise SQL", "Qrlew", "Tumult Analytics")
+
+
+def recorded_peers(results_md: Path) -> dict[str, dict[str, float]]:
+    """Every peer's recorded median relative error per query (RESULTS.md, pums table)."""
     text = results_md.read_text()
     start = text.index("## Accuracy on pums")
     table = text[start:text.index("Absolute error", start)]
-    header = ["SmartNoise SQL", "Qrlew", "Tumult Analytics"]
-    out: dict[str, tuple[str, float]] = {}
+    out: dict[str, dict[str, float]] = {}
     for line in table.splitlines():
         m = re.match(r"\| (Q\d\d) [^|]*\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|", line)
         if not m:
             continue
-        peers = []
-        for name, cell in zip(header, m.groups()[2:], strict=True):
-            cell = cell.strip().strip("*")
-            if cell not in ("–", ""):
-                peers.append((float(cell), name))
+        cells = {name: cell.strip().strip("*") for name, cell in
+                 zip(PEERS, m.groups()[2:], strict=True)}
+        out[m.group(1)] = {n: float(c) for n, c in cells.items() if c not in ("–", "")}
+    return out
+
+
+def best_peers(results_md: Path) -> dict[str, tuple[str, float]]:
+    """The best peer's recorded median relative error per query (RESULTS.md, pums table)."""
+    out: dict[str, tuple[str, float]] = {}
+    for qid, peers in recorded_peers(results_md).items():
         if peers:
-            v, name = min(peers)
-            out[m.group(1)] = (name, v)
+            v, name = min((v, n) for n, v in peers.items())
+            out[qid] = (name, v)
     return out
 
 
@@ -164,21 +174,29 @@ def recorded_shares(results_md: Path) -> dict[str, tuple[str, float]]:
     return out
 
 
-def metrics(rec: dict[str, Any] | None, ans: report.Answer) -> tuple[list[float | None], float]:
-    """Per output column: the median relative error; and the share of cells released."""
+def column_errors(rec: dict[str, Any] | None, ans: report.Answer) -> list[list[float]]:
+    """Per output column: the relative errors of every run and released cell (report.py's)."""
     if rec is None or not rec.get("supported"):
-        return [], float("nan")
-    acc = report.accuracy(rec, ans)
-    assert acc is not None
+        return []
     cols, keys, truth = ans
-    per_col: list[float | None] = []
+    out: list[list[float]] = []
     for j in range(len(cols) - keys):
         one = {"supported": True, "runs": [{"rows": [[*r[:keys], r[keys + j]]
                                                      for r in run["rows"]]}
                                            for run in rec["runs"]]}
         sub = ([*cols[:keys], cols[keys + j]], keys, [[*t[:keys], t[keys + j]] for t in truth])
         a = report.accuracy(one, sub)
-        per_col.append(a.median_rel if a is not None else None)
+        out.append(a.rel_errors if a is not None else [])
+    return out
+
+
+def metrics(rec: dict[str, Any] | None, ans: report.Answer) -> tuple[list[float | None], float]:
+    """Per output column: the median relative error; and the share of cells released."""
+    if rec is None or not rec.get("supported"):
+        return [], float("nan")
+    acc = report.accuracy(rec, ans)
+    assert acc is not None
+    per_col = [statistics.median(e) if e else None for e in column_errors(rec, ans)]
     return per_col, acc.share_released
 
 
@@ -186,18 +204,119 @@ def _fmt(v: float | None) -> str:
     return "–" if v is None else report._fmt_num(v)
 
 
-def render(data_dir: Path, before: Path, after: Path, runs_note: str) -> str:
+def rerun(data_dir: Path, after: Path, peer: Path, model: Path | None = None) -> dict[str, Any]:
+    """dpproxy (``after``) against a peer rerun in the same session (``peer``: the adapter's
+    JSON lines, e.g. ``tumult_rerun.py --collect``), per workload query and output column: both
+    medians and run counts, the other peers' recorded figures, the best peer (the rerun peer's
+    own median, or a recorded one if lower) and the ratio dpproxy / best peer with report.py's
+    bootstrap 95% interval (resampling the cells of each side; only against the rerun peer).
+    With ``model`` (``tumult_model.py``'s draws), also the model's median and dpproxy / model."""
+    answers = exact(data_dir)
+    mine, theirs, drawn = load(after), load(peer), (load(model) if model else {})
+    recorded = recorded_peers(HERE / "RESULTS.md")
+    out: dict[str, Any] = {}
+    for qid, rec in theirs.items():
+        if qid not in answers or qid not in mine:
+            continue
+        name = {"tumult": "Tumult Analytics", "smartnoise": "SmartNoise SQL",
+                "qrlew": "Qrlew"}.get(rec["system"], rec["system"])
+        ours, peers = column_errors(mine[qid], answers[qid]), column_errors(rec, answers[qid])
+        others = {n: v for n, v in recorded.get(qid, {}).items() if n != name}
+        cols = []
+        sim = column_errors(drawn.get(qid), answers[qid]) or [None] * len(ours)
+        for a, b, c in zip(ours, peers, sim, strict=True):
+            ma, mb = statistics.median(a), statistics.median(b)
+            best_name, best = min([(name, mb), *((n, v) for n, v in others.items())],
+                                  key=lambda x: (x[1], x[0] != name))
+            ci = report.ratio_ci(a, b) if best_name == name else None
+            cols.append({"dpproxy": ma, "peer": mb, "best": [best_name, best],
+                         "ratio": report.safe_ratio(ma, best), "ci": ci})
+            if c:
+                mc = statistics.median(c)
+                cols[-1].update(model=mc, model_draws=len(drawn[qid]["runs"]),
+                                model_ratio=report.safe_ratio(ma, mc),
+                                model_ci=report.ratio_ci(a, c))
+        out[qid] = {"peer_name": name, "columns": answers[qid][0][answers[qid][1]:],
+                    "dpproxy_runs": len(mine[qid]["runs"]), "peer_runs": len(rec["runs"]),
+                    "recorded": others, "per_column": cols}
+    return out
+
+
+def _ratio(r: float | None, ci: Any = None) -> str:
+    if r is None:
+        return "–"
+    text = "∞" if math.isinf(r) else f"{r:.2f}×"
+    if ci is not None:
+        lo, hi = ci
+        text += f" [{lo:.2f}–{'∞' if math.isinf(hi) else f'{hi:.2f}'}]"
+    return text
+
+
+def render_rerun(data: dict[str, Any]) -> list[str]:
+    """The Markdown table of :func:`rerun`."""
+    if not data:
+        return []
+    name = next(iter(data.values()))["peer_name"]
+    others = [n for n in PEERS if n != name]
+    modelled = any("model" in c for q in data.values() for c in q["per_column"])
+    model_head = " model | dpproxy / model |" if modelled else ""
+    lines = [
+        f"## dpproxy and {name}, both rerun in this session",
+        "",
+        f"Median relative error per output column; {name} rerun with its adapter's programs "
+        "(`tumult_rerun.py`), the other peers as recorded in RESULTS.md (200 runs each). "
+        "*ratio* is dpproxy's error over the best peer's, with a bootstrap 95% interval (cells "
+        "of each side resampled) where the best peer is the rerun one; the ratio is "
+        "significantly above 1 only where the whole interval is."
+        + (f" *model*: {name}'s mechanisms restated without Spark (`tumult_model.py`, its "
+           "noise laws and its own quantile sampler), many draws: where its ratio's interval "
+           "holds 1, the two mechanisms are tied and a ratio above 1 in the rerun is sampling."
+           if modelled else ""),
+        "",
+        f"| query | column | dpproxy | {name} | " + " | ".join(f"{n} (recorded)" for n in others)
+        + f" | ratio | runs (dpproxy / {name}) |" + model_head,
+        "| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in others) + " | ---: | ---: |"
+        + (" ---: | ---: |" if modelled else ""),
+    ]
+    titles = queries()
+    for qid, q in sorted(data.items()):
+        for col, c in zip(q["columns"], q["per_column"], strict=True):
+            rec = " | ".join(_fmt(q["recorded"].get(n)) for n in others)
+            lines.append(
+                f"| {qid} {titles[qid][0]} | `{col}` | {_fmt(c['dpproxy'])} | {_fmt(c['peer'])} "
+                f"| {rec} | {_ratio(c['ratio'], c['ci'])} | {q['dpproxy_runs']} / "
+                f"{q['peer_runs']} |"
+                + (f" {_fmt(c.get('model'))} ({c.get('model_draws', 0):,} draws) | "
+                   f"{_ratio(c.get('model_ratio'), c.get('model_ci'))} |" if modelled else "")
+            )
+    return [*lines, ""]
+
+
+def render(
+    data_dir: Path, before: Path, after: Path, runs_note: str, peer: Path | None = None,
+    model: Path | None = None,
+) -> str:
     answers = exact(data_dir)
     b, a = load(before), load(after)
     peers = best_peers(HERE / "RESULTS.md")
     shares = recorded_shares(HERE / "RESULTS.md")
+    rerun_data = rerun(data_dir, after, peer, model) if peer is not None else {}
+    who = (
+        f"dpproxy and {next(iter(rerun_data.values()))['peer_name']} were rerun (below); the "
+        "other peers' environments were not installed on this machine, so the table after "
+        "that compares with" if rerun_data else
+        "Only dpproxy was rerun: the peers' environments were not installed on this machine, so "
+        "their figures are"
+    )
     lines = [
         "# dpproxy's accuracy before and after the issue-21 changes (pums, ε = 1)",
         "",
-        "_Generated by `benchmarks/compare/dpproxy_accuracy.py`; do not edit by hand._ "
-        "Only dpproxy was rerun: the peers' environments were not installed on this machine, so "
-        "their figures are the ones recorded in [RESULTS.md](RESULTS.md) (the best peer per "
+        f"_Generated by `benchmarks/compare/dpproxy_accuracy.py`; do not edit by hand._ {who} "
+        "the ones recorded in [RESULTS.md](RESULTS.md) (the best peer per "
         f"query). {runs_note}",
+        "",
+        *render_rerun(rerun_data),
+        "## dpproxy before and after, against the recorded peers",
         "",
         "Median relative error per output column over all runs and released cells; *share* is "
         "the share of the exact answer's cells released. X01 and X02 are not in the peers' "
@@ -236,8 +355,12 @@ def render(data_dir: Path, before: Path, after: Path, runs_note: str) -> str:
     return "\n".join(lines)
 
 
-def summary(data_dir: Path, before: Path, after: Path) -> dict[str, Any]:
-    """The figures the README states, per query: errors per column and shares, both sides."""
+def summary(
+    data_dir: Path, before: Path, after: Path, peer: Path | None = None,
+    model: Path | None = None,
+) -> dict[str, Any]:
+    """The figures the README states, per query: errors per column and shares, both sides;
+    with ``peer``, each query's comparison with the peer rerun (:func:`rerun`) as ``rerun``."""
     answers = exact(data_dir)
     b, a = load(before), load(after)
     peers, shares = best_peers(HERE / "RESULTS.md"), recorded_shares(HERE / "RESULTS.md")
@@ -250,6 +373,9 @@ def summary(data_dir: Path, before: Path, after: Path) -> dict[str, Any]:
             "runs": len(a[qid]["runs"]) if qid in a else 0,
             "peer": peers.get(qid), "peer_share": shares.get(qid),
         }
+    if peer is not None:
+        for qid, r in rerun(data_dir, after, peer, model).items():
+            out[qid]["rerun"] = r
     return out
 
 
@@ -267,17 +393,27 @@ def readme(data: dict[str, Any]) -> str:
     q09, x01 = data["Q09"], data["X01"]
     worse = ", ".join(f"{q} {r:.2f}×" for r, q, _ in above)
     runs = q09["runs"]
+    reruns = {q: d["rerun"] for q, d in data.items() if "rerun" in d}
+    if reruns:
+        head, target = _readme_rerun(runs, reruns)
+    else:
+        head = (
+            f"Issue 21's accuracy targets, dpproxy rerun alone ({runs} runs per query on pums, "
+            "ε = 1; the peers' environments were not installed, so their figures are those "
+            "recorded in RESULTS.md; `benchmarks/compare/dpproxy_accuracy.py`, "
+            "[DPPROXY_ACCURACY.md](benchmarks/compare/DPPROXY_ACCURACY.md)):"
+        )
+        target = (
+            f"| median relative error ≤ the best peer's on every output column | "
+            f"**{'met' if not above else 'not met'}** | ≤ on {len(ratios) - len(above)}/"
+            f"{len(ratios)} one-table queries; above: {worse or 'none'} |"
+        )
     lines = [
-        f"Issue 21's accuracy targets, dpproxy rerun alone ({runs} runs per query on pums, "
-        "ε = 1; the peers' environments were not installed, so their figures are those "
-        "recorded in RESULTS.md; `benchmarks/compare/dpproxy_accuracy.py`, "
-        "[DPPROXY_ACCURACY.md](benchmarks/compare/DPPROXY_ACCURACY.md)):",
+        head,
         "",
         "| target | status | measured |",
         "|---|---|---|",
-        f"| median relative error ≤ the best peer's on every output column | "
-        f"**{'met' if not above else 'not met'}** | ≤ on {len(ratios) - len(above)}/"
-        f"{len(ratios)} one-table queries; above: {worse or 'none'} |",
+        target,
         f"| share of released groups with private keys ≥ the best peer's | "
         f"**{'met' if q09['share_after'] >= q09['peer_share'][1] else 'not met'}** | Q09: "
         f"{q09['share_after']:.1%} (was {q09['share_before']:.1%}) against "
@@ -292,6 +428,45 @@ def readme(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _readme_rerun(runs: int, reruns: dict[str, Any]) -> tuple[str, str]:
+    """The heading and the target row when a peer was rerun in the same session."""
+    name = next(iter(reruns.values()))["peer_name"]
+    peer_runs = sorted({r["peer_runs"] for r in reruns.values()})
+    span = (f"{peer_runs[0]}" if len(peer_runs) == 1 else f"{peer_runs[0]}–{peer_runs[-1]}")
+    cells = [(c, q) for q, r in sorted(reruns.items()) for c in r["per_column"]]
+    above = sorted(((c["ratio"], q, c["ci"]) for c, q in cells
+                    if c["ratio"] is not None and c["ratio"] > 1), reverse=True)
+    significant = [q for r, q, ci in above if ci is not None and ci[0] > 1]
+    worse = ", ".join(f"{q} {_ratio(r, ci)}" for r, q, ci in above)
+    head = (
+        f"Issue 21's accuracy targets, dpproxy ({runs} runs per query on pums, ε = 1) and "
+        f"{name} ({span} runs per query) rerun in one session, the other peers as recorded in "
+        "RESULTS.md; ratios with bootstrap 95% intervals (`benchmarks/compare/"
+        "dpproxy_accuracy.py`, [DPPROXY_ACCURACY.md](benchmarks/compare/DPPROXY_ACCURACY.md)):"
+    )
+    target = (
+        f"| median relative error ≤ the best peer's on every output column | "
+        f"**{'met' if not above else 'not met'}** | ≤ on {len(cells) - len(above)}/{len(cells)} "
+        f"columns of the {len(reruns)} rerun queries; above: {worse or 'none'}; significantly "
+        f"above (whole interval > 1): {', '.join(significant) or 'none'}{_vs_model(cells)} |"
+    )
+    return head, target
+
+
+def _vs_model(cells: list[tuple[dict[str, Any], str]]) -> str:
+    """The target row's clause on the mechanism model, if the columns have one."""
+    modelled = [(c, q) for c, q in cells if c.get("model_ratio") is not None]
+    if not modelled:
+        return ""
+    draws = min(c["model_draws"] for c, _ in modelled)
+    above = [f"{q} {_ratio(c['model_ratio'], c['model_ci'])}" for c, q in modelled
+             if c["model_ratio"] > 1]
+    worse = [q for c, q in modelled if c["model_ci"][0] > 1]
+    return (f". Against Tumult's mechanisms restated without Spark (`tumult_model.py`, ≥ "
+            f"{draws:,} draws): above 1 on {', '.join(above) or 'none'}; significantly above: "
+            f"{', '.join(worse) or 'none'}")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=HERE / "work" / "data")
@@ -301,6 +476,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--before", type=Path)
     p.add_argument("--after", type=Path)
     p.add_argument("--note", default="")
+    p.add_argument("--peer", type=Path, help="a peer rerun in this session (JSON lines)")
+    p.add_argument("--model", type=Path, help="tumult_model.py's draws (JSON lines)")
     p.add_argument("--summary", type=Path, default=SUMMARY, help="the figures, as JSON")
     p.add_argument("--readme", action="store_true", help="print README.md's lines")
     p.add_argument("--report-out", type=Path, default=OUT, help="the Markdown report")
@@ -311,9 +488,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         if args.before is None or args.after is None:
             p.error("--report needs --before and --after")
-        args.report_out.write_text(render(args.data_dir, args.before, args.after, args.note))
+        args.report_out.write_text(
+            render(args.data_dir, args.before, args.after, args.note, args.peer, args.model)
+        )
         args.summary.write_text(
-            json.dumps(summary(args.data_dir, args.before, args.after), indent=1) + "\n"
+            json.dumps(
+                summary(args.data_dir, args.before, args.after, args.peer, args.model), indent=1
+            )
+            + "\n"
         )
         print(f"wrote {args.report_out} and {args.summary}")
         return
