@@ -43,7 +43,30 @@ def _first_per_file(cases: list[Case]) -> list[Case]:
 
 
 FULL = os.environ.get("DPPROXY_SPARK_FULL", "") not in ("", "0")
-CASES = _first_per_file(ALL_CASES)
+# The cases of the whole corpus whose exact answers differ on Spark, and why (last full run:
+# 2 differ by one unit in the last place, 1 is refused). Each is expected to fail (strict).
+_ULP = (
+    "Java's LN/LOG10/EXP differ from DuckDB's C library by one unit in the last place on "
+    "some rows, so a fixed-point sum differs by 1 (of about 10^19)"
+)
+KNOWN = {
+    ("math", "base-10 logarithm and EXP in a measure"): _ULP,
+    ("released_math", "geometric mean, log of a sum and a base-2 log of a count"): _ULP,
+    ("joins", "flat map: words of the order comments"): (
+        "STRING_TO_ARRAY has no Spark equivalent in the Spark pass yet (SPLIT takes a regular "
+        "expression, and splits '' into [''] where DuckDB gives [])"
+    ),
+}
+
+
+def _marked(case: Case) -> Any:
+    reason = KNOWN.get((Path(case.file).stem, case.title))
+    if reason is None:
+        return case
+    return pytest.param(case, marks=pytest.mark.xfail(reason=reason, strict=True))
+
+
+CASES = [_marked(c) for c in _first_per_file(ALL_CASES)]
 # The rows units keep: the first case with contribution bounding of each file, 8 of them.
 BOUNDED = _first_per_file([c for c in ALL_CASES if "__bounded" in c.statements[1]])
 BOUNDED = BOUNDED if FULL else BOUNDED[:8]
@@ -133,7 +156,7 @@ def test_fixture_gives_the_same_exact_aggregates_on_spark(
 
 
 def test_the_subset_covers_every_fixture_file_and_bounding() -> None:
-    assert {c.file for c in CASES} == {c.file for c in ALL_CASES}
+    assert {c.file for c in _first_per_file(ALL_CASES)} == {c.file for c in ALL_CASES}
     assert len(BOUNDED) >= 8 and all("__bounded" in c.statements[1] for c in BOUNDED)
 
 
