@@ -286,8 +286,9 @@ def render_rerun(data: dict[str, Any]) -> list[str]:
                 f"| {qid} {titles[qid][0]} | `{col}` | {_fmt(c['dpproxy'])} | {_fmt(c['peer'])} "
                 f"| {rec} | {_ratio(c['ratio'], c['ci'])} | {q['dpproxy_runs']} / "
                 f"{q['peer_runs']} |"
-                + (f" {_fmt(c.get('model'))} ({c.get('model_draws', 0):,} draws) | "
-                   f"{_ratio(c.get('model_ratio'), c.get('model_ci'))} |" if modelled else "")
+                + (("" if not modelled else " – | – |") if "model" not in c else
+                   f" {_fmt(c['model'])} ({c['model_draws']:,} draws) | "
+                   f"{_ratio(c['model_ratio'], c['model_ci'])} |")
             )
     return [*lines, ""]
 
