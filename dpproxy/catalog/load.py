@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -85,7 +85,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
                 None, None, f"duplicate key {key!r}", key_node.start_mark
             )
         seen.add(key)
-    return dict(loader.construct_mapping(node))
+    return cast(dict[Any, Any], loader.construct_mapping(node))  # a dict already: no copy
 
 
 _StrictLoader.add_constructor(
