@@ -6,7 +6,14 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-import duckdb
+try:
+    # DuckDB's engine module itself (the ``_duckdb`` extension the ``duckdb`` package
+    # re-exports): the same connection, exception and result types without the package's
+    # relation and expression builders, which this backend never calls and which cost about
+    # 0.08 s of CPU to import, a sixth of a small ``dpproxy query`` (benchmarks/STARTUP.md).
+    import _duckdb as duckdb
+except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb.duckdb
+    import duckdb  # type: ignore[no-redef]
 
 from dpproxy.backends import CancelToken
 from dpproxy.catalog.model import Catalog
