@@ -45,6 +45,7 @@ MAX_DEPTH = 200  # levels of the parsed tree
 _OPEN = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE, TokenType.CASE}
 _CLOSE = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE, TokenType.END}
 _UNARY = {TokenType.NOT, TokenType.DASH, TokenType.PLUS}
+_POSITION_KEYS = frozenset({"line", "col", "start", "end"})  # Expr.update_positions' keys
 _NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -100,12 +101,22 @@ def check_numbers(tokens: list[Token]) -> None:
 def check_tree(tree: exp.Expr) -> None:
     """Refuse a tree deeper than :data:`MAX_DEPTH` levels (iteratively), and what sqlglot
     parses but PostgreSQL does not: a function call without a required argument
-    (``FLOOR()``: 42883) and an empty ``IN ()`` list (42601)."""
+    (``FLOOR()``: 42883) and an empty ``IN ()`` list (42601).
+
+    On the way it drops the source positions sqlglot's parser records on most nodes (a
+    ``meta`` dict of line, column, start and end that nothing in dpproxy reads, and that the
+    printer ignores): every ``copy()`` of a tree would otherwise deep-copy one dict per node
+    through :func:`copy.deepcopy`, most of what a copy costs (issue 21). Other ``meta`` keys
+    (a ``/* sqlglot.meta … */`` comment's) are kept.
+    """
     stack = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise too_complex(f"an expression more than {MAX_DEPTH} levels deep")
+        meta = node._meta
+        if meta is not None and meta.keys() <= _POSITION_KEYS:
+            node._meta = None
         if isinstance(node, exp.Func) and any(
             required and node.args.get(key) in (None, [])
             for key, required in node.arg_types.items()
