@@ -75,14 +75,20 @@ SLOW = ("bounded", "tumult ids")
 
 
 def write_data(directory: Path, rows: int) -> Path:
+    """``directory/people.parquet`` of ``rows`` rows; one already there (a finished earlier
+    write, marked by ``rows.txt``) is kept."""
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "people.parquet"
+    marker = directory / "rows.txt"
+    if target.exists() and marker.exists() and marker.read_text().strip() == str(rows):
+        return directory
     duckdb.sql(
         "COPY (SELECT i::INTEGER AS person_id, (17 + (i * 7919) % 74)::INTEGER AS age, "
         "CASE WHEN i % 2 = 0 THEN 'Male' ELSE 'Female' END AS sex, "
         "((i * 104729) % 100000)::DOUBLE AS income "
         f"FROM range({rows}) t(i)) TO '{target}' (FORMAT parquet)"
     )
+    marker.write_text(f"{rows}\n")
     return directory
 
 
@@ -140,6 +146,12 @@ def main() -> None:
     ap.add_argument("--bounded-runs", type=int, default=1)
     ap.add_argument("--tumult", action="store_true", help="also run Tumult Analytics")
     ap.add_argument("--out-dir", type=Path, default=HERE)
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        help="where people.parquet is written and kept between runs (e.g. "
+        "~/.cache/dpproxy-bench/spark-1e8; default: a new temporary directory)",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)  # a failed query's cause (the operator's log)
 
@@ -149,7 +161,7 @@ def main() -> None:
     from dpproxy.engine import Engine
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-spark-"))
-    data = write_data(tmp / "data", args.rows)
+    data = write_data(args.data_dir.expanduser() if args.data_dir else tmp / "data", args.rows)
     tumult = None
     if args.tumult:
         sys.path.insert(0, str(HERE / "compare"))
