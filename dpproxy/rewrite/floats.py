@@ -260,12 +260,13 @@ def finite_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
 
     Raises ``UnsupportedQuery`` (0A000) when no taming can make the arithmetic finite.
     """
-    if not any(isinstance(n, _ARITH) for n in node.dfs()):
+    nodes = list(node.dfs())  # listed once: nothing below changes the tree before taming
+    if not any(isinstance(n, _ARITH) for n in nodes):
         return node
     root = exp.Paren(this=node)
     leaves = [
         n
-        for n in node.dfs()
+        for n in nodes
         if isinstance(n, exp.Expression) and is_float_leaf(n, table) and _feeds_arithmetic(n, root)
     ]
     # Outermost leaves only: a leaf inside another (a cast of a FLOAT column) is tamed with it.

@@ -78,7 +78,10 @@ def table(name: str) -> exp.Table:
 
 def number(v: Fraction) -> exp.Expression:
     """An exact SQL literal for a rational: integers as integers, others as a float literal."""
-    text, negative = _number_text(v)
+    if v.denominator == 1:  # the cache's own first branch, without hashing a Fraction
+        text, negative = str(abs(v.numerator)), v.numerator < 0
+    else:
+        text, negative = _number_text(v)
     literal = lit(text)
     return exp.Neg(this=literal) if negative else literal
 

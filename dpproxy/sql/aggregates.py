@@ -162,14 +162,13 @@ class PostBuilder:
             return exp.column(f"__agg_{self._aggregate(node)}")
         if isinstance(node, exp.Anonymous) and node.name.upper() in INTERVAL_FUNCTIONS:
             return self._interval(node)
-        if not any(isinstance(n, exp.Column) for n in node.walk()) and not any(
-            isinstance(n, exp.AggFunc) for n in node.walk()
-        ):
+        has_column, has_aggregate = _reads(node)
+        if not has_column and not has_aggregate:
             if isinstance(node, exp.Star):
                 raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
             check_post_constant(node)
             return node.copy()
-        if not any(isinstance(n, exp.AggFunc) for n in node.walk()):
+        if not has_aggregate:
             resolved = self.scope.resolve(node)
             index = self.key_index.get(resolved)
             if index is not None:
@@ -393,6 +392,19 @@ _POST_NODES: tuple[type[exp.Expression], ...] = (
     exp.Column,
     *POST_FUNCS,
 )
+
+
+def _reads(node: exp.Expression) -> tuple[bool, bool]:
+    """Whether ``node`` holds a column, and whether it holds an aggregate (one walk)."""
+    has_column = has_aggregate = False
+    for n in node.walk():
+        if isinstance(n, exp.Column):
+            has_column = True
+        elif isinstance(n, exp.AggFunc):
+            has_aggregate = True
+        if has_column and has_aggregate:
+            break
+    return has_column, has_aggregate
 
 
 def check_post_constant(node: exp.Expression) -> None:
