@@ -26,6 +26,7 @@ DEFAULT_MAX_MESSAGE = 1 << 20  # bytes; larger messages are refused (54000)
 _I16 = struct.Struct("!h")
 _I32 = struct.Struct("!i")
 _HEADER = struct.Struct("!ci")
+_SYNC = b"S\x00\x00\x00\x04"
 
 
 class MessageTooLarge(DPProxyError):
@@ -144,6 +145,16 @@ class MessageReader:
         body = bytes(buf[5:end])
         del buf[:end]
         return kind, Payload(body)
+
+    def sync_next(self) -> bool:
+        """Is the next message, already received, a Sync?"""
+        return bytes(self._buf[:5]) == _SYNC
+
+    def take_sync(self) -> None:
+        """Drop the Sync that :meth:`sync_next` saw (its ReadyForQuery was sent already)."""
+        if not self.sync_next():
+            raise ProtocolViolation("expected a Sync message")
+        del self._buf[:5]
 
     async def _fill(self) -> tuple[bytes, Payload]:
         while True:

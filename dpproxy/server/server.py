@@ -151,6 +151,7 @@ class JsonFormatter(logging.Formatter):
     FIELDS: tuple[str, ...] = ("event", "user", "sqlstate", "rows", "cost", "ms", "pid", "peer")
     FIELDS += ("reason", "ledger", "address")  # ledger, address: serve's first two lines
     FIELDS += ("loop",)  # the event loop serve runs on (uvloop or asyncio), with its address
+    FIELDS += ("direct",)  # a release whose worker wrote the reply itself (direct.py)
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {
@@ -229,6 +230,7 @@ class Server:
         if busy:
             await asyncio.wait(busy, timeout=self.config.shutdown_grace)
         for s in list(self.sessions.values()):
+            s.gate.close()  # a worker still running writes nothing after this (direct.py)
             with contextlib.suppress(Exception):
                 s.send(
                     protocol.error_response(

@@ -27,14 +27,14 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
 from dpproxy.backends import CancelToken
 from dpproxy.catalog.model import ColumnType, MechanismKind
-from dpproxy.engine import Engine
+from dpproxy.engine import Answer, Engine
 from dpproxy.errors import (
     DPProxyError,
     Forbidden,
@@ -50,7 +50,7 @@ from dpproxy.explain_command import COLUMN as EXPLAIN_COLUMN
 from dpproxy.explain_command import ExplainStatement, explain_rows, parse_explain
 from dpproxy.planning.plan import Method
 from dpproxy.release.public import FREE, columns_of, plan_notes
-from dpproxy.server import pgtypes, protocol, spending
+from dpproxy.server import direct, pgtypes, protocol, spending
 from dpproxy.server.catalog import CatalogEmulator
 from dpproxy.server.notices import release_notice
 from dpproxy.server.protocol import Field, Payload
@@ -147,6 +147,7 @@ class Result:
     notices: list[str] = field(default_factory=list)  # NoticeResponses before CommandComplete
     # ParameterStatus after CommandComplete: a reported setting that the statement changed
     reported: list[tuple[str, str]] = field(default_factory=list)
+    delivered: bool = False  # the worker sent the whole reply itself (``direct.py``)
 
 
 @dataclass
@@ -310,6 +311,8 @@ class Session:
         self.startup: dict[str, str] = {}
         self.emulator: CatalogEmulator | None = None  # made on first use
         self.peer = writer.get_extra_info("peername")
+        self.gate = direct.Gate()  # closed by Server.shutdown: no worker writes after it
+        self._messages: protocol.MessageReader | None = None
 
     # ----------------------------------------------------------------------------- output
 
@@ -343,7 +346,7 @@ class Session:
 
     async def serve(self) -> None:
         cfg = self.server.config
-        messages = protocol.MessageReader(self.reader, cfg.max_message_size)
+        messages = self._messages = protocol.MessageReader(self.reader, cfg.max_message_size)
         while True:
             try:
                 kind, payload = await messages.read(cfg.idle_timeout)
@@ -434,21 +437,37 @@ class Session:
             return
         for text in statements:
             try:
-                result = await self.execute(text, [])
+                # one statement: its worker may send the whole reply (direct.py)
+                reply = self._query_reply if len(statements) == 1 else None
+                result = await self.execute(text, [], reply=reply)
             except DPProxyError as e:
                 self.send_error(e)
                 break
-            if result.fields:
-                self.send(protocol.row_description(self._fields(result.fields, [])))
-                for row in result.rows:
-                    self.send(protocol.data_row(self._encode(row, result.fields, [])))
-            for notice in result.notices:
-                self.send(protocol.notice_response("00000", notice))
-            self.send(protocol.command_complete(result.tag))
+            if result.delivered:
+                return  # ReadyForQuery included
+            self.send(b"".join(self._statement_messages(result)))
             self._report(result)
             if len(statements) == 1:
                 self._remember_reply(sql, statements[0], result)
         self._ready()
+
+    def _statement_messages(self, result: Result) -> list[bytes]:
+        """A simple-query statement's reply up to CommandComplete (any thread: it reads only
+        ``result``)."""
+        parts = []
+        if result.fields:
+            parts.append(protocol.row_description(self._fields(result.fields, [])))
+            parts += [protocol.data_row(self._encode(r, result.fields, [])) for r in result.rows]
+        parts += [protocol.notice_response("00000", n) for n in result.notices]
+        parts.append(protocol.command_complete(result.tag))
+        return parts
+
+    def _query_reply(self, result: Result) -> bytes | None:
+        """The whole reply to a one-statement Query, for the worker to send (``direct.py``);
+        None when the loop must send it (a reported setting changed)."""
+        if result.reported:
+            return None
+        return b"".join([*self._statement_messages(result), protocol.ready_for_query(self.status)])
 
     def _replay(self, sql: str) -> bool:
         """Answer a simple Query from :attr:`_replies`: only while the catalog answer it was
@@ -608,31 +627,57 @@ class Session:
                 if is_blank(portal.sql):
                     self.send(protocol.empty_query_response())
                     return
-                portal.result = await self.execute(portal.sql, [])
+                # Execute then Sync (a driver's usual pipeline): the worker may send the rows
+                # and the ReadyForQuery of the Sync itself (direct.py)
+                sync = self._messages is not None and self._messages.sync_next()
+                reply = functools.partial(self._execute_reply, portal, max_rows) if sync else None
+                portal.result = await self.execute(portal.sql, [], reply=reply)
         except DPProxyError as e:
             self._extended_error(e)
             return
         result = portal.result
-        rows = result.rows[portal.sent :]
-        if max_rows > 0 and len(rows) > max_rows:
-            rows = rows[:max_rows]
-            suspended = True
-        else:
-            suspended = False
-        for row in rows:
-            self.send(protocol.data_row(self._encode(row, result.fields, portal.result_formats)))
-        portal.sent += len(rows)
-        if suspended:
-            self.send(protocol.portal_suspended())
-        else:
-            tag = result.tag
-            if tag.startswith("SELECT") or tag.startswith("FETCH"):
-                tag = f"{tag.split()[0]} {len(rows)}"
-            if portal.sent == len(result.rows):
-                for notice in result.notices:
-                    self.send(protocol.notice_response("00000", notice))
-            self.send(protocol.command_complete(tag))
+        delivered, result.delivered = result.delivered, False  # this Execute's, not the portal's
+        parts, sent = self._execute_messages(portal, max_rows, result)
+        portal.sent += sent
+        if delivered:
+            assert self._messages is not None
+            self._messages.take_sync()  # what on_sync does, but its ReadyForQuery went out
+            self.skip_until_sync = False
+            self.portals.pop("", None)
+            await self.flush()  # whatever the socket did not take at once
+            return
+        self.send(b"".join(parts))
+        if portal.sent == len(result.rows):
             self._report(result)
+
+    def _execute_messages(
+        self, portal: Portal, max_rows: int, result: Result
+    ) -> tuple[list[bytes], int]:
+        """An Execute's reply (the next ``max_rows`` rows, or all when 0, then PortalSuspended
+        or the notices and CommandComplete) and how many rows it sends (any thread)."""
+        rows = result.rows[portal.sent :]
+        suspended = max_rows > 0 and len(rows) > max_rows
+        if suspended:
+            rows = rows[:max_rows]
+        fields, formats = result.fields, portal.result_formats
+        parts = [protocol.data_row(self._encode(row, fields, formats)) for row in rows]
+        if suspended:
+            parts.append(protocol.portal_suspended())
+            return parts, len(rows)
+        tag = result.tag
+        if tag.startswith("SELECT") or tag.startswith("FETCH"):
+            tag = f"{tag.split()[0]} {len(rows)}"
+        if portal.sent + len(rows) == len(result.rows):
+            parts += [protocol.notice_response("00000", n) for n in result.notices]
+        parts.append(protocol.command_complete(tag))
+        return parts, len(rows)
+
+    def _execute_reply(self, portal: Portal, max_rows: int, result: Result) -> bytes | None:
+        """The reply to an Execute and the Sync after it, for the worker (``direct.py``)."""
+        if result.reported:
+            return None
+        parts, _ = self._execute_messages(portal, max_rows, result)
+        return b"".join([*parts, protocol.ready_for_query(self.status)])
 
     async def on_close(self, payload: Payload) -> None:
         what = payload.raw(1)
@@ -664,8 +709,15 @@ class Session:
 
     # --------------------------------------------------------------------- statements
 
-    async def execute(self, sql: str, formats: Sequence[int]) -> Result:
-        """Run one statement: session command, catalog emulation, or the DP engine."""
+    async def execute(
+        self,
+        sql: str,
+        formats: Sequence[int],
+        *,
+        reply: Callable[[Result], bytes | None] | None = None,
+    ) -> Result:
+        """Run one statement: session command, catalog emulation, or the DP engine. A DP
+        answer's worker sends ``reply(result)`` itself when it can (see :meth:`run_private`)."""
         if self.server.shutting_down:
             raise AdminShutdown(
                 "terminating connection due to administrator command",
@@ -705,7 +757,7 @@ class Session:
         if explain is not None:
             rows = await asyncio.to_thread(self._explain_rows, explain)
             return Result([(EXPLAIN_COLUMN, pgtypes.TEXT_OID)], list(rows), "EXPLAIN")
-        return await self.run_private(sql)
+        return await self.run_private(sql, reply)
 
     def _explain_rows(self, explain: ExplainStatement) -> list[tuple[str]]:
         return explain_rows(
@@ -722,30 +774,44 @@ class Session:
         self._timed_out = True
         token.cancel()
 
-    async def run_private(self, sql: str) -> Result:
+    async def run_private(
+        self, sql: str, reply: Callable[[Result], bytes | None] | None = None
+    ) -> Result:
+        """Run a DP statement on a worker thread (one hand-off each way). With ``reply``, the
+        worker sends ``reply(result)`` itself, after what this session had queued, when the
+        connection allows it (``direct.py``); the Result then says ``delivered``."""
         engine = self.server.engine
         started = time.perf_counter()
         self.cancel_token = token = CancelToken()
+        out = direct.open_direct(self.writer, self.gate) if reply is not None else None
+        pending = b""
+        if out is not None:  # the worker writes what is queued, then the reply
+            pending = b"".join(self._out)
+            self._out.clear()
+            self._queued = 0
+        run = functools.partial(
+            engine.run,
+            sql,
+            analyst=self.user,
+            epsilon=self.state.epsilon,
+            delta=self.state.delta,
+            mechanism=self.state.mechanism,
+            cancel=token,
+            method=self.state.method,
+        )
         # The default executor, as asyncio.to_thread uses, without its copy of the context
         # (dpproxy sets no context variables).
         loop = asyncio.get_running_loop()
         self.running = loop.run_in_executor(
-            None,
-            functools.partial(
-                engine.run,
-                sql,
-                analyst=self.user,
-                epsilon=self.state.epsilon,
-                delta=self.state.delta,
-                mechanism=self.state.mechanism,
-                cancel=token,
-                method=self.state.method,
-            ),
+            None, functools.partial(_answer, run, token, out, pending, reply)
         )
         timeout = self.server.config.statement_timeout
         timer = loop.call_later(timeout, self._time_out, token) if timeout else None
+        unsent: bytes | None = None
+        answer: Answer
+        result: Result
         try:
-            answer = await self.running
+            answer, result, unsent = await self.running
         except PrivacyParameterError as e:
             limit = engine.catalog.policy.delta
             _steward_hint(e, limit, limit if self.state.delta is None else self.state.delta)
@@ -768,14 +834,23 @@ class Session:
             self._timed_out = False
             self.running = None
             self.cancel_token = None
-        if token.cancelled:
+            if unsent is None and pending:  # the worker wrote nothing: the loop sends it
+                self._out.insert(0, pending)
+                self._queued += len(pending)
+        if unsent is not None:  # the reply went out (a cancel after that came too late)
+            if unsent:
+                self.send(unsent)
+            result.delivered = True
+        elif token.cancelled:
             # The CancelRequest came after the database had finished: the query ran (and was
             # charged), but its answer is withheld, as PostgreSQL would not deliver it.
             raise QueryCanceled("canceling statement due to user request")
         released = answer.released
-        fields = [(c.name, pgtypes.oid_of(c.type)) for c in released.columns]
         # Logged once the answer is on its way: the line is written at the loop's next turn,
-        # after this message's reply was flushed (it is not on the client's wait).
+        # after this message's reply was flushed (it is not on the client's wait). ``ms``: from
+        # the statement's hand-off to the worker until it wrote the reply, or until the loop
+        # had the answer back (``direct``: whether the worker wrote it).
+        done = out.sent_at if out is not None and out.sent_at is not None else None
         loop.call_soon(
             functools.partial(
                 log.info,
@@ -785,20 +860,13 @@ class Session:
                     "user": self.user,
                     "rows": len(released.rows),
                     "cost": str(answer.cost),
-                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                    "ms": round(((done or time.perf_counter()) - started) * 1000, 2),
+                    "direct": done is not None,
                     "pid": self.pid,
                 },
             )
         )
-        bound = answer.plan.truncation
-        notices = []
-        if bound is not None and not answer.cached:
-            notices.append(f"rows per unit: {bound.describe()}")
-        notices += plan_notes(answer.plan)
-        notices.append(release_notice(answer.cost, answer.remaining, answer.cached))
-        return Result(
-            fields, list(released.rows), f"SELECT {len(released.rows)}", str(answer.cost), notices
-        )
+        return result
 
     async def cursor_command(self, sql: str) -> Result:
         """DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH HOLD] FOR query; FETCH [n|ALL|NEXT]
@@ -1155,6 +1223,49 @@ class Session:
 
 
 # ------------------------------------------------------------------------------- helpers
+
+
+def _result_of(answer: Answer) -> Result:
+    """The wire's Result of a DP answer: its columns, rows and the release's notices."""
+    released = answer.released
+    fields = [(c.name, pgtypes.oid_of(c.type)) for c in released.columns]
+    bound = answer.plan.truncation
+    notices = []
+    if bound is not None and not answer.cached:
+        notices.append(f"rows per unit: {bound.describe()}")
+    notices += plan_notes(answer.plan)
+    notices.append(release_notice(answer.cost, answer.remaining, answer.cached))
+    rows = list(released.rows)
+    return Result(fields, rows, f"SELECT {len(rows)}", str(answer.cost), notices)
+
+
+def _answer(
+    run: Callable[[], Answer],
+    token: CancelToken,
+    out: direct.DirectReply | None,
+    pending: bytes,
+    reply: Callable[[Result], bytes | None] | None,
+) -> tuple[Answer, Result, bytes | None]:
+    """The worker's part of :meth:`Session.run_private`: the answer (charged and committed by
+    ``run``), its Result, and — when ``out`` is given and the statement was not cancelled —
+    ``pending`` and ``reply(result)`` written to the socket: what it did not take (``b""``
+    when it took everything), or None when nothing was written (the loop sends it all).
+    A reply that cannot be encoded is left to the loop, which meets the same error."""
+    try:
+        answer = run()
+        result = _result_of(answer)
+        if out is None or reply is None or token.cancelled:
+            return answer, result, None
+        try:
+            data = reply(result)
+        except Exception:  # the loop encodes it again and reports the error as before
+            return answer, result, None
+        if data is None:
+            return answer, result, None
+        return answer, result, out.send(pending + data)
+    finally:
+        if out is not None:
+            out.close()
 
 
 def _words(sql: str) -> list[str]:
