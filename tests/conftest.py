@@ -286,3 +286,33 @@ def spark_master() -> Iterator[str]:
         yield MASTER
     finally:
         keeper.close()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A standalone Spark cluster (a master and one worker, ``tests/spark_cluster.py``) for the
+    session, stopped at its end; skips without PySpark or Java, and fails under CI."""
+    from tests.spark import require_spark
+    from tests.spark_cluster import Cluster
+
+    require_spark()
+    cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A Spark Connect server (``tests/spark_cluster.py``) for the session, stopped at its end;
+    skips without PySpark or Java, and fails under CI."""
+    from tests.spark import require_spark
+    from tests.spark_cluster import ConnectServer
+
+    require_spark()
+    server = ConnectServer(tmp_path_factory.mktemp("spark-connect"))
+    try:
+        yield server.start()
+    finally:
+        server.stop()

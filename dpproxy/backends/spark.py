@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
 import threading
 import uuid
 from dataclasses import dataclass, replace
@@ -41,7 +40,16 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from dpproxy.backends import CancelToken
-from dpproxy.backends.spark_unique import FileGuard, check_unique
+from dpproxy.backends.spark_session import (
+    SESSION_CONF,
+    base_session,
+    connect_session,
+    discard_base,
+    reachable,
+    release_base,
+    stopped,
+)
+from dpproxy.backends.spark_unique import FileGuard, check_unique, local_files
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import (
     BackendUnavailable,
@@ -57,15 +65,8 @@ from dpproxy.release.noise import ExactResult
 log = logging.getLogger("dpproxy.spark")
 
 DEFAULT_STATEMENT_TIMEOUT_S = 300.0
-CONNECT_TIMEOUT_S = 5.0
 _LOCAL = re.compile(r"^spark\+local(\[(\d+|\*)\])?$")
 _REMOTE = re.compile(r"^(spark|sc)://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})/?$")
-# Session settings of every backend: ANSI semantics (errors, never silent wraps), UTC dates.
-SESSION_CONF = {
-    "spark.sql.ansi.enabled": "true",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.caseSensitive": "false",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,56 +119,6 @@ def _plain(v: Any) -> Any:
     return v
 
 
-_BASE_LOCK = threading.Lock()
-_BASES: dict[str, tuple[Any, int]] = {}  # master → (the process's SparkSession, users)
-
-
-def _base_session(target: SparkTarget) -> Any:
-    """The process's classic SparkSession for a master, shared (Spark allows one per JVM);
-    each backend works on a ``newSession()`` of it, with views and settings of its own."""
-    from pyspark.sql import SparkSession
-
-    assert target.master is not None
-    with _BASE_LOCK:
-        found = _BASES.get(target.master)
-        if found is not None:
-            _BASES[target.master] = (found[0], found[1] + 1)
-            return found[0]
-        builder = SparkSession.builder.master(target.master).appName("dpproxy")
-        for key, value in {
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.shuffle.partitions": "8",
-            **SESSION_CONF,
-        }.items():
-            builder = builder.config(key, value)
-        session = builder.getOrCreate()
-        session.sparkContext.setLogLevel("FATAL")  # Spark logs failing SQL with its values
-        _BASES[target.master] = (session, 1)
-        return session
-
-
-def _release_base(master: str) -> None:
-    with _BASE_LOCK:
-        found = _BASES.get(master)
-        if found is None:
-            return
-        session, users = found
-        if users > 1:
-            _BASES[master] = (session, users - 1)
-            return
-        del _BASES[master]
-    session.stop()
-
-
-def _reachable(address: tuple[str, int]) -> bool:
-    try:
-        with socket.create_connection(address, timeout=CONNECT_TIMEOUT_S):
-            return True
-    except OSError:
-        return False
-
-
 class SparkBackend:
     """One Spark session (local, standalone cluster or Spark Connect) running dpproxy's SQL."""
 
@@ -186,7 +137,7 @@ class SparkBackend:
         self.target = parse_spark_url(database)
         self.name = database.partition("?")[0]
         address = self.target.address
-        if address is not None and not _reachable(address):
+        if address is not None and not reachable(address):
             raise BackendUnavailable(
                 f"Spark at {self.name} is not reachable",
                 hint="check that the cluster's master (or the Spark Connect server) runs and "
@@ -203,15 +154,15 @@ class SparkBackend:
         self._closed = False
         try:
             if self.target.remote is not None:
-                from pyspark.sql import SparkSession
-
-                self._spark = SparkSession.builder.remote(self.target.remote).getOrCreate()
+                self._spark = connect_session(self.target.remote)
                 for key, value in SESSION_CONF.items():
                     self._spark.conf.set(key, value)
             else:
-                self._spark = _base_session(self.target).newSession()
+                self._spark = base_session(self.target.master or "").newSession()
                 for key, value in SESSION_CONF.items():
                     self._spark.conf.set(key, value)
+        except DPProxyError:
+            raise
         except Exception as e:
             raise BackendUnavailable(
                 f"cannot start Spark at {self.name}",
@@ -220,6 +171,8 @@ class SparkBackend:
                 log_detail=f"{type(e).__name__}: {e}",
             ) from e
         self._lock = threading.Lock()
+        self._broken = False  # the cluster was unreachable: a new session before the next query
+        self._reopen_lock = threading.Lock()
         self._guard = FileGuard({})  # tables whose unit_unique was checked (spark_unique.py)
         try:
             self.views = self._register_parquet()
@@ -247,7 +200,54 @@ class SparkBackend:
             names.append(path.stem)
         return tuple(names)
 
+    def _ensure_live(self) -> None:
+        """Before a query: refuse it (08001, refunded: nothing ran) while the cluster or the
+        Connect server does not answer, and once it answers again continue on a new session
+        (a Connect server that restarted lost the old one and its views; a standalone master
+        that restarted does not know the old application, whose executors are gone)."""
+        address = self.target.address
+        with self._reopen_lock:
+            if address is not None and not reachable(address):
+                self._broken = True
+                raise self._unreachable(ConnectionError(f"{address} does not answer"))
+            classic_stopped = self.target.remote is None and stopped(self._spark)
+            if not (self._broken or classic_stopped):
+                return
+            try:
+                self._reopen()
+            except DPProxyError:
+                raise
+            except Exception as e:
+                raise self._unreachable(e) from e
+            self._broken = False
+
+    def _reopen(self) -> None:
+        old = self._spark
+        if self.target.remote is not None:
+            try:
+                old.stop()
+            except Exception:  # the server that held it is gone
+                log.debug("stopping the lost Spark Connect session failed", exc_info=True)
+            self._spark = connect_session(self.target.remote)
+        else:
+            assert self.target.master is not None
+            discard_base(self.target.master)
+            self._spark = base_session(self.target.master).newSession()
+        for key, value in SESSION_CONF.items():
+            self._spark.conf.set(key, value)
+        views = self._register_parquet()
+        if views != self.views:
+            raise self._unreachable(RuntimeError(f"tables {views} instead of {self.views}"))
+        for table, sig in self._guard.files.items():  # the checked files and no others
+            if local_files(self._spark.table(table)) != tuple(p for p, _, _ in sig):
+                raise BackendUnavailable(
+                    f'the Parquet files of table "{table}" changed since unit_unique was checked',
+                    hint="open the backend again: its unit column is checked anew",
+                )
+        log.info("Spark at %s answers again: a new session", self.name)
+
     def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
+        self._ensure_live()
         tag = f"dpproxy-{uuid.uuid4().hex}"
         stop, done, timed_out = threading.Event(), threading.Event(), threading.Event()
 
@@ -290,6 +290,8 @@ class SparkBackend:
                 self._guard.check(ran=True)
         except Exception as e:
             cancelled = cancel is not None and cancel.cancelled
+            if _is_connection_error(e):
+                self._broken = True
             raise self._translate(e, cancelled=cancelled, timed_out=timed_out.is_set()) from e
         finally:
             done.set()
@@ -298,11 +300,8 @@ class SparkBackend:
                 cancel.on_cancel(None)
             try:
                 if classic:
-                    # None removes the property (PySpark's stub says str only).
-                    self._spark.sparkContext.setLocalProperty(
-                        "spark.jobGroup.id",
-                        None,  # type: ignore[arg-type]
-                    )
+                    # None removes the property.
+                    self._spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
                 else:
                     self._spark.removeTag(tag)
             except Exception:
@@ -363,7 +362,13 @@ class SparkBackend:
                     hint="check that --schema and --database belong together",
                 )
             unique = False
-            if t.unit_declared_unique and t.name.lower() in {v.lower() for v in self.views}:
+            # Only in local mode are the files Spark reads the files this process checks.
+            local = self.target.address is None
+            if (
+                local
+                and t.unit_declared_unique
+                and t.name.lower() in {v.lower() for v in self.views}
+            ):
                 try:
                     with self._lock:
                         sig = check_unique(self._spark, t)
@@ -393,11 +398,18 @@ class SparkBackend:
                     spark.catalog.dropTempView(view)
                 except Exception:
                     log.debug("dropping view %s failed", view, exc_info=True)
-            _release_base(self.target.master)
+            release_base(self.target.master)
 
 
 def _is_connection_error(e: Exception) -> bool:
+    """A lost or refused connection; on Spark Connect, where every server error is a
+    ``SparkConnectGrpcException``, only an unanswered call (gRPC UNAVAILABLE or DEADLINE_EXCEEDED)
+    or a session the server no longer has (it restarted)."""
     names = {c.__name__ for c in type(e).__mro__}
-    return bool(
-        names & {"Py4JNetworkError", "ConnectionError", "SparkConnectGrpcException", "OSError"}
-    )
+    if names & {"Py4JNetworkError", "OSError"}:
+        return True
+    if "SparkConnectGrpcException" not in names:
+        return False
+    code = getattr(getattr(e, "getGrpcStatusCode", lambda: None)(), "name", "")
+    condition = str(getattr(e, "getCondition", lambda: "")() or "")
+    return code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or condition.startswith("INVALID_HANDLE")
