@@ -52,7 +52,7 @@ basic composition; neighbours are those of the schema, add/remove or substitute 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from dpproxy.analysis import local
@@ -113,10 +113,12 @@ class Budget:
     gaussian: bool  # the schema's noise for GS primitives is Gaussian
     integral: bool = False  # the measure takes integer values only
     arguments_tame: bool = True  # every argument is bounded within ±SAA_ARGUMENT_LIMIT
+    # (ε/G, δ/G): read by every candidate and calibration, so divided once.
+    per_group: tuple[Fraction, Fraction] = field(init=False, repr=False, compare=False)
 
-    @property
-    def per_group(self) -> tuple[Fraction, Fraction]:
-        return self.epsilon / self.groups, self.delta / self.groups
+    def __post_init__(self) -> None:
+        shares = (self.epsilon / self.groups, self.delta / self.groups)
+        object.__setattr__(self, "per_group", shares)
 
 
 def weight(kind: AggKind) -> int:

@@ -26,7 +26,7 @@ from dpproxy.errors import (
 )
 from dpproxy.sql.joins import JoinSource
 from dpproxy.sql.totality import check_allowed
-from dpproxy.sql.types import SqlType, type_of
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 
 class AggKind(Enum):
@@ -177,6 +177,28 @@ class Scope:
         result: exp.Expression = out.this
         result.parent = None
         return result
+
+
+_TABLE_SCOPES: dict[int, tuple[Table, dict[str, exp.Expression], dict[str, SqlType]]] = {}
+
+
+def table_scope(table: Table) -> Scope:
+    """A fresh scope over one schema table: each column's name (lower case) → the column,
+    and each column's SQL type. Both are a pure function of the table, so they are built once
+    per schema table (keyed by the table object, kept so that its id stays its own) and each
+    scope gets its own copy of the dicts; the column nodes are shared and never changed
+    (:meth:`Scope.resolve` copies what it substitutes, like every other reader of ``names``).
+    """
+    hit = _TABLE_SCOPES.get(id(table))
+    if hit is None or hit[0] is not table:
+        names: dict[str, exp.Expression] = {
+            c.name.lower(): exp.column(c.name) for c in table.columns
+        }
+        types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
+        if len(_TABLE_SCOPES) >= 256:  # schemas come and go in tests and reloads
+            _TABLE_SCOPES.clear()
+        hit = _TABLE_SCOPES[id(table)] = (table, names, types)
+    return Scope(table, dict(hit[1]), set(), [], dict(hit[2]))
 
 
 def parenthesised(e: exp.Expression) -> exp.Expression:

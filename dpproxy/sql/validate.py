@@ -41,6 +41,7 @@ from dpproxy.sql.scope import (
     Scope,
     expect_bool,
     no_aggregates,
+    table_scope,
 )
 from dpproxy.sql.semijoins import SemiJoins, split_where
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
@@ -221,11 +222,9 @@ def _from_scope(
                 hint="a query that reads public tables only (no private table in any subquery "
                 "or CTE either) is answered exactly, at no cost",
             )
-        names: dict[str, exp.Expression] = {
-            c.name.lower(): exp.column(c.name) for c in table.columns
-        }
-        types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
-        return Scope(table, names, {alias, name}, [], types)
+        scope = table_scope(table)
+        scope.qualifiers = {alias, name}
+        return scope
     if isinstance(source, exp.Subquery):
         table_alias = source.args.get("alias")
         columns = [c.name for c in table_alias.columns] if table_alias is not None else []
