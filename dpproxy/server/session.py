@@ -308,6 +308,9 @@ class Session:
         self._out: list[bytes] = []
         self._queued = 0
         self._param_types: dict[str, list[int]] = {}  # statement text → its $n type OIDs
+        # (statement text, ε, δ, mechanism, method) → the columns of its DP plan: a driver
+        # that describes every portal before executing it plans the statement once
+        self._described: dict[tuple[object, ...], list[tuple[str, int]]] = {}
         self.startup: dict[str, str] = {}
         self.emulator: CatalogEmulator | None = None  # made on first use
         self.peer = writer.get_extra_info("peername")
@@ -457,7 +460,7 @@ class Session:
         parts = []
         if result.fields:
             parts.append(protocol.row_description(self._fields(result.fields, [])))
-            parts += [protocol.data_row(self._encode(r, result.fields, [])) for r in result.rows]
+            parts += self._data_rows(result.rows, result.fields, [])
         parts += [protocol.notice_response("00000", n) for n in result.notices]
         parts.append(protocol.command_complete(result.tag))
         return parts
@@ -492,7 +495,7 @@ class Session:
         if len(self._replies) >= 256:
             self._replies.clear()
         parts = [protocol.row_description(self._fields(result.fields, []))] if result.fields else []
-        parts += [protocol.data_row(self._encode(r, result.fields, [])) for r in result.rows]
+        parts += self._data_rows(result.rows, result.fields, [])
         parts.append(protocol.command_complete(result.tag))
         self._replies[sql] = (text, source, b"".join(parts))
 
@@ -660,7 +663,7 @@ class Session:
         if suspended:
             rows = rows[:max_rows]
         fields, formats = result.fields, portal.result_formats
-        parts = [protocol.data_row(self._encode(row, fields, formats)) for row in rows]
+        parts = self._data_rows(rows, fields, formats)
         if suspended:
             parts.append(protocol.portal_suspended())
             return parts, len(rows)
@@ -934,6 +937,11 @@ class Session:
 
     def describe(self, sql: str) -> list[tuple[str, int]]:
         """Result columns without running anything (from the plan, or the emulation)."""
+        st = self.state
+        key = (sql, st.epsilon, st.delta, st.mechanism, st.method)
+        known = self._described.get(key)  # a statement's route depends on its text alone
+        if known is not None:
+            return list(known)
         if is_blank(sql):
             return []
         command = _describe_session_command(sql)
@@ -960,7 +968,11 @@ class Session:
             mechanism=self.state.mechanism,
             method=self.state.method,
         )
-        return [(c.name, pgtypes.oid_of(c.type)) for c in columns_of(plan)]
+        fields = [(c.name, pgtypes.oid_of(c.type)) for c in columns_of(plan)]
+        if len(self._described) >= 256:
+            self._described.clear()
+        self._described[key] = fields
+        return list(fields)
 
     # --------------------------------------------------------------- encoding results
 
@@ -971,17 +983,17 @@ class Session:
             out.append(Field(name, oid, pgtypes.type_size(oid), fmt))
         return out
 
-    def _encode(
-        self, row: Sequence[Any], fields: list[tuple[str, int]], formats: Sequence[int]
-    ) -> list[bytes | None]:
-        out: list[bytes | None] = []
-        for i, (value, (_, oid)) in enumerate(zip(row, fields, strict=True)):
+    def _data_rows(
+        self, rows: Sequence[Sequence[Any]], fields: list[tuple[str, int]], formats: Sequence[int]
+    ) -> list[bytes]:
+        """DataRow messages (any thread), each column's encoder looked up once."""
+        encoders = []
+        for i, (_, oid) in enumerate(fields):
             fmt = formats[0] if len(formats) == 1 else (formats[i] if i < len(formats) else 0)
-            if fmt == 1:
-                out.append(pgtypes.encode_binary(value, oid))
-            else:
-                out.append(pgtypes.encode_text(value, oid))
-        return out
+            encoders.append(pgtypes.column_encoder(oid, binary=fmt == 1))
+        return [
+            protocol.data_row([e(v) for e, v in zip(encoders, row, strict=True)]) for row in rows
+        ]
 
     # ------------------------------------------------------------- session statements
 
