@@ -311,6 +311,7 @@ class Session:
         # (statement text, ε, δ, mechanism, method) → the columns of its DP plan: a driver
         # that describes every portal before executing it plans the statement once
         self._described: dict[tuple[object, ...], list[tuple[str, int]]] = {}
+        self._private: set[str] = set()  # statement texts that :meth:`execute` routed to DP
         self.startup: dict[str, str] = {}
         self.emulator: CatalogEmulator | None = None  # made on first use
         self.peer = writer.get_extra_info("peername")
@@ -721,6 +722,8 @@ class Session:
     ) -> Result:
         """Run one statement: session command, catalog emulation, or the DP engine. A DP
         answer's worker sends ``reply(result)`` itself when it can (see :meth:`run_private`)."""
+        if sql in self._private and self.status != "E" and not self.server.shutting_down:
+            return await self.run_private(sql, reply)  # its route depends on its text alone
         if self.server.shutting_down:
             raise AdminShutdown(
                 "terminating connection due to administrator command",
@@ -760,6 +763,9 @@ class Session:
         if explain is not None:
             rows = await asyncio.to_thread(self._explain_rows, explain)
             return Result([(EXPLAIN_COLUMN, pgtypes.TEXT_OID)], list(rows), "EXPLAIN")
+        if len(self._private) >= 256:
+            self._private.clear()
+        self._private.add(sql)
         return await self.run_private(sql, reply)
 
     def _explain_rows(self, explain: ExplainStatement) -> list[tuple[str]]:
