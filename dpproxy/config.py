@@ -23,9 +23,7 @@ after the subcommand.
 
 from __future__ import annotations
 
-import difflib
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +91,8 @@ def _check(table: dict[str, Any], where: str, path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in table.items():
         if key not in TARGETS:
+            import difflib  # only for an unknown key's suggestion
+
             close = difflib.get_close_matches(key, sorted(TARGETS), n=1)
             raise InvalidParameter(
                 f"unknown key {key!r} in {where} of {path}",
@@ -114,6 +114,8 @@ def _check(table: dict[str, Any], where: str, path: Path) -> dict[str, str]:
 
 def load_settings(path: Path, profile: str | None) -> dict[str, str]:
     """The keys in force from ``path``: the top level, overridden by ``[profile.NAME]``."""
+    import tomllib  # only when there is a settings file
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:

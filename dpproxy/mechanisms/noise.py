@@ -12,11 +12,13 @@ Deterministic sources for tests live in ``tests/``, never here.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache, wraps
+from types import ModuleType
 from typing import Any, Protocol
 
 from dpproxy.values import float_up
@@ -69,6 +71,60 @@ def _without_numpy() -> Iterator[None]:
             del sys.modules["numpy"]
 
 
+def _deprecated(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for ``deprecated.sphinx.deprecated`` while OpenDP is imported (see below):
+    the function it marks calls the real decorator's wrapper, imported at its first call."""
+    if len(args) == 1 and callable(args[0]) and not kwargs:  # used bare: @deprecated
+        return _deprecated()(args[0])
+
+    def mark(func: Any) -> Any:
+        @wraps(func)
+        def deferred(*a: Any, **k: Any) -> Any:
+            real = importlib.import_module("deprecated.sphinx").deprecated
+            return real(*args, **kwargs)(func)(*a, **k)
+
+        return deferred
+
+    return mark
+
+
+_DEPRECATED_STAND_IN = ModuleType("deprecated.sphinx", "Stands in while OpenDP is imported.")
+_DEPRECATED_STAND_IN.deprecated = _deprecated  # type: ignore[attr-defined]
+
+
+@contextmanager
+def _deprecated_on_demand() -> Iterator[None]:
+    """Let OpenDP's sampler modules import ``deprecated.sphinx`` without loading it, in a
+    one-shot ``dpproxy`` command only (like :func:`_without_numpy`).
+
+    Each OpenDP module imports that decorator at its top; of the functions dpproxy imports,
+    it marks one, ``make_report_noisy_max_gumbel``, which dpproxy never calls. Importing it
+    costs about 0.03 s of CPU, a twentieth of a small ``dpproxy query``: it imports ``wrapt``,
+    which imports ``asyncio`` and ``ssl``. So while OpenDP is imported,
+    ``sys.modules["deprecated.sphinx"]`` is a stand-in whose decorator defers the real one to
+    the marked function's first call (which then warns as it always does); the entry is
+    removed afterwards, so any later import gets the real module. (OpenDP imports more of
+    itself on its first calls, e.g. ``opendp._data`` at the first domain built: hence
+    :func:`_one_shot_imports` around the calls too.)
+    """
+    if not ONE_SHOT_PROCESS or "deprecated.sphinx" in sys.modules:
+        yield
+        return
+    sys.modules["deprecated.sphinx"] = _DEPRECATED_STAND_IN
+    try:
+        yield
+    finally:
+        if sys.modules.get("deprecated.sphinx") is _DEPRECATED_STAND_IN:
+            del sys.modules["deprecated.sphinx"]
+
+
+@contextmanager
+def _one_shot_imports() -> Iterator[None]:
+    """Around OpenDP's imports and calls (some of its calls import more of OpenDP)."""
+    with _without_numpy(), _deprecated_on_demand():
+        yield
+
+
 @lru_cache(maxsize=1)
 def _opendp() -> Any:
     """OpenDP's constructors, imported at the first noise drawn (never at dpproxy's import).
@@ -77,7 +133,7 @@ def _opendp() -> Any:
     OpenDP's scikit-learn, polars and MBI extras: a third of OpenDP's import time, for code
     dpproxy never calls (benchmarks/STARTUP.md).
     """
-    with _without_numpy():
+    with _one_shot_imports():
         return _import_opendp()
 
 
@@ -140,7 +196,7 @@ class OpenDPNoise:
             raise ValueError("the exponential mechanism needs a positive scale")
         if not scores:
             raise ValueError("no candidates to choose from")
-        with _without_numpy():
+        with _one_shot_imports():
             chosen = _selector(float_up(scale), len(scores))([float(s) for s in scores])
         return int(chosen)
 
@@ -152,7 +208,7 @@ class OpenDPNoise:
             return []
         if scale == 0:
             return [float(v) for v in values]
-        with _without_numpy():
+        with _one_shot_imports():
             m = _measurement(kind, float_up(scale), integer)
             if integer:
                 return [float(x) for x in m([int(v) for v in values])]

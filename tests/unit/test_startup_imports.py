@@ -92,6 +92,9 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
     assert _loaded(mods, {"opendp.prelude", "opendp.extras", "polars", "sklearn"}) == set()
     # nor numpy, which OpenDP treats as optional (mechanisms/noise._without_numpy)
     assert "numpy" not in mods
+    # nor the decorator OpenDP marks deprecated functions with, and the wrapt and asyncio it
+    # imports (mechanisms/noise._deprecated_on_demand)
+    assert _loaded(mods, {"deprecated", "wrapt", "asyncio"}) == set()
     # nor the other subcommands' modules (config.LAZY_COMMANDS)
     assert {"dpproxy.accounting.budget_cli", "dpproxy.server.users_cli",
             "dpproxy.console.command"}.isdisjoint(mods)
@@ -118,6 +121,33 @@ def test_one_shot_queries_draw_noise_without_numpy(sql: str, demo_db: Path) -> N
         "assert numpy.zeros(2).sum() == 0\n"
     )
     assert "numpy" in mods and "opendp.measurements" in mods
+
+
+def test_one_shot_query_leaves_opendp_deprecations_intact(demo_db: Path) -> None:
+    """After a one-shot query imported OpenDP without ``deprecated.sphinx``, the function OpenDP
+    marks deprecated still warns when called and still works, and the module imports as is."""
+    mods = _modules(
+        "import io, contextlib, warnings\n"
+        "from dpproxy.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['query', 'SELECT COUNT(*) FROM adult'])\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, e.code\n"
+        "assert 'deprecated.sphinx' not in sys.modules and 'wrapt' not in sys.modules\n"
+        "import opendp.domains as d, opendp.measurements as m, opendp.metrics as mt\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    noisy_max = m.make_report_noisy_max_gumbel(\n"
+        "        d.vector_domain(d.atom_domain(T=float, nan=False)), mt.linf_distance(T=float),\n"
+        "        scale=1.0)\n"
+        "assert [w.category for w in caught] == [DeprecationWarning], caught\n"
+        "assert 'make_noisy_max' in str(caught[0].message)\n"
+        "assert noisy_max([0.0, 1000.0, 0.0]) == 1\n"
+        "import deprecated.sphinx\n"
+        "assert deprecated.sphinx.__file__ and callable(deprecated.sphinx.deprecated)\n"
+    )
+    assert "wrapt" in mods
 
 
 def test_library_processes_let_opendp_see_numpy(demo_db: Path) -> None:
