@@ -28,7 +28,6 @@ import secrets
 import shlex
 import sys
 import time
-import tomllib
 from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
@@ -123,6 +122,8 @@ def _version() -> str:
         return importlib.metadata.version("dpproxy")
     except importlib.metadata.PackageNotFoundError:
         pass
+    import tomllib  # an uninstalled source checkout only
+
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     try:
         project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
