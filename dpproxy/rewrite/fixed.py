@@ -80,6 +80,8 @@ if TYPE_CHECKING:
 TOP_BITS = 52  # |q| ≤ 2^52: s·2^k + ½ is exact in double precision
 MAX_BITS = 1000  # 2^k and every grid point stay (normal or subnormal) doubles
 _EXACT_DOUBLE = Fraction(2**53)
+_EXACT_INT = 2**53  # the same bound, for comparing ints and floats (exactly, as Python does)
+_FLUSH_BELOW = Fraction(1, 10**100)  # a centre this close to 0 flushes tiny squared terms
 
 _INTEGER_TYPES = {
     exp.DataType.Type.TINYINT,
@@ -98,7 +100,8 @@ class Grid:
     high: int
 
     def point(self, q: int) -> Fraction:
-        return unscale(q, self.bits)
+        """``unscale(q, bits)``, built as one Fraction."""
+        return Fraction(q, 1 << self.bits) if self.bits >= 0 else Fraction(q << -self.bits)
 
 
 def _pow2(e: int) -> Fraction:
@@ -226,7 +229,7 @@ def summand(p: Primitive, column: str, table: Table) -> exp.Expression:
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
     assert p.measure is not None
     g = grid(p, table)
-    flush = abs(p.center) < Fraction(1, 10**100) and not integral(p.measure, table)
+    flush = abs(p.center) < _FLUSH_BELOW and not integral(p.measure, table)
 
     def value() -> exp.Expression:
         base: exp.Expression = exp.column(column)
@@ -284,8 +287,8 @@ def exact_range(measure: exp.Expression, table: Table) -> tuple[Fraction, Fracti
         col = table.column(measure.name)
         if col is None or not col.type.numeric or not col.bounded:
             return None
-        assert col.bounds.lo is not None and col.bounds.hi is not None
-        return clamp_bounds(col.bounds.lo, col.bounds.hi)
+        assert col.lower is not None and col.upper is not None
+        return clamp_bounds(col.lower, col.upper)
     if isinstance(measure, exp.Case):
         results = [i.args.get("true") for i in measure.args.get("ifs") or []]
         results.append(measure.args.get("default"))
@@ -314,11 +317,16 @@ def computed_range(p: Primitive, table: Table) -> tuple[Fraction, Fraction] | No
     span = exact_range(p.measure, table)
     if span is None or any(abs(v) > _EXACT_DOUBLE for v in span):
         return None
-    centre = Fraction(float(p.center)) if p.center.denominator != 1 else p.center
-    if abs(centre) > _EXACT_DOUBLE:
-        return None
-    low = float(span[0]) - float(centre)
-    high = float(span[1]) - float(centre)
+    if p.center.denominator == 1:  # an integer centre is written as it is
+        if abs(p.center.numerator) > _EXACT_INT:
+            return None
+        centre = float(p.center.numerator)
+    else:  # written as a double (guard.number), which is what the database subtracts
+        centre = float(p.center)
+        if abs(centre) > _EXACT_INT:
+            return None
+    low = float(span[0]) - centre
+    high = float(span[1]) - centre
     if p.squared:  # x·x rounds monotonically in |x|: the largest square is at an end
         return Fraction(0), Fraction(max(low * low, high * high))
     return Fraction(low), Fraction(high)
