@@ -3,8 +3,13 @@
 The baseline is the commit before the lazy imports (``BASELINE``), checked out with ``git
 worktree add`` into ``--base-path`` (default ``/tmp/startup-base``) and run side by side with
 this working tree in one interleaved run: each round runs every command once on each side, in
-alternating order. Each side is imported from its own tree (``PYTHONPATH``), through the same
-``python -c "from dpproxy.cli import main; main()"``. CPU is ``resource.getrusage`` of the
+alternating order. Each side is imported from its own tree (``PYTHONPATH``), through the body
+of the console script pip writes for ``dpproxy`` (``from dpproxy.cli import main;
+sys.exit(main())``), run by the interpreter of a throwaway virtual environment whose only
+``.pth`` file adds this environment's ``site-packages``: the same dependencies as an installed
+wheel, without the import hook of an editable install (``__editable__…finder``, about 0.014 s
+of CPU per process) that this development environment's own ``.pth`` files load. CPU is
+``resource.getrusage`` of the
 children (what the operating system charged the process, on both cores), so a busy machine
 inflates it less than wall time; medians of ``--runs`` rounds are reported.
 
@@ -16,8 +21,9 @@ Two bytecode set-ups:
   where dpproxy's own modules are compiled from source on every call.
 
 The floor is the import, without dpproxy, of the third-party modules a DP query on DuckDB
-cannot do without (click, PyYAML, sqlglot, DuckDB, OpenDP's samplers; without numpy, which
-OpenDP treats as optional and a one-shot ``dpproxy query`` keeps it from loading).
+cannot do without (click, PyYAML, sqlglot with its PostgreSQL and DuckDB dialects, DuckDB's
+engine module ``_duckdb``, OpenDP's samplers; without numpy, which OpenDP treats as optional,
+and ``deprecated.sphinx``, which a one-shot ``dpproxy query`` keeps from loading).
 ``-X importtime`` of one query per side lists the packages imported and their import time.
 Writes ``benchmarks/STARTUP.md`` and ``benchmarks/STARTUP.json`` (``--out-dir`` to choose).
 
@@ -30,6 +36,7 @@ import argparse
 import json
 import os
 import resource
+import site
 import statistics
 import subprocess
 import sys
@@ -53,32 +60,52 @@ COMMANDS: dict[str, list[str]] = {
     "query-avg": ["query", "SELECT sex, AVG(age) FROM adult GROUP BY sex"],
     "floor": [],  # the third-party imports a DP query on DuckDB needs, nothing of dpproxy
 }
-# OpenDP imported as a one-shot ``dpproxy query`` imports it: with numpy hidden
-# (mechanisms/noise._without_numpy), since numpy is optional to OpenDP and unused by dpproxy.
-FLOOR = ("import sys; sys.modules['numpy'] = None; "
+# OpenDP imported as a one-shot ``dpproxy query`` imports it: with numpy hidden (optional to
+# OpenDP, unused by dpproxy) and a stand-in for ``deprecated.sphinx``, whose decorator OpenDP's
+# sampler modules import but apply to nothing dpproxy calls (mechanisms/noise._one_shot_imports).
+FLOOR = ("import sys, types; sys.modules['numpy'] = None; "
+         "d = sys.modules['deprecated.sphinx'] = types.ModuleType('deprecated.sphinx'); "
+         "d.deprecated = lambda *a, **k: lambda f: f; "
          "import click, yaml, sqlglot, sqlglot.dialects.duckdb, sqlglot.dialects.postgres, "
-         "duckdb, opendp.domains, opendp.measurements, opendp.measures, opendp.metrics; "
-         "del sys.modules['numpy']")
+         "_duckdb, opendp.domains, opendp.measurements, opendp.measures, opendp.metrics; "
+         "del sys.modules['numpy'], sys.modules['deprecated.sphinx']")
 LABELS = {
     "import": "`python -c 'import dpproxy'`",
     "help": "`dpproxy --help`",
     "schema-check": "`dpproxy schema check schemas/adult.yaml`",
     "query-count": '`dpproxy query "SELECT COUNT(*) FROM adult"` (demo)',
     "query-avg": '`dpproxy query "SELECT sex, AVG(age) … GROUP BY sex"` (demo)',
-    "floor": "floor: `python -c 'import click, yaml, sqlglot, duckdb, opendp.measurements, …'`"
-             " (numpy hidden, as in `dpproxy query`)",
+    "floor": "floor: `python -c 'import click, yaml, sqlglot, _duckdb, opendp.measurements, …'`"
+             " (numpy and `deprecated` kept out, as in `dpproxy query`)",
 }
-HEAVY = ("opendp", "numpy", "sqlglot", "duckdb", "psycopg", "psycopg_pool", "yaml", "click",
-         "asyncio", "ssl", "sqlite3", "pandas", "sqlalchemy", "matplotlib", "dpproxy")
-CLI = "import sys; sys.argv[0] = 'dpproxy'; from dpproxy.cli import main; main()"
+HEAVY = ("opendp", "numpy", "sqlglot", "duckdb", "_duckdb", "psycopg", "psycopg_pool", "yaml",
+         "click", "wrapt", "asyncio", "ssl", "sqlite3", "pandas", "sqlalchemy", "matplotlib",
+         "dpproxy")
+# The console script pip writes for ``[project.scripts] dpproxy = "dpproxy.cli:main"``.
+CLI = ("import re, sys; from dpproxy.cli import main; "
+       "sys.argv[0] = 'dpproxy'; sys.exit(main())")
+PYTHON = [sys.executable]  # replaced by wheel_python() in main()
 
 
 def _argv(command: str) -> list[str]:
     if command == "import":
-        return [sys.executable, "-c", "import dpproxy"]
+        return [*PYTHON, "-c", "import dpproxy"]
     if command == "floor":
-        return [sys.executable, "-c", FLOOR]
-    return [sys.executable, "-c", CLI, *COMMANDS[command]]
+        return [*PYTHON, "-c", FLOOR]
+    return [*PYTHON, "-c", CLI, *COMMANDS[command]]
+
+
+def wheel_python(where: Path) -> str:
+    """A virtual environment at ``where`` that sees this environment's packages through one
+    ``.pth`` line, so no other ``.pth`` file (an editable install's import hook) runs at start."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True,
+                   capture_output=True)
+    python = where / "bin" / "python"
+    target = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    Path(target, "dpproxy-bench-deps.pth").write_text(
+        "\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
+    return str(python)
 
 
 def _env(tree: Path, mode: str, pycache: Path) -> dict[str, str]:
@@ -164,7 +191,7 @@ def import_profile(sides: dict[str, Path], commands: list[str], pycache: Path) -
     for command in commands:
         out[command] = {}
         for side, tree in sides.items():
-            argv = [sys.executable, "-X", "importtime", *_argv(command)[1:]]
+            argv = [*PYTHON, "-X", "importtime", *_argv(command)[1:]]
             _, _, _, err = _run(argv, _env(tree, "cached", pycache))
             per = imported_packages(err)
             out[command][side] = {p: round(per[p], 1) for p in HEAVY if p in per}
@@ -180,7 +207,9 @@ def report(data: dict[str, Any]) -> str:
         f"Machine: {machine_line(data['machine'])}. Baseline: commit `{data['baseline']}` "
         f"(before the lazy imports), after: `{data['after']}`, side by side in one interleaved "
         f"run, {data['runs']} rounds after {data['warmup']} warm-up rounds. CPU = user + system "
-        "time of the process (`getrusage`), median; wall time for reference.",
+        "time of the process (`getrusage`), median; wall time for reference. Each command runs "
+        "as the `dpproxy` console script of an installed wheel: the script's body, in a virtual "
+        "environment with the same packages and no editable-install import hook.",
         "",
     ]
     titles = {
@@ -248,11 +277,14 @@ def main() -> None:
         head += " (working tree)"
     try:
         with tempfile.TemporaryDirectory(prefix="dpproxy-startup-") as tmp:
-            pycache = Path(tmp)
+            pycache = Path(tmp) / "pycache"
+            PYTHON[:] = [wheel_python(Path(tmp) / "venv")]
             for side, tree in sides.items():  # each side really imports its own tree
-                where = [sys.executable, "-c", "import dpproxy; print(dpproxy.__file__)"]
+                where = [*PYTHON, "-c", "import sys, dpproxy; print(dpproxy.__file__); "
+                         "print(sorted(m for m in sys.modules if 'editable' in m))"]
                 _, _, out, _ = _run(where, _env(tree, "cached", pycache))
                 assert out.strip().startswith(str(tree)), (side, out)
+                assert out.strip().endswith("[]"), (side, out)  # no editable-install hook
             modes = [m for m in args.modes.split(",") if m]
             results = measure(sides, commands, modes, args.runs, args.warmup, pycache)
             imports = import_profile(sides, commands, pycache)
