@@ -39,6 +39,7 @@ from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.perunit import per_unit_relation
 from dpproxy.rewrite.spark import to_spark
 from dpproxy.rewrite.unionrel import union_relation
+from dpproxy.sql.parse import dialect_of
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 UNIT = "__unit"
@@ -209,7 +210,7 @@ def rewrite(
     ctx = RewriteContext(plan, secret, dialect, portable_hash)
     tree = build(ctx)
     tree = for_dialect(tree, ctx)
-    return tree.sql(dialect=dialect, copy=False)
+    return tree.sql(dialect=dialect_of(dialect), copy=False)
 
 
 def for_dialect(tree: exp.Select, ctx: RewriteContext) -> exp.Select:

@@ -132,10 +132,29 @@ def check_tree(tree: exp.Expr) -> None:
         stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
+def dialect_of(dialect: DialectType) -> Dialect:
+    """sqlglot's dialect object; for a name, looked up once (each lookup parses the name and
+    builds a new object; the object only holds settings: every tokenize, parse or print
+    makes its own tokenizer, parser or generator). Dialect objects and classes are looked up
+    as given (sqlglot compares dialect objects by class only, so they are not cache keys).
+
+    >>> dialect_of("postgres") is dialect_of("postgres")
+    True
+    """
+    if isinstance(dialect, str):
+        return _named_dialect(dialect)
+    return Dialect.get_or_raise(dialect)
+
+
+@functools.lru_cache(maxsize=16)
+def _named_dialect(name: str) -> Dialect:
+    return Dialect.get_or_raise(name)
+
+
 def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp.Expr]:
     """The statements of ``sql`` within the limits above (none of them ``None``)."""
     check_length(sql)
-    reader = Dialect.get_or_raise(dialect)
+    reader = dialect_of(dialect)
     try:
         tokens = reader.tokenize(sql)
     except TokenError as e:
