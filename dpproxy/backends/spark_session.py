@@ -40,10 +40,13 @@ def base_session(master: str) -> Any:
             _BASES[master] = (found[0], found[1] + 1)
             return found[0]
         builder = SparkSession.builder.master(master).appName("dpproxy")
+        # Spark local has this machine's cores: 8 shuffle partitions, not Spark's 200. A cluster
+        # keeps its own (spark-defaults.conf): 8 would leave 10^8 rows to each task at 10^9.
+        local = {"spark.sql.shuffle.partitions": "8"} if master.startswith("local") else {}
         for key, value in {
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
-            "spark.sql.shuffle.partitions": "8",
+            **local,
             **SESSION_CONF,
         }.items():
             builder = builder.config(key, value)
