@@ -278,6 +278,8 @@ class SessionHost(Protocol):
 class Session:
     """The state machine of one connection (created by ``server.Server``)."""
 
+    in_flight = 0  # DP statements running on worker threads (changed on the loop thread only)
+
     def __init__(
         self,
         server: SessionHost,
@@ -792,7 +794,10 @@ class Session:
         engine = self.server.engine
         started = time.perf_counter()
         self.cancel_token = token = CancelToken()
-        out = direct.open_direct(self.writer, self.gate) if reply is not None else None
+        # Only while no other DP statement runs: os.write gives up the GIL, and with several
+        # busy workers taking it back waits behind them (32 clients: 113 against 157 queries/s)
+        alone = Session.in_flight == 0
+        out = direct.open_direct(self.writer, self.gate) if reply is not None and alone else None
         pending = b""
         if out is not None:  # the worker writes what is queued, then the reply
             pending = b"".join(self._out)
@@ -819,6 +824,7 @@ class Session:
         unsent: bytes | None = None
         answer: Answer
         result: Result
+        Session.in_flight += 1
         try:
             answer, result, unsent = await self.running
         except PrivacyParameterError as e:
@@ -842,6 +848,7 @@ class Session:
                 timer.cancel()
             self._timed_out = False
             self.running = None
+            Session.in_flight -= 1
             self.cancel_token = None
             if unsent is None and pending:  # the worker wrote nothing: the loop sends it
                 self._out.insert(0, pending)
