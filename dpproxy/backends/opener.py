@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dpproxy.backends import Backend, open_backend
 from dpproxy.backends.files import file_sources
-from dpproxy.catalog.draft import TableShape
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import is_postgres_url, redact_dsn
 from dpproxy.errors import BadFileFormat, InvalidParameter, UndefinedFile, UnsupportedQuery
+
+if TYPE_CHECKING:  # schema init's module, not imported to open a database for a query
+    from dpproxy.catalog.draft import TableShape
 
 
 def half_given(database: str | None) -> InvalidParameter:
