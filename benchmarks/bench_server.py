@@ -20,6 +20,9 @@ server-side prepared statements (``prepare_threshold=None``) unless marked.
    parameters and a VARIANCE through (i) the embedded API (``dpproxy.connect`` cursor,
    in-process), (ii) psycopg through ``dpproxy serve`` and (iii) the analyst's aggregate sent
    as-is to PostgreSQL, interleaved run by run. The wire overhead is (ii) − (i).
+   Also the cost of a wake-up on this machine at this load, without dpproxy: a round trip
+   over a socket pair to a process that computes for X ms before answering, minus X (the
+   wire path has three threads that sleep while a query runs, the embedded API none).
 3. **Throughput** with 1, 8 and 32 concurrent clients (asyncio, one ``AsyncConnection`` each)
    running the same query mix for a fixed time, through dpproxy and directly to PostgreSQL,
    alternating the two in rounds (ABBA).
@@ -332,7 +335,8 @@ def _embedded_call(cur: Any, sql: str, params: tuple[Any, ...] | None) -> Callab
 
 def _release_ms(log: Path, start: int) -> tuple[list[float], int]:
     """The ``ms`` of every ``release`` line the server logged after byte ``start`` of its log
-    (the time ``run_private`` took: worker-thread hand-off, engine, answer), and the new end."""
+    (from the hand-off to the worker thread until the reply was written: by the worker itself
+    when the line says ``direct``, else until the loop had the answer back), and the new end."""
     with open(log, "rb") as f:
         f.seek(start)
         data = f.read()
@@ -421,6 +425,44 @@ def bench_latency(
             f"ms, PostgreSQL {p50('postgres')} ms; overhead {over_ms} ms "
             f"({time.perf_counter() - t_start:.1f} s)"
         )
+    return out
+
+
+def bench_wakeup(work_ms: tuple[float, ...] = (0.0, 0.5, 2.0, 5.0), n: int = 200) -> dict[str, Any]:
+    """p50 of (round trip − X) over a socket pair to a forked process that busy-waits X ms
+    before it answers, per X, the values taking turns: what waking a thread that slept for as
+    long as a query ran costs here (no dpproxy involved)."""
+    if not hasattr(os, "fork"):
+        return {"error": "no os.fork"}
+    import socket
+
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the answering process
+        a.close()
+        while data := b.recv(16):
+            end = time.perf_counter() + float(data) / 1e3
+            while time.perf_counter() < end:
+                pass
+            b.send(b"k")
+        os._exit(0)
+    b.close()
+    extra: dict[float, list[float]] = {x: [] for x in work_ms}
+    try:
+        for _ in range(n):
+            for x in work_ms:
+                t = time.perf_counter()
+                a.send(f"{x:.3f}".encode())
+                a.recv(1)
+                extra[x].append(time.perf_counter() - t - x / 1e3)
+    finally:
+        a.close()
+        os.waitpid(pid, 0)
+    out = {f"{x:g}": summary(v) for x, v in extra.items()}
+    progress(
+        "  wake-up: round trip minus X ms of work in the other process, p50: "
+        + ", ".join(f"X={k} ms: {fmt_ms(v['p50'])} ms" for k, v in out.items())
+    )
     return out
 
 
@@ -750,6 +792,7 @@ def main(argv: list[str] | None = None) -> int:
                 cur.close()
             finally:
                 emb.close()
+            results["wakeup"] = bench_wakeup()
             load["after latency"] = loadavg()
         finally:
             for c in conns.values():

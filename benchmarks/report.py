@@ -724,7 +724,7 @@ def server_section(srv: dict[str, Any]) -> str:
             lat_verdict += (
                 f" Of that, {min(inside):+.2f} to {max(inside):+.2f} ms is spent inside the "
                 "server beyond the embedded time (its `release` log line times the query from "
-                "the session's hand-off to a worker thread until the engine's answer), and "
+                "the session's hand-off to a worker thread until that thread wrote the reply), and "
                 f"{min(outside):+.2f} to {max(outside):+.2f} ms outside it: the protocol, the "
                 "session's dispatch, the socket and psycopg."
             )
@@ -735,6 +735,16 @@ def server_section(srv: dict[str, Any]) -> str:
                 f" For scale, a `SELECT 1` round trip (answered without the DP engine) takes "
                 f"{fmt_ms(simple['p50'])} ms p50 through dpproxy and {fmt_ms(pg_simple['p50'])} "
                 "ms on PostgreSQL."
+            )
+        wake = srv.get("wakeup", {})
+        if wake and "error" not in wake:
+            lat_verdict += (
+                " What a wake-up costs on this machine at this load (no dpproxy: a round trip "
+                "over a socket pair to a process that works X ms before answering, minus X, "
+                "p50): "
+                + ", ".join(f"{fmt_ms(v['p50'])} ms for X = {k} ms" for k, v in wake.items())
+                + ". The wire path wakes the server's event loop, its worker thread and the "
+                "client, each after sleeping for about as long as the query ran."
             )
     else:
         lat_verdict = "The wire overhead could not be measured (see the failures below)."
@@ -840,7 +850,8 @@ query run interleaved, run by run. *Embedded API*: `dpproxy.connect(...).cursor(
 `execute` + `fetchall` in the benchmark process (plan cached after the first run, rewrite,
 DuckDB, noise, post-processing). *Wire*: the same query through psycopg and `dpproxy serve`.
 *Of which inside the server*: the `ms` of the server's `release` log line for each of those
-wire queries (worker-thread hand-off, engine, answer; only with the log at `INFO`).
+wire queries (worker-thread hand-off, engine, answer, until the reply was written; only with the
+log at `INFO`).
 *PostgreSQL, raw aggregate*: the analyst's SQL sent as-is to PostgreSQL over its protocol (no
 privacy at all; a reference for what a round trip to a real database costs).
 
