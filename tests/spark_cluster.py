@@ -33,9 +33,24 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+# Spark's settings for the drivers started here, read from SPARK_CONF_DIR as on any cluster's
+# driver machine (dpproxy sets its shuffle partitions in local mode only): the tests' tables
+# have 32,561 rows, and Spark's 200 shuffle partitions cost one core seconds a query.
+DRIVER_DEFAULTS = "spark.sql.shuffle.partitions 2\n"
+_CONF_DIR: list[Path] = []
+
+
 def spark_env() -> dict[str, str]:
     """The environment of a Spark process (a service, or a driver such as ``dpproxy``)."""
-    return dict(os.environ, SPARK_HOME=str(spark_home()), **LOOPBACK)
+    if not _CONF_DIR:
+        import tempfile
+
+        conf = Path(tempfile.mkdtemp(prefix="dpproxy-spark-conf-"))
+        (conf / "spark-defaults.conf").write_text(DRIVER_DEFAULTS, encoding="utf-8")
+        _CONF_DIR.append(conf)
+    return dict(
+        os.environ, SPARK_HOME=str(spark_home()), SPARK_CONF_DIR=str(_CONF_DIR[0]), **LOOPBACK
+    )
 
 
 def free_port() -> int:
@@ -257,7 +272,8 @@ def noiseless_answers(database: str, schema: Path) -> list[list[list[object]]]:
         ]
         spark = backend._spark
         where = spark.sparkContext.master if backend.target.remote is None else "connect"
-        return [*answers, [[where]]]
+        partitions = spark.conf.get("spark.sql.shuffle.partitions")
+        return [*answers, [[where, partitions]]]
     finally:
         engine.close()
 

@@ -74,10 +74,25 @@ def test_noise_off_the_cluster_releases_what_spark_local_releases(
         env=spark_env(),
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    *answers, [[where]] = json.loads(out.stdout.splitlines()[-1])
+    *answers, [[where, partitions]] = json.loads(out.stdout.splitlines()[-1])
     assert where == spark_cluster.url  # it ran on the cluster, not on a local Spark
-    assert local_answers[-1] == [["local[2]"]]
+    assert partitions == "2"  # the cluster's driver took spark-defaults.conf (SPARK_CONF_DIR)
+    assert local_answers[-1][0][0] == "local[2]"
     assert_same_answers(answers, local_answers[:-1])
+
+
+def test_a_second_master_in_one_process_is_refused(
+    spark_cluster: Cluster, spark_master: str
+) -> None:
+    """This process already drives Spark local (``spark_master``): Spark would hand its
+    context back for the cluster's address, and the query would run locally."""
+    from dpproxy.backends.spark import SparkBackend
+    from dpproxy.errors import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable) as raised:
+        SparkBackend(spark_cluster.url)
+    assert raised.value.sqlstate == "08001"
+    assert "already runs Spark with master local[2]" in raised.value.message
 
 
 def test_query_and_explain_answer_on_the_cluster_and_the_ledger_charges(

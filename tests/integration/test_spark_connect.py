@@ -54,7 +54,7 @@ def test_noise_off_connect_releases_what_spark_local_releases(
 ) -> None:
     local = local_answers
     remote = noiseless_answers(f"{spark_connect.url}?parquet_dir={parquet_dir}", SCHEMA)
-    assert local[-1] == [["local[2]"]] and remote[-1] == [["connect"]]
+    assert local[-1][0][0] == "local[2]" and remote[-1][0][0] == "connect"
     assert_same_answers(remote[:-1], local[:-1])
 
 
