@@ -22,10 +22,26 @@ MASTER = "spark+local[2]"
 SMALL_DATA_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2"}
 
 
-def small_data(backend: Any) -> Any:
-    """``backend`` (a SparkBackend) tuned for tiny tables; its session only."""
-    for key, value in SMALL_DATA_CONF.items():
-        backend._spark.conf.set(key, value)
+# Expressions evaluated by the interpreter instead of generated Java, and one shuffle partition:
+# on the fixtures' tables (at most 60,000 rows) compiling a query's generated code costs more
+# than running it. 64 statements of the differential corpus replayed, interleaved (load ~9):
+# 138 s with code generation and 2 partitions, 96 s interpreted, 86 s interpreted with 1
+# partition; the tables cached in memory on top gained nothing (114 s).
+INTERPRETED_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.shuffle.partitions": "1",
+}
+
+
+def small_data(backend: Any, *, interpreted: bool = False) -> Any:
+    """``backend`` (a SparkBackend) tuned for tiny tables, without code generation when
+    ``interpreted`` (with it again when not); its session only."""
+    conf = backend._spark.conf
+    for key in INTERPRETED_CONF:
+        conf.unset(key)
+    for key, value in {**SMALL_DATA_CONF, **(INTERPRETED_CONF if interpreted else {})}.items():
+        conf.set(key, value)
     return backend
 
 

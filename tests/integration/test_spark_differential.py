@@ -10,7 +10,7 @@ One Spark session serves the whole test session (``spark_master`` in ``tests/con
 
 from __future__ import annotations
 
-import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from fractions import Fraction
@@ -31,20 +31,8 @@ from tests.spark import duckdb_from_parquet, export_parquet, small_data
 
 SECRET = 12345
 ALL_CASES = load_cases("rewrite/*.sql")
-
-
-def _first_per_file(cases: list[Case]) -> list[Case]:
-    """The first case of every fixture file: a Spark query costs seconds here (planning, code
-    generation, shuffles), and the whole corpus about half an hour on two loaded cores.
-    ``DPPROXY_SPARK_FULL=1`` runs every case."""
-    if FULL:
-        return cases
-    return [next(c for c in cases if c.file == f) for f in sorted({c.file for c in cases})]
-
-
-FULL = os.environ.get("DPPROXY_SPARK_FULL", "") not in ("", "0")
-# The cases of the whole corpus whose exact answers differ on Spark, and why (last full run:
-# 2 differ by one unit in the last place, 1 is refused). Each is expected to fail (strict).
+# The cases of the corpus whose exact answers differ on Spark, and why: 2 differ by one unit in
+# the last place, 1 is refused. Each is expected to fail (strict), in both tests for the first.
 _ULP = (
     "Java's LN/LOG10/EXP differ from DuckDB's C library by one unit in the last place on "
     "some rows, so a fixed-point sum differs by 1 (of about 10^19)"
@@ -57,20 +45,39 @@ KNOWN = {
         "expression, and splits '' into [''] where DuckDB gives [])"
     ),
 }
+# In the rows units keep, the measure LN/LOG10/EXP computes is one of the columns compared.
+KNOWN_BOUNDED = {("math", "base-10 logarithm and EXP in a measure"): _ULP}
 
 
-def _marked(case: Case) -> Any:
-    reason = KNOWN.get((Path(case.file).stem, case.title))
+def _key(case: Case) -> tuple[str, str]:
+    return Path(case.file).stem, case.title
+
+
+def _marked(case: Case, known: dict[tuple[str, str], str]) -> Any:
+    reason = known.get(_key(case))
     if reason is None:
         return case
     return pytest.param(case, marks=pytest.mark.xfail(reason=reason, strict=True))
 
 
-CASES = [_marked(c) for c in _first_per_file(ALL_CASES)]
-# The rows units keep: the first case with contribution bounding of each file, 8 of them.
-BOUNDED = _first_per_file([c for c in ALL_CASES if "__bounded" in c.statements[1]])
-BOUNDED = BOUNDED if FULL else BOUNDED[:8]
+def _generated(cases: list[Case]) -> set[tuple[str, int]]:
+    """The first case of every fixture file: it runs with Spark's code generation, as a
+    production session does; the others run interpreted (``tests/spark.INTERPRETED_CONF``),
+    which is faster on tables this small, so that the whole corpus fits in CI's time."""
+    firsts = (next(c for c in cases if c.file == f) for f in {c.file for c in cases})
+    return {(c.file, c.line) for c in firsts}
+
+
+CASES = [_marked(c, KNOWN) for c in ALL_CASES]
+GENERATED = _generated(ALL_CASES)
+# The rows units keep, for every case with contribution bounding.
+BOUNDED_CASES = [c for c in ALL_CASES if "__bounded" in c.statements[1]]
+BOUNDED = [_marked(c, KNOWN_BOUNDED) for c in BOUNDED_CASES]
+GENERATED_BOUNDED = _generated(BOUNDED_CASES)
 HUGE = Fraction(10**9), Fraction(1, 2)
+
+
+Pairs = dict[str, tuple[Engine, Engine]]
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +88,7 @@ def engine_pairs(
     demo_catalog: Catalog,
     multi_db: Any,
     tpch_db: Any,
-) -> Iterator[dict[str, tuple[Engine, Engine]]]:
+) -> Iterator[Pairs]:
     """Per schema: (DuckDB, Spark), both noiseless, with the portable hash."""
     from dpproxy.values import Cost
 
@@ -109,9 +116,10 @@ def engine_pairs(
             accountant=MemoryAccountant(budget),
             noise=NoNoise(),
         )
+        backend = SparkBackend(f"{spark_master}?parquet_dir={parquet}", portable_hash=True)
         spark = Engine(
             catalog,
-            small_data(SparkBackend(f"{spark_master}?parquet_dir={parquet}", portable_hash=True)),
+            small_data(backend),
             accountant=MemoryAccountant(budget),
             noise=NoNoise(),
         )
@@ -124,7 +132,7 @@ def engine_pairs(
         spark.close()
 
 
-class _Pairs(dict[str, tuple[Engine, Engine]]):
+class _Pairs(Pairs):
     """(DuckDB, Spark) engines per schema, made when a case first needs them."""
 
     make: Any
@@ -134,11 +142,19 @@ class _Pairs(dict[str, tuple[Engine, Engine]]):
         return pair
 
 
+def _engines(case: Case, pairs: Pairs, generated: set[tuple[str, int]]) -> tuple[Engine, Engine]:
+    with_codegen = (case.file, case.line) in generated
+    duck, spark = pairs[case.get("schema") or ""]
+    small_data(spark.backend, interpreted=not with_codegen)  # one session, either way
+    conf = spark.backend._spark.conf
+    assert (conf.get("spark.sql.codegen.wholeStage") == "true") == with_codegen
+    assert conf.get("spark.sql.ansi.enabled") == "true"
+    return duck, spark
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_fixture_gives_the_same_exact_aggregates_on_spark(
-    case: Case, engine_pairs: dict[str, tuple[Engine, Engine]]
-) -> None:
-    duck, spark = engine_pairs[case.get("schema") or ""]
+def test_fixture_gives_the_same_exact_aggregates_on_spark(case: Case, engine_pairs: Pairs) -> None:
+    duck, spark = _engines(case, engine_pairs, GENERATED)
     eps = case.get("epsilon")
     epsilon = Fraction(eps) if eps else None
     sql = case.statements[0]
@@ -155,16 +171,30 @@ def test_fixture_gives_the_same_exact_aggregates_on_spark(
         )
 
 
-def test_the_subset_covers_every_fixture_file_and_bounding() -> None:
-    assert {c.file for c in _first_per_file(ALL_CASES)} == {c.file for c in ALL_CASES}
-    assert len(BOUNDED) >= 8 and all("__bounded" in c.statements[1] for c in BOUNDED)
+def test_every_case_runs_and_the_readme_says_how_many() -> None:
+    # Nothing is left out: every case of every rewrite fixture file, every bounded case.
+    assert [c if isinstance(c, Case) else c.values[0] for c in CASES] == ALL_CASES
+    assert [c if isinstance(c, Case) else c.values[0] for c in BOUNDED] == BOUNDED_CASES
+    assert len(BOUNDED_CASES) >= 8
+    assert {f for f, _ in GENERATED} == {c.file for c in ALL_CASES}
+    # Every expected failure names a case of the corpus (strict: one that passes fails).
+    assert set(KNOWN) <= {_key(c) for c in ALL_CASES}
+    assert set(KNOWN_BOUNDED) <= {_key(c) for c in BOUNDED_CASES}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = " ".join(readme.split())
+    m = re.search(
+        r"runs every case of every rewrite fixture file on Spark local.*?for every case with "
+        r"contribution bounding.*?The first case of each file runs with Spark's code "
+        r"generation, the others interpreted.*?(\d+) cases are marked expected failures",
+        readme,
+    )
+    assert m is not None, "README's 'Running on Spark' sentence about this test changed"
+    assert int(m.group(1)) == len(KNOWN)
 
 
 @pytest.mark.parametrize("case", BOUNDED, ids=lambda c: c.id)
-def test_units_keep_the_same_rows_on_spark(
-    case: Case, engine_pairs: dict[str, tuple[Engine, Engine]]
-) -> None:
-    duck, spark = engine_pairs[case.get("schema") or ""]
+def test_units_keep_the_same_rows_on_spark(case: Case, engine_pairs: Pairs) -> None:
+    duck, spark = _engines(case, engine_pairs, GENERATED_BOUNDED)
     eps = case.get("epsilon")
     epsilon = Fraction(eps) if eps else None
     d_sql = duck.prepare(case.statements[0], epsilon=epsilon, secret=SECRET).sql
