@@ -701,8 +701,12 @@ def _plain(value: object) -> object:
 
 
 def _encode(table: dict[int, Callable[[object], bytes]], value: object, oid: int) -> bytes:
+    return _apply(table.get(oid), value, oid)
+
+
+def _apply(enc: Callable[[object], bytes] | None, value: object, oid: int) -> bytes:
+    """``value`` encoded by ``enc``, the encoder of type ``oid`` (None: it has none)."""
     value = _plain(value)
-    enc = table.get(oid)
     if enc is None:
         raise _cannot(value, oid)
     try:
@@ -722,15 +726,7 @@ def column_encoder(oid: int, binary: bool) -> Callable[[object], bytes | None]:
     enc = table.get(oid)
 
     def encode(value: object) -> bytes | None:
-        if value is None:
-            return None
-        value = _plain(value)
-        if enc is None:
-            raise _cannot(value, oid)
-        try:
-            return enc(value)
-        except UnicodeEncodeError as e:  # a lone surrogate
-            raise CharacterNotInRepertoire("a text value is not valid Unicode") from e
+        return None if value is None else _apply(enc, value, oid)
 
     return encode
 
