@@ -225,8 +225,9 @@ class JoinBuilder:
     def _add_unnest(self, item: exp.Unnest) -> _Instance:
         args = item.expressions
         requested: int | None = None
+        first = 1  # the first element used (1-based), from a slice in the query
         if len(args) == 1 and isinstance(args[0], exp.Bracket):
-            requested = _slice_length(args[0])
+            first, requested = _slice_bounds(args[0])
             inner = args[0].this
             args = [inner.this if isinstance(inner, exp.Paren) else inner]
         if len(args) != 1 or not isinstance(
@@ -278,11 +279,14 @@ class JoinBuilder:
         )
         limits = [m for m in (requested, column.max_elements) if m is not None]
         most = min(limits) if limits else None
-        if most is not None:  # keep the first ``most`` elements of each row
+        if most is not None:  # keep ``most`` elements of each row, from the ``first``
             split = exp.Bracket(
                 this=exp.Paren(this=split),
                 expressions=[
-                    exp.Slice(this=exp.Literal.number(1), expression=exp.Literal.number(most))
+                    exp.Slice(
+                        this=exp.Literal.number(first),
+                        expression=exp.Literal.number(first + most - 1),
+                    )
                 ],
             )
         inst = self._register(
@@ -752,8 +756,9 @@ class JoinBuilder:
         )
 
 
-def _slice_length(bracket: exp.Bracket) -> int:
-    """The number of elements of ``array[lo:hi]`` with positive literal bounds (1-based)."""
+def _slice_bounds(bracket: exp.Bracket) -> tuple[int, int]:
+    """The first element and the number of elements of ``array[lo:hi]``, with positive literal
+    bounds (1-based, both included)."""
     slices = bracket.expressions
     if len(slices) == 1 and isinstance(slices[0], exp.Slice):
         lo, hi = slices[0].this, slices[0].expression
@@ -764,7 +769,7 @@ def _slice_length(bracket: exp.Bracket) -> int:
             and hi.is_int
             and 1 <= int(lo.name) <= int(hi.name)
         ):
-            return int(hi.name) - int(lo.name) + 1
+            return int(lo.name), int(hi.name) - int(lo.name) + 1
     raise UnsupportedQuery(
         "UNNEST of a slice needs literal bounds: UNNEST((string_to_array(c, ','))[1:5])"
     )

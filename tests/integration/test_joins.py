@@ -330,6 +330,29 @@ def test_a_flat_map_with_a_declared_fan_out_is_bounded_by_the_schema(tpch_db: An
             "UNNEST((string_to_array(c_comment, ' '))[1:2])",
         )
         assert engine.prepare(sliced).plan.stability.rows == 2
+        # A slice that starts later uses the elements it names (the 3rd to the 8th, of which
+        # the schema lets 4 count: the 3rd to the 6th), not the first ones.
+        later = sql.replace(
+            "SELECT COUNT(*)", "SELECT COUNT(*) FILTER (WHERE word = 'the')"
+        ).replace(
+            "UNNEST(string_to_array(c_comment, ' '))",
+            "UNNEST((string_to_array(c_comment, ' '))[3:8])",
+        )
+        assert engine.prepare(later).plan.stability.rows == 4
+        (released,) = engine.run(later, analyst="t").released.rows
+        con = duckdb.connect(str(tpch_db.path), read_only=True)
+        try:
+            (exact,) = con.execute(
+                "SELECT COUNT(*) FROM customer, UNNEST(string_split(c_comment, ' ')[3:6]) "
+                "AS w(word) WHERE word = 'the'"
+            ).fetchone()
+            (first,) = con.execute(
+                "SELECT COUNT(*) FROM customer, UNNEST(string_split(c_comment, ' ')[1:4]) "
+                "AS w(word) WHERE word = 'the'"
+            ).fetchone()
+        finally:
+            con.close()
+        assert released == (exact,) and exact != first
     finally:
         engine.close()
 
