@@ -30,6 +30,9 @@ a negative length      characters (PostgreSQL's)
 ``DECADE``
 key domain on groups   ``IN (SELECT v FROM VALUES    the same IN a literal list
                        …)``, kept above GROUP BY    (:func:`_domain_list`)
+``STRING_TO_ARRAY(s,   split by the literal text    ``SPLIT(s, regex, -1)``: the separator's
+sep)`` (UNNEST)        ``sep``                      punctuation escaped (:func:`_split`)
+``(array)[lo:hi]``     1-based, both ends included  ``SLICE(array, lo, hi − lo + 1)``
 =====================  ===========================  ==========================================
 
 sqlglot would print ``PERCENTILE_CONT … WITHIN GROUP`` as ``PERCENTILE_APPROX`` (an
@@ -38,6 +41,7 @@ approximation: a different, data-dependent answer) — one reason this pass exis
 
 from __future__ import annotations
 
+import string
 from typing import Any, cast
 
 from sqlglot import exp
@@ -55,6 +59,7 @@ _INTS = {
 }
 _TEXTS = (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR)
 _FLOATS = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+_PUNCTUATION = frozenset(string.punctuation)  # ASCII; each escaped in a SPLIT pattern
 
 
 def _num(v: int | str) -> exp.Literal:
@@ -215,6 +220,42 @@ def _rlike(node: exp.Expression) -> exp.Expression:
     return exp.RegexpLike(this=node.this, expression=exp.Literal.string("(?i)" + pattern.this))
 
 
+def _split(node: exp.StringToArray | exp.Split) -> exp.Expression:
+    """``STRING_TO_ARRAY(s, 'sep')`` as DuckDB computes it: Spark's ``SPLIT`` takes a regular
+    expression, so every ASCII punctuation character of the separator is escaped with a
+    backslash. In Java's regular expressions a backslash before a character that is not a
+    letter or a digit stands for that character, and letters, digits, spaces and non-ASCII
+    characters are never special outside a character class: the pattern matches the separator's
+    characters literally and always compiles (the planner admits only a literal separator,
+    ``sql/joins.py``). The limit -1 keeps empty elements, as DuckDB does (``'a  b'`` gives
+    three); NULL gives NULL and ``''`` gives ``['']`` on both; an empty separator splits into
+    characters on both. (sqlglot's own translation, ``CONCAT('\\Q', sep, '\\E')``, breaks on a
+    separator holding ``\\E``.) ``tests/integration/test_spark_differential.py`` runs it."""
+    sep = node.expression
+    if not (isinstance(sep, exp.Literal) and sep.is_string) or node.args.get("limit"):
+        raise UnsupportedQuery("STRING_TO_ARRAY needs a literal separator on Spark")
+    pattern = "".join("\\" + c if c in _PUNCTUATION else c for c in sep.this)
+    return exp.Anonymous(
+        this="SPLIT", expressions=[node.this, exp.Literal.string(pattern), _num(-1)]
+    )
+
+
+def _slice(node: exp.Bracket) -> exp.Expression:
+    """``(array)[lo:hi]`` with the literal bounds the flat-map rewrite writes (1 ≤ lo, ``hi ≥
+    lo − 1``; ``sql/joins.py``) as ``SLICE(array, lo, hi − lo + 1)``: Spark's ``SLICE`` takes a
+    start (from 1) and a length ≥ 0, and gives fewer elements when the array is shorter, as
+    DuckDB's slice does; anything else is refused rather than sent."""
+    (bounds,) = node.expressions
+    lo, hi = bounds.this, bounds.expression
+    if not all(isinstance(b, exp.Literal) and b.is_int for b in (lo, hi)):
+        raise UnsupportedQuery("an array slice needs literal bounds on Spark")
+    first, last = int(lo.this), int(hi.this)
+    if first < 1 or last < first - 1:
+        raise UnsupportedQuery("an array slice on Spark needs 1 <= lo <= hi + 1")
+    array = node.this.this if isinstance(node.this, exp.Paren) else node.this
+    return exp.Anonymous(this="SLICE", expressions=[array, _num(first), _num(last - first + 1)])
+
+
 def _ends(node: exp.Left | exp.Right) -> exp.Expression:
     """``LEFT(s, n)``/``RIGHT(s, n)`` as DuckDB and PostgreSQL compute them for a negative n
     (all but the last/first -n characters), where Spark gives ``''``; NULL n gives NULL."""
@@ -314,6 +355,14 @@ def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
             new = _extract(node)
         elif isinstance(node, exp.In) and node.args.get("query") is not None:
             new = _domain_list(node)
+        elif isinstance(node, exp.StringToArray | exp.Split):
+            new = _split(node)
+        elif (
+            isinstance(node, exp.Bracket)
+            and len(node.expressions) == 1
+            and isinstance(node.expressions[0], exp.Slice)
+        ):
+            new = _slice(node)
         if new is not node and parent is not None and key:
             parent.set(key, new, index)
     return tree

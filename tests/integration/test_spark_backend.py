@@ -185,3 +185,57 @@ def test_the_statement_timeout_cancels_with_57014(spark_master: str) -> None:
         assert "statement timeout" in raised.value.message
     finally:
         quick.close()
+
+
+# Strings and separators where a regular expression, an empty element or a slice could make
+# Spark's SPLIT differ from DuckDB's STRING_TO_ARRAY (rewrite/spark._split, _slice).
+_SPLITS = [
+    ("", " "),
+    ("a  b", " "),
+    (" a ", " "),
+    ("abc", ""),
+    ("a.b.c", "."),
+    ("x\\Ey\\Ez", "\\E"),
+    ("1+2+3", "+"),
+    ("a|b||c", "||"),
+    ("[a](b){c}^$*?", "]("),
+    ("é,ü,ß", ","),
+    ("a1b1c", "1"),
+    (None, ","),
+]
+
+
+def test_split_and_slice_equal_duckdb(backend: Any) -> None:
+    """The Spark pass's STRING_TO_ARRAY and slice give DuckDB's elements on text chosen to
+    trip a regular expression, empty elements, NULL and short arrays."""
+    import duckdb
+    import sqlglot
+    from sqlglot import exp
+
+    from dpproxy.rewrite.spark import to_spark
+
+    con = duckdb.connect()
+    try:
+        for text, sep in _SPLITS:
+            for bounds in (None, (1, 2), (2, 3), (3, 8), (4, 3)):
+                value = exp.Literal.string(text) if text is not None else exp.Null()
+                split: exp.Expression = exp.StringToArray(
+                    this=exp.cast(value, "VARCHAR"), expression=exp.Literal.string(sep)
+                )
+                if bounds is not None:
+                    split = exp.Bracket(
+                        this=exp.Paren(this=split),
+                        expressions=[
+                            exp.Slice(
+                                this=exp.Literal.number(bounds[0]),
+                                expression=exp.Literal.number(bounds[1]),
+                            )
+                        ],
+                    )
+                tree = exp.select(exp.alias_(split, "parts"))
+                (want,) = con.execute(tree.sql("duckdb")).fetchone() or (None,)
+                spark_sql = to_spark(sqlglot.parse_one(tree.sql("duckdb"), read="duckdb"), {})
+                got = backend.execute(spark_sql.sql("spark")).rows[0][0]
+                assert (list(got) if got is not None else None) == want, (text, sep, bounds)
+    finally:
+        con.close()

@@ -32,7 +32,7 @@ from tests.spark import duckdb_from_parquet, export_parquet, small_data
 SECRET = 12345
 ALL_CASES = load_cases("rewrite/*.sql")
 # The cases of the corpus whose exact answers differ on Spark, and why: 2 differ by one unit in
-# the last place, 1 is refused. Each is expected to fail (strict), in both tests for the first.
+# the last place. Each is expected to fail (strict), in both tests for the first.
 _ULP = (
     "Java's LN/LOG10/EXP differ from DuckDB's C library by one unit in the last place on "
     "some rows, so a fixed-point sum differs by 1 (of about 10^19)"
@@ -40,10 +40,6 @@ _ULP = (
 KNOWN = {
     ("math", "base-10 logarithm and EXP in a measure"): _ULP,
     ("released_math", "geometric mean, log of a sum and a base-2 log of a count"): _ULP,
-    ("joins", "flat map: words of the order comments"): (
-        "STRING_TO_ARRAY has no Spark equivalent in the Spark pass yet (SPLIT takes a regular "
-        "expression, and splits '' into [''] where DuckDB gives [])"
-    ),
 }
 # In the rows units keep, the measure LN/LOG10/EXP computes is one of the columns compared.
 KNOWN_BOUNDED = {("math", "base-10 logarithm and EXP in a measure"): _ULP}
