@@ -33,6 +33,8 @@ key domain on groups   ``IN (SELECT v FROM VALUES    the same IN a literal list
 ``STRING_TO_ARRAY(s,   split by the literal text    ``SPLIT(s, regex, -1)``: the separator's
 sep)`` (UNNEST)        ``sep``                      punctuation escaped (:func:`_split`)
 ``(array)[lo:hi]``     1-based, both ends included  ``SLICE(array, lo, hi − lo + 1)``
+``LOG(x)``             base 10                      natural log (sqlglot prints it as is)
+                                                    → ``LOG10(x)``
 =====================  ===========================  ==========================================
 
 sqlglot would print ``PERCENTILE_CONT … WITHIN GROUP`` as ``PERCENTILE_APPROX`` (an
@@ -355,6 +357,8 @@ def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
             new = _extract(node)
         elif isinstance(node, exp.In) and node.args.get("query") is not None:
             new = _domain_list(node)
+        elif isinstance(node, exp.Log) and node.args.get("expression") is None:
+            new = exp.Anonymous(this="LOG10", expressions=[node.this])
         elif isinstance(node, exp.StringToArray | exp.Split):
             new = _split(node)
         elif (
