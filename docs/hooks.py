@@ -34,7 +34,7 @@ _LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")
 _GENERATED = re.compile(r"<!-- generated: (\w+) -->")
 _INCLUDE = re.compile(r"<!-- include: ([\w./-]+) -->")
 _FENCE = re.compile(r"^(```|~~~)")
-_HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$", re.M)
+_HEADING = re.compile(r"^(#{1,6}) (.+?)[ \t]*$", re.M)  # not \s*: it would eat the blank lines
 
 
 def github_slug(title: str) -> str:

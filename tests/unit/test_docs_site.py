@@ -127,6 +127,16 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path) -> None:
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
+def test_a_heading_keeps_the_blank_line_before_a_code_block() -> None:
+    """The anchor added to a heading must not swallow the blank lines after it: a fence right
+    after the heading line would no longer start a code block."""
+    anchors = _module("hooks")._github_anchors
+    text = "# Run it\n\n```\ndpproxy query\n```\n\n## Run it\n\ntext\n"
+    assert anchors(text) == (
+        "# Run it { #run-it }\n\n```\ndpproxy query\n```\n\n## Run it { #run-it-1 }\n\ntext\n"
+    )
+
+
 def _anchors(path: Path) -> set[str]:
     slug = _module("hooks").github_slug
     text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
