@@ -24,6 +24,7 @@ after the subcommand.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,13 @@ class ConfigGroup(click.Group):
     Every subcommand is imported only when it runs or help lists the commands
     (:data:`LAZY_COMMANDS`), so a ``dpproxy query`` does not load the code of the others.
     """
+
+    def main(self, args: Sequence[str] | None = None, *rest: Any, **extra: Any) -> Any:
+        if args is None:  # this process's own command line: dpproxy.cli.common.own_process
+            from dpproxy.cli.common import own_process
+
+            own_process()
+        return super().main(args, *rest, **extra)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})

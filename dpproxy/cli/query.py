@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from dpproxy.cli.common import cli_fail, common_options, operator_log, sql_file_option
+from dpproxy.cli.common import (
+    cli_fail,
+    command_imports,
+    common_options,
+    operator_log,
+    sql_file_option,
+)
 from dpproxy.errors import DPProxyError
 from dpproxy.output import format_option
 
@@ -88,10 +94,11 @@ def query(
         dpproxy query "SELECT sex, AVG(age), DP_INTERVAL_LOW(AVG(age)),
                        DP_INTERVAL_HIGH(AVG(age)) FROM adult GROUP BY sex"
     """
-    from dpproxy.accounting.ledger import ledger_setting
-    from dpproxy.dbapi import connect
-    from dpproxy.mechanisms import noise
-    from dpproxy.output import exhausted_hint, read_sql, report_answer
+    with command_imports():
+        from dpproxy.accounting.ledger import ledger_setting
+        from dpproxy.dbapi import connect
+        from dpproxy.mechanisms import noise
+        from dpproxy.output import exhausted_hint, read_sql, report_answer
 
     noise.ONE_SHOT_PROCESS = True  # this process is ours alone: see noise._without_numpy
     if log_file:
@@ -154,10 +161,11 @@ def explain(
     """Show the plan of a query without running it: rewritten SQL, sensitivities,
     mechanisms, noise scales, 95% errors and the ε/δ cost, and for AVG, medians, percentiles
     and other statistics every candidate plan with its predicted error. Spends nothing."""
-    from dpproxy.accounting.ledger import MEMORY, ledger_setting
-    from dpproxy.dbapi import connect
-    from dpproxy.explain import BudgetView, explain_json, explain_text
-    from dpproxy.output import print_records, read_sql
+    with command_imports():
+        from dpproxy.accounting.ledger import MEMORY, ledger_setting
+        from dpproxy.dbapi import connect
+        from dpproxy.explain import BudgetView, explain_json, explain_text
+        from dpproxy.output import print_records, read_sql
 
     text = read_sql(sql, sql_file)
     try:

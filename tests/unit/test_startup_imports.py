@@ -197,3 +197,90 @@ def test_a_postgres_query_loads_psycopg_not_duckdb(pg_dsn: str) -> None:
                 "SELECT COUNT(*) FROM adult")
     assert {"psycopg", "sqlglot", "opendp.measurements"} <= mods
     assert _loaded(mods, {"duckdb", "_duckdb"} | NOTEBOOK | SERVER) == set()
+
+
+_GC_AT_EXIT = """
+import atexit, gc, sys
+from dpproxy.cli import common
+# registered first, so it runs last: after the freeze an own process registers at exit
+atexit.register(lambda: print("\\n@@gc", common.OWN_PROCESS, gc.isenabled(),
+                              gc.get_freeze_count() > 0, file=sys.stderr))
+sys.argv = ["dpproxy", *{args!r}]
+from dpproxy.cli import main
+main()
+"""
+
+
+def _gc_at_exit(*args: str) -> tuple[str, str]:
+    env = {**os.environ, "DPPROXY_LEDGER": "memory"}
+    p = subprocess.run([sys.executable, "-c", _GC_AT_EXIT.format(args=list(args))],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout, p.stderr.rsplit("\n@@gc ", 1)[1].strip()
+
+
+def test_the_command_line_marks_its_own_process(demo_db: Path) -> None:
+    """``dpproxy ...`` (``main()`` reading the process's arguments) marks the process as the
+    command's own (cli.common.own_process), freezes the heap at exit, and answers as before."""
+    out, state = _gc_at_exit("query", "--format", "json", "SELECT COUNT(*) FROM adult")
+    assert state == "True True True"
+    assert json.loads(out)["rows"][0]["count"] is not None
+    out, state = _gc_at_exit("explain", "SELECT COUNT(*) FROM adult")
+    assert state == "True True True" and "COUNT" in out
+
+
+@pytest.mark.parametrize("command", ["query", "explain"])
+def test_an_own_process_freezes_the_imports_of_a_query(command: str, demo_db: Path) -> None:
+    """In the command's own process, what ``query``/``explain`` imported is frozen
+    (cli.common.command_imports) before the query runs, and the collector is enabled again."""
+    _modules(
+        "import gc, io, contextlib\n"
+        "from dpproxy.cli import common, main\n"
+        "common.own_process()\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main([{command!r}, 'SELECT COUNT(*) FROM adult'])\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, e.code\n"
+        "assert gc.get_freeze_count() > 0 and gc.isenabled()\n"
+        "assert 'dpproxy.engine' in sys.modules\n"
+    )
+
+
+def test_a_command_run_in_a_callers_process_freezes_nothing(demo_db: Path) -> None:
+    """``main([...])`` (a caller's process, click's CliRunner): nothing of the caller's heap is
+    frozen, and the collector's state is the caller's, enabled or disabled."""
+    for before in ("gc.enable()", "gc.disable()"):
+        mods = _modules(
+            f"import gc, io, contextlib\n{before}\nwas = gc.isenabled()\n"
+            "from dpproxy.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n"
+            "        main(['query', 'SELECT COUNT(*) FROM adult'])\n"
+            "    except SystemExit as e:\n"
+            "        assert not e.code, e.code\n"
+            "assert gc.get_freeze_count() == 0 and gc.isenabled() == was\n"
+            "from dpproxy.cli import common\n"
+            "assert not common.OWN_PROCESS\n"
+        )
+        assert "dpproxy.cli.common" in mods
+
+
+def test_command_imports_defers_collection_and_restores_the_collector() -> None:
+    import gc
+
+    from dpproxy.cli.common import command_imports
+
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    with command_imports():
+        assert not gc.isenabled()
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.disable()
+    try:
+        with command_imports():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
