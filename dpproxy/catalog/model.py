@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 
@@ -109,12 +109,18 @@ class Table:
     # Public tables only, read from the public data when a backend attaches the catalog:
     # the most rows sharing one value, per column (the fan-out of a join on that column).
     multiplicity: tuple[tuple[str, int], ...] = ()
+    # ``column``'s index by name, built on first use (the first column of each name, as a
+    # scan of ``columns`` finds it): planning a query looks columns up dozens of times.
+    _by_name: dict[str, Column] | None = field(default=None, init=False, repr=False, compare=False)
 
     def column(self, name: str) -> Column | None:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        return None
+        index = self._by_name
+        if index is None:
+            index = {}
+            for c in self.columns:
+                index.setdefault(c.name, c)
+            object.__setattr__(self, "_by_name", index)
+        return index.get(name)
 
     def is_unit(self, name: str) -> bool:
         """Is ``name`` the privacy unit, or a column known to equal it on every row?"""

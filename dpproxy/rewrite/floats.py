@@ -120,6 +120,10 @@ class Magnitudes:
 
     def span(self, node: exp.Expression) -> Span | None:
         """``None``: the expression is never a non-zero finite number (NULL, 0, non-numeric)."""
+        if _generic(type(node)):  # none of the cases below: only its children are checked
+            for child in node.iter_expressions():
+                self.span(child)
+            return None
         if is_float_leaf(node, self.table):
             return Span(self.L, -self.L)
         if isinstance(node, exp.Literal):
@@ -197,6 +201,40 @@ class Magnitudes:
             if out.hi > LIMIT or not low_ok:
                 self.violations.append(node)
         return out
+
+
+_SPECIFIC: tuple[type[exp.Expression], ...] = (
+    exp.Column,
+    exp.Cast,
+    exp.Literal,
+    exp.Length,
+    exp.Extract,
+    exp.StrPosition,
+    *_PASS,
+    exp.Sign,
+    exp.Pi,
+    exp.Log,
+    *_OF_ANY_DOUBLE,
+    exp.Floor,
+    exp.Ceil,
+    exp.Trunc,
+    exp.Case,
+    exp.Nullif,
+    *_HULL,
+    exp.Anonymous,
+    *_ARITH,
+)
+_GENERIC: dict[type, bool] = {}  # by node class: is it none of ``_SPECIFIC``? (found once)
+
+
+def _generic(kind: type) -> bool:
+    """Does :meth:`Magnitudes.span` treat every node of this class by its last, generic case
+    (comparisons, AND/OR, string functions, ...)? A class that is none of the classes its
+    other cases test (:func:`is_float_leaf` tests a Column or a Cast)."""
+    known = _GENERIC.get(kind)
+    if known is None:
+        known = _GENERIC[kind] = not issubclass(kind, _SPECIFIC)
+    return known
 
 
 def _feeds_arithmetic(node: exp.Expression, root: exp.Expression) -> bool:

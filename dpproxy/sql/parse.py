@@ -23,11 +23,14 @@ from __future__ import annotations
 import datetime
 import functools
 import re
+import threading
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, DialectType
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.parser import Parser
 from sqlglot.tokenizer_core import Token, TokenType
+from sqlglot.tokens import Tokenizer
 
 from dpproxy.errors import (
     SQLSyntaxError,
@@ -110,6 +113,7 @@ def check_tree(tree: exp.Expr) -> None:
     (a ``/* sqlglot.meta … */`` comment's) are kept.
     """
     stack = [(tree, 1)]
+    required = _REQUIRED_ARGS
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
@@ -117,19 +121,25 @@ def check_tree(tree: exp.Expr) -> None:
         meta = node._meta
         if meta is not None and meta.keys() <= _POSITION_KEYS:
             node._meta = None
-        if isinstance(node, exp.Func) and any(
-            required and node.args.get(key) in (None, [])
-            for key, required in node.arg_types.items()
-        ):
-            raise UndefinedFunction(
-                f"function {node.sql_name().lower()}() does not exist",
-                hint="the function needs arguments",
-            )
+        if isinstance(node, exp.Func):
+            keys = required.get(type(node))
+            if keys is None:
+                keys = required[type(node)] = tuple(k for k, r in node.arg_types.items() if r)
+            if any(node.args.get(key) in (None, []) for key in keys):
+                raise UndefinedFunction(
+                    f"function {node.sql_name().lower()}() does not exist",
+                    hint="the function needs arguments",
+                )
         if isinstance(node, exp.In) and not any(
             node.args.get(key) for key in ("expressions", "query", "unnest", "field")
         ):
             raise SQLSyntaxError('syntax error at or near ")"', hint="IN needs a value")
-        stack.extend((child, depth + 1) for child in node.iter_expressions())
+        depth += 1
+        stack.extend((child, depth) for child in node.iter_expressions())
+
+
+# A function class → the keys of its required arguments (``arg_types`` is per class).
+_REQUIRED_ARGS: dict[type, tuple[str, ...]] = {}
 
 
 def dialect_of(dialect: DialectType) -> Dialect:
@@ -151,12 +161,32 @@ def _named_dialect(name: str) -> Dialect:
     return Dialect.get_or_raise(name)
 
 
+_READERS = threading.local()
+
+
+def _reader(dialect: DialectType) -> tuple[Tokenizer, Parser]:
+    """A tokenizer and a parser for ``dialect``, made once per thread and dialect name (each
+    resets its state at the start of every ``tokenize``/``parse``; making them costs about
+    as much as tokenizing a short query). Dialect objects and classes get fresh ones."""
+    if not isinstance(dialect, str):
+        reader = dialect_of(dialect)
+        return reader.tokenizer(), reader.parser()
+    made: dict[str, tuple[Tokenizer, Parser]] | None = getattr(_READERS, "made", None)
+    if made is None:
+        made = _READERS.made = {}
+    pair = made.get(dialect)
+    if pair is None:
+        reader = dialect_of(dialect)
+        pair = made[dialect] = (reader.tokenizer(), reader.parser())
+    return pair
+
+
 def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp.Expr]:
     """The statements of ``sql`` within the limits above (none of them ``None``)."""
     check_length(sql)
-    reader = dialect_of(dialect)
+    tokenizer, parser = _reader(dialect)
     try:
-        tokens = reader.tokenize(sql)
+        tokens = tokenizer.tokenize(sql)
     except TokenError as e:
         raise SQLSyntaxError("syntax error: unterminated string or identifier") from e
     except RecursionError:
@@ -166,7 +196,7 @@ def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp
     check_nesting(tokens)
     check_numbers(tokens)
     try:
-        parsed = reader.parser().parse(tokens, sql)
+        parsed = parser.parse(tokens, sql)
     except ParseError as e:
         first = e.errors[0] if e.errors else {}
         line, col = first.get("line"), first.get("col")
