@@ -14,6 +14,7 @@ import asyncio
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dpproxy.errors import DPProxyError, ProtocolViolation
 
@@ -27,6 +28,8 @@ _I16 = struct.Struct("!h")
 _I32 = struct.Struct("!i")
 _HEADER = struct.Struct("!ci")
 _SYNC = b"S\x00\x00\x00\x04"
+# ReadyForQuery of each transaction status (idle, in a block, in a failed block)
+_READY = {s: b"Z\x00\x00\x00\x05" + s.encode("ascii") for s in "ITE"}
 
 
 class MessageTooLarge(DPProxyError):
@@ -118,14 +121,26 @@ class MessageReader:
     batch one read. The checks are :func:`read_message`'s: a length below 4 is a protocol
     violation and one above ``max_size`` is refused (54000) as soon as its header arrives.
     End of stream in the middle of a message is ``IncompleteReadError``, as ``readexactly``.
+
+    The timeout of :meth:`read` is one timer per reader, not one per wait (``asyncio.timeout``
+    made a timer, a context and two ``getpid`` calls per message): each wait records its
+    deadline, and the timer, when it fires, cancels the waiting task only if that deadline
+    has passed, else goes back to sleep until it. One task at a time reads from a reader.
     """
 
-    __slots__ = ("_buf", "max_size", "reader")
+    __slots__ = (
+        "_buf", "_deadline", "_expired", "_loop", "_task", "_timer_at", "max_size", "reader",
+    )  # fmt: skip
 
     def __init__(self, reader: asyncio.StreamReader, max_size: int) -> None:
         self.reader = reader
         self.max_size = max_size
         self._buf = bytearray()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._deadline: float | None = None  # of the wait in progress (None: not waiting)
+        self._timer_at: float | None = None  # when the timer fires (None: no timer)
+        self._expired = False  # the timer cancelled the waiting task
 
     def _next(self) -> tuple[bytes, Payload] | None:
         buf = self._buf
@@ -173,8 +188,44 @@ class MessageReader:
             return message
         if timeout is None:
             return await self._fill()
-        async with asyncio.timeout(timeout):
+        self._task = asyncio.current_task()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        deadline = self._deadline = loop.time() + timeout
+        if self._timer_at is None or self._timer_at > deadline:
+            self._arm(deadline)
+        try:
             return await self._fill()
+        except asyncio.CancelledError:
+            if not self._expired:
+                raise
+            self._expired = False
+            if self._task is not None:
+                self._task.uncancel()
+            raise TimeoutError from None
+        finally:
+            self._deadline = None
+
+    def _arm(self, when: float) -> None:
+        assert self._loop is not None
+        self._timer_at = when
+        self._loop.call_at(when, self._expire, when)
+
+    def _expire(self, when: float) -> None:
+        """The timer: cancel the waiting task if its deadline passed, else wait until it."""
+        if when != self._timer_at:  # superseded by an earlier timer
+            return
+        self._timer_at = None
+        deadline = self._deadline
+        if deadline is None:  # not waiting: the next wait arms a timer again
+            return
+        assert self._loop is not None and self._task is not None
+        if self._loop.time() + 0.001 < deadline:  # (uvloop's clock counts milliseconds)
+            self._arm(deadline)
+            return
+        self._expired = True
+        self._task.cancel()
 
 
 def parse_startup_parameters(payload: Payload) -> dict[str, str]:
@@ -223,7 +274,8 @@ def backend_key_data(pid: int, key: int) -> bytes:
 
 
 def ready_for_query(status: str) -> bytes:
-    return _msg(b"Z", status.encode("ascii"))
+    known = _READY.get(status)
+    return known if known is not None else _msg(b"Z", status.encode("ascii"))
 
 
 @dataclass(frozen=True, slots=True)

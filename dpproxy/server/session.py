@@ -27,7 +27,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
@@ -319,6 +319,7 @@ class Session:
         self.peer = writer.get_extra_info("peername")
         self.gate = direct.Gate()  # closed by Server.shutdown: no worker writes after it
         self._messages: protocol.MessageReader | None = None
+        self._handlers = self._make_handlers()  # message type → handler, made once
 
     # ----------------------------------------------------------------------------- output
 
@@ -333,11 +334,15 @@ class Session:
             self._queued = 0
 
     async def flush(self) -> None:
-        if self._out:
-            self.writer.write(b"".join(self._out))
-            self._out.clear()
+        out = self._out
+        if out:
+            self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
             self._queued = 0
-        await self.writer.drain()
+        # Only a transport holding data back (the socket's buffer was full) can make drain
+        # wait; a lost connection shows at the next read.
+        if self.writer.transport.get_write_buffer_size():
+            await self.writer.drain()
 
     def send_error(self, err: DPProxyError) -> None:
         self.send(protocol.error_from(err))
@@ -403,7 +408,13 @@ class Session:
         return InternalError("internal error")
 
     async def dispatch(self, kind: bytes, payload: Payload) -> None:
-        handlers = {
+        handler = self._handlers.get(kind)
+        if handler is None:
+            raise ProtocolViolation(f"invalid frontend message type {kind!r}")
+        await handler(payload)
+
+    def _make_handlers(self) -> dict[bytes, Callable[[Payload], Awaitable[None]]]:
+        return {
             b"Q": self.on_query,
             b"P": self.on_parse,
             b"B": self.on_bind,
@@ -417,10 +428,6 @@ class Session:
             b"c": self.on_copy,
             b"f": self.on_copy,
         }
-        handler = handlers.get(kind)
-        if handler is None:
-            raise ProtocolViolation(f"invalid frontend message type {kind!r}")
-        await handler(payload)
 
     def _ready(self) -> None:
         self.send(protocol.ready_for_query(self.status))

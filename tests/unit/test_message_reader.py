@@ -91,3 +91,57 @@ def test_idle_timeout() -> None:
             await messages.read(0.05)
 
     asyncio.run(go())
+
+
+def test_a_short_wait_after_a_long_one_still_times_out() -> None:
+    """One timer per reader: a wait with an earlier deadline than the pending timer's arms its
+    own (the long wait's timer would fire far too late)."""
+
+    async def go() -> None:
+        reader = asyncio.StreamReader()
+        messages = protocol.MessageReader(reader, 1 << 20)
+        reader.feed_data(_query("SELECT 1"))
+        kind, _ = await messages.read(600.0)
+        assert kind == b"Q"
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(messages.read(0.05), 30.0)  # the outer bound only if broken
+
+    asyncio.run(go())
+
+
+def test_a_message_in_time_is_read_after_the_timer_went_back_to_sleep() -> None:
+    """The first wait's timer fires during the second wait, whose deadline is later: it waits
+    again instead of cancelling, and the message that comes before the second deadline is
+    read."""
+
+    async def go() -> None:
+        reader = asyncio.StreamReader()
+        messages = protocol.MessageReader(reader, 1 << 20)
+        loop = asyncio.get_running_loop()
+        reader.feed_data(_query("SELECT 1"))
+        await messages.read(1.0)  # arms the timer at about t0 + 1.0
+        await asyncio.sleep(0.5)
+        loop.call_later(0.8, reader.feed_data, _query("SELECT 2"))  # t0 + 1.3 < t0 + 1.5
+        kind, payload = await messages.read(1.0)
+        assert (kind, payload.rest()) == (b"Q", b"SELECT 2\0")
+        with pytest.raises(TimeoutError):  # and the reader still times out afterwards
+            await messages.read(0.05)
+
+    asyncio.run(go())
+
+
+def test_a_cancel_from_outside_is_not_a_timeout() -> None:
+    async def go() -> None:
+        messages = protocol.MessageReader(asyncio.StreamReader(), 1 << 20)
+        task = asyncio.ensure_future(messages.read(600.0))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+
+
+def test_ready_for_query_messages() -> None:
+    for status in "ITE":
+        assert protocol.ready_for_query(status) == b"Z" + struct.pack("!i", 5) + status.encode()
