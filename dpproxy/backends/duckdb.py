@@ -102,11 +102,13 @@ class DuckDBBackend:
         metadata, not data, so reading it reveals nothing about any person.
 
         ``DESCRIBE`` per table rather than ``duckdb_columns()`` and ``duckdb_constraints()``
-        over the whole database: the first call of those table functions costs ~20 ms of CPU
-        (a twentieth of a small ``dpproxy query``), ``DESCRIBE`` under 1 ms. Its ``key`` column
-        says ``PRI``/``UNI`` for any column in a key, composite keys included, so the exact
-        single-column test still reads ``duckdb_constraints()``, but only when a unit column
-        is in some key.
+        over the whole database: the first call of those table functions costs ~10-20 ms of
+        CPU (a thirtieth of a small ``dpproxy query``), ``DESCRIBE`` under 1 ms. Its ``key``
+        column says ``PRI``/``UNI`` for any column in a key, composite keys included. A table
+        has one primary key, so a unit column that is the table's only ``PRI`` column is that
+        key alone: unique, without reading the constraints. Only a unit column in some other
+        key (``UNI``, or one ``PRI`` column of several) needs the exact single-column test of
+        ``duckdb_constraints()``.
         """
         described: dict[str, dict[str, str | None]] = {}
         with self._lock:
@@ -122,14 +124,19 @@ class DuckDBBackend:
                         log_detail=str(e),
                     ) from e
                 described[t.name] = {str(r[0]).lower(): r[3] for r in rows}
-            keyed = any(
-                t.privacy_unit is not None
-                and described[t.name].get(t.privacy_unit.lower()) in ("PRI", "UNI")
-                for t in catalog.tables
-            )
-            unique = set()
+            unique: set[tuple[str, str]] = set()
+            keyed = False  # a unit column in a key that DESCRIBE alone cannot tell is its own
+            for t in catalog.tables:
+                if t.privacy_unit is None:
+                    continue
+                keys = described[t.name]
+                unit = t.privacy_unit.lower()
+                if keys.get(unit) == "PRI" and list(keys.values()).count("PRI") == 1:
+                    unique.add((t.name.lower(), unit))  # the primary key is this column alone
+                elif keys.get(unit) in ("PRI", "UNI"):
+                    keyed = True
             if keyed:
-                unique = {
+                unique |= {
                     (r[0].lower(), r[1][0].lower())
                     for r in self._con.execute(
                         "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
