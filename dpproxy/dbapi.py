@@ -23,7 +23,6 @@ from dpproxy.accounting.ledger import ledger_setting
 from dpproxy.accounting.memory import BudgetStatus
 from dpproxy.catalog.model import MechanismKind
 from dpproxy.engine import Engine, open_engine
-from dpproxy.explain import explain_text
 from dpproxy.explain_command import COLUMN, ExplainStatement, explain_rows, parse_explain
 from dpproxy.mechanisms.noise import NoiseSource
 
@@ -185,6 +184,8 @@ class Cursor:
 
     def explain(self, sql: str) -> str:
         """The plan, noise scales and cost of a query, spending nothing."""
+        from dpproxy.explain import explain_text  # not needed to answer a query
+
         c = self.connection
         prepared = c.engine.prepare(
             sql, epsilon=c.epsilon, delta=c.delta, mechanism=c.mechanism, method=c.method

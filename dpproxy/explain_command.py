@@ -17,7 +17,6 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from dpproxy.errors import SQLSyntaxError, UnsupportedQuery
-from dpproxy.explain import BudgetView, explain_json, explain_text
 
 if TYPE_CHECKING:
     from dpproxy.catalog.model import MechanismKind
@@ -116,6 +115,9 @@ def explain_rows(
     method: Method | None = None,
 ) -> list[tuple[str]]:
     """The rows of ``EXPLAIN``: pure planning, nothing runs on the data, nothing is charged."""
+    # imported here: every statement of the DB-API passes parse_explain, few are EXPLAINs
+    from dpproxy.explain import BudgetView, explain_json, explain_text
+
     q = statement.query
     prepared = engine.prepare(
         q, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method, analyst=analyst

@@ -51,8 +51,6 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
-from sqlglot.optimizer.annotate_types import annotate_types
-from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from dpproxy.catalog.model import Catalog, ColumnType
@@ -386,6 +384,10 @@ def plan_public(
         for t in catalog.tables
         if not t.private
     }
+    # sqlglot's optimizer passes, imported for a query over public tables only (fast start)
+    from sqlglot.optimizer.annotate_types import annotate_types
+    from sqlglot.optimizer.qualify import qualify
+
     try:
         read = _check_sources(tree, catalog)
         tree = qualify(

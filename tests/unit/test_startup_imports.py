@@ -98,6 +98,10 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
     # nor the other subcommands' modules (config.LAZY_COMMANDS)
     assert {"dpproxy.accounting.budget_cli", "dpproxy.server.users_cli",
             "dpproxy.console.command"}.isdisjoint(mods)
+    # nor the plan printer, needed for EXPLAIN only (dbapi, explain_command), nor sqlglot's
+    # optimizer passes, needed for queries over public tables only (planning/public.py)
+    assert {"dpproxy.explain", "dpproxy.explain_notes", "sqlglot.optimizer.qualify",
+            "sqlglot.optimizer.annotate_types"}.isdisjoint(mods)
 
 
 @pytest.mark.parametrize("sql", [
