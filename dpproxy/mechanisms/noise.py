@@ -4,8 +4,10 @@ Production noise is drawn by OpenDP (``opendp.measurements.make_laplace`` / ``ma
 exact discrete sampling from the operating system's cryptographic generator, immune to the
 floating-point attack of Mironov (2012) that naive ``numpy.random.laplace`` falls to. Counts use
 the integer (discrete) distributions; sums use OpenDP's float mechanisms, which sample a discrete
-distribution on a fine grid and round. Scales arrive as exact fractions and are rounded *up* to
-a float, so the noise is never smaller than planned.
+distribution on a fine grid and round — at OpenDP's default grid 2^-1074, or, for values that lie on
+a coarser public lattice 2^k·ℤ (the fixed-point sums of ``rewrite/fixed.py``), on that lattice
+(:meth:`OpenDPNoise.laplace_lattice`, about 4x faster per value). Scales arrive as exact fractions
+and are rounded *up* to a float, so the noise is never smaller than planned.
 
 Deterministic sources for tests live in ``tests/``, never here.
 """
@@ -13,6 +15,7 @@ Deterministic sources for tests live in ``tests/``, never here.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +24,7 @@ from functools import lru_cache, wraps
 from types import ModuleType
 from typing import Any, Protocol
 
+from dpproxy.errors import InternalError
 from dpproxy.values import float_up
 
 
@@ -172,6 +176,56 @@ def _measurement(kind: str, scale: float, integer: bool) -> Any:
 
 
 @lru_cache(maxsize=256)
+def _lattice_measurement(scale: float, k: int, size: int) -> Any:
+    dp = _opendp()
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
+    return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale, k=k)
+
+
+#: The lattice is at least this many binary orders of magnitude finer than the noise scale.
+LATTICE_MARGIN = 60
+
+
+def lattice_exponent(scale: Fraction, bits: int) -> int:
+    """The exponent k of the lattice 2^k·ℤ a Laplace(``scale``) draw on values that are
+    multiples of 2^-``bits`` is made on (:meth:`OpenDPNoise.laplace_lattice`): the values' own
+    grid or finer (k ≤ −bits), and 2^k ≤ scale·2^-60, so the lattice's step is far below both
+    the noise and a double's precision at its scale. A function of the plan only (the scale
+    and the fixed-point grid), never of the data."""
+    if scale <= 0:
+        raise ValueError("the lattice needs a positive scale")
+    # 2^e ≤ scale: numerator ≥ 2^(bits−1), denominator < 2^bits
+    e = scale.numerator.bit_length() - scale.denominator.bit_length() - 1
+    return min(-bits, e - LATTICE_MARGIN)
+
+
+def lattice_half_width(width: float, step: float, terms: int = 1) -> float:
+    """A (1 − α) bound ``width`` of |L| (the sum of ``terms`` independent continuous Laplace
+    variables, whose law the caller's ``width`` is computed for), widened to hold for the
+    same sum drawn on a lattice of step h ≤ ``step`` instead: ``width`` + terms·step, rounded
+    up.
+
+    Why: with E₁, E₂ independent exponentials of mean b and h = 2^k, h·⌊E/h⌋ is geometric on
+    hℤ with ratio p = e^{-h/b}, and the difference of two such is exactly the lattice Laplace
+    P(Z = hz) ∝ p^|z| that :meth:`OpenDPNoise.laplace_lattice` draws, while E₁ − E₂ is the
+    continuous Laplace(b). Coupled that way |Z − (E₁ − E₂)| < h, so P(|ΣZ| > w + terms·h) ≤
+    P(|ΣL| > w)."""
+    return math.nextafter(width + terms * step, math.inf)
+
+
+def laplace_on_lattice(
+    noise: NoiseSource, values: Sequence[float], scale: Fraction, k: int
+) -> list[float]:
+    """``noise.laplace_lattice`` where the source has it (the production source), else its
+    continuous ``laplace`` (test sources, which add no noise or a fixed shift)."""
+    draw = getattr(noise, "laplace_lattice", None)
+    if draw is None:
+        return noise.laplace(values, scale, integer=False)
+    drawn: list[float] = draw(values, scale, k)
+    return drawn
+
+
+@lru_cache(maxsize=256)
 def _selector(scale: float, size: int) -> Any:
     """OpenDP's report-noisy-min (``make_noisy_max``, ``negate=True``, pure DP): exponential
     noise on each score, which is permute-and-flip in distribution (McKenna & Sheldon 2020),
@@ -199,6 +253,41 @@ class OpenDPNoise:
         with _one_shot_imports():
             chosen = _selector(float_up(scale), len(scores))([float(s) for s in scores])
         return int(chosen)
+
+    def laplace_lattice(self, values: Sequence[float], scale: Fraction, k: int) -> list[float]:
+        """Add independent Laplace(``scale``) noise on the lattice 2^k·ℤ to values that are
+        all multiples of 2^k (``k`` from :func:`lattice_exponent`: public, from the plan).
+
+        Privacy argument. OpenDP's ``make_laplace`` over ``vector_domain(atom_domain(f64),
+        size=n)`` with granularity ``k`` rounds each coordinate to the nearest multiple of
+        2^k, adds 2^k·D_i with D_i independent discrete Laplace, P(D = d) ∝ e^{-|d|·2^k/b}
+        (b the float scale, ≥ ``scale``: rounded up), in exact arithmetic, and rounds the
+        result to a double. The values are checked to be multiples of 2^k already (a failure
+        is an internal error, never a fallback: the law must not depend on the data), so the
+        rounding is the identity and the output is x + Z with Z on the lattice 2^k·ℤⁿ,
+        P(Z = z) ∝ e^{-‖z‖₁/b}. For neighbours x, x' on the lattice (x − x' ∈ 2^k·ℤⁿ) and any
+        y ∈ x + 2^k·ℤⁿ, P(x + Z = y)/P(x' + Z = y) = e^{(‖y − x'‖₁ − ‖y − x‖₁)/b} ≤
+        e^{‖x − x'‖₁/b} (the normaliser is the same: the lattice is translation invariant), and
+        y ∉ x + 2^k·ℤⁿ has probability 0 for both. So ε = Δ₁/b, the calibration of the
+        continuous Laplace, with the same exact Δ₁ (OpenDP's own privacy map adds n·2^k to Δ₁
+        because it cannot assume the inputs are on the lattice). The final rounding to a
+        double is post-processing. The error bars use the law drawn: see
+        :func:`lattice_half_width`.
+
+        Why: OpenDP's float Laplace at its default granularity (2^-1074) costs about 23 µs a
+        value here, on a lattice near the values' scale about 6 µs."""
+        if scale <= 0:
+            raise ValueError("the lattice draw needs a positive scale")
+        if not values:
+            return []
+        for v in values:
+            on = math.ldexp(v, -k)
+            # an overflow to ±inf means |v| ≥ 2^(1024+k): v's last bit is far above 2^k
+            if not (on.is_integer() or (math.isinf(on) and math.isfinite(v))):
+                raise InternalError("a value off the noise lattice")
+        with _one_shot_imports():
+            m = _lattice_measurement(float_up(scale), k, len(values))
+            return [float(x) for x in m([float(v) for v in values])]
 
     @staticmethod
     def _apply(kind: str, values: Sequence[float], scale: Fraction, integer: bool) -> list[float]:

@@ -14,7 +14,12 @@ from fractions import Fraction
 
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import laplace_sum_half_width
-from dpproxy.mechanisms.noise import NoiseSource
+from dpproxy.mechanisms.noise import (
+    NoiseSource,
+    laplace_on_lattice,
+    lattice_exponent,
+    lattice_half_width,
+)
 from dpproxy.values import float_up
 
 
@@ -67,32 +72,79 @@ def joint_releases(
         a = (total - n * float(lo)) / w
         parts += (a, n - a)
     noisy = noise.laplace(parts, scale, integer=False)
-    if len(noisy) != len(parts):
+    return _joint_out(noisy, len(inputs), lo, hi, scale, 0.0)
+
+
+def joint_releases_on_grid(
+    scaled: Sequence[tuple[int, int]],
+    bits: int,
+    lo: Fraction,
+    hi: Fraction,
+    scale: Fraction,
+    noise: NoiseSource,
+) -> list[tuple[float, tuple[float, float], float, tuple[float, float]]]:
+    """:func:`joint_releases` for parts given exactly on the fixed-point grid 2^-bits
+    (``rewrite/fixed.py``): each group's ``(Σ(x − lo), Σ(hi − x))·2^bits`` as integers, which
+    ``release/stats.py`` computes when lo and hi lie on that grid.
+
+    Privacy: A = Σ(x − lo)/w and B = Σ(hi − x)/w each with Laplace(b) noise, b = ``scale``, is
+    the same release as w·A and w·B each with Laplace(w·b) noise, divided by w afterwards
+    (post-processing): the L1 distance of (wA, wB) between neighbours is w times that of
+    (A, B), and so is the scale. w·A and w·B are exact multiples of 2^-bits, so they are noised
+    on a lattice 2^k·ℤ, k ≤ −bits (``OpenDPNoise.laplace_lattice``, which has the privacy
+    argument; k from ``lattice_exponent``, public). The 95% intervals are widened by the
+    lattice's step (``lattice_half_width``): by 2^k/w per part, in A's units."""
+    if not scaled:
+        return []
+    w = hi - lo
+    wide = scale * w
+    k = lattice_exponent(wide, bits)
+    parts: list[float] = []
+    for aw, bw in scaled:
+        # float(int) rounds once; ×2^-bits is exact: a multiple of 2^-bits, hence of 2^k
+        parts += (math.ldexp(float(aw), -bits), math.ldexp(float(bw), -bits))
+    drawn = laplace_on_lattice(noise, parts, wide, k)
+    wf = float(w)
+    noisy = [x / wf for x in drawn]
+    # 2^k/w in A's units, doubled to absorb the rounding of w and of the quotient
+    return _joint_out(noisy, len(scaled), lo, hi, scale, 2 * math.ldexp(1.0, k) / wf)
+
+
+def _joint_out(
+    noisy: list[float], groups: int, lo: Fraction, hi: Fraction, scale: Fraction, step: float
+) -> list[tuple[float, tuple[float, float], float, tuple[float, float]]]:
+    """Each group's mean, its span, the count A + B and its span, from the noisy parts
+    (A₁, B₁, A₂, B₂, …); ``step`` (0 off a lattice) bounds the lattice's step in A's units."""
+    if len(noisy) != 2 * groups:
         raise InternalError("the noise source returned an unexpected number of values")
     h = laplace_sum_half_width(scale, 0.05)
+    half = float(scale) * math.log(40)
+    if step:
+        h, half = lattice_half_width(h, step, 2), lattice_half_width(half, step)
+    flo, fhi, w, mid = float(lo), float(hi), float(hi - lo), float((lo + hi) / 2)
     out = []
-    for i in range(len(inputs)):
+    for i in range(groups):
         na, nb = noisy[2 * i], noisy[2 * i + 1]
         count = na + nb
-        mean, span = _joint_mean(na, nb, lo, hi, scale)
+        mean, span = _joint_mean(na, nb, flo, fhi, w, mid, half)
         out.append((mean, span, count, (count - h, count + h)))
     return out
 
 
 def _joint_mean(
-    na: float, nb: float, lo: Fraction, hi: Fraction, scale: Fraction
+    na: float, nb: float, lo: float, hi: float, w: float, mid: float, half: float
 ) -> tuple[float, tuple[float, float]]:
-    w = float(hi - lo)
-    half = float(scale) * math.log(40)
+    """One group's mean lo + w·A/(A + B), clipped to [lo, hi], and its span (each part within
+    ``half`` of its true value); the bounds as floats, converted once per call, not per group."""
 
     def mean(x: float, y: float) -> float:
         x, y = max(x, 0.0), max(y, 0.0)
         if x + y <= 0:
-            return float((lo + hi) / 2)
-        return min(max(float(lo) + w * x / (x + y), float(lo)), float(hi))
+            return mid
+        return min(max(lo + w * x / (x + y), lo), hi)
 
-    low = float(lo) if na - half <= 0 else mean(na - half, nb + half)
-    high = float(hi) if nb - half <= 0 else mean(na + half, nb - half)
+    low = lo if na - half <= 0 else mean(na - half, nb + half)
+    high = hi if nb - half <= 0 else mean(na + half, nb - half)
     return mean(na, nb), (low, high)
 
 

@@ -6,13 +6,20 @@ This is the only place that sees exact aggregates; it hands on noisy values only
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
-from dpproxy.mechanisms.noise import NoiseSource
+from dpproxy.mechanisms.noise import (
+    NoiseSource,
+    laplace_on_lattice,
+    lattice_exponent,
+    lattice_half_width,
+)
 from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
 from dpproxy.release.memo import per_plan
@@ -42,9 +49,35 @@ def _key_order(key: tuple[Any, ...]) -> tuple[tuple[int, str, Any], ...]:
     return tuple((0, "", 0) if v is None else (1, type(v).__name__, v) for v in key)
 
 
-def _add_noise(r: Release, exact: list[float], noise: NoiseSource) -> list[float]:
+def _lattice(r: Release, grids: dict[str, int]) -> int | None:
+    """The exponent k of the lattice 2^k·ℤ a release's noise is drawn on, or None (OpenDP's
+    default grid or the integers): a Laplace SUM release, whose exact value is a multiple of
+    2^-bits (``rewrite/fixed.py``), is noised on that grid or finer (``mechanisms/noise.py``,
+    :meth:`~dpproxy.mechanisms.noise.OpenDPNoise.laplace_lattice`, which has the privacy
+    argument). Public: the plan's grid and scale only."""
+    m = r.mechanism
+    bits = grids.get(r.primitive.name)
+    if r.integer or bits is None or not isinstance(m, Laplace) or m.scale <= 0:
+        return None
+    return lattice_exponent(m.scale, bits)
+
+
+def drawn_half_width(plan: QueryPlan, r: Release, alpha: float) -> float:
+    """The (1 − α) bound of the noise release ``r`` actually draws: its mechanism's, widened
+    by the lattice step where the noise is drawn on a lattice (:func:`lattice_half_width`;
+    a batch's lattice is the finest of its releases', never coarser than ``r``'s own)."""
+    width = r.half_width(alpha)
+    k = _lattice(r, _sum_grids(plan))
+    return width if k is None else lattice_half_width(width, math.ldexp(1.0, k))
+
+
+def _add_noise(
+    r: Release, exact: list[float], noise: NoiseSource, k: int | None = None
+) -> list[float]:
     m = r.mechanism
     if isinstance(m, Laplace):
+        if k is not None:
+            return laplace_on_lattice(noise, exact, m.scale, k)
         return noise.laplace(exact, m.scale, integer=r.integer)
     if isinstance(m, Gaussian):
         return noise.gaussian(exact, m.sigma, integer=r.integer)
@@ -56,6 +89,7 @@ def _noise_releases(
     keys: list[tuple[Any, ...]],
     exact_value: Callable[[tuple[Any, ...], str], float],
     noise: NoiseSource,
+    grids: dict[str, int] | None = None,
 ) -> dict[str, list[float]]:
     """Every release's noisy values, one per group; releases that share a mechanism, scale
     and domain (integer or not) are noised together in **one** call of the noise source.
@@ -65,7 +99,10 @@ def _noise_releases(
     ``make_gaussian`` over a vector domain), so concatenating the vectors of releases with the
     same law and splitting the result gives each coordinate exactly the noise one call per
     release would: the planner's calibration is per release and per group, and holds
-    unchanged. What the batch saves is OpenDP's fixed cost per call (about 0.1 ms)."""
+    unchanged. What the batch saves is OpenDP's fixed cost per call (about 0.1 ms).
+
+    A batch of Laplace SUM releases is drawn on the finest of their lattices (:func:`_lattice`):
+    every value of the batch is a multiple of its own release's 2^k, hence of the finest."""
     batches: dict[tuple[Any, ...], list[Release]] = {}
     for r in releases:
         m = r.mechanism
@@ -77,7 +114,9 @@ def _noise_releases(
     n = len(keys)
     for batch in batches.values():
         values = [exact_value(k, r.primitive.name) for r in batch for k in keys]
-        drawn = _add_noise(batch[0], values, noise)
+        lattices = [_lattice(r, grids or {}) for r in batch]
+        fine = None if None in lattices else min(k for k in lattices if k is not None)
+        drawn = _add_noise(batch[0], values, noise, fine)
         if len(drawn) != len(values):
             raise InternalError("the noise source returned an unexpected number of values")
         for i, r in enumerate(batch):
@@ -122,17 +161,41 @@ def apply_noise(
 
     grids = _sum_grids(plan)  # sums come back as integers on a grid 2^-k (rewrite/fixed.py)
 
+    column: dict[str, int] = {}
+    for i, name in enumerate(names):
+        column.setdefault(name, nk + i)
+
     def exact_value(key: tuple[Any, ...], name: str) -> float:
         row = by_key.get(tuple(norm(v) for v in key))
         if row is None:
             return 0.0  # a public group absent from the data: zero-filled
-        v = row[nk + names.index(name)]
+        v = row[column[name]]
         if v is None:
             return 0.0
         bits = grids.get(name)
-        return float(v) if bits is None else float(unscale(v, bits))  # exact, then rounded once
+        if bits is None:
+            return float(v)
+        if type(v) is int:
+            # float(T·2^-bits) exactly as float(unscale(v, bits)) rounds it: the int rounds
+            # once to the nearest double, and scaling a double by a power of two is exact
+            # (|bits| ≤ 1000 and |T| < 2^115: no overflow, no subnormal).
+            return math.ldexp(float(v), -bits)
+        return float(unscale(v, bits))  # exact, then rounded once
 
-    noisy = _noise_releases(plan.releases, keys, exact_value, noise)
+    def exact_scaled(key: tuple[Any, ...], name: str) -> int:
+        """A SUM primitive's total as the integer T of its grid (0: absent or NULL)."""
+        row = by_key.get(tuple(norm(v) for v in key))
+        v = None if row is None else row[column[name]]
+        if v is None:
+            return 0
+        if type(v) is int:
+            return v
+        t = Fraction(v)  # a Decimal or float of an integer total (other backends)
+        if t.denominator != 1:
+            raise InternalError("a fixed-point total that is not an integer")
+        return t.numerator
+
+    noisy = _noise_releases(plan.releases, keys, exact_value, noise, grids)
     keep = [True] * len(keys)
     if plan.selection is not None:
         sel = plan.selection
@@ -145,7 +208,11 @@ def apply_noise(
         # every count): the event whose probability the plan bounds (mechanisms/selection.py).
         keep = [u > sel.threshold for u in noisy_units]
     kept = [k for i, k in enumerate(keys) if keep[i]]
-    stats = release_stats(plan, kept, exact_value, extras or {}, noise) if plan.stats else {}
+    stats = (
+        release_stats(plan, kept, exact_value, extras or {}, noise, exact_scaled, grids)
+        if plan.stats
+        else {}
+    )
     out = []
     for i, k in enumerate(keys):
         if not keep[i]:

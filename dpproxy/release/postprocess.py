@@ -43,7 +43,7 @@ from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.functions import apply_function, function_span
 from dpproxy.release.intervals import interval_ends
 from dpproxy.release.memo import per_plan
-from dpproxy.release.noise import NoisyGroup, derived_name
+from dpproxy.release.noise import NoisyGroup, derived_name, drawn_half_width
 from dpproxy.release.windows import compute_windows
 from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
 from dpproxy.sql.postmath import POST_FUNCS
@@ -224,7 +224,10 @@ def _halves(plan: QueryPlan) -> list[dict[str, float]]:
     return [
         {}
         if agg.stat is not None or agg.derived is not None
-        else {p: plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts}
+        else {
+            p: drawn_half_width(plan, plan.release_for(p), alpha / len(agg.parts))
+            for p in agg.parts
+        }
         for agg in plan.aggregates
     ]
 

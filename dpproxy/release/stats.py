@@ -37,6 +37,7 @@ class StatValues:
 
 
 ExactLookup = Callable[[tuple[Any, ...], str], float]
+ScaledLookup = Callable[[tuple[Any, ...], str], int]
 
 
 def release_stats(
@@ -45,8 +46,14 @@ def release_stats(
     exact_value: ExactLookup,
     extras: dict[str, ExactResult],
     noise: NoiseSource,
+    exact_scaled: ScaledLookup | None = None,
+    grids: dict[str, int] | None = None,
 ) -> dict[str, StatValues]:
-    """Release every stat of ``plan`` for every group in ``keys`` (already selected)."""
+    """Release every stat of ``plan`` for every group in ``keys`` (already selected).
+
+    ``exact_scaled(key, name)`` is a SUM primitive's exact total as the integer T of the grid
+    2^-``grids[name]`` (``rewrite/fixed.py``): with it, a JOINT mean whose bounds and centre lie
+    on that grid has its parts noised exactly on the grid (``release/local.py``)."""
     out: dict[str, StatValues] = {}
     nk = len(plan.query.keys)
     for stat in plan.stats:
@@ -55,14 +62,28 @@ def release_stats(
             assert stat.count is not None
             lo, hi = stat.bounds.lo, stat.bounds.hi
             assert lo is not None and hi is not None
-            inputs = [
-                _exact_mean_inputs(
-                    stat, exact_value(key, stat.count), exact_value(key, stat.total or "")
+            on_grid = joint_grid(stat, grids or {})
+            if exact_scaled is not None and on_grid is not None and stat.total is not None:
+                scaled = [
+                    joint_parts(
+                        on_grid,
+                        max(round(exact_value(key, stat.count)), 0),
+                        exact_scaled(key, stat.total),
+                    )
+                    for key in keys
+                ]
+                released = mech.joint_releases_on_grid(
+                    scaled, on_grid[0], lo, hi, stat.scale, noise
                 )
-                for key in keys
-            ]
-            # Every group's parts in one draw (release/local.py: the same law as one per group).
-            released = mech.joint_releases(inputs, lo, hi, stat.scale, noise)
+            else:
+                inputs = [
+                    _exact_mean_inputs(
+                        stat, exact_value(key, stat.count), exact_value(key, stat.total or "")
+                    )
+                    for key in keys
+                ]
+                # Every group's parts in one draw (release/local.py: the law of one per group).
+                released = mech.joint_releases(inputs, lo, hi, stat.scale, noise)
             for key, (mean, m_span, count, c_span) in zip(keys, released, strict=True):
                 result.values[key], result.spans[key] = mean, m_span
                 result.counts[key] = (count, c_span)
@@ -91,6 +112,29 @@ def release_stats(
             )
         out[stat.name] = result
     return out
+
+
+def joint_grid(stat: StatPlan, grids: dict[str, int]) -> tuple[int, int, int] | None:
+    """A JOINT mean's fixed-point grid, when its parts can be computed on it exactly:
+    (bits, (c − lo)·2^bits, (hi − lo)·2^bits) with both products integers, c the centre its
+    SUM primitive is taken around (``rewrite/fixed.py``); else None. A function of the plan."""
+    bits = None if stat.total is None else grids.get(stat.total)
+    lo, hi = stat.bounds.lo, stat.bounds.hi
+    if bits is None or lo is None or hi is None:
+        return None
+    unit = Fraction(2) ** bits
+    below, width = (stat.center - lo) * unit, (hi - lo) * unit
+    if below.denominator != 1 or width.denominator != 1:
+        return None
+    return bits, below.numerator, width.numerator
+
+
+def joint_parts(grid: tuple[int, int, int], n: int, total: int) -> tuple[int, int]:
+    """(Σ(x − lo), Σ(hi − x))·2^bits, exactly, from the count n of the mean's rows and the
+    integer total T = Σ(x − c)·2^bits of its centred SUM primitive (:func:`joint_grid`)."""
+    _, below, width = grid
+    aw = total + n * below
+    return aw, n * width - aw
 
 
 def _by_key(exact: ExactResult, nk: int) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
