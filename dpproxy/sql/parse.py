@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime
 import functools
 import re
-import threading
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, DialectType
@@ -161,30 +160,48 @@ def _named_dialect(name: str) -> Dialect:
     return Dialect.get_or_raise(name)
 
 
-_READERS = threading.local()
+# Idle tokenizers and parsers per dialect name: each resets its state at the start of every
+# ``tokenize``/``parse``, and making them costs about as much as tokenizing a short query. A
+# call takes a pair out of the pool (``list.pop`` and ``append`` are atomic, so no two threads
+# ever share one) and puts it back when done; an empty pool makes a new pair.
+_IDLE: dict[str, list[tuple[Tokenizer, Parser]]] = {}
+_MAX_IDLE = 8  # pairs kept per dialect
 
 
-def _reader(dialect: DialectType) -> tuple[Tokenizer, Parser]:
-    """A tokenizer and a parser for ``dialect``, made once per thread and dialect name (each
-    resets its state at the start of every ``tokenize``/``parse``; making them costs about
-    as much as tokenizing a short query). Dialect objects and classes get fresh ones."""
-    if not isinstance(dialect, str):
-        reader = dialect_of(dialect)
-        return reader.tokenizer(), reader.parser()
-    made: dict[str, tuple[Tokenizer, Parser]] | None = getattr(_READERS, "made", None)
-    if made is None:
-        made = _READERS.made = {}
-    pair = made.get(dialect)
-    if pair is None:
-        reader = dialect_of(dialect)
-        pair = made[dialect] = (reader.tokenizer(), reader.parser())
-    return pair
+def _take_reader(dialect: DialectType) -> tuple[Tokenizer, Parser]:
+    pool = _IDLE.get(dialect) if isinstance(dialect, str) else None
+    if pool:
+        try:
+            return pool.pop()
+        except IndexError:  # another thread took the last one
+            pass
+    reader = dialect_of(dialect)
+    return reader.tokenizer(), reader.parser()
+
+
+def _give_back(dialect: DialectType, pair: tuple[Tokenizer, Parser]) -> None:
+    if isinstance(dialect, str):
+        pool = _IDLE.setdefault(dialect, [])
+        if len(pool) < _MAX_IDLE:
+            pool.append(pair)
 
 
 def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp.Expr]:
     """The statements of ``sql`` within the limits above (none of them ``None``)."""
     check_length(sql)
-    tokenizer, parser = _reader(dialect)
+    pair = _take_reader(dialect)
+    try:
+        parsed = _parse_with(pair, sql)
+    finally:
+        _give_back(dialect, pair)
+    statements = [s for s in parsed if s is not None]
+    for statement in statements:
+        check_tree(statement)
+    return statements
+
+
+def _parse_with(pair: tuple[Tokenizer, Parser], sql: str) -> list[exp.Expr | None]:
+    tokenizer, parser = pair
     try:
         tokens = tokenizer.tokenize(sql)
     except TokenError as e:
@@ -196,7 +213,7 @@ def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp
     check_nesting(tokens)
     check_numbers(tokens)
     try:
-        parsed = parser.parse(tokens, sql)
+        return parser.parse(tokens, sql)
     except ParseError as e:
         first = e.errors[0] if e.errors else {}
         line, col = first.get("line"), first.get("col")
@@ -211,10 +228,6 @@ def parse_statements(sql: str, dialect: DialectType = INPUT_DIALECT) -> list[exp
         raise too_complex("the parser ran out of stack") from None
     except Exception as e:  # e.g. a TypeError in sqlglot on `SELECT #>>`
         raise SQLSyntaxError("syntax error", log_detail=f"{type(e).__name__}: {e}") from None
-    statements = [s for s in parsed if s is not None]
-    for statement in statements:
-        check_tree(statement)
-    return statements
 
 
 def parse(sql: str) -> exp.Expression:
