@@ -30,6 +30,8 @@ _HEADER = struct.Struct("!ci")
 _SYNC = b"S\x00\x00\x00\x04"
 # ReadyForQuery of each transaction status (idle, in a block, in a failed block)
 _READY = {s: b"Z\x00\x00\x00\x05" + s.encode("ascii") for s in "ITE"}
+# The messages without a body (EmptyQueryResponse, ParseComplete, BindComplete, ...), made once
+_EMPTY = {k: k + b"\x00\x00\x00\x04" for k in (b"I", b"1", b"2", b"3", b"n", b"s")}
 
 
 class MessageTooLarge(DPProxyError):
@@ -319,27 +321,27 @@ def command_complete(tag: str) -> bytes:
 
 
 def empty_query_response() -> bytes:
-    return _msg(b"I")
+    return _EMPTY[b"I"]
 
 
 def parse_complete() -> bytes:
-    return _msg(b"1")
+    return _EMPTY[b"1"]
 
 
 def bind_complete() -> bytes:
-    return _msg(b"2")
+    return _EMPTY[b"2"]
 
 
 def close_complete() -> bytes:
-    return _msg(b"3")
+    return _EMPTY[b"3"]
 
 
 def no_data() -> bytes:
-    return _msg(b"n")
+    return _EMPTY[b"n"]
 
 
 def portal_suspended() -> bytes:
-    return _msg(b"s")
+    return _EMPTY[b"s"]
 
 
 def parameter_description(oids: Sequence[int]) -> bytes:

@@ -731,8 +731,15 @@ class Session:
     ) -> Result:
         """Run one statement: session command, catalog emulation, or the DP engine. A DP
         answer's worker sends ``reply(result)`` itself when it can (see :meth:`run_private`)."""
-        if sql in self._private and self.status != "E" and not self.server.shutting_down:
-            return await self.run_private(sql, reply)  # its route depends on its text alone
+        if self.status != "E" and not self.server.shutting_down:
+            # A statement's route depends on its text alone (see _replay): a text run by the
+            # DP engine before goes straight back to it, and a catalog answer still cached is
+            # what the catalog branch below would return.
+            if sql in self._private:
+                return await self.run_private(sql, reply)
+            cached = self._catalog_answers.get(sql)
+            if cached is not None:
+                return Result(list(cached.fields), list(cached.rows), cached.tag)
         if self.server.shutting_down:
             raise AdminShutdown(
                 "terminating connection due to administrator command",
@@ -964,6 +971,9 @@ class Session:
             return list(known)
         if is_blank(sql):
             return []
+        cached = self._catalog_answers.get(sql)  # routed to the catalog by its text alone
+        if cached is not None:
+            return list(cached.fields)
         command = _describe_session_command(sql)
         if command is not None:
             return command
