@@ -165,8 +165,18 @@ def apply_noise(
     for i, name in enumerate(names):
         column.setdefault(name, nk + i)
 
+    found: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+
+    def row_of(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """The key's row (None: absent), its key normalised once, not once per primitive."""
+        try:
+            return found[key]
+        except KeyError:
+            row = found[key] = by_key.get(tuple(norm(v) for v in key))
+            return row
+
     def exact_value(key: tuple[Any, ...], name: str) -> float:
-        row = by_key.get(tuple(norm(v) for v in key))
+        row = row_of(key)
         if row is None:
             return 0.0  # a public group absent from the data: zero-filled
         v = row[column[name]]
@@ -184,7 +194,7 @@ def apply_noise(
 
     def exact_scaled(key: tuple[Any, ...], name: str) -> int:
         """A SUM primitive's total as the integer T of its grid (0: absent or NULL)."""
-        row = by_key.get(tuple(norm(v) for v in key))
+        row = row_of(key)
         v = None if row is None else row[column[name]]
         if v is None:
             return 0

@@ -41,7 +41,7 @@ from sqlglot import exp
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.functions import apply_function, function_span
-from dpproxy.release.intervals import interval_ends
+from dpproxy.release.intervals import interval_ends, requested
 from dpproxy.release.memo import per_plan
 from dpproxy.release.noise import NoisyGroup, derived_name, drawn_half_width
 from dpproxy.release.windows import compute_windows
@@ -232,7 +232,14 @@ def _halves(plan: QueryPlan) -> list[dict[str, float]]:
     ]
 
 
+def _intervals_read(plan: QueryPlan) -> frozenset[int] | None:
+    """The aggregates whose DP_INTERVAL ends the query reads (None: all of them, when it has
+    window functions, whose arguments ``requested`` does not look into)."""
+    return None if plan.query.windows else frozenset(requested(plan))
+
+
 # Products of the plan alone, once per plan object (release/memo.py); never mutated.
+_wanted_intervals = per_plan(_intervals_read)
 _part_halves = per_plan(_halves)
 _output_columns = per_plan(output_columns)
 
@@ -241,6 +248,7 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     """Assemble released rows from noisy groups (pure)."""
     q = plan.query
     part_halves = _part_halves(plan)
+    wanted = _wanted_intervals(plan)
     # A count over one table holds at most its rows (not so for a join or a flat map).
     max_count = q.table.public_max_rows if q.source is None else None
     rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
@@ -258,7 +266,9 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
                 known = {p: x for p, x in g.values.items() if x is not None}
                 spans[f"__agg_{i}"] = aggregate_span(agg, known, part_halves[i])
             # DP_INTERVAL_LOW/HIGH (release/intervals.py): the same release, no extra cost.
-            env[f"__lo_{i}"], env[f"__hi_{i}"] = interval_ends(agg, spans[f"__agg_{i}"], max_count)
+            if wanted is None or i in wanted:
+                ends = interval_ends(agg, spans[f"__agg_{i}"], max_count)
+                env[f"__lo_{i}"], env[f"__hi_{i}"] = ends
         if q.having is not None and evaluate(q.having, env) is not True:
             continue
         kept_groups.append((env, spans))
