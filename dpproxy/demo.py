@@ -19,13 +19,11 @@ load``), in one transaction, with psycopg 3, which is imported only there.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import importlib.metadata
 import os
 import re
 import secrets
-import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -208,6 +206,8 @@ def _numbered_lines(source: Path) -> list[str]:
     The first line is the header; empty lines are dropped (after numbering, so ``person_id``
     is the 1-based position of the row in the file).
     """
+    import gzip  # building the demo only, not opening it (fast start)
+
     with gzip.open(source, "rt", encoding="utf-8", newline="") as src:
         lines = src.read().splitlines()
     if not lines or not lines[0].startswith("age,"):
@@ -408,6 +408,8 @@ def _connect_error(
     missing = _NO_DATABASE.search(text)
     if missing is None:
         return BackendUnavailable(f"cannot connect to {shown}: {detail}", hint=_DSN_HINT)
+    import shlex
+
     name = missing.group(1).replace('""', '"')
     where = [
         f"{flag} {shlex.quote(str(params[key]))}"

@@ -21,7 +21,6 @@ cannot read as CSV or Parquet (22P04).
 
 from __future__ import annotations
 
-import glob as globbing
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +119,8 @@ def file_sources(database: str) -> tuple[Source, ...] | None:
                 "Parquet (.parquet), e.g. 'data/*.csv'; a DuckDB database is given alone",
             )
         if _is_glob(part):
+            import glob as globbing  # file globs only (fast start)
+
             files = tuple(
                 Path(f).resolve()
                 for f in sorted(globbing.glob(part, recursive=True))

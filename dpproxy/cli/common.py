@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import click
@@ -58,51 +55,6 @@ sql_file_option = click.option(
     metavar="FILE",
     help="Read the SQL from FILE ('-' for standard input) instead of the argument.",
 )
-
-
-#: True once :meth:`dpproxy.config.ConfigGroup.main` parsed this process's own command line
-#: (``dpproxy ...``, ``python -m dpproxy ...``): the process is a command's alone and ends with
-#: it. False when a caller runs the command in its own process (``main([...])``, click's
-#: ``CliRunner``).
-OWN_PROCESS = False
-
-
-def own_process() -> None:
-    """Mark this process as a ``dpproxy`` command's own (:data:`OWN_PROCESS`): at its exit,
-    :func:`gc.freeze` first, so the full garbage collections of the interpreter's shutdown do
-    not walk every object the imports built (about 0.01 s of CPU per collection with sqlglot
-    loaded). Python does not promise to finalize objects still alive at exit; the collections
-    still run over nothing, and the standard streams and ``atexit`` handlers (the operator's
-    log) are flushed and run as before."""
-    global OWN_PROCESS
-    if not OWN_PROCESS:
-        OWN_PROCESS = True
-        import atexit
-
-        atexit.register(gc.freeze)
-
-
-@contextmanager
-def command_imports() -> Iterator[None]:
-    """Around a one-shot command's imports (the engine, sqlglot, DuckDB: most of its start-up).
-
-    No garbage collection runs while they import: the objects they build (modules, classes,
-    functions, sqlglot's tables) live as long as the process, and each full collection over
-    them costs about 0.01 s of CPU (benchmarks/STARTUP.md). Afterwards, in the command's own
-    process (:data:`OWN_PROCESS`) they are frozen (:func:`gc.freeze`): later collections skip
-    them. In a caller's process nothing is frozen, so none of its garbage is kept; only the
-    collections are deferred to the first allocation after the imports. The collector's prior
-    state (enabled or not) is restored.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if OWN_PROCESS:
-            gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def common_options(f: Any) -> Any:

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import click
 
-from dpproxy.cli.common import (
-    cli_fail,
-    command_imports,
-    common_options,
-    operator_log,
-    sql_file_option,
-)
+from dpproxy.cli.common import cli_fail, common_options, operator_log, sql_file_option
+from dpproxy.config import command_imports
 from dpproxy.errors import DPProxyError
 from dpproxy.output import format_option
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from statistics import NormalDist
 
 from dpproxy.errors import InternalError, PrivacyParameterError
 from dpproxy.values import Sensitivity, ln_down, ln_up, sqrt_down, sqrt_up
@@ -118,6 +117,8 @@ class Gaussian:
         s = float(self.sigma)
         if integer:
             return math.ceil(s * math.sqrt(2 * math.log(2 / alpha)))
+        from statistics import NormalDist  # the continuous Gaussian only (fast start)
+
         return s * NormalDist().inv_cdf(1 - alpha / 2)
 
     @property

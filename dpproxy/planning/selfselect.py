@@ -52,7 +52,6 @@ implemented; the comparison is :func:`gaussian_threshold`.
 from __future__ import annotations
 
 from fractions import Fraction
-from statistics import NormalDist
 
 from dpproxy.analysis.sensitivity import PrimitiveKind, Stability, sensitivity
 from dpproxy.catalog.model import Neighbouring
@@ -91,6 +90,8 @@ def gaussian_threshold(epsilon: Fraction, delta: Fraction) -> float:
     rho = approx_to_zcdp(epsilon, delta / 2)
     one = Sensitivity(Fraction(1), Fraction(1), Fraction(1))
     sigma = float(Gaussian.calibrate(one, rho).sigma)
+    from statistics import NormalDist  # the Gaussian variant only (fast start)
+
     return 1 + sigma * NormalDist().inv_cdf(1 - float(delta) / 2)
 
 

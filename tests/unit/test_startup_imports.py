@@ -102,6 +102,9 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
     # optimizer passes, needed for queries over public tables only (planning/public.py)
     assert {"dpproxy.explain", "dpproxy.explain_notes", "sqlglot.optimizer.qualify",
             "sqlglot.optimizer.annotate_types"}.isdisjoint(mods)
+    # nor the standard modules only the Gaussian mechanism (statistics), building the demo
+    # (gzip), a PostgreSQL hint (shlex) or file globs (glob) need
+    assert {"statistics", "gzip", "shlex", "glob"}.isdisjoint(mods)
 
 
 @pytest.mark.parametrize("sql", [
@@ -205,9 +208,9 @@ def test_a_postgres_query_loads_psycopg_not_duckdb(pg_dsn: str) -> None:
 
 _GC_AT_EXIT = """
 import atexit, gc, sys
-from dpproxy.cli import common
+from dpproxy import config
 # registered first, so it runs last: after the freeze an own process registers at exit
-atexit.register(lambda: print("\\n@@gc", common.OWN_PROCESS, gc.isenabled(),
+atexit.register(lambda: print("\\n@@gc", config.OWN_PROCESS, gc.isenabled(),
                               gc.get_freeze_count() > 0, file=sys.stderr))
 sys.argv = ["dpproxy", *{args!r}]
 from dpproxy.cli import main
@@ -225,7 +228,7 @@ def _gc_at_exit(*args: str) -> tuple[str, str]:
 
 def test_the_command_line_marks_its_own_process(demo_db: Path) -> None:
     """``dpproxy ...`` (``main()`` reading the process's arguments) marks the process as the
-    command's own (cli.common.own_process), freezes the heap at exit, and answers as before."""
+    command's own (config.own_process), freezes the heap at exit, and answers as before."""
     out, state = _gc_at_exit("query", "--format", "json", "SELECT COUNT(*) FROM adult")
     assert state == "True True True"
     assert json.loads(out)["rows"][0]["count"] is not None
@@ -236,11 +239,12 @@ def test_the_command_line_marks_its_own_process(demo_db: Path) -> None:
 @pytest.mark.parametrize("command", ["query", "explain"])
 def test_an_own_process_freezes_the_imports_of_a_query(command: str, demo_db: Path) -> None:
     """In the command's own process, what ``query``/``explain`` imported is frozen
-    (cli.common.command_imports) before the query runs, and the collector is enabled again."""
+    (config.command_imports) before the query runs, and the collector is enabled again."""
     _modules(
         "import gc, io, contextlib\n"
-        "from dpproxy.cli import common, main\n"
-        "common.own_process()\n"
+        "from dpproxy import config\n"
+        "from dpproxy.cli import main\n"
+        "config.own_process()\n"
         "assert gc.get_freeze_count() == 0\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n"
@@ -265,16 +269,16 @@ def test_a_command_run_in_a_callers_process_freezes_nothing(demo_db: Path) -> No
             "    except SystemExit as e:\n"
             "        assert not e.code, e.code\n"
             "assert gc.get_freeze_count() == 0 and gc.isenabled() == was\n"
-            "from dpproxy.cli import common\n"
-            "assert not common.OWN_PROCESS\n"
+            "from dpproxy import config\n"
+            "assert not config.OWN_PROCESS\n"
         )
-        assert "dpproxy.cli.common" in mods
+        assert "dpproxy.config" in mods
 
 
 def test_command_imports_defers_collection_and_restores_the_collector() -> None:
     import gc
 
-    from dpproxy.cli.common import command_imports
+    from dpproxy.config import command_imports
 
     assert gc.isenabled()
     frozen = gc.get_freeze_count()
