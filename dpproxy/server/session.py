@@ -320,6 +320,7 @@ class Session:
         self.gate = direct.Gate()  # closed by Server.shutdown: no worker writes after it
         self._messages: protocol.MessageReader | None = None
         self._handlers = self._make_handlers()  # message type → handler, made once
+        self._descriptions: dict[tuple[object, ...], bytes] = {}  # see _row_description
 
     # ----------------------------------------------------------------------------- output
 
@@ -358,6 +359,7 @@ class Session:
     async def serve(self) -> None:
         cfg = self.server.config
         messages = self._messages = protocol.MessageReader(self.reader, cfg.max_message_size)
+        handlers = self._handlers
         while True:
             try:
                 kind, payload = await messages.read(cfg.idle_timeout)
@@ -376,7 +378,10 @@ class Session:
                     await self.flush()
                 continue
             try:
-                await self.dispatch(kind, payload)
+                handler = handlers.get(kind)  # dispatch(), without a coroutine of its own
+                if handler is None:
+                    raise ProtocolViolation(f"invalid frontend message type {kind!r}")
+                await handler(payload)
             except (ProtocolViolation, protocol.MessageTooLarge) as e:
                 self.send(protocol.error_from(e, severity="FATAL"))
                 await self.flush()
@@ -469,7 +474,7 @@ class Session:
         ``result``)."""
         parts = []
         if result.fields:
-            parts.append(protocol.row_description(self._fields(result.fields, [])))
+            parts.append(self._row_description(result.fields, []))
             parts += self._data_rows(result.rows, result.fields, [])
         parts += [protocol.notice_response("00000", n) for n in result.notices]
         parts.append(protocol.command_complete(result.tag))
@@ -504,7 +509,7 @@ class Session:
             return
         if len(self._replies) >= 256:
             self._replies.clear()
-        parts = [protocol.row_description(self._fields(result.fields, []))] if result.fields else []
+        parts = [self._row_description(result.fields, [])] if result.fields else []
         parts += self._data_rows(result.rows, result.fields, [])
         parts.append(protocol.command_complete(result.tag))
         self._replies[sql] = (text, source, b"".join(parts))
@@ -606,11 +611,7 @@ class Session:
                     raise UndefinedPreparedStatement(f'prepared statement "{name}" does not exist')
                 self.send(protocol.parameter_description(stmt.param_oids))
                 fields = self.describe(_with_dummies(stmt.sql, stmt.param_oids))
-                self.send(
-                    protocol.row_description(self._fields(fields, []))
-                    if fields
-                    else protocol.no_data()
-                )
+                self.send(self._row_description(fields, []) if fields else protocol.no_data())
             elif what == b"P":
                 portal = self.portals.get(name)
                 if portal is None:
@@ -618,7 +619,7 @@ class Session:
                 fields = portal.result.fields if portal.result else self.describe(portal.sql)
                 portal.described = fields
                 self.send(
-                    protocol.row_description(self._fields(fields, portal.result_formats))
+                    self._row_description(fields, portal.result_formats)
                     if fields
                     else protocol.no_data()
                 )
@@ -1005,6 +1006,18 @@ class Session:
         return list(fields)
 
     # --------------------------------------------------------------- encoding results
+
+    def _row_description(self, fields: list[tuple[str, int]], formats: Sequence[int]) -> bytes:
+        """The RowDescription of ``fields`` in ``formats``, kept per (fields, formats): a
+        function of the column names and types alone, never of the data (any thread)."""
+        key = (tuple(fields), tuple(formats))
+        known = self._descriptions.get(key)
+        if known is None:
+            known = protocol.row_description(self._fields(fields, formats))
+            if len(self._descriptions) >= 256:
+                self._descriptions.clear()
+            self._descriptions[key] = known
+        return known
 
     def _fields(self, fields: list[tuple[str, int]], formats: Sequence[int]) -> list[Field]:
         out = []
