@@ -96,12 +96,14 @@ def double_summand(p: Primitive, column: str, table: Table) -> exp.Expression:
 
 @contextmanager
 def double_sums() -> Iterator[None]:
-    saved = pipeline.summand
+    saved, whole = pipeline.summand, pipeline.whole_measures
     pipeline.summand = double_summand  # type: ignore[assignment]
+    # The pre-grid rewrite summed whole numbers as DOUBLEs too (not rewrite/wholesum.py).
+    pipeline.whole_measures = lambda *_: set()  # type: ignore[assignment]
     try:
         yield
     finally:
-        pipeline.summand = saved
+        pipeline.summand, pipeline.whole_measures = saved, whole
 
 
 def plan_of(engine: Engine, sql: str) -> QueryPlan:

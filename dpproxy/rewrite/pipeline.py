@@ -39,6 +39,7 @@ from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.perunit import per_unit_relation
 from dpproxy.rewrite.spark import to_spark
 from dpproxy.rewrite.unionrel import union_relation
+from dpproxy.rewrite.wholesum import whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
@@ -228,12 +229,21 @@ def build(ctx: RewriteContext) -> exp.Select:
     measures: dict[exp.Expression, str] = {}  # measure → its column alias (shared when equal)
     alias_of: dict[str, str] = {}  # primitive name → measure column alias
     columns: list[tuple[exp.Expression, str]] = []
+    # Whole-number measures summed in BIGINT arithmetic (rewrite/wholesum.py): no bounding.
+    table = q.table
+    whole = set() if ctx.plan.needs_bounding else whole_measures(ctx.plan.primitives, table)
+    whole_aliases: set[str] = set()
     for p in ctx.plan.primitives:
         if p.measure is None:
             continue
         if p.measure not in measures:
             m = _raw_measure(p, ctx)
             assert m is not None
+            if p.measure in whole:
+                w = whole_row(p.measure, m, table)
+                if w is not None:
+                    m = w
+                    whole_aliases.add(measure_alias(p))
             measures[p.measure] = measure_alias(p)
             columns.append((m, measure_alias(p)))
         alias_of[p.name] = measures[p.measure]
@@ -271,7 +281,7 @@ def build(ctx: RewriteContext) -> exp.Select:
     for i in range(len(q.keys)):
         query = query.select(exp.column(key_alias(i)), copy=False)
     for p in ctx.plan.primitives:
-        aggregate = exp.alias_(_aggregate(p, alias_of, ctx.plan), p.name, copy=False)
+        aggregate = exp.alias_(_aggregate(p, alias_of, ctx.plan, whole_aliases), p.name, copy=False)
         query = query.select(aggregate, copy=False)
     query = query.from_(table_ref(source), copy=False)
     if q.keys:
@@ -337,7 +347,9 @@ def _with(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Sele
 SUM_LIMIT = Fraction(10) ** 250  # 2⁶³ summands of this size stay below 10³⁰⁰
 
 
-def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.Expression:
+def _aggregate(
+    p: Primitive, alias_of: dict[str, str], plan: QueryPlan, whole: set[str] | None = None
+) -> exp.Expression:
     if p.kind is PrimitiveKind.UNITS:
         if plan.query.table.unit_is_unique:
             # One row per unit (a PRIMARY KEY/UNIQUE constraint): counting non-NULL units is
@@ -347,10 +359,11 @@ def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.E
     if p.measure is None:
         return exp.Count(this=exp.Star())
     column = alias_of[p.name]
+    term_of = whole_summand if whole and column in whole else summand
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
     if p.kind is PrimitiveKind.DISTINCT and p.distinct:  # AVG(DISTINCT): its sum's terms q
-        q = summand(replace(p, kind=PrimitiveKind.SUM), column, plan.query.table)
+        q = term_of(replace(p, kind=PrimitiveKind.SUM), column, plan.query.table)
         return exp.Count(this=exp.Distinct(expressions=[q]))
     if p.kind is PrimitiveKind.DISTINCT:  # over the bounded rows: at most K values per unit
         return exp.Count(this=exp.Distinct(expressions=[exp.column(column)]))
@@ -364,7 +377,7 @@ def _aggregate(p: Primitive, alias_of: dict[str, str], plan: QueryPlan) -> exp.E
         )
     # Integers on a fixed-point grid (rewrite/fixed.py): an exact, order-independent total.
     # SUM(DISTINCT ...): the distinct terms q (planning/plan.py Primitive), on both engines.
-    term = summand(p, column, plan.query.table)
+    term = term_of(p, column, plan.query.table)
     summed = exp.Sum(this=exp.Distinct(expressions=[term]) if p.distinct else term)
     return exp.Coalesce(this=summed, expressions=[lit(0)])
 

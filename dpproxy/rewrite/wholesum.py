@@ -1,0 +1,168 @@
+"""Fixed-point sums of whole numbers computed in integers: no DOUBLE, no FLOOR, the same terms.
+
+``rewrite/fixed.py`` sums every SUM primitive as integers q on a grid 2^-k, computing each q
+from the measure in double precision: ``CAST(FLOOR(s·2^k + ½) AS BIGINT)`` of the clamped
+DOUBLE. When the measure's values are whole numbers known exactly in advance — a bounded
+``integer`` column with whole bounds, or a CASE whose results are integer literals
+(:func:`~dpproxy.rewrite.fixed.exact_range`, :func:`~dpproxy.rewrite.fixed.integer_valued`)
+— and the sum uses its natural grid (the centre a dyadic a/2^j, k = j, or 2j for squares), q
+is an integer expression of the row's value x:
+
+    q = x·2^j − a          (squared: (x·2^j − a)·(x·2^j − a))
+
+so the measure is written as a BIGINT (the column clamped in its own integer type, then cast)
+and q in BIGINT arithmetic. At 1 M rows on DuckDB this takes the clamped SUM(income) from
+≈ 5.3 ms to ≈ 2.9 ms (raw SUM: 1.2 ms): the casts to DOUBLE and back and the FLOOR per row
+and term are gone.
+
+Why it is the same function, and total.
+
+1. *The row value.* A column's clamp ``CASE WHEN x < lo THEN lo WHEN x > hi THEN hi ELSE x
+   END`` compares in the column's own integer type (the schema's ``integer`` type is an
+   integer type or a DECIMAL of scale 0 in the database: ``catalog/draft.py``, checked when
+   the engine opens), exactly; the DOUBLE clamp compared the rounded value against the same
+   whole bounds, and rounding is monotone and exact on whole numbers below 2^53, so both give
+   the same value (NULL stays NULL: no branch holds). The result lies in [lo, hi], so its cast
+   to BIGINT cannot fail (|lo|, |hi| ≤ 2^62 is checked). A CASE of integer literals is cast as
+   it is: its values are those literals (NULL included), checked the same way.
+2. *The term.* For a whole x and c = a/2^j, (x − c)·2^j = x·2^j − a exactly; the double path
+   computed the same number exactly whenever it lay on the grid's interval (|q| ≤ 2^52), and
+   outside it both clamp to the same grid end (fixed.py: a double comparison that rounds onto
+   the end gives that end anyway). Every intermediate (x·2^j, x·2^j − a, its square) is bounded
+   from the measure's exact range before the SQL is written and must stay within 2^62: BIGINT
+   arithmetic cannot overflow on any engine. When that range is not inside the grid's
+   interval, the term keeps its two comparisons, in integers.
+3. *The sum.* Each q is a BIGINT (an explicit ``CAST``, which Spark's pass recognises as a
+   fixed-point term and sums in 21-bit parts: ``rewrite/spark.py``), summed exactly as before.
+
+Only without contribution bounding (the bounding's row hash reads the measure's value, whose
+text would change with its type) and only when every primitive reading the measure's column
+can read a BIGINT: its COUNTs, COUNT(DISTINCT)s and SUMs that all take this path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from dpproxy.analysis.sensitivity import PrimitiveKind
+from dpproxy.rewrite.fixed import _natural_bits, exact_range, grid
+from dpproxy.rewrite.guard import clamp, lit, number
+
+if TYPE_CHECKING:
+    from dpproxy.catalog.model import Table
+    from dpproxy.planning.plan import Primitive
+
+_LIMIT = 1 << 62  # every intermediate stays this far inside BIGINT
+
+
+def _bigint(e: exp.Expression) -> exp.Cast:
+    return exp.Cast(this=e, to=exp.DataType(this=exp.DataType.Type.BIGINT, nested=False))
+
+
+@dataclass(frozen=True, slots=True)
+class WholeTerm:
+    """q = (x·scale − offset), squared if so planned, clamped to [low, high] if ``clamped``."""
+
+    scale: int
+    offset: int
+    squared: bool
+    low: int
+    high: int
+    clamped: bool
+
+
+def whole_term(p: Primitive, table: Table) -> WholeTerm | None:
+    """The integer form of SUM primitive ``p``'s term, or ``None`` when it has none."""
+    if p.measure is None or p.values is None:
+        return None
+    span = exact_range(p.measure, table)
+    natural = _natural_bits(p, table)
+    if span is None or natural is None or any(v.denominator != 1 for v in span):
+        return None
+    g = grid(p, table)
+    if g.bits != natural or g.bits < 0:
+        return None
+    den = p.center.denominator  # 2^j
+    offset = p.center.numerator  # a
+    xl, xh = int(span[0]), int(span[1])
+    lo, hi = xl * den - offset, xh * den - offset
+    if any(abs(v) > _LIMIT for v in (xl, xh, xl * den, xh * den, lo, hi)):
+        return None
+    if p.squared:
+        top = max(lo * lo, hi * hi)
+        if top > _LIMIT:
+            return None
+        bottom = 0 if lo <= 0 <= hi else min(lo * lo, hi * hi)
+        lo, hi = bottom, top
+    return WholeTerm(den, offset, p.squared, g.low, g.high, not (g.low <= lo and hi <= g.high))
+
+
+def whole_measures(primitives: Iterable[Primitive], table: Table) -> set[exp.Expression]:
+    """The measures whose column may be a BIGINT: read only by COUNT, COUNT(DISTINCT) and SUMs
+    with a :func:`whole_term` each (at least one SUM)."""
+    bad: set[exp.Expression] = set()
+    summed: set[exp.Expression] = set()
+    for p in primitives:
+        if p.measure is None:
+            continue
+        if p.kind is PrimitiveKind.COUNT or (p.kind is PrimitiveKind.DISTINCT and not p.distinct):
+            continue
+        if p.kind in (PrimitiveKind.SUM, PrimitiveKind.DISTINCT) and whole_term(
+            replace(p, kind=PrimitiveKind.SUM), table
+        ):
+            summed.add(p.measure)
+        else:
+            bad.add(p.measure)
+    return summed - bad
+
+
+def whole_row(
+    measure: exp.Expression, double: exp.Expression, table: Table
+) -> exp.Expression | None:
+    """The BIGINT row value of a measure of :func:`whole_measures`; ``double`` is the DOUBLE
+    row value ``pipeline.row_measure`` wrote for it (a CASE's guarded conditions are kept).
+    ``None`` when that value is not of the expected shape (the caller keeps the DOUBLE)."""
+    if isinstance(measure, exp.Column):
+        col = table.column(measure.name)
+        if col is None or col.lower is None or col.upper is None:
+            return None
+        name = measure.name
+        return _bigint(clamp(lambda: exp.column(name), col.lower, col.upper))
+    if isinstance(double, exp.Cast) and isinstance(double.this, exp.Case):
+        return _bigint(double.this)
+    return None
+
+
+def whole_summand(p: Primitive, column: str, table: Table) -> exp.Expression:
+    """What SUM adds up for ``p`` over the BIGINT column ``column`` (:func:`whole_row`)."""
+    t = whole_term(p, table)
+    assert t is not None
+
+    def value() -> exp.Expression:
+        v: exp.Expression = exp.column(column)
+        if t.scale != 1:
+            v = exp.Mul(this=v, expression=lit(t.scale))
+        if t.offset > 0:
+            v = exp.Sub(this=v, expression=lit(t.offset))
+        elif t.offset < 0:
+            v = exp.Add(this=v, expression=lit(-t.offset))
+        if t.squared:
+            v = exp.Mul(this=exp.Paren(this=v), expression=exp.Paren(this=v.copy()))
+        return v
+
+    term = _bigint(value())
+    if not t.clamped:
+        return term
+    low, high = number(Fraction(t.low)), number(Fraction(t.high))
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=value(), expression=low), true=low.copy()),
+            exp.If(this=exp.GT(this=value(), expression=high), true=high.copy()),
+        ],
+        default=term,
+    )
