@@ -35,6 +35,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.sql.mathargs import log_base
+from dpproxy.sql.types import clone
 
 LIMIT = 300.0  # |exponent| every intermediate result must stay within
 MAX_L = 150
@@ -273,18 +274,18 @@ def _tame(v: exp.Expression, L: int) -> exp.Expression:
     big, tiny = f"1e{L}", f"1e-{L}"
     return exp.Case(
         ifs=[
-            exp.If(this=exp.LT(this=exp.Abs(this=v.copy()), expression=lit(tiny)), true=lit("0.0")),
+            exp.If(this=exp.LT(this=exp.Abs(this=clone(v)), expression=lit(tiny)), true=lit("0.0")),
             exp.If(
                 this=exp.And(
-                    this=exp.GT(this=v.copy(), expression=lit(big)),
-                    expression=exp.LTE(this=v.copy(), expression=lit(MAX_DOUBLE)),
+                    this=exp.GT(this=clone(v), expression=lit(big)),
+                    expression=exp.LTE(this=clone(v), expression=lit(MAX_DOUBLE)),
                 ),
                 true=lit(big),
             ),
             exp.If(
                 this=exp.And(
-                    this=exp.LT(this=v.copy(), expression=neg(big)),
-                    expression=exp.GTE(this=v.copy(), expression=neg(MAX_DOUBLE)),
+                    this=exp.LT(this=clone(v), expression=neg(big)),
+                    expression=exp.GTE(this=clone(v), expression=neg(MAX_DOUBLE)),
                 ),
                 true=neg(big),
             ),

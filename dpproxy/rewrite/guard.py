@@ -47,7 +47,7 @@ from dpproxy.sql.dates import (
 from dpproxy.sql.mathargs import math_operand
 from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.tochar import portable_to_char
-from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, typed_constant
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, clone, typed_constant
 from dpproxy.values import float_down, float_up
 
 _ARITH = (
@@ -157,6 +157,22 @@ def _double_column(name: str) -> Callable[[], exp.Expression]:
     return lambda: _as_double(exp.column(name))
 
 
+# (column name, lower, upper) → its clamp CASE, built once: a copy of it is the same tree
+# as a new :func:`clamp` of the column (its nodes hold only the name and the two bounds) and
+# costs a third as much to make. Never handed out itself, only copies.
+_COLUMN_CLAMPS: dict[tuple[str, Fraction | None, Fraction | None], exp.Expression] = {}
+
+
+def _column_clamp(name: str, lo: Fraction | None, hi: Fraction | None) -> exp.Expression:
+    key = (name, lo, hi)
+    template = _COLUMN_CLAMPS.get(key)
+    if template is None:
+        if len(_COLUMN_CLAMPS) >= 4096:  # schemas come and go in tests and reloads
+            _COLUMN_CLAMPS.clear()
+        template = _COLUMN_CLAMPS[key] = clamp(_double_column(name), lo, hi)
+    return clone(template)
+
+
 def clamp_values(
     node: exp.Expression, table: Table, *, copy: bool = True, made: set[int] | None = None
 ) -> exp.Expression:
@@ -178,7 +194,7 @@ def clamp_values(
     >>> sql.replace("CAST(age AS DOUBLE)", "x")
     'CASE WHEN age > 3 THEN CASE WHEN x < 0 THEN 0 WHEN x > 9 THEN 9 ELSE x END END'
     """
-    out = node.copy() if copy else node
+    out = clone(node) if copy else node
     wrapper = exp.Paren(this=out)  # so that a bare column has a parent to be replaced in
     for col in list(out.find_all(exp.Column)):
         c = table.column(col.name)
@@ -186,7 +202,7 @@ def clamp_values(
             continue  # a half-bounded column is clamped on its one side
         if not _in_value_position(col, wrapper):
             continue
-        clamped = clamp(_double_column(col.name), c.lower, c.upper)
+        clamped = _column_clamp(col.name, c.lower, c.upper)
         if made is not None:
             made.add(id(clamped))
         col.replace(clamped)
@@ -361,6 +377,7 @@ def _portable_round(n: exp.Round, table: Table) -> exp.Expression:
 
 _BINARY = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv)
 _DOUBLE_TYPES = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
+_DOUBLE_FUNCS = (*DOMAIN_FUNCS, exp.Pi)
 
 
 def is_double(n: exp.Expression, table: Table) -> bool:
@@ -375,7 +392,7 @@ def is_double(n: exp.Expression, table: Table) -> bool:
         return is_double(n.this, table)
     if isinstance(n, exp.Cast):  # TRY_CAST too
         return n.to.this in _DOUBLE_TYPES
-    if isinstance(n, (*DOMAIN_FUNCS, exp.Pi)):  # of a DOUBLE (rewrite/domains.py), or π
+    if isinstance(n, _DOUBLE_FUNCS):  # of a DOUBLE (rewrite/domains.py), or π
         return True
     if isinstance(n, _BINARY):
         return is_double(n.this, table) or is_double(n.expression, table)
@@ -437,7 +454,7 @@ def guard_row_expression(
 
     # Bottom-up, so that every node sees guarded children and nothing under a replaced node
     # is skipped (sqlglot's ``transform`` does not descend into a replacement).
-    out = node.copy() if copy else node
+    out = clone(node) if copy else node
     wrapper = exp.Paren(this=out)
     skip = guarded if guarded and not copy else None
     # The walk is listed before any node changes, so the ids in ``skip`` are still theirs.

@@ -59,16 +59,18 @@ def parenthesise(node: exp.Expression) -> exp.Expression:
     >>> parenthesise(exp.Mul(this=total, expression=b.copy())).sql()
     '(a + b) * b'
     """
+    level_of = _LEVEL_OF
     for visited in list(node.walk()):
         n = typing.cast(exp.Expression, visited)
-        outer = _level(n)
+        outer = level_of[type(n)] if type(n) in level_of else _level(n)
         if outer is None:
             continue
+        args = n.args
         for key in ("this", "expression"):
-            child = n.args.get(key)
+            child = args.get(key)
             if not isinstance(child, exp.Expression):
                 continue
-            inner = _level(child)
+            inner = level_of[type(child)] if type(child) in level_of else _level(child)
             if inner is None:
                 continue
             right = key == "expression" or isinstance(n, exp.Not | exp.Neg)

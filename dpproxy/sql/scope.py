@@ -26,7 +26,7 @@ from dpproxy.errors import (
 )
 from dpproxy.sql.joins import JoinSource
 from dpproxy.sql.totality import check_allowed
-from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, clone, type_of
 
 
 class AggKind(Enum):
@@ -149,7 +149,7 @@ class Scope:
                     qualified = f"{n.table.lower()}.{name}"
                     if qualified not in self.names:
                         raise UndefinedColumn(f"column {n.table}.{n.name} does not exist")
-                    return parenthesised(self.names[qualified].copy())
+                    return parenthesised(clone(self.names[qualified]))
                 if name in self.ambiguous:
                     raise AmbiguousColumn(
                         f'column reference "{n.name}" is ambiguous',
@@ -161,7 +161,7 @@ class Scope:
                         hint=f"columns of {self.table.name}: "
                         + ", ".join(sorted(k for k in self.names if "." not in k))[:300],
                     )
-                return parenthesised(self.names[name].copy())
+                return parenthesised(clone(self.names[name]))
             if isinstance(n, exp.Star):
                 raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
             if isinstance(n, exp.Subquery | exp.Select | exp.Exists):
@@ -171,7 +171,7 @@ class Scope:
                 )
             return n
 
-        out = exp.Paren(this=node.copy().transform(sub, copy=False))
+        out = exp.Paren(this=clone(node).transform(sub, copy=False))
         type_of(out, self.column_types)  # converts string literals in typed contexts, in place
         check_allowed(out)  # the second line: nothing without a totality argument
         result: exp.Expression = out.this
