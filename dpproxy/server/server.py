@@ -29,6 +29,7 @@ import re
 import ssl
 import struct
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,7 @@ class Server:
         self._starting = 0  # connections not yet logged in (at most max_connections)
         self.shutting_down = False
         self._server: asyncio.base_events.Server | None = None
+        self.executor: ThreadPoolExecutor | None = None  # made by start()
         check_files(config)
         if config.require_tls and config.tls_cert is None:
             raise InvalidParameter("TLS is required, but no certificate is configured")
@@ -208,6 +210,10 @@ class Server:
                 self.config.host,
                 extra={"event": "config"},
             )
+        # The loop's default executor (asyncio.to_thread's; the loop joins it when it closes),
+        # made here so that sessions can hand DP statements to it directly (session._hand_off)
+        self.executor = ThreadPoolExecutor(thread_name_prefix="dpproxy-worker")
+        asyncio.get_running_loop().set_default_executor(self.executor)
         self._server = await asyncio.start_server(
             self._handle, self.config.host, self.config.port, limit=self.config.max_message_size
         )
