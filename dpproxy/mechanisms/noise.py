@@ -186,6 +186,7 @@ def _lattice_measurement(scale: float, k: int, size: int) -> Any:
 LATTICE_MARGIN = 60
 
 
+@lru_cache(maxsize=256)
 def lattice_exponent(scale: Fraction, bits: int) -> int:
     """The exponent k of the lattice 2^k·ℤ a Laplace(``scale``) draw on values that are
     multiples of 2^-``bits`` is made on (:meth:`OpenDPNoise.laplace_lattice`): the values' own
