@@ -211,7 +211,7 @@ class Server:
                 extra={"event": "config"},
             )
         # The loop's default executor (asyncio.to_thread's; the loop joins it when it closes),
-        # made here so that sessions can hand DP statements to it directly (session._hand_off)
+        # made here so that sessions can hand DP statements to it directly (direct.hand_off)
         self.executor = ThreadPoolExecutor(thread_name_prefix="dpproxy-worker")
         asyncio.get_running_loop().set_default_executor(self.executor)
         self._server = await asyncio.start_server(

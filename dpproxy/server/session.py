@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from dpproxy.backends import CancelToken
 from dpproxy.catalog.model import ColumnType, MechanismKind
@@ -66,7 +66,6 @@ from dpproxy.sql.parse import too_complex
 from dpproxy.values import check_privacy_parameters, parse_privacy_number
 
 log = logging.getLogger("dpproxy.server")
-_T = TypeVar("_T")
 
 SERVER_VERSION = "15.8"
 _VOLATILE = re.compile(
@@ -840,7 +839,7 @@ class Session:
         result: Result
         Session.in_flight += 1
         try:
-            self.running = running = _hand_off(
+            self.running = running = direct.hand_off(
                 loop,
                 self.server.executor,
                 functools.partial(_answer, run, token, out, pending, reply),
@@ -1325,47 +1324,6 @@ def _answer(
     finally:
         if out is not None:
             out.close()
-
-
-def _hand_off(
-    loop: asyncio.AbstractEventLoop, executor: Executor | None, job: Callable[[], _T]
-) -> asyncio.Future[_T]:
-    """``job`` on a worker thread of ``executor`` (the loop's default one, which the server
-    installs; None: ``run_in_executor``'s), as the last thing the loop thread does before it
-    awaits the result: the worker, woken by the hand-off, then mostly finds the GIL free
-    instead of waiting for the loop thread to reach ``epoll`` (a second sleep and wake-up on
-    the statement's path). The worker settles the future as its last step, likewise. No
-    context is copied (dpproxy sets no context variables)."""
-    if executor is None:
-        return loop.run_in_executor(None, job)
-    future: asyncio.Future[_T] = loop.create_future()
-    executor.submit(_run_and_settle, loop, future, job)
-    return future
-
-
-def _run_and_settle(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[_T], job: Callable[[], _T]
-) -> None:
-    """A worker: run ``job`` and hand its outcome back to ``loop``."""
-    try:
-        outcome = job()
-    except BaseException as e:  # as ThreadPoolExecutor: every outcome goes to the future
-        settle = functools.partial(_settle, future, None, e)
-    else:
-        settle = functools.partial(_settle, future, outcome, None)
-    try:
-        loop.call_soon_threadsafe(settle)
-    except RuntimeError:  # the loop is closed: nobody waits for the answer any more
-        pass
-
-
-def _settle(future: asyncio.Future[_T], outcome: _T | None, error: BaseException | None) -> None:
-    if future.done():  # the waiting statement was cancelled (its session is gone)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(outcome)  # type: ignore[arg-type]
 
 
 def _words(sql: str) -> list[str]:

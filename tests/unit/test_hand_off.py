@@ -1,4 +1,4 @@
-"""``session._hand_off``: a DP statement's job on a worker thread of the server's executor,
+"""``direct.hand_off``: a DP statement's job on a worker thread of the server's executor,
 its outcome (a value or any exception) back on the loop; a future nobody waits for any more,
 or a closed loop, is left alone. Real threads and a real event loop."""
 
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dpproxy.errors import QueryCanceled
-from dpproxy.server.session import _hand_off
+from dpproxy.server.direct import hand_off as _hand_off
 
 
 def test_the_value_and_the_thread() -> None:
