@@ -130,7 +130,12 @@ class Interval:
     hi: Fraction | None
 
     def __post_init__(self) -> None:
-        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+        lo, hi = self.lo, self.hi  # lo > hi, cross-multiplied (denominators are positive)
+        if (
+            lo is not None
+            and hi is not None
+            and lo.numerator * hi.denominator > (hi.numerator * lo.denominator)
+        ):
             raise InternalError(f"empty interval [{self.lo}, {self.hi}]")
 
     @classmethod
@@ -226,7 +231,9 @@ class Sensitivity:
     linf: Fraction
 
     def __post_init__(self) -> None:
-        if self.l1 < 0 or self.l2 < 0 or self.linf < 0:
+        # signs by numerator (a Fraction's denominator is positive; ``< 0`` on a Fraction
+        # goes through numbers.Rational's ABC check, and planning builds dozens of these)
+        if self.l1.numerator < 0 or self.l2.numerator < 0 or self.linf.numerator < 0:
             raise InternalError("negative sensitivity")
 
     def scaled(self, k: Fraction) -> Sensitivity:
@@ -247,7 +254,7 @@ class Cost:
 
     def __post_init__(self) -> None:
         # δ may exceed 1 in a sum of costs (a request never does: the planner checks δ < 1).
-        if self.epsilon < 0 or self.delta < 0 or self.rho < 0:
+        if self.epsilon.numerator < 0 or self.delta.numerator < 0 or self.rho.numerator < 0:
             raise PrivacyParameterError(
                 f"invalid privacy cost ε={float(self.epsilon):g}, δ={float(self.delta):g}"
             )
@@ -309,7 +316,6 @@ def check_privacy_parameters(eps: Fraction, dlt: Fraction) -> None:
             f"{float(MIN_DELTA):g}",
             hint="use δ = 0 for pure ε-DP",
         )
-
 
 
 def parse_privacy_number(value: object, name: str, *, allow_zero: bool = False) -> Fraction:

@@ -42,7 +42,7 @@ class Laplace:
     scale: Fraction
 
     def __post_init__(self) -> None:
-        if self.scale < 0:
+        if self.scale.numerator < 0:  # a Fraction's sign (its ``<`` is slow)
             raise InternalError("negative Laplace scale")
 
     def epsilon(self, sens: Sensitivity) -> Fraction:
