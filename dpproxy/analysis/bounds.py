@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpproxy.catalog.model import Table
+from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.dates import MAX_DAYS
 from dpproxy.sql.mathargs import (
@@ -316,8 +316,6 @@ def integer_power(v: Interval, n: int) -> Interval | None:
 
 def integral(node: exp.Expression, table: Table) -> bool:
     """Is every value of ``node`` an integer (columns of integer type, integer literals)?"""
-    from dpproxy.catalog.model import ColumnType
-
     if isinstance(node, exp.Paren):
         return integral(node.this, table)
     if isinstance(node, exp.Literal):

@@ -140,38 +140,72 @@ def rows_select(
     domain; without it the caller keeps the domain's groups after aggregating)."""
     q = ctx.plan.query
     table = q.table
-    rows = exp.select(exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False))
+    columns: list[exp.Expr] = [exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False)]
     guarded_keys = [finite_arithmetic(guard_row_expression(k.expr, table), table) for k in q.keys]
     for i, key in enumerate(guarded_keys):
-        rows = rows.select(exp.alias_(key.copy(), key_alias(i), copy=False), copy=False)
+        columns.append(exp.alias_(key.copy(), key_alias(i), copy=False))
     for m, alias in measures:
-        rows = rows.select(exp.alias_(m, alias, copy=False), copy=False)
+        columns.append(exp.alias_(m, alias, copy=False))
+    rows = select_from(columns)
     conditions = [guarded_filter(f, table) for f in q.filters]
     if q.source is not None and q.source.sides is not None:  # two units' rows joined
         joined = exp.Subquery(
             this=two_sided(ctx), alias=exp.TableAlias(this=exp.to_identifier("__joined"))
         )
-        rows = rows.from_(joined, copy=False)
+        source: exp.Expression = joined
     elif q.source is not None:  # a join (sql/joins.py): its relation as a subquery
         used = {
             c.name
             for e in (*guarded_keys, *(m for m, _ in measures), *conditions)
             for c in e.find_all(exp.Column)
         }
-        rows = rows.from_(_joined(q.source.select, used | {table.privacy_unit or ""}), copy=False)
+        source = _joined(q.source.select, used | {table.privacy_unit or ""})
     elif q.per_unit is not None:  # one row per unit, aggregated (sql/perunit.py)
-        rows = rows.from_(per_unit_relation(q.per_unit), copy=False)
+        source = per_unit_relation(q.per_unit)
     elif q.union is not None:  # UNION ALL of private relations (sql/unionrel.py)
-        rows = rows.from_(union_relation(q.union), copy=False)
+        source = union_relation(q.union)
     else:
-        rows = rows.from_(table_ref(table.name), copy=False)
+        source = table_ref(table.name)
+    rows.set("from_", exp.From(this=source))
     if q.keys and q.public_keys and domain_filter:
         for k, key in zip(q.keys, guarded_keys, strict=True):
             assert k.domain is not None
             conditions.append(_domain_filter(key, k.domain))
-    for c in conditions:
-        rows = rows.where(exp.Paren(this=c), copy=False)
+    _where_all(rows, [exp.Paren(this=c) for c in conditions])
     return rows
+
+
+def select_from(
+    columns: list[exp.Expr],
+    source: exp.Expression | None = None,
+    conditions: list[exp.Expression] | None = None,
+) -> exp.Select:
+    """``SELECT columns [FROM source] [WHERE c₁ AND c₂ …]`` built directly: the tree that
+    sqlglot's ``select(...).from_(...).where(...)`` builders make (``conditions`` as one
+    ``where`` call each), without their argument parsing and checks."""
+    select = exp.Select(expressions=columns)
+    if source is not None:
+        select.set("from_", exp.From(this=source))
+    if conditions:
+        _where_all(select, conditions)
+    return select
+
+
+def _where_all(select: exp.Select, conditions: list[exp.Expression]) -> None:
+    """The WHERE of ``conditions`` as successive ``select.where(c, copy=False)`` calls build
+    it on a SELECT without one: each AND-ed to what is there, with sqlglot's parentheses
+    around either side that is itself a connective (AND, OR)."""
+    where: exp.Expression | None = None
+    for c in conditions:
+        if where is None:
+            where = c
+        else:
+            where = exp.And(
+                this=exp.Paren(this=where) if isinstance(where, exp.Connector) else where,
+                expression=exp.Paren(this=c) if isinstance(c, exp.Connector) else c,
+            )
+    if where is not None:
+        select.set("where", exp.Where(this=where))
 
 
 def guarded_filter(f: exp.Expression, table: Table) -> exp.Expression:
@@ -264,28 +298,33 @@ def build(ctx: RewriteContext) -> exp.Select:
     types = ctx.column_types
     measure_columns = [(alias, type_of(m, types)) for m, alias in measures.items()]
     source = "__rows"
-    query = exp.select()
     ctes: list[tuple[str, exp.Expression]] = [("__rows", rows)]
     if ctx.plan.needs_bounding and not q.keys and not measures:
         # Rows without keys or measures are indistinguishable to the query: the bounded count
         # is Σ_u min(n_u, K), computed from per-unit counts with no ranking at all.
         ctes.append(("__per_unit", count_per_unit()))
-        for p in ctx.plan.primitives:
-            bounded = counted_rows(p.kind is PrimitiveKind.UNITS, ctx.plan.stability.rows)
-            query = query.select(exp.alias_(bounded, p.name, copy=False), copy=False)
-        query = query.from_(table_ref("__per_unit"), copy=False)
-        return _with(query, ctes)
+        counted = [
+            exp.alias_(
+                counted_rows(p.kind is PrimitiveKind.UNITS, ctx.plan.stability.rows),
+                p.name,
+                copy=False,
+            )
+            for p in ctx.plan.primitives
+        ]
+        return _with(select_from(counted, table_ref("__per_unit")), ctes)
     if ctx.plan.needs_bounding:
         ctes.extend(bounding_ctes(ctx, measure_columns))
         source = "__bounded"
-    for i in range(len(q.keys)):
-        query = query.select(exp.column(key_alias(i)), copy=False)
+    outputs: list[exp.Expr] = [exp.column(key_alias(i)) for i in range(len(q.keys))]
     for p in ctx.plan.primitives:
-        aggregate = exp.alias_(_aggregate(p, alias_of, ctx.plan, whole_aliases), p.name, copy=False)
-        query = query.select(aggregate, copy=False)
-    query = query.from_(table_ref(source), copy=False)
+        outputs.append(
+            exp.alias_(_aggregate(p, alias_of, ctx.plan, whole_aliases), p.name, copy=False)
+        )
+    query = select_from(outputs, table_ref(source))
     if q.keys:
-        query = query.group_by(*[exp.column(key_alias(i)) for i in range(len(q.keys))], copy=False)
+        query.set(
+            "group", exp.Group(expressions=[exp.column(key_alias(i)) for i in range(len(q.keys))])
+        )
     if late_domain:
         query = _in_domain_groups(query, q.keys)
     return _with(query, ctes)
@@ -300,10 +339,11 @@ def _in_domain_groups(grouped: exp.Select, keys: Any) -> exp.Select:
 
     The domain is a subquery rather than an IN list on purpose: engines push a plain IN on a
     group key below the GROUP BY (back to a per-row filter), but not a semi-join."""
-    query = exp.select(exp.Star()).from_(
+    query = select_from(
+        [exp.Star()],
         exp.Subquery(this=grouped, alias=exp.TableAlias(this=exp.to_identifier("__groups"))),
-        copy=False,
     )
+    conditions: list[exp.Expression] = []
     for i, k in enumerate(keys):
         assert k.domain is not None
         values = [v for v in k.domain if v is not None]
@@ -317,13 +357,14 @@ def _in_domain_groups(grouped: exp.Select, keys: Any) -> exp.Select:
             )
             cond = exp.In(
                 this=exp.column(key_alias(i)),
-                query=exp.Subquery(this=exp.select(exp.column("v")).from_(table, copy=False)),
+                query=exp.Subquery(this=select_from([exp.column("v")], table)),
             )
         if None in k.domain:
             is_null = exp.Is(this=exp.column(key_alias(i)), expression=exp.Null())
             cond = is_null if cond is None else exp.Or(this=cond, expression=is_null)
         assert cond is not None
-        query = query.where(exp.Paren(this=cond), copy=False)
+        conditions.append(exp.Paren(this=cond))
+    _where_all(query, conditions)
     return query
 
 

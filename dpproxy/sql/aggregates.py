@@ -7,6 +7,7 @@ evaluated by ``release/postprocess.py`` on noisy values, never by the database.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Any
 
@@ -31,7 +32,7 @@ from dpproxy.sql.scope import (
     no_aggregates,
 )
 from dpproxy.sql.totality import user_name
-from dpproxy.sql.types import SqlType, raise_unsupported, type_of
+from dpproxy.sql.types import SqlType, clone, raise_unsupported, type_of
 from dpproxy.sql.windows import WindowItem, build_window, function_name
 
 _AGG_CLASSES: dict[type[exp.Expression], AggKind] = {
@@ -152,7 +153,7 @@ class PostBuilder:
             if outputs_first and len(named) > 1:
                 raise AmbiguousColumn(f'ORDER BY "{node.name}" is ambiguous')
             if named and (outputs_first or name not in self.scope.names):
-                return named[0].expr.copy()
+                return clone(named[0].expr)
         return self._walk(node)
 
     def _walk(self, node: exp.Expression) -> exp.Expression:
@@ -167,7 +168,7 @@ class PostBuilder:
             if isinstance(node, exp.Star):
                 raise Forbidden("row-level reads are not allowed: SELECT * returns rows")
             check_post_constant(node)
-            return node.copy()
+            return clone(node)
         if not has_aggregate:
             resolved = self.scope.resolve(node)
             index = self.key_index.get(resolved)
@@ -344,14 +345,16 @@ class PostBuilder:
         return kind, item.this, q, None
 
     def type_of(self, expr: exp.Expression) -> SqlType:
-        types = {
-            f"__{p}_{i}": SqlType.NUMERIC
-            for i in range(len(self.aggregates))
-            for p in ("agg", "lo", "hi")
-        }
+        types = dict.fromkeys(_released_names(len(self.aggregates)), SqlType.NUMERIC)
         types.update({f"__key_{i}": k.type for i, k in enumerate(self.keys)})
         types.update({f"__win_{i}": w.type for i, w in enumerate(self.windows)})
         return type_of(expr, types, post_type)  # math over released values: sql/postmath.py
+
+
+@functools.lru_cache(maxsize=64)
+def _released_names(n: int) -> tuple[str, ...]:
+    """The columns of ``n`` released aggregates and their intervals (``__agg_i`` …)."""
+    return tuple(f"__{p}_{i}" for i in range(n) for p in ("agg", "lo", "hi"))
 
 
 _POST_NODES: tuple[type[exp.Expression], ...] = (
@@ -460,4 +463,6 @@ def rates_as_means(node: exp.Expression) -> exp.Expression:
                 return exp.Avg(this=case)
         return n
 
-    return node.transform(replace)
+    if node.find(exp.Div) is None:  # nothing to rewrite: ``node`` as it is (never changed:
+        return node  # PostBuilder builds new nodes from what it reads)
+    return clone(node).transform(replace, copy=False)
