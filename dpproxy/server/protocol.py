@@ -131,7 +131,8 @@ class MessageReader:
     """
 
     __slots__ = (
-        "_buf", "_deadline", "_expired", "_loop", "_task", "_timer_at", "max_size", "reader",
+        "_bound", "_buf", "_deadline", "_expired", "_loop", "_task", "_timer_at", "max_size",
+        "reader",
     )  # fmt: skip
 
     def __init__(self, reader: asyncio.StreamReader, max_size: int) -> None:
@@ -143,6 +144,12 @@ class MessageReader:
         self._deadline: float | None = None  # of the wait in progress (None: not waiting)
         self._timer_at: float | None = None  # when the timer fires (None: no timer)
         self._expired = False  # the timer cancelled the waiting task
+        self._bound: asyncio.Task[Any] | None = None  # see bind()
+
+    def bind(self, task: asyncio.Task[Any] | None) -> None:
+        """Declare ``task`` the only one that will ever read (saves looking up the current
+        task, a ``getpid`` call, at every wait)."""
+        self._bound = self._task = task
 
     def _next(self) -> tuple[bytes, Payload] | None:
         buf = self._buf
@@ -190,7 +197,8 @@ class MessageReader:
             return message
         if timeout is None:
             return await self._fill()
-        self._task = asyncio.current_task()
+        if self._bound is None:
+            self._task = asyncio.current_task()
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()

@@ -338,15 +338,19 @@ class Session:
             self._queued = 0
 
     async def flush(self) -> None:
+        if self._write_out():
+            await self.writer.drain()
+
+    def _write_out(self) -> bool:
+        """Hand the queue to the transport; whether it holds data back (the socket's buffer
+        was full), the only case in which ``drain`` can wait (a lost connection shows at the
+        next read)."""
         out = self._out
         if out:
             self.writer.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
             self._queued = 0
-        # Only a transport holding data back (the socket's buffer was full) can make drain
-        # wait; a lost connection shows at the next read.
-        if self.writer.transport.get_write_buffer_size():
-            await self.writer.drain()
+        return bool(self.writer.transport.get_write_buffer_size())
 
     def send_error(self, err: DPProxyError) -> None:
         self.send(protocol.error_from(err))
@@ -362,6 +366,7 @@ class Session:
     async def serve(self) -> None:
         cfg = self.server.config
         messages = self._messages = protocol.MessageReader(self.reader, cfg.max_message_size)
+        messages.bind(asyncio.current_task())  # the only task that reads this connection
         handlers = self._handlers
         while True:
             try:
@@ -397,8 +402,8 @@ class Session:
                     self.skip_until_sync = True
             # The protocol lets a server hold its output until Sync, Flush or the end of a
             # simple Query; pipelined clients then get one write per round trip.
-            if kind in _FLUSH_AFTER:
-                await self.flush()
+            if kind in _FLUSH_AFTER and self._write_out():
+                await self.writer.drain()
 
     def _unexpected(self, e: Exception) -> DPProxyError:
         """The error a client gets for an exception that is no DPProxyError: 54001 for a

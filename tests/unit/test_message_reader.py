@@ -145,3 +145,19 @@ def test_a_cancel_from_outside_is_not_a_timeout() -> None:
 def test_ready_for_query_messages() -> None:
     for status in "ITE":
         assert protocol.ready_for_query(status) == b"Z" + struct.pack("!i", 5) + status.encode()
+
+
+def test_a_bound_reader_times_out_the_task_it_was_bound_to() -> None:
+    async def go() -> None:
+        reader = asyncio.StreamReader()
+        messages = protocol.MessageReader(reader, 1 << 20)
+        messages.bind(asyncio.current_task())
+        reader.feed_data(_query("SELECT 1") + SYNC)
+        assert (await messages.read(5.0))[0] == b"Q"
+        assert (await messages.read(5.0))[0] == b"S"
+        with pytest.raises(TimeoutError):
+            await messages.read(0.05)
+        reader.feed_data(SYNC)  # and reads on after it
+        assert (await messages.read(5.0))[0] == b"S"
+
+    asyncio.run(go())
