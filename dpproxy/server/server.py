@@ -154,15 +154,21 @@ class JsonFormatter(logging.Formatter):
     FIELDS += ("loop",)  # the event loop serve runs on (uvloop or asyncio), with its address
     FIELDS += ("direct",)  # a release whose worker wrote the reply itself (direct.py)
 
+    _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
+
     def format(self, record: logging.LogRecord) -> str:
+        second = int(record.created)  # a release a line: the time text made once a second
+        if second != self._second[0]:
+            self._second = (second, self.formatTime(record, "%Y-%m-%dT%H:%M:%S"))
         data: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "time": self._second[1],
             "level": record.levelname.lower(),
             "msg": record.getMessage(),
         }
+        fields = record.__dict__
         for name in self.FIELDS:
-            if hasattr(record, name):
-                data[name] = getattr(record, name)
+            if name in fields:
+                data[name] = fields[name]
         return json.dumps(data, ensure_ascii=False)
 
 
