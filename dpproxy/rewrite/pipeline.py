@@ -39,7 +39,7 @@ from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.perunit import per_unit_relation
 from dpproxy.rewrite.spark import to_spark
 from dpproxy.rewrite.unionrel import union_relation
-from dpproxy.rewrite.wholesum import whole_measures, whole_row, whole_summand
+from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
@@ -265,19 +265,25 @@ def build(ctx: RewriteContext) -> exp.Select:
     columns: list[tuple[exp.Expression, str]] = []
     # Whole-number measures summed in BIGINT arithmetic (rewrite/wholesum.py): no bounding.
     table = q.table
-    whole = set() if ctx.plan.needs_bounding else whole_measures(ctx.plan.primitives, table)
+    terms: dict[int, WholeTerm | None] = {}  # SUM primitive's id → its whole_term
+    whole = set() if ctx.plan.needs_bounding else whole_measures(ctx.plan.primitives, table, terms)
     whole_aliases: set[str] = set()
     for p in ctx.plan.primitives:
         if p.measure is None:
             continue
         if p.measure not in measures:
-            m = _raw_measure(p, ctx)
+            w = None
+            if p.measure in whole and isinstance(p.measure, exp.Column):
+                # a column's BIGINT value is its own clamp: its DOUBLE one is not needed
+                w = whole_row(p.measure, p.measure, table)
+            m = w if w is not None else _raw_measure(p, ctx)
             assert m is not None
-            if p.measure in whole:
+            if w is None and p.measure in whole and not isinstance(p.measure, exp.Column):
                 w = whole_row(p.measure, m, table)
                 if w is not None:
                     m = w
-                    whole_aliases.add(measure_alias(p))
+            if w is not None:
+                whole_aliases.add(measure_alias(p))
             measures[p.measure] = measure_alias(p)
             columns.append((m, measure_alias(p)))
         alias_of[p.name] = measures[p.measure]
@@ -318,7 +324,7 @@ def build(ctx: RewriteContext) -> exp.Select:
     outputs: list[exp.Expr] = [exp.column(key_alias(i)) for i in range(len(q.keys))]
     for p in ctx.plan.primitives:
         outputs.append(
-            exp.alias_(_aggregate(p, alias_of, ctx.plan, whole_aliases), p.name, copy=False)
+            exp.alias_(_aggregate(p, alias_of, ctx.plan, whole_aliases, terms), p.name, copy=False)
         )
     query = select_from(outputs, table_ref(source))
     if q.keys:
@@ -389,7 +395,11 @@ SUM_LIMIT = Fraction(10) ** 250  # 2⁶³ summands of this size stay below 10³�
 
 
 def _aggregate(
-    p: Primitive, alias_of: dict[str, str], plan: QueryPlan, whole: set[str] | None = None
+    p: Primitive,
+    alias_of: dict[str, str],
+    plan: QueryPlan,
+    whole: set[str] | None = None,
+    terms: dict[int, WholeTerm | None] | None = None,
 ) -> exp.Expression:
     if p.kind is PrimitiveKind.UNITS:
         if plan.query.table.unit_is_unique:
@@ -418,7 +428,11 @@ def _aggregate(
         )
     # Integers on a fixed-point grid (rewrite/fixed.py): an exact, order-independent total.
     # SUM(DISTINCT ...): the distinct terms q (planning/plan.py Primitive), on both engines.
-    term = term_of(p, column, plan.query.table)
+    known = terms.get(id(p)) if terms and term_of is whole_summand else None
+    if known is not None:
+        term = whole_summand(p, column, plan.query.table, known)
+    else:
+        term = term_of(p, column, plan.query.table)
     summed = exp.Sum(this=exp.Distinct(expressions=[term]) if p.distinct else term)
     return exp.Coalesce(this=summed, expressions=[lit(0)])
 

@@ -102,9 +102,14 @@ def whole_term(p: Primitive, table: Table) -> WholeTerm | None:
     return WholeTerm(den, offset, p.squared, g.low, g.high, not (g.low <= lo and hi <= g.high))
 
 
-def whole_measures(primitives: Iterable[Primitive], table: Table) -> set[exp.Expression]:
+def whole_measures(
+    primitives: Iterable[Primitive],
+    table: Table,
+    terms: dict[int, WholeTerm | None] | None = None,
+) -> set[exp.Expression]:
     """The measures whose column may be a BIGINT: read only by COUNT, COUNT(DISTINCT) and SUMs
-    with a :func:`whole_term` each (at least one SUM)."""
+    with a :func:`whole_term` each (at least one SUM). ``terms`` collects the term of each
+    SUM primitive by its ``id`` (for :func:`whole_summand`: computed once per rewrite)."""
     bad: set[exp.Expression] = set()
     summed: set[exp.Expression] = set()
     for p in primitives:
@@ -112,9 +117,14 @@ def whole_measures(primitives: Iterable[Primitive], table: Table) -> set[exp.Exp
             continue
         if p.kind is PrimitiveKind.COUNT or (p.kind is PrimitiveKind.DISTINCT and not p.distinct):
             continue
-        if p.kind in (PrimitiveKind.SUM, PrimitiveKind.DISTINCT) and whole_term(
-            replace(p, kind=PrimitiveKind.SUM), table
-        ):
+        term = None
+        if p.kind is PrimitiveKind.SUM:
+            term = whole_term(p, table)
+            if terms is not None:
+                terms[id(p)] = term
+        elif p.kind is PrimitiveKind.DISTINCT:
+            term = whole_term(replace(p, kind=PrimitiveKind.SUM), table)
+        if term:
             summed.add(p.measure)
         else:
             bad.add(p.measure)
@@ -138,9 +148,12 @@ def whole_row(
     return None
 
 
-def whole_summand(p: Primitive, column: str, table: Table) -> exp.Expression:
-    """What SUM adds up for ``p`` over the BIGINT column ``column`` (:func:`whole_row`)."""
-    t = whole_term(p, table)
+def whole_summand(
+    p: Primitive, column: str, table: Table, known: WholeTerm | None = None
+) -> exp.Expression:
+    """What SUM adds up for ``p`` over the BIGINT column ``column`` (:func:`whole_row`);
+    ``known``: its :func:`whole_term` when the caller has it."""
+    t = known if known is not None else whole_term(p, table)
     assert t is not None
 
     def value() -> exp.Expression:
