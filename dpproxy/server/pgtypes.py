@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from decimal import ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_UP, Context, Decimal
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn
 
 from dpproxy.errors import (
     DatetimeFieldOverflow,
@@ -724,9 +724,22 @@ def column_encoder(oid: int, binary: bool) -> Callable[[object], bytes | None]:
     """
     table = _BINARY if binary else _TEXT_BYTES
     enc = table.get(oid)
+    if enc is None:
+        return lambda value: None if value is None else _apply(enc, value, oid)
+    # A value of exactly one of these types is already plain (_plain returns it as it is),
+    # and for the commonest columns in text a shorter encoder does what enc does.
+    kind, direct = (None, enc) if binary else _DIRECT_TEXT.get(oid, (None, enc))
 
     def encode(value: object) -> bytes | None:
-        return None if value is None else _apply(enc, value, oid)
+        if value is None:
+            return None
+        cls = type(value)
+        if cls is kind or cls in _PLAIN_TYPES:
+            try:
+                return (direct if cls is kind else enc)(value)
+            except UnicodeEncodeError as e:  # a lone surrogate, as _apply says
+                raise CharacterNotInRepertoire("a text value is not valid Unicode") from e
+        return _apply(enc, value, oid)
 
     return encode
 
@@ -758,6 +771,14 @@ def _text_bytes(f: Callable[[object], str]) -> Callable[[object], bytes]:
 
 
 _TEXT_BYTES = {oid: _text_bytes(f) for oid, f in _TEXT.items()}
+_PLAIN_TYPES = frozenset((int, float, str, bool))  # what _plain returns unchanged
+# oid → (the one value type, its text encoder without the checks that type never needs):
+# what _TEXT_BYTES[oid] returns for a value of exactly that type (_to_str of a str is the
+# str, _to_float of a float for float8 is the float).
+_DIRECT_TEXT: dict[int, tuple[type, Callable[[Any], bytes]]] = {
+    **dict.fromkeys(_TEXTS, (str, str.encode)),
+    FLOAT8_OID: (float, lambda v: _float8_text(v).encode()),
+}
 
 
 # ----------------------------------------------------------------------- parameters
