@@ -153,7 +153,10 @@ class Interval:
     def max_abs(self) -> Fraction:
         if self.lo is None or self.hi is None:
             raise InternalError("max_abs of an unbounded interval")
-        return max(abs(self.lo), abs(self.hi))
+        lo, hi = self.lo, self.hi  # max(|lo|, |hi|), compared cross-multiplied: one abs made
+        if abs(hi.numerator) * lo.denominator > abs(lo.numerator) * hi.denominator:
+            return abs(hi)
+        return abs(lo)
 
     def width(self) -> Fraction:
         if self.lo is None or self.hi is None:

@@ -117,7 +117,8 @@ class Budget:
     per_group: tuple[Fraction, Fraction] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        shares = (self.epsilon / self.groups, self.delta / self.groups)
+        g = self.groups  # (x / 1 is x: no division when the query has no GROUP BY)
+        shares = (self.epsilon, self.delta) if g == 1 else (self.epsilon / g, self.delta / g)
         object.__setattr__(self, "per_group", shares)
 
 

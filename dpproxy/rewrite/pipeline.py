@@ -419,7 +419,7 @@ def _aggregate(
     if p.kind is PrimitiveKind.DISTINCT:  # over the bounded rows: at most K values per unit
         return exp.Count(this=exp.Distinct(expressions=[exp.column(column)]))
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
-    if max(abs(p.values.lo), abs(p.values.hi)) > SUM_LIMIT:
+    if p.values.max_abs() > SUM_LIMIT:
         # PostgreSQL raises when a float8 SUM overflows (rewrite/floats.py): refuse a sum
         # whose terms could get near the double range, on every backend alike.
         raise UnsupportedQuery(
