@@ -659,15 +659,17 @@ class Session:
             return
         result = portal.result
         delivered, result.delivered = result.delivered, False  # this Execute's, not the portal's
-        parts, sent = self._execute_messages(portal, max_rows, result)
-        portal.sent += sent
-        if delivered:
+        if delivered:  # the worker sent _execute_messages' rows: count them, encode nothing
+            left = len(result.rows) - portal.sent
+            portal.sent += min(left, max_rows) if max_rows > 0 else left
             assert self._messages is not None
             self._messages.take_sync()  # what on_sync does, but its ReadyForQuery went out
             self.skip_until_sync = False
             self.portals.pop("", None)
             await self.flush()  # whatever the socket did not take at once
             return
+        parts, sent = self._execute_messages(portal, max_rows, result)
+        portal.sent += sent
         self.send(b"".join(parts))
         if portal.sent == len(result.rows):
             self._report(result)

@@ -6,6 +6,7 @@ past a failed transaction block (25P02), and a refused DP statement charges noth
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 from collections.abc import Iterator
@@ -167,3 +168,50 @@ def test_the_idle_timer_spares_a_busy_connection(tmp_path: Path) -> None:
     finally:
         err = stop_server(run)
     assert "Traceback" not in err
+
+
+def _portal_rows(got: list[tuple[bytes, bytes]]) -> list[bytes]:
+    return [body for kind, body in got if kind == b"D"]
+
+
+def test_a_portal_paged_by_execute_counts_the_rows_its_worker_sent(tmp_path: Path) -> None:
+    """Execute(3) then Sync on a named portal: the worker writes 3 rows, PortalSuspended and
+    ReadyForQuery itself; the next Execute(0) gets the other 7 rows from the released answer
+    (no second run, one charge), then CommandComplete with their count."""
+    run = start_server(tmp_path, "--trust", users=False)
+    try:
+        sock = _login(run)
+        sql = b"SELECT sex, race, COUNT(*) FROM adult GROUP BY sex, race"
+        sock.sendall(_message(b"Q", b"SHOW dpproxy.budget\0"))
+        before = _read_until(sock, b"Z")
+        sock.sendall(
+            b"".join(
+                [
+                    _message(b"P", b"\0" + sql + b"\0\0\0"),
+                    _message(b"B", b"p1\0\0\0\0\0\0\0\0"),
+                    _message(b"E", b"p1\0" + struct.pack("!i", 3)),
+                    _message(b"S", b""),
+                ]
+            )
+        )
+        first = _read_until(sock, b"Z")
+        assert [k for k, _ in first if k != b"N"] == [b"1", b"2", b"D", b"D", b"D", b"s", b"Z"]
+        sock.sendall(_message(b"E", b"p1\0" + struct.pack("!i", 0)) + _message(b"S", b""))
+        rest = _read_until(sock, b"Z")
+        assert len(_portal_rows(rest)) == 7
+        assert (b"C", b"SELECT 7\0") in rest
+        assert len(set(_portal_rows(first) + _portal_rows(rest))) == 10  # 2 sexes x 5 races
+        sock.sendall(_message(b"Q", b"SHOW dpproxy.budget\0"))
+        after = _read_until(sock, b"Z")
+        assert before != after  # charged ...
+        sock.sendall(_message(b"E", b"p1\0" + struct.pack("!i", 0)) + _message(b"S", b""))
+        again = _read_until(sock, b"Z")  # ... once: the portal is spent, nothing runs again
+        assert _portal_rows(again) == [] and (b"C", b"SELECT 0\0") in again
+        sock.sendall(_message(b"Q", b"SHOW dpproxy.budget\0"))
+        assert _read_until(sock, b"Z") == after
+        sock.sendall(_message(b"X", b""))
+        sock.close()
+    finally:
+        err = stop_server(run)
+    releases = [json.loads(line) for line in err.splitlines() if '"event": "release"' in line]
+    assert [r["direct"] for r in releases] == [True]  # the worker wrote the first page
