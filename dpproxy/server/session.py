@@ -323,6 +323,7 @@ class Session:
         self.gate = direct.Gate()  # closed by Server.shutdown: no worker writes after it
         self._messages: protocol.MessageReader | None = None
         self._handlers = self._make_handlers()  # message type → handler, made once
+        self._steps = self._make_steps()
         self._descriptions: dict[tuple[object, ...], bytes] = {}  # see _row_description
 
     # ----------------------------------------------------------------------------- output
@@ -367,7 +368,7 @@ class Session:
         cfg = self.server.config
         messages = self._messages = protocol.MessageReader(self.reader, cfg.max_message_size)
         messages.bind(asyncio.current_task())  # the only task that reads this connection
-        handlers = self._handlers
+        handlers, steps = self._handlers, self._steps
         while True:
             try:
                 kind, payload = await messages.read(cfg.idle_timeout)
@@ -386,10 +387,14 @@ class Session:
                     await self.flush()
                 continue
             try:
-                handler = handlers.get(kind)  # dispatch(), without a coroutine of its own
-                if handler is None:
-                    raise ProtocolViolation(f"invalid frontend message type {kind!r}")
-                await handler(payload)
+                step = steps.get(kind)  # dispatch(), without a coroutine of its own
+                if step is not None:
+                    step(payload)
+                else:
+                    handler = handlers.get(kind)
+                    if handler is None:
+                        raise ProtocolViolation(f"invalid frontend message type {kind!r}")
+                    await handler(payload)
             except (ProtocolViolation, protocol.MessageTooLarge) as e:
                 self.send(protocol.error_from(e, severity="FATAL"))
                 await self.flush()
@@ -421,21 +426,27 @@ class Session:
         return InternalError("internal error")
 
     async def dispatch(self, kind: bytes, payload: Payload) -> None:
+        step = self._steps.get(kind)
+        if step is not None:
+            step(payload)
+            return
         handler = self._handlers.get(kind)
         if handler is None:
             raise ProtocolViolation(f"invalid frontend message type {kind!r}")
         await handler(payload)
 
     def _make_handlers(self) -> dict[bytes, Callable[[Payload], Awaitable[None]]]:
+        """The handlers that may wait (a statement, a flush)."""
+        return {b"Q": self.on_query, b"E": self.on_execute, b"H": self.on_flush}
+
+    def _make_steps(self) -> dict[bytes, Callable[[Payload], None]]:
+        """The handlers that never wait: called without a coroutine of their own."""
         return {
-            b"Q": self.on_query,
             b"P": self.on_parse,
             b"B": self.on_bind,
             b"D": self.on_describe,
-            b"E": self.on_execute,
             b"C": self.on_close,
             b"S": self.on_sync,
-            b"H": self.on_flush,
             b"F": self.on_function_call,
             b"d": self.on_copy,
             b"c": self.on_copy,
@@ -528,7 +539,7 @@ class Session:
         self.send_error(err)
         self.skip_until_sync = True
 
-    async def on_parse(self, payload: Payload) -> None:
+    def on_parse(self, payload: Payload) -> None:
         name = payload.cstr()
         sql = payload.cstr()
         oids = [payload.int32() for _ in range(payload.int16())]
@@ -572,7 +583,7 @@ class Session:
             self._param_types[text] = known
         return list(known)
 
-    async def on_bind(self, payload: Payload) -> None:
+    def on_bind(self, payload: Payload) -> None:
         portal = payload.cstr()
         name = payload.cstr()
         formats = [payload.int16() for _ in range(payload.int16())]
@@ -609,7 +620,7 @@ class Session:
             return
         self.send(protocol.bind_complete())
 
-    async def on_describe(self, payload: Payload) -> None:
+    def on_describe(self, payload: Payload) -> None:
         what = payload.raw(1)
         name = payload.cstr()
         try:
@@ -703,7 +714,7 @@ class Session:
         parts, _ = self._execute_messages(portal, max_rows, result)
         return b"".join([*parts, protocol.ready_for_query(self.status)])
 
-    async def on_close(self, payload: Payload) -> None:
+    def on_close(self, payload: Payload) -> None:
         what = payload.raw(1)
         name = payload.cstr()
         if what == b"S":
@@ -715,7 +726,7 @@ class Session:
             raise ProtocolViolation("invalid CLOSE message subtype")
         self.send(protocol.close_complete())
 
-    async def on_sync(self, payload: Payload) -> None:
+    def on_sync(self, payload: Payload) -> None:
         self.skip_until_sync = False
         self.portals.pop("", None)
         self._ready()
@@ -723,12 +734,12 @@ class Session:
     async def on_flush(self, payload: Payload) -> None:
         await self.flush()
 
-    async def on_function_call(self, payload: Payload) -> None:
+    def on_function_call(self, payload: Payload) -> None:
         self._extended_error(
             UnsupportedQuery("the function call protocol is not supported by dpproxy")
         )
 
-    async def on_copy(self, payload: Payload) -> None:
+    def on_copy(self, payload: Payload) -> None:
         self._extended_error(UnsupportedQuery("COPY is not supported by dpproxy"))
 
     # --------------------------------------------------------------------- statements
