@@ -390,6 +390,10 @@ class Session:
                 step = steps.get(kind)  # dispatch(), without a coroutine of its own
                 if step is not None:
                     step(payload)
+                elif kind == b"Q":  # on_query, without a coroutine for a replayed answer
+                    sql = payload.cstr()
+                    if not self._replay(sql):
+                        await self._query(sql)
                 else:
                     handler = handlers.get(kind)
                     if handler is None:
@@ -460,8 +464,11 @@ class Session:
 
     async def on_query(self, payload: Payload) -> None:
         sql = payload.cstr()
-        if self._replay(sql):
-            return
+        if not self._replay(sql):
+            await self._query(sql)
+
+    async def _query(self, sql: str) -> None:
+        """A simple Query that :meth:`_replay` did not answer."""
         try:
             statements = split_statements(sql)
         except DPProxyError as e:
