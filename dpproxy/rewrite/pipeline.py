@@ -28,7 +28,6 @@ from dpproxy.planning.plan import Primitive, QueryPlan
 from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows, two_sided
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.fixed import summand
-from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import (
     clamp_values,
     guard_row_expression,
@@ -36,9 +35,6 @@ from dpproxy.rewrite.guard import (
     lit,
 )
 from dpproxy.rewrite.guard import table as table_ref
-from dpproxy.rewrite.perunit import per_unit_relation
-from dpproxy.rewrite.spark import to_spark
-from dpproxy.rewrite.unionrel import union_relation
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
@@ -123,6 +119,8 @@ def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
     clamps: set[int] = set()
     clamped = clamp_values(measure, table, made=clamps)
     guarded = guard_row_expression(clamped, table, copy=False, guarded=clamps)
+    from dpproxy.rewrite.floats import finite_arithmetic  # not needed by COUNT(*) alone
+
     out = finite_arithmetic(guarded, table)
     if type_of(measure, ctx.column_types) is SqlType.NUMERIC and not is_double(out, table):
         out = exp.Cast(this=out, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
@@ -141,7 +139,13 @@ def rows_select(
     q = ctx.plan.query
     table = q.table
     columns: list[exp.Expr] = [exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False)]
-    guarded_keys = [finite_arithmetic(guard_row_expression(k.expr, table), table) for k in q.keys]
+    guarded_keys: list[exp.Expression] = []
+    if q.keys:
+        from dpproxy.rewrite.floats import finite_arithmetic  # imported by the queries that use it
+
+        guarded_keys = [
+            finite_arithmetic(guard_row_expression(k.expr, table), table) for k in q.keys
+        ]
     for i, key in enumerate(guarded_keys):
         columns.append(exp.alias_(key.copy(), key_alias(i), copy=False))
     for m, alias in measures:
@@ -161,8 +165,12 @@ def rows_select(
         }
         source = _joined(q.source.select, used | {table.privacy_unit or ""})
     elif q.per_unit is not None:  # one row per unit, aggregated (sql/perunit.py)
+        from dpproxy.rewrite.perunit import per_unit_relation
+
         source = per_unit_relation(q.per_unit)
     elif q.union is not None:  # UNION ALL of private relations (sql/unionrel.py)
+        from dpproxy.rewrite.unionrel import union_relation
+
         source = union_relation(q.union)
     else:
         source = table_ref(table.name)
@@ -214,6 +222,8 @@ def guarded_filter(f: exp.Expression, table: Table) -> exp.Expression:
     A semi-join filter (``[NOT] EXISTS (SELECT 1 FROM (…) AS __sqN WHERE …)``, built by
     ``sql/semijoins.py``) gets them on its WHERE, the only user expression in it: its columns
     are the outer relation's and the subquery's renamed ones, all columns of ``table``."""
+    from dpproxy.rewrite.floats import finite_arithmetic  # imported by the queries that use it
+
     target = f.this if isinstance(f, exp.Not) else f
     if isinstance(target, exp.Exists):
         out = f.copy()
@@ -254,6 +264,8 @@ def for_dialect(tree: exp.Select, ctx: RewriteContext) -> exp.Select:
     if ctx.dialect == "postgres":
         return to_postgres(tree, ctx.column_types)
     if ctx.dialect == "spark":
+        from dpproxy.rewrite.spark import to_spark
+
         return to_spark(tree, ctx.column_types)
     return tree
 

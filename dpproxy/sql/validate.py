@@ -11,7 +11,7 @@ proxy on the noisy values, never by the database.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -30,8 +30,6 @@ from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.domains import listed_domain, narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
-from dpproxy.sql.outer import build_relation
-from dpproxy.sql.perunit import PerUnit, PerUnitScope, per_unit_scope
 from dpproxy.sql.scope import (
     AggKind,
     Aggregate,
@@ -45,8 +43,11 @@ from dpproxy.sql.scope import (
 )
 from dpproxy.sql.semijoins import SemiJoins, split_where
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
-from dpproxy.sql.unionrel import UnionRelation, UnionScope, union_scope
 from dpproxy.sql.windows import WindowItem
+
+if TYPE_CHECKING:  # imported where used: a query without such FROM items needs neither
+    from dpproxy.sql.perunit import PerUnit
+    from dpproxy.sql.unionrel import UnionRelation
 
 __all__ = [
     "AggKind",
@@ -237,6 +238,8 @@ def _from_scope(
 
 def _join_scope(select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expression]) -> Scope:
     """Several tables (or a table whose unit is reached through references) as one relation."""
+    from dpproxy.sql.outer import build_relation
+
     builder = JoinBuilder(select, catalog, ctes)
     table, source, names, ambiguous = build_relation(builder, select)
     types = {c.name: COLUMN_TYPES[c.type] for c in table.columns}
@@ -262,6 +265,8 @@ def _subquery_scope(
     """A row-wise subquery (no aggregation, grouping, DISTINCT or LIMIT) inlined as a scope,
     or one grouped by the privacy unit as a derived relation (``sql/perunit.py``)."""
     if isinstance(inner, exp.Union) and not inner.args.get("distinct"):
+        from dpproxy.sql.unionrel import union_scope
+
         local = dict(ctes)
         return union_scope(
             inner,
@@ -274,6 +279,8 @@ def _subquery_scope(
     if not isinstance(inner, exp.Select):
         raise UnsupportedQuery("only SELECT subqueries are supported")
     if inner.args.get("group"):
+        from dpproxy.sql.perunit import per_unit_scope
+
         local = {**ctes, **{k.lower(): v for k, v in _collect_ctes(inner).items()}}
         return per_unit_scope(
             inner,
@@ -397,8 +404,10 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
         offset=offset,
         source=scope.source,
         windows=tuple(post.windows),
-        per_unit=scope.per_unit if isinstance(scope, PerUnitScope) else None,
-        union=scope.union if isinstance(scope, UnionScope) else None,
+        # only a PerUnitScope (sql/perunit.py) has ``per_unit``, only a UnionScope
+        # (sql/unionrel.py) ``union``: neither module is imported for a query without them
+        per_unit=getattr(scope, "per_unit", None),
+        union=getattr(scope, "union", None),
     )
 
 
