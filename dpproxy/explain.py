@@ -16,6 +16,7 @@ from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.relations import RelationPart
 from dpproxy.planning.scalars import FIRST_NOTE, ComposedPlan, Part
 from dpproxy.planning.union_plan import UnionPlan
+from dpproxy.release.noise import drawn, drawn_half_width
 from dpproxy.release.postprocess import CONFIDENCE, output_columns
 from dpproxy.release.public import PUBLIC_NOTE
 from dpproxy.sql.scope import COUNT_KINDS
@@ -73,7 +74,9 @@ def column_errors(plan: QueryPlan) -> tuple[ColumnError, ...]:
             text = f"±{h:.4g} (read off the joint release of the mean: no cost of its own)"
             out.append(ColumnError(item.name, text, h))
             continue
-        halves = [plan.release_for(p).half_width(alpha / len(agg.parts)) for p in agg.parts]
+        halves = [
+            drawn_half_width(plan, plan.release_for(p), alpha / len(agg.parts)) for p in agg.parts
+        ]
         if agg.kind in _COUNTS or agg.kind is AggKind.SUM:
             out.append(ColumnError(item.name, f"±{halves[0]:.4g}", halves[0]))
             continue
@@ -242,7 +245,7 @@ def explain_data(plan: QueryPlan, sql: str, budget: BudgetView | None = None) ->
                 "rho": float(r.cost.rho) if r.cost.rho else None,
             }
             for r in (
-                *plan.releases,
+                *(drawn(plan, r) for r in plan.releases),
                 *(
                     (plan.selection.release,)
                     if plan.selection and not plan.selection.shared

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -22,6 +22,7 @@ from dpproxy.mechanisms.noise import (
 )
 from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
+from dpproxy.release.guard import SumGuard, drawn_release, guarded
 from dpproxy.release.memo import per_plan
 from dpproxy.release.stats import release_stats
 from dpproxy.rewrite.fixed import sum_grids, unscale
@@ -42,6 +43,26 @@ def derived_name(stat: str) -> str:
 
 
 _sum_grids = per_plan(sum_grids)  # a product of the plan alone (release/memo.py)
+
+
+def _drawn(plan: QueryPlan) -> dict[str, tuple[SumGuard | None, Release]]:
+    """Every release's guard (``release/guard.py``) and the release with the mechanism its
+    noise is actually drawn from (the plan's, inflated for a SUM's guard), by primitive."""
+    out: dict[str, tuple[SumGuard | None, Release]] = {}
+    for r in plan.releases:
+        g, m = drawn_release(plan, r)
+        out[r.primitive.name] = (g, r if m is r.mechanism else replace(r, mechanism=m))
+    return out
+
+
+_drawn_releases = per_plan(_drawn)
+
+
+def drawn(plan: QueryPlan, r: Release) -> Release:
+    """``r`` with the mechanism its noise is actually drawn from: what the error bars and
+    ``explain`` report, and what :func:`apply_noise` draws (one place, ``release/guard.py``)."""
+    got = _drawn_releases(plan).get(r.primitive.name)
+    return r if got is None or got[1].primitive is not r.primitive else got[1]
 
 
 def _key_order(key: tuple[Any, ...]) -> tuple[tuple[int, str, Any], ...]:
@@ -66,6 +87,7 @@ def drawn_half_width(plan: QueryPlan, r: Release, alpha: float) -> float:
     """The (1 − α) bound of the noise release ``r`` actually draws: its mechanism's, widened
     by the lattice step where the noise is drawn on a lattice (:func:`lattice_half_width`;
     a batch's lattice is the finest of its releases', never coarser than ``r``'s own)."""
+    r = drawn(plan, r)
     width = r.half_width(alpha)
     k = _lattice(r, _sum_grids(plan))
     return width if k is None else lattice_half_width(width, math.ldexp(1.0, k))
@@ -205,7 +227,23 @@ def apply_noise(
             raise InternalError("a fixed-point total that is not an integer")
         return t.numerator
 
-    noisy = _noise_releases(plan.releases, keys, exact_value, noise, grids)
+    laws = _drawn_releases(plan)
+
+    def noised_value(key: tuple[Any, ...], name: str) -> float:
+        """What release ``name`` is noised around: a guarded SUM's exact total through its
+        public map, as an exact double (``release/guard.py``); else :func:`exact_value`."""
+        g = laws[name][0]
+        if g is None:
+            return exact_value(key, name)
+        return guarded(exact_scaled(key, name), grids[name], g)
+
+    noisy = _noise_releases(
+        tuple(laws[r.primitive.name][1] for r in plan.releases),
+        keys,
+        noised_value,
+        noise,
+        grids,
+    )
     keep = [True] * len(keys)
     if plan.selection is not None:
         sel = plan.selection

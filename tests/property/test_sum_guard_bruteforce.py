@@ -1,0 +1,101 @@
+"""Brute force (the method of reading/004) for the guard of a SUM's exact total
+(``release/guard.py``): the public map f (round to h = 2^j, clamp to ±T) applied to each
+group's exact fixed-point total before the noise.
+
+Every dataset of up to two units, each with up to K rows over two groups and values on the grid
+of [lo, hi] (NULL included), against every neighbour (add/remove one unit, or substitute one),
+with the planner's own plan, grid and sensitivity, and a guard made small (h of the order of one
+row's value, T a few rows' worth, and only totals below 4 left unrounded) so that the
+rounding, the clamp and the values left as they are all occur:
+
+* the guarded vector moves by at most Δ₁ + K·h in L1, K the number of groups a neighbour can
+  change (``changed_coordinates``), the sensitivity the drawn noise is calibrated for;
+* teeth: the guard moves some neighbours' vectors further apart than their exact totals, and
+  (add/remove) further than Δ₁: the inflation is needed;
+* the production guard's drawn scale is the plan's times (Δ₁ + K·h)/Δ₁ ≤ 1 + 2^-12, so the
+  plan's ε = (Δ₁ + K·h)/b' exactly.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from dpproxy.catalog.model import Neighbouring
+from dpproxy.mechanisms.base import Laplace
+from dpproxy.planning.plan import Release
+from dpproxy.release.guard import (
+    STEP_BITS,
+    changed_coordinates,
+    drawn_release,
+    guard_for,
+    guarded,
+)
+from dpproxy.rewrite.fixed import sum_grids
+from tests.property.test_derived_bruteforce import GROUPS, UNITS, datasets, neighbours, plan_of
+
+
+def totals(ds: tuple[int, ...], r: Release, bits: int) -> dict[str, int]:
+    """Each group's exact total on the grid, as the SQL computes it."""
+    p = r.primitive
+    assert p.values is not None and p.values.lo is not None and p.values.hi is not None
+    out = dict.fromkeys(GROUPS, 0)
+    for u in ds:
+        for g, x in UNITS[u]:
+            if x is not None:
+                q = (min(max(x, p.values.lo), p.values.hi) - p.center) * Fraction(2) ** bits
+                assert q.denominator == 1
+                out[g] += q.numerator
+    return out
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+@pytest.mark.parametrize("rel", [Neighbouring.ADD_REMOVE, Neighbouring.SUBSTITUTE])
+def test_the_guarded_totals_move_within_the_inflated_sensitivity(
+    rel: Neighbouring, grouped: bool
+) -> None:
+    sql = "SELECT g, SUM(x) FROM t GROUP BY g" if grouped else "SELECT SUM(x) FROM t"
+    plan = plan_of(sql, rel)
+    (r,) = [r for r in plan.releases if r.primitive.name in sum_grids(plan)]
+    bits = sum_grids(plan)[r.primitive.name]
+    sens = r.sensitivity.l1
+    k = changed_coordinates(plan)
+    g = guard_for(sens, Fraction(k), step_bits=0, span_bits=1, keep_bits=bits + 2)
+    h = Fraction(2) ** g.step
+    assert Fraction(1) <= h <= sens  # of the order of one row's value: the rounding bites
+    bound = sens + k * h
+    worst, clamped, grew = Fraction(0), False, False
+    for ds in datasets(2):
+        if not grouped and any(x is not None and gg != "F" for u in ds for gg, x in UNITS[u]):
+            continue  # ungrouped: one coordinate (use group F's rows only)
+        a = totals(ds, r, bits)
+        fa = {gg: Fraction(guarded(t, bits, g)) for gg, t in a.items()}
+        clamped |= any(abs(v) == h * 2**g.span for v in fa.values())
+        for nb in neighbours(ds, rel):
+            b = totals(nb, r, bits)
+            if not grouped and any(b[gg] for gg in GROUPS if gg != "F"):
+                continue
+            fb = {gg: Fraction(guarded(t, bits, g)) for gg, t in b.items()}
+            exact = sum(abs(Fraction(a[gg] - b[gg])) for gg in GROUPS) / 2**bits
+            assert exact <= sens  # the planner's Δ₁ holds for the exact totals
+            dist = sum(abs(fa[gg] - fb[gg]) for gg in GROUPS)
+            assert dist <= bound, (ds, nb, dist, bound)
+            worst = max(worst, dist)
+            grew |= dist > exact
+    assert clamped  # the clamp bites
+    assert grew  # teeth: the rounding moves some vectors further apart than the exact totals
+    if rel is Neighbouring.ADD_REMOVE:  # (under substitution T = 2h is below Δ₁ here)
+        assert worst > sens  # ... and further than Δ₁: the inflation is needed
+
+
+@pytest.mark.parametrize("rel", [Neighbouring.ADD_REMOVE, Neighbouring.SUBSTITUTE])
+def test_the_drawn_scale_is_calibrated_for_the_inflated_sensitivity(rel: Neighbouring) -> None:
+    plan = plan_of("SELECT g, SUM(x) FROM t GROUP BY g", rel)
+    (r,) = [r for r in plan.releases if r.primitive.name in sum_grids(plan)]
+    g, m = drawn_release(plan, r)
+    assert g is not None and isinstance(m, Laplace) and isinstance(r.mechanism, Laplace)
+    k = changed_coordinates(plan)
+    sens = r.sensitivity.l1
+    assert (sens + k * Fraction(2) ** g.step) / m.scale == sens / r.mechanism.scale
+    assert 1 < m.scale / r.mechanism.scale <= 1 + Fraction(1, 2**STEP_BITS)

@@ -1,0 +1,59 @@
+"""``release/guard.py``: the double a SUM's noise is added to is exactly the guarded total."""
+
+from __future__ import annotations
+
+import math
+import random
+from fractions import Fraction
+
+import pytest
+
+from dpproxy.release.guard import SPAN_BITS, STEP_BITS, SumGuard, guard_for, guarded
+
+
+def reference(total: int, bits: int, g: SumGuard) -> Fraction:
+    """f(x) of the module's docstring, in exact fractions."""
+    x = Fraction(total) / Fraction(2) ** bits
+    h, t = Fraction(2) ** g.step, Fraction(2) ** (g.step + g.span)
+    if abs(total) <= 2**g.keep and abs(x) <= t:
+        return x
+    m = math.floor(x / h + Fraction(1, 2))  # nearest multiple, halves up
+    return max(-t, min(t, m * h))
+
+
+TOTALS = [
+    0, 1, -1, 2**52 + 1, 2**53, 2**53 + 1, -(2**53) - 1, 2**63 - 1, 2**63 + 12345,
+    -(2**64) + 3, 2**100 + 7, -(2**100) - 7, 3**80, -(3**80), 2**200 + 1,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("bits", [-20, 0, 7, 30, 52, 200])
+@pytest.mark.parametrize("sens", [Fraction(1), Fraction(90), Fraction(3, 7), Fraction(10**9)])
+def test_the_double_handed_to_the_sampler_is_the_guarded_total(bits: int, sens: Fraction) -> None:
+    rng = random.Random(bits * 1000 + int(sens))
+    g = guard_for(sens, Fraction(1))
+    assert Fraction(2) ** g.step <= sens * Fraction(2) ** -STEP_BITS < Fraction(2) ** (g.step + 1)
+    totals = TOTALS + [rng.randint(-(2**130), 2**130) for _ in range(300)]
+    for t in totals:
+        got = guarded(t, bits, g)
+        assert math.isfinite(got)
+        assert Fraction(got) == reference(t, bits, g), t
+        # never further than h/2 from the clamped exact total
+        x = Fraction(t) / Fraction(2) ** bits
+        cap = Fraction(2) ** (g.step + SPAN_BITS)
+        assert abs(Fraction(got) - max(-cap, min(cap, x))) <= Fraction(2) ** g.step / 2
+
+
+def test_small_totals_are_unchanged() -> None:
+    g = guard_for(Fraction(90), Fraction(3))
+    for t in (0, 5, -(2**53), 2**53, 123456789):
+        assert guarded(t, 40, g) == math.ldexp(float(t), -40)
+
+
+def test_the_clamp_is_beyond_2_to_the_40_maximal_contributions() -> None:
+    for sens in (Fraction(1), Fraction(90), Fraction(1, 3), Fraction(7 * 10**6)):
+        g = guard_for(sens, Fraction(1))
+        assert Fraction(2) ** (g.step + g.span) > sens * 2**40
+        big = math.ceil(sens * 2**41) * 2**10  # beyond T on the grid 2^-10
+        assert Fraction(guarded(big, 10, g)) == Fraction(2) ** (g.step + g.span)
+        assert Fraction(guarded(-big, 10, g)) == -(Fraction(2) ** (g.step + g.span))
