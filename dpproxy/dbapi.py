@@ -14,16 +14,16 @@ this connection itself warns, as it does for every DB-API connection but sqlite3
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpproxy import errors
 from dpproxy.accounting.ledger import ledger_setting
 from dpproxy.accounting.memory import BudgetStatus
 from dpproxy.catalog.model import MechanismKind
 from dpproxy.engine import Engine, open_engine
-from dpproxy.explain_command import COLUMN, ExplainStatement, explain_rows, parse_explain
 from dpproxy.mechanisms.noise import NoiseSource
 
 # PEP 249 globals, constructors and type objects (also exported by the ``dpproxy`` package,
@@ -60,6 +60,13 @@ from dpproxy.planning.hints import method_named
 from dpproxy.planning.plan import Method
 from dpproxy.release.public import plan_notes
 from dpproxy.values import Cost, parse_privacy_number
+
+if TYPE_CHECKING:
+    from dpproxy.explain_command import ExplainStatement
+
+# Every EXPLAIN statement matches (explain_command._HEAD starts with the word, case-insensitive
+# as here): a statement that does not is answered without importing explain_command.
+_MAY_EXPLAIN = re.compile("EXPLAIN", re.IGNORECASE)
 
 __all__ = [
     "BINARY", "BOOLEAN", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "Connection",
@@ -129,9 +136,12 @@ class Cursor:
         self._check()
         c = self.connection
         text = _bind(sql, params)
-        statement = parse_explain(text)
-        if statement is not None:
-            return self._explained(statement)
+        if _MAY_EXPLAIN.search(text) is not None:
+            from dpproxy.explain_command import parse_explain
+
+            statement = parse_explain(text)
+            if statement is not None:
+                return self._explained(statement)
         answer = c.engine.run(
             text,
             analyst=c.analyst,
@@ -156,6 +166,8 @@ class Cursor:
         return self
 
     def _explained(self, statement: ExplainStatement) -> Cursor:
+        from dpproxy.explain_command import COLUMN, explain_rows
+
         c = self.connection
         self._rows = list(
             explain_rows(

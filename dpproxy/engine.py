@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from dpproxy.accounting.ledger import MEMORY, Ledger, ReleaseRecord
 from dpproxy.accounting.memory import Accountant, MemoryAccountant
@@ -37,7 +37,6 @@ from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.scalars import ComposedPlan, compose
 from dpproxy.planning.truncation import scores as truncation_scores
-from dpproxy.planning.union_plan import UnionPlan
 from dpproxy.release.answer import Answer as Answer
 from dpproxy.release.answer import Prepared as Prepared
 from dpproxy.release.answer import Progress
@@ -55,6 +54,9 @@ from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
 from dpproxy.sql.validate import validate
 from dpproxy.union import plan_union, run_union
 from dpproxy.values import Cost
+
+if TYPE_CHECKING:  # imported by union.py for a UNION only
+    from dpproxy.planning.union_plan import UnionPlan
 
 log = logging.getLogger("dpproxy")
 CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -32,11 +32,13 @@ from dpproxy.composed import EngineCore, Options, plan_summary
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import PublicPlan
-from dpproxy.planning.union_plan import Plan, UnionPlan
 from dpproxy.release.answer import Answer, Progress
 from dpproxy.release.postprocess import Released
 from dpproxy.release.public import columns_of
 from dpproxy.sql.parse import parse
+
+if TYPE_CHECKING:  # built, and imported, for a UNION only (plan_union)
+    from dpproxy.planning.union_plan import Plan, UnionPlan
 
 _HINT = re.compile(r"/\*\+\s*dpproxy\b.*?\*/", re.DOTALL | re.IGNORECASE)
 
@@ -117,6 +119,8 @@ def plan_union(
         return None  # public tables only: the public path answers it
     order = _order(modifiers["order"], [c.name for c in first])
     limit, offset = _count(modifiers["limit"], "LIMIT"), _count(modifiers["offset"], "OFFSET")
+    from dpproxy.planning.union_plan import UnionPlan
+
     return UnionPlan(sql, texts, plans, distinct, order, limit, offset or 0)
 
 

@@ -4,13 +4,15 @@ reserved run has done so far (:class:`Progress`), and an answer (:class:`Answer`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from dpproxy.planning.plan import QueryPlan
-from dpproxy.planning.public import PublicPlan
-from dpproxy.planning.scalars import ComposedPlan
-from dpproxy.planning.union_plan import UnionPlan
-from dpproxy.release.postprocess import Released
-from dpproxy.values import Cost
+if TYPE_CHECKING:  # annotations only: a union's plan module is imported for a UNION only
+    from dpproxy.planning.plan import QueryPlan
+    from dpproxy.planning.public import PublicPlan
+    from dpproxy.planning.scalars import ComposedPlan
+    from dpproxy.planning.union_plan import UnionPlan
+    from dpproxy.release.postprocess import Released
+    from dpproxy.values import Cost
 
 
 @dataclass(frozen=True, slots=True)
