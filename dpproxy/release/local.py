@@ -21,6 +21,7 @@ from dpproxy.mechanisms.noise import (
     lattice_exponent,
     lattice_half_width,
 )
+from dpproxy.release.guard import guard_for, guarded
 from dpproxy.values import float_up
 
 
@@ -83,6 +84,9 @@ def joint_releases_on_grid(
     hi: Fraction,
     scale: Fraction,
     noise: NoiseSource,
+    *,
+    epsilon: Fraction,
+    changed: int,
 ) -> list[tuple[float, tuple[float, float], float, tuple[float, float]]]:
     """:func:`joint_releases` for parts given exactly on the fixed-point grid 2^-bits
     (``rewrite/fixed.py``): each group's ``(Σ(x − lo), Σ(hi − x))·2^bits`` as integers, which
@@ -94,21 +98,34 @@ def joint_releases_on_grid(
     (A, B), and so is the scale. w·A and w·B are exact multiples of 2^-bits, so they are noised
     on a lattice 2^k·ℤ, k ≤ −bits (``OpenDPNoise.laplace_lattice``, which has the privacy
     argument; k from ``lattice_exponent``, public). The 95% intervals are widened by the
-    lattice's step (``lattice_half_width``): by 2^k/w per part, in A's units."""
+    lattice's step (``lattice_half_width``): by 2^k/w per part, in A's units.
+
+    The parts reach the sampler as exact doubles through the SUM guard (``release/guard.py``:
+    kept while below 2^53 grid units, else rounded to a public h = 2^j and clamped, in
+    integers), which moves each part by at most h/2. The planner calibrates the parts so that
+    their vector over the groups moves by D ≤ b·ε·w between neighbours (b = ``scale``, ε =
+    ``epsilon``, the per-part calibration; ``tests/property/test_lattice_bruteforce.py``);
+    a neighbour changes at most C = 2·``changed`` parts (two per group it touches), so the
+    guarded vector moves by at most D + C·h, and the noise is drawn at w·b' with
+    b' = b + C·h/(ε·w), exactly: (D + C·h)/(w·b') ≤ (b·ε·w + C·h)/(w·b + C·h/ε) = ε. h is
+    the largest power of two ≤ b·ε·w/C·2^-12, so b' ≤ b·(1 + 2^-12). The spans are those of
+    the law drawn (b')."""
     if not scaled:
         return []
     w = hi - lo
-    wide = scale * w
+    c = 2 * changed
+    guard = guard_for(scale * epsilon * w, Fraction(c))
+    wide = scale * w + c * Fraction(2) ** guard.step / epsilon
     k = lattice_exponent(wide, bits)
     parts: list[float] = []
     for aw, bw in scaled:
-        # float(int) rounds once; ×2^-bits is exact: a multiple of 2^-bits, hence of 2^k
-        parts += (math.ldexp(float(aw), -bits), math.ldexp(float(bw), -bits))
+        # exact doubles, multiples of 2^-bits or of 2^j > 2^-bits, hence of 2^k
+        parts += (guarded(aw, bits, guard), guarded(bw, bits, guard))
     drawn = laplace_on_lattice(noise, parts, wide, k)
     wf = float(w)
     noisy = [x / wf for x in drawn]
     # 2^k/w in A's units, doubled to absorb the rounding of w and of the quotient
-    return _joint_out(noisy, len(scaled), lo, hi, scale, 2 * math.ldexp(1.0, k) / wf)
+    return _joint_out(noisy, len(scaled), lo, hi, wide / w, 2 * math.ldexp(1.0, k) / wf)
 
 
 @lru_cache(maxsize=256)

@@ -20,6 +20,7 @@ from dpproxy.planning.methods import quantile_form
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan
 from dpproxy.release import local as mech
 from dpproxy.release.exact import ExactResult, norm_key
+from dpproxy.release.guard import changed_coordinates
 
 _Z95 = math.log(20)
 
@@ -73,7 +74,14 @@ def release_stats(
                     for key in keys
                 ]
                 released = mech.joint_releases_on_grid(
-                    scaled, on_grid[0], lo, hi, stat.scale, noise
+                    scaled,
+                    on_grid[0],
+                    lo,
+                    hi,
+                    stat.scale,
+                    noise,
+                    epsilon=stat.epsilon,
+                    changed=changed_coordinates(plan),
                 )
             else:
                 inputs = [

@@ -56,7 +56,9 @@ def joint_on_grid_audit() -> Audit:
     on_d2_parts = [(JM_ROWS * w * unit, n * w * unit)]  # one more unit, its rows at hi
 
     def mean(parts: list[tuple[int, int]]) -> float:
-        out = release.joint_releases_on_grid(parts, BITS, JM_LO, JM_HI, plan.scale, NOISE)
+        out = release.joint_releases_on_grid(
+            parts, BITS, JM_LO, JM_HI, plan.scale, NOISE, epsilon=plan.epsilon, changed=1
+        )
         return out[0][0]
 
     on_d = repeat(lambda: mean(on_d_parts))
