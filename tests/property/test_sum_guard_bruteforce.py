@@ -24,7 +24,7 @@ import pytest
 
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.mechanisms.base import Laplace
-from dpproxy.planning.plan import Release
+from dpproxy.planning.plan import Method, Release
 from dpproxy.release.guard import (
     STEP_BITS,
     changed_coordinates,
@@ -32,8 +32,18 @@ from dpproxy.release.guard import (
     guard_for,
     guarded,
 )
+from dpproxy.release.stats import joint_grid
 from dpproxy.rewrite.fixed import sum_grids
-from tests.property.test_derived_bruteforce import GROUPS, UNITS, datasets, neighbours, plan_of
+from tests.property.test_derived_bruteforce import (
+    GROUPS,
+    HI,
+    LO,
+    UNITS,
+    datasets,
+    neighbours,
+    plan_of,
+)
+from tests.property.test_lattice_bruteforce import parts as joint_parts_of
 
 
 def totals(ds: tuple[int, ...], r: Release, bits: int) -> dict[str, int]:
@@ -99,3 +109,39 @@ def test_the_drawn_scale_is_calibrated_for_the_inflated_sensitivity(rel: Neighbo
     sens = r.sensitivity.l1
     assert (sens + k * Fraction(2) ** g.step) / m.scale == sens / r.mechanism.scale
     assert 1 < m.scale / r.mechanism.scale <= 1 + Fraction(1, 2**STEP_BITS)
+
+
+@pytest.mark.parametrize("rel", [Neighbouring.ADD_REMOVE, Neighbouring.SUBSTITUTE])
+def test_the_guarded_joint_parts_move_within_the_inflated_sensitivity(rel: Neighbouring) -> None:
+    """``joint_releases_on_grid``: the parts' vector moves by D ≤ b·ε·w (the planner's
+    calibration), the guarded one by at most D + C·h, C = 2 parts per changed group, the
+    sensitivity its drawn scale w·b' = w·b + C·h/ε is calibrated for at the plan's ε."""
+    plan = plan_of("SELECT g, COUNT(x), AVG(x) FROM t GROUP BY g", rel, nullable=True)
+    stat = plan.aggregates[1].stat
+    assert stat is not None and stat.method is Method.JOINT
+    grid = joint_grid(stat, sum_grids(plan))
+    assert grid is not None
+    bits = grid[0]
+    w = HI - LO
+    d = stat.scale * stat.epsilon * w
+    c = 2 * changed_coordinates(plan)
+    g = guard_for(d, Fraction(c), step_bits=0, span_bits=2, keep_bits=bits + 3)
+    h = Fraction(2) ** g.step
+    bound = d + c * h
+    # the drawn scale's ε (production guard) is the plan's, exactly
+    prod = guard_for(d, Fraction(c))
+    wide = stat.scale * w + c * Fraction(2) ** prod.step / stat.epsilon
+    assert (d + c * Fraction(2) ** prod.step) / wide <= stat.epsilon
+    grew = False
+    for ds in datasets(2):
+        v = joint_parts_of(ds, grid, stat.center)
+        fv = {k: tuple(Fraction(guarded(p, bits, g)) for p in v[k]) for k in GROUPS}
+        for other in neighbours(ds, rel):
+            v2 = joint_parts_of(other, grid, stat.center)
+            f2 = {k: tuple(Fraction(guarded(p, bits, g)) for p in v2[k]) for k in GROUPS}
+            moved = sum(abs(fv[k][i] - f2[k][i]) for k in GROUPS for i in (0, 1))
+            exact = sum(abs(v[k][i] - v2[k][i]) for k in GROUPS for i in (0, 1)) / 2**bits
+            assert exact <= d
+            assert moved <= bound, (ds, other, moved, bound)
+            grew |= moved > exact
+    assert grew  # teeth: the guard does move some parts
