@@ -184,6 +184,8 @@ def _lattice_measurement(scale: float, k: int, size: int) -> Any:
 
 #: The lattice is at least this many binary orders of magnitude finer than the noise scale.
 LATTICE_MARGIN = 60
+#: OpenDP's float Laplace refuses a granularity below 2^-1074 (the smallest subnormal).
+MIN_LATTICE_EXPONENT = -1074
 
 
 @lru_cache(maxsize=256)
@@ -191,13 +193,16 @@ def lattice_exponent(scale: Fraction, bits: int) -> int:
     """The exponent k of the lattice 2^k·ℤ a Laplace(``scale``) draw on values that are
     multiples of 2^-``bits`` is made on (:meth:`OpenDPNoise.laplace_lattice`): the values' own
     grid or finer (k ≤ −bits), and 2^k ≤ scale·2^-60, so the lattice's step is far below both
-    the noise and a double's precision at its scale. A function of the plan only (the scale
-    and the fixed-point grid), never of the data."""
+    the noise and a double's precision at its scale — but never below 2^-1074, the finest step
+    OpenDP accepts (and every double's last bit): a scale under about 2^-1014 (a SUM of a
+    subnormal constant) is drawn on 2^-1074, still ≤ −bits since ``rewrite/fixed.py`` caps
+    bits at 1000. A function of the plan only (the scale and the fixed-point grid), never of
+    the data."""
     if scale <= 0:
         raise ValueError("the lattice needs a positive scale")
     # 2^e ≤ scale: numerator ≥ 2^(bits−1), denominator < 2^bits
     e = scale.numerator.bit_length() - scale.denominator.bit_length() - 1
-    return min(-bits, e - LATTICE_MARGIN)
+    return max(min(-bits, e - LATTICE_MARGIN), MIN_LATTICE_EXPONENT)
 
 
 def lattice_half_width(width: float, step: float, terms: int = 1) -> float:

@@ -58,7 +58,36 @@ def test_the_lattice_is_on_the_values_grid_and_far_below_the_scale() -> None:
         bits = rng.randint(-60, 1000)
         k = lattice_exponent(scale, bits)
         assert k <= -bits
-        assert Fraction(2) ** k <= scale / Fraction(2) ** 60
+        assert k >= -1074  # OpenDP's finest granularity
+        if scale >= Fraction(2) ** -1010:
+            assert Fraction(2) ** k <= scale / Fraction(2) ** 60
+
+
+def test_a_subnormal_scale_is_drawn_on_the_finest_lattice_opendp_takes() -> None:
+    """A SUM of a subnormal constant (found by the wire fuzz test: ``SUM(2.22507e-313)``) has
+    a scale near 2^-1037; its lattice is 2^-1074 (OpenDP refuses a finer one), still on the
+    values' grid, and the real sampler draws on it."""
+    scale = Fraction(2.22507e-313)
+    k = lattice_exponent(scale, 1000)
+    assert k == -1074
+    drawn = OpenDPNoise().laplace_lattice([2.22507e-313, 0.0], scale, k)
+    assert all(math.isfinite(v) and math.ldexp(v, 1074).is_integer() for v in drawn)
+
+
+def test_a_subnormal_constant_sum_is_answered(demo_db: Path, demo_catalog: Catalog) -> None:
+    engine = Engine(
+        demo_catalog,
+        DuckDBBackend(demo_db),
+        accountant=MemoryAccountant(Cost(Fraction(10**6), Fraction(1, 2))),
+        noise=OpenDPNoise(),
+    )
+    try:
+        rows = engine.run(
+            "SELECT sex, COUNT(*), SUM(2.22507e-313) FROM adult GROUP BY sex", analyst="t"
+        ).released.rows
+    finally:
+        engine.close()
+    assert len(rows) == 2 and all(math.isfinite(r[2]) for r in rows)
 
 
 def test_values_off_the_lattice_are_refused() -> None:
