@@ -1,6 +1,5 @@
 """The imperative shell: parse → validate → plan → check → rewrite → reserve → execute → noise →
-commit → post-process. The only owner of a backend, an accountant and a noise source.
-"""
+commit → post-process. The only owner of a backend, an accountant and a noise source."""
 
 from __future__ import annotations
 
@@ -36,7 +35,6 @@ from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.scalars import ComposedPlan, compose
-from dpproxy.planning.truncation import scores as truncation_scores
 from dpproxy.release.answer import Answer as Answer
 from dpproxy.release.answer import Prepared as Prepared
 from dpproxy.release.answer import Progress
@@ -57,7 +55,6 @@ from dpproxy.values import Cost
 
 if TYPE_CHECKING:  # imported by union.py for a UNION only
     from dpproxy.planning.union_plan import UnionPlan
-
 log = logging.getLogger("dpproxy")
 CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
 
@@ -229,6 +226,8 @@ class Engine:
         for row in exact.rows:
             units[int(row[0])] += int(row[1])
         scale = 2 / trunc.epsilon
+        from dpproxy.planning.truncation import scores as truncation_scores
+
         scores = truncation_scores(units, trunc.coverage, trunc.grid, scale)
         index = exponential_index(scores, scale, self.noise)
         return trunc.grid[index]

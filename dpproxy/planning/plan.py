@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -12,9 +13,11 @@ from dpproxy.analysis.sensitivity import PrimitiveKind, Stability
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace, Mechanism, Sensitivity
-from dpproxy.planning.truncation import Truncation
 from dpproxy.sql.validate import AggKind, ValidQuery
 from dpproxy.values import Cost, Interval
+
+if TYPE_CHECKING:  # the planner imports it for a bound it derives (planner._truncation)
+    from dpproxy.planning.truncation import Truncation
 
 
 @dataclass(frozen=True, slots=True)

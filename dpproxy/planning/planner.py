@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -84,9 +85,11 @@ from dpproxy.planning.plan import (
     Selection,
     StatPlan,
 )
-from dpproxy.planning.truncation import DEFAULT_CAP, Truncation, grid
 from dpproxy.sql.validate import AggKind, Aggregate, ValidQuery
 from dpproxy.values import Cost, Interval, check_privacy_parameters
+
+if TYPE_CHECKING:  # imported where a bound is derived: a declared one needs no Truncation
+    from dpproxy.planning.truncation import Truncation
 
 
 def plan_query(
@@ -286,6 +289,8 @@ def _two_units(
         f"{query.source.derivation}; " + "; ".join(parts) + f"; T_a·S_b·M_b + T_b·S_a·M_a = {k}"
     )
     stab = Stability(k, k, k) if query.keys else Stability(k, 1, k)
+    from dpproxy.planning.truncation import Truncation
+
     return stab, Truncation("join", k, derivation=derivation, join_rows=join_rows)
 
 
@@ -317,7 +322,11 @@ def _truncation(
     hinted = opts.max_rows is not None or opts.max_groups is not None
     if table.unit_is_unique and not hinted:
         return query, None  # a constraint proves one row per unit
+    # planning/truncation.py is imported by the branches that build a Truncation: a declared
+    # bound on a single table (the demo's) needs none
     if hinted:
+        from dpproxy.planning.truncation import Truncation
+
         bound = ContributionBound(opts.max_rows, opts.max_groups, opts.max_rows_per_group)
         rows = bound.rows_total()
         assert rows is not None
@@ -330,8 +339,12 @@ def _truncation(
             return query, None
         rows = table.bound.rows_total()
         assert rows is not None
+        from dpproxy.planning.truncation import Truncation
+
         return query, Truncation("schema", rows, derivation=query.source.derivation)
     else:
+        from dpproxy.planning.truncation import DEFAULT_CAP, Truncation, grid
+
         cap = opts.max_rows_cap or DEFAULT_CAP
         candidates = grid(cap)
         if chosen_rows is not None and chosen_rows not in candidates:
