@@ -50,7 +50,6 @@ from dpproxy.sql.postmath import POST_FUNCS
 from dpproxy.sql.scope import COUNT_KINDS
 from dpproxy.sql.types import SqlType
 from dpproxy.sql.validate import AggKind, OrderItem
-from dpproxy.sql.windows import INTEGRAL
 
 CONFIDENCE = 0.95
 _COUNTS = COUNT_KINDS
@@ -169,6 +168,8 @@ def output_columns(plan: QueryPlan) -> tuple[OutputColumn, ...]:
             kind = plan.aggregates[int(e.name[6:])].kind
             out.append(OutputColumn(item.name, "integer" if kind in _COUNTS else "double"))
         elif isinstance(e, exp.Column) and e.name.startswith("__win_"):
+            from dpproxy.sql.windows import INTEGRAL  # imported by a query with a window
+
             w = plan.query.windows[int(e.name[6:])]
             integral = w.function in INTEGRAL or (
                 w.function in ("min", "max", "lag", "lead")

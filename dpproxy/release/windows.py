@@ -27,9 +27,10 @@ still a value) is NULL, never an error, since the query is already charged when 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpproxy.sql.windows import WindowItem
+if TYPE_CHECKING:  # annotations only: sql/windows.py is imported by a query with a window
+    from dpproxy.sql.windows import WindowItem
 
 Env = dict[str, Any]
 Evaluate = Callable[[Any, Env], Any]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -33,7 +33,9 @@ from dpproxy.sql.scope import (
 )
 from dpproxy.sql.totality import user_name
 from dpproxy.sql.types import SqlType, clone, raise_unsupported, type_of
-from dpproxy.sql.windows import WindowItem, build_window, function_name
+
+if TYPE_CHECKING:  # sql/windows.py is imported by a query with a window function only
+    from dpproxy.sql.windows import WindowItem
 
 _AGG_CLASSES: dict[type[exp.Expression], AggKind] = {
     exp.Sum: AggKind.SUM,
@@ -103,6 +105,8 @@ def default_name(node: exp.Expression, i: int) -> str:
     if isinstance(node, exp.Anonymous) and node.name.upper() in INTERVAL_FUNCTIONS:
         return node.name.lower()
     if isinstance(node, exp.Window):  # PostgreSQL names it after its function: rank, sum
+        from dpproxy.sql.windows import function_name  # imported by a query with a window
+
         return function_name(node.this).lower()
     if isinstance(node, _NAMED_FUNCS):  # sqrt, round, width_bucket, to_char, as PostgreSQL
         return user_name(node)
@@ -158,6 +162,8 @@ class PostBuilder:
 
     def _walk(self, node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Window):
+            from dpproxy.sql.windows import build_window  # imported by a query with a window
+
             return build_window(node, self._walk, self.type_of, self.windows)
         if isinstance(node, exp.Filter | exp.AggFunc | exp.WithinGroup):
             return exp.column(f"__agg_{self._aggregate(node)}")

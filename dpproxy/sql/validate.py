@@ -43,11 +43,11 @@ from dpproxy.sql.scope import (
 )
 from dpproxy.sql.semijoins import SemiJoins, split_where
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
-from dpproxy.sql.windows import WindowItem
 
-if TYPE_CHECKING:  # imported where used: a query without such FROM items needs neither
+if TYPE_CHECKING:  # imported by the queries with such FROM items or window functions only
     from dpproxy.sql.perunit import PerUnit
     from dpproxy.sql.unionrel import UnionRelation
+    from dpproxy.sql.windows import WindowItem
 
 __all__ = [
     "AggKind",
