@@ -9,42 +9,42 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from dpproxy import errors
 from dpproxy.errors import DPProxyError
-from dpproxy.pep249 import (
-    BINARY,
-    BOOLEAN,
-    DATETIME,
-    NUMBER,
-    ROWID,
-    STRING,
-    Binary,
-    DatabaseError,
-    DataError,
-    Date,
-    DateFromTicks,
-    Error,
-    IntegrityError,
-    InterfaceError,
-    InternalError,
-    NotSupportedError,
-    OperationalError,
-    ProgrammingError,
-    Time,
-    TimeFromTicks,
-    Timestamp,
-    TimestampFromTicks,
-    Warning,
-    apilevel,
-    paramstyle,
-    threadsafety,
-)
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it as True)
 if TYPE_CHECKING:
     from dpproxy.dbapi import Connection, connect
     from dpproxy.notebook import read_sql
+    from dpproxy.pep249 import (
+        BINARY,
+        BOOLEAN,
+        DATETIME,
+        NUMBER,
+        ROWID,
+        STRING,
+        Binary,
+        DatabaseError,
+        DataError,
+        Date,
+        DateFromTicks,
+        Error,
+        IntegrityError,
+        InterfaceError,
+        InternalError,
+        NotSupportedError,
+        OperationalError,
+        ProgrammingError,
+        Time,
+        TimeFromTicks,
+        Timestamp,
+        TimestampFromTicks,
+        Warning,
+        apilevel,
+        paramstyle,
+        threadsafety,
+    )
 
 # A library leaves its log's destination to the application (``dpproxy serve`` logs to stderr,
 # ``dpproxy query --log FILE`` to a file). Without this handler, Python would print dpproxy's
@@ -64,6 +64,14 @@ __all__ = [
 ]
 
 _LAZY = {"connect": "dpproxy.dbapi", "Connection": "dpproxy.dbapi", "read_sql": "dpproxy.notebook"}
+# The PEP 249 module attributes (pep249.py, and the datetime module it needs) on first use:
+# ``import dpproxy`` alone loads logging and the errors only.
+_EAGER = ("DPProxyError", "__version__", "errors")
+_LAZY.update({n: "dpproxy.pep249" for n in __all__ if n not in _LAZY and n not in _EAGER})
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def __getattr__(name: str) -> object:

@@ -25,7 +25,9 @@ parameters of a request), ``OperationalError`` for classes 08, 25 and 53–58 an
 
 from __future__ import annotations
 
-from typing import ClassVar
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it as True)
+if TYPE_CHECKING:  # ``import dpproxy`` loads this module: ClassVar is an annotation only
+    from typing import ClassVar
 
 
 class DPProxyError(Exception):
