@@ -9,7 +9,6 @@ line on standard error, so standard output holds only the data.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -222,6 +221,8 @@ def print_records(
         records = [dict(zip(names, (plain(v) for v in r), strict=True)) for r in rows]
         click.echo(json.dumps({key: records}, indent=2, ensure_ascii=False))
     elif fmt == "csv":
+        import csv  # --format csv only
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(names)
@@ -320,6 +321,8 @@ def report_answer(cur: Any, analyst: str, where: str, fmt: str, errors: bool) ->
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
     if fmt == "csv":
+        import csv  # --format csv only
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(list(names) + ([f"{n}_error95" for n in names] if errors else []))
