@@ -68,6 +68,17 @@ def test_import_dpproxy_loads_no_engine() -> None:
     assert "dpproxy.dbapi" not in mods and "dpproxy.engine" not in mods
 
 
+def test_import_dpproxy_alone_loads_the_errors_only() -> None:
+    """The PEP 249 attributes (pep249.py, and datetime) are loaded on first use, and neither
+    dpproxy/__init__.py nor errors.py imports typing."""
+    mods = _modules("import dpproxy\n"
+                    "assert 'dpproxy.pep249' not in sys.modules and 'datetime' not in sys.modules\n"
+                    "assert 'typing' not in sys.modules\n"
+                    "assert dpproxy.Date.today() and dpproxy.Error is dpproxy.DPProxyError\n"
+                    "assert 'paramstyle' in dir(dpproxy)")
+    assert {"dpproxy.errors", "dpproxy.pep249"} <= mods
+
+
 def test_help_loads_neither_engine_nor_noise() -> None:
     mods = _cli("--help")
     heavy = ENGINE | NOISE | POSTGRES | NOTEBOOK | SERVER | {"yaml", "asyncio"}
@@ -105,6 +116,19 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
     # nor the standard modules only the Gaussian mechanism (statistics), building the demo
     # (gzip), a PostgreSQL hint (shlex) or file globs (glob) need
     assert {"statistics", "gzip", "shlex", "glob"}.isdisjoint(mods)
+    # nor what only other query shapes need (imported where they are met): a subquery, UNION
+    # ALL or outer join in FROM, a window function, a UNION, a rows-per-unit bound that is not
+    # declared, the Spark dialect pass, and an EXPLAIN statement
+    assert QUERY_SHAPES.isdisjoint(mods), QUERY_SHAPES & mods
+
+
+# Imported by the queries that have such a shape only (not by the demo's COUNT and grouped AVG).
+QUERY_SHAPES = {
+    "dpproxy.sql.perunit", "dpproxy.sql.unionrel", "dpproxy.sql.outer", "dpproxy.sql.leftjoin",
+    "dpproxy.rewrite.perunit", "dpproxy.rewrite.unionrel", "dpproxy.rewrite.spark",
+    "dpproxy.sql.windows", "dpproxy.planning.union_plan", "dpproxy.planning.truncation",
+    "dpproxy.explain_command",
+}
 
 
 @pytest.mark.parametrize("sql", [
@@ -128,6 +152,32 @@ def test_one_shot_queries_draw_noise_without_numpy(sql: str, demo_db: Path) -> N
         "assert numpy.zeros(2).sum() == 0\n"
     )
     assert "numpy" in mods and "opendp.measurements" in mods
+    if "GROUP BY" in sql:
+        assert QUERY_SHAPES.isdisjoint(mods), QUERY_SHAPES & mods
+
+
+@pytest.mark.parametrize(("sql", "module"), [
+    ("SELECT COUNT(*) FROM (SELECT age FROM adult WHERE age > 30) s", None),
+    ("SELECT COUNT(*) FROM (SELECT person_id, COUNT(*) AS n FROM adult GROUP BY person_id) s",
+     "dpproxy.sql.perunit"),
+    ("SELECT COUNT(*) FROM (SELECT age FROM adult UNION ALL SELECT age FROM adult) s",
+     "dpproxy.sql.unionrel"),
+    ("SELECT sex, COUNT(*), RANK() OVER (ORDER BY COUNT(*)) FROM adult GROUP BY sex",
+     "dpproxy.sql.windows"),
+    ("SELECT COUNT(*) FROM adult UNION ALL SELECT COUNT(*) FROM adult",
+     "dpproxy.planning.union_plan"),
+    ("EXPLAIN SELECT COUNT(*) FROM adult", "dpproxy.explain_command"),
+])
+def test_a_query_shape_imports_its_module_when_met(sql: str, module: str | None,
+                                                   demo_db: Path) -> None:
+    """The modules kept out of the demo's queries are imported, where needed, by the queries
+    that have their shape, which are answered (through the DB-API)."""
+    mods = _modules("import dpproxy\n"
+                    "with dpproxy.connect() as con:\n"
+                    f"    rows = con.cursor().execute({sql!r}).fetchall()\n"
+                    "assert rows\n")
+    if module is not None:
+        assert module in mods
 
 
 def test_one_shot_query_leaves_opendp_deprecations_intact(demo_db: Path) -> None:
