@@ -42,7 +42,6 @@ from dpproxy.release.encoding import decode_released, encode_released
 from dpproxy.release.exact import ExactResult
 from dpproxy.release.failure import PASSED_ON, log_failure
 from dpproxy.release.failure import PrivateQueryFailed as PrivateQueryFailed
-from dpproxy.release.local import exponential_index
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
 from dpproxy.release.public import columns_of, public_failure, release_public
@@ -227,6 +226,7 @@ class Engine:
             units[int(row[0])] += int(row[1])
         scale = 2 / trunc.epsilon
         from dpproxy.planning.truncation import scores as truncation_scores
+        from dpproxy.release.local import exponential_index
 
         scores = truncation_scores(units, trunc.coverage, trunc.grid, scale)
         index = exponential_index(scores, scale, self.noise)

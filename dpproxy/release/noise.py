@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
@@ -24,8 +24,10 @@ from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
 from dpproxy.release.guard import SumGuard, drawn_release, guarded
 from dpproxy.release.memo import per_plan
-from dpproxy.release.stats import release_stats
 from dpproxy.rewrite.fixed import sum_grids, unscale
+
+if TYPE_CHECKING:  # release/stats.py is imported by a plan with stats only (apply_noise)
+    from dpproxy.release.stats import StatValues
 
 __all__ = ["ExactResult", "NoisyGroup", "apply_noise", "derived_name"]
 
@@ -256,11 +258,11 @@ def apply_noise(
         # every count): the event whose probability the plan bounds (mechanisms/selection.py).
         keep = [u > sel.threshold for u in noisy_units]
     kept = [k for i, k in enumerate(keys) if keep[i]]
-    stats = (
-        release_stats(plan, kept, exact_value, extras or {}, noise, exact_scaled, grids)
-        if plan.stats
-        else {}
-    )
+    stats: dict[str, StatValues] = {}
+    if plan.stats:  # order statistics, PTR, SAA...: release/stats.py, imported for them only
+        from dpproxy.release.stats import release_stats
+
+        stats = release_stats(plan, kept, exact_value, extras or {}, noise, exact_scaled, grids)
     out = []
     for i, k in enumerate(keys):
         if not keep[i]:
