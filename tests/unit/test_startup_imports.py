@@ -120,6 +120,8 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
     # ALL or outer join in FROM, a window function, a UNION, a rows-per-unit bound that is not
     # declared, the Spark dialect pass, and an EXPLAIN statement
     assert QUERY_SHAPES.isdisjoint(mods), QUERY_SHAPES & mods
+    # nor, for a COUNT, the release of statistics (order statistics, PTR, SAA: release/stats.py)
+    assert {"dpproxy.release.stats", "dpproxy.release.local"}.isdisjoint(mods)
 
 
 # Imported by the queries that have such a shape only (not by the demo's COUNT and grouped AVG).
