@@ -1,39 +1,40 @@
 """A SUM's exact fixed-point total → the double its noise is added to, with no rounding.
 
 The database returns a SUM primitive's total as an integer N on the grid 2^-bits
-(``rewrite/fixed.py``); the samplers take doubles. ``float(N·2^-bits)`` rounds once |N| ≥ 2^53,
-by a data-dependent amount, so neighbouring totals S, S' would be noised around centres up to
-Δ + ulp(S)/2 + ulp(S')/2 apart, not Δ. Instead the total x = N·2^-bits goes through the
-public map (h = 2^j, T = 2^53·h (2^span·h), j from the plan only: :func:`drawn_release`)
+(``rewrite/fixed.py``); the samplers take doubles. ``float(N·2^-bits)`` rounds once |N| > 2^53
+by ulp/2, an amount that grows with the total, so neighbouring totals S, S' would be noised
+around centres up to Δ + ulp(S)/2 + ulp(S')/2 apart, not Δ: an unbounded excess. Instead the
+total x = N·2^-bits goes through the public map (h = 2^j, T = 2^p·h, p = 53, j from the plan
+only: :func:`drawn_release`)
 
-    f(x) = x                          when |N| ≤ 2^53 and |x| ≤ T (x is a double already),
-    f(x) = clamp(round_h(x), −T, T)   otherwise,
+    f(x) = r_p(clamp(x, −T, T)),
 
-computed exactly in integers (:func:`guarded`): round_h rounds to the nearest multiple of h
-(halves up), and every multiple of h in [−T, T] is m·2^j with |m| ≤ 2^53, an exact double, so
-the value handed to the sampler *is* f(x), exactly.
+r_p rounding to the nearest number with p significant bits (ties to even: for p = 53 exactly
+the rounding ``float`` does), computed in Python integers (:func:`guarded`); the result has at
+most 53 significant bits and lies within ±T < 2^1024, so the double handed to the sampler *is*
+f(x), exactly.
 
-Privacy argument. With c(x) = clamp(x, −T, T), 1-Lipschitz: |f(x) − c(x)| ≤ h/2 for every x
-(round_h moves a value by at most h/2 and commutes with the clamp, T being a multiple of h;
-in the first case c(x) = x). Hence for neighbouring datasets with exact per-group totals
-x, x': |f(x_g) − f(x'_g)| ≤ |x_g − x'_g| + h on a coordinate that changed, and 0 on one that
-did not (f is a function). A neighbour changes at most K coordinates of a release's vector:
-K = 1 ungrouped; grouped, a unit touches at most ``stability.groups`` groups, twice that under
-substitution (the removed unit's and the added unit's groups). So the L1 distance of f(x) and
-f(x') is at most Δ₁ + K·h and the L2 distance at most Δ₂ + √K·h (the rounding errors form a
-vector of ≤ K entries each ≤ h; √K bounded above exactly, ``values.sqrt_up``). The noise is
-calibrated for that inflated sensitivity at the same ε (ρ): the drawn scale is
-b·(Δ + c·h)/Δ with c = K (Laplace) or a rational c ≥ √K (Gaussian), exact fractions, then
-rounded up to a float by the sampler. ε = Δ₁/b = (Δ₁ + K·h)/b' and
-ρ = Δ₂²/2σ² = (Δ₂ + c·h)²/2σ'²: the plan's cost holds unchanged. j is the largest integer
-with 2^j ≤ Δ/c·2^-12, so the drawn scale is at most (1 + 2^-12) times the plan's, and
-T = 2^(j+53) > 2^40·Δ/c. For Laplace Δ₁/K is at least one row's largest term (Δ₁ counts
-every row a unit may have, K only the groups they fall in), so a total is clamped only
-beyond about 2^40 (10^12) rows at the bound; the 95% intervals do not cover the clamping of
-such a total (docs/mechanisms.md).
+Privacy argument. With c(x) = clamp(x, −T, T), 1-Lipschitz: |c(x)| ≤ T = 2^(j+p), where
+numbers of p significant bits are at most 2^j = h apart, so |f(x) − c(x)| ≤ h/2 for every x.
+Hence for neighbouring datasets with exact per-group totals x, x': |f(x_g) − f(x'_g)| ≤
+|x_g − x'_g| + h on a coordinate that changed, and 0 on one that did not (f is a function).
+A neighbour changes at most K coordinates of a release's vector: K = 1 ungrouped; grouped, a
+unit touches at most ``stability.groups`` groups, twice that under substitution (the removed
+unit's and the added unit's groups). So the L1 distance of f(x) and f(x') is at most
+Δ₁ + K·h and the L2 distance at most Δ₂ + √K·h (the excess is a vector of ≤ K entries each
+≤ h; √K bounded above exactly, ``values.sqrt_up``). The noise is calibrated for that inflated
+sensitivity at the same ε (ρ): the drawn scale is b·(Δ + c·h)/Δ with c = K (Laplace) or a
+rational c ≥ √K (Gaussian), exact fractions, then rounded up to a float by the sampler.
+ε = Δ₁/b = (Δ₁ + K·h)/b' and ρ = Δ₂²/2σ² = (Δ₂ + c·h)²/2σ'²: the plan's cost holds unchanged.
+j is the largest integer with 2^j ≤ Δ/c·2^-12, so the drawn scale is at most (1 + 2^-12)
+times the plan's, and T = 2^(j+53) > 2^40·Δ/c. For Laplace Δ₁/K is at least one row's largest
+term (Δ₁ counts every row a unit may have, K only the groups they fall in), so a total is
+clamped only beyond about 2^40 (10^12) rows at the bound; the 95% intervals do not cover the
+clamping of such a total (docs/mechanisms.md). Below T the value is the one ``float`` gave
+before (relative error ≤ 2^-53).
 
-Values stay on the noise lattice: f(x) is a multiple of 2^-bits, or of 2^j > 2^-bits when it
-was rounded, and the lattice exponent is ≤ −bits
+Values stay on the noise lattice: f(x) is x (a multiple of 2^-bits) when |N| ≤ 2^p, else a
+multiple of a power of two ≥ 2^-bits; the lattice exponent is ≤ −bits
 (``mechanisms/noise.py``, :func:`~dpproxy.mechanisms.noise.lattice_exponent`).
 """
 
@@ -58,11 +59,11 @@ SPAN_BITS = 53
 
 @dataclass(frozen=True, slots=True)
 class SumGuard:
-    """The public map of a SUM release: round to 2^``step``, clamp to ±2^(step + ``span``)."""
+    """The public map of a SUM release: clamp to ±2^(step + ``span``), then round to
+    ``span`` significant bits (so to within 2^step/2)."""
 
     step: int
     span: int = SPAN_BITS
-    keep: int = 53  # |N| ≤ 2^keep (≤ 2^53, an exact double) within ±T is left as it is
 
 
 def _floor_log2(x: Fraction) -> int:
@@ -76,33 +77,46 @@ def guard_for(
     changed: Fraction,
     step_bits: int = STEP_BITS,
     span_bits: int = SPAN_BITS,
-    keep_bits: int = 53,
 ) -> SumGuard:
     """The guard of a release whose neighbours move it by ``sens`` (its mechanism's norm) over
     at most ``changed`` (c: K, or a bound on √K) coordinates: 2^j ≤ sens/c·2^-step_bits."""
-    if sens <= 0 or changed <= 0 or not 0 < span_bits <= 53 or not 0 <= keep_bits <= 53:
+    if sens <= 0 or changed <= 0 or not 0 < span_bits <= 53:
         raise InternalError("a SUM guard needs a positive sensitivity")
     j = _floor_log2(sens / changed) - step_bits
     if j < -1074 or j + span_bits >= 1024:  # a plan outside a double's range: never data
         raise InternalError("a SUM guard outside the range of a double")
-    return SumGuard(j, span_bits, keep_bits)
+    return SumGuard(j, span_bits)
+
+
+def _significant(m: int, p: int) -> int:
+    """m rounded to the nearest integer with at most p significant bits, ties to even."""
+    a = -m if m < 0 else m
+    shift = a.bit_length() - p
+    if shift <= 0:
+        return m
+    q, rest = divmod(a, 1 << shift)
+    half = 1 << (shift - 1)
+    if rest > half or (rest == half and q & 1):
+        q += 1
+    return -(q << shift) if m < 0 else q << shift
 
 
 def guarded(total: int, bits: int, g: SumGuard) -> float:
-    """f(total·2^-bits) (the module's docstring) as a double, exactly: either total·2^-bits
-    with |total| ≤ 2^53 (bits ≤ 1074 − 53 and < 1024: ``rewrite/fixed.py``), or the integer
-    m with f = m·2^step computed in Python integers, |m| ≤ 2^span ≤ 2^53, and m·2^step a
-    double (2^-1074 ≤ 2^step, m·2^step < 2^1024: :func:`guard_for`)."""
-    s = g.step + bits  # h in grid units is 2^s
-    cap = 1 << g.span  # T in units of h
-    if s <= 0:
-        m = total << -s  # on the grid, hence a multiple of h: round_h is the identity
-    elif abs(total) <= 1 << g.keep and abs(total) <= cap << s:
-        return math.ldexp(float(total), -bits)  # exact, within ±T: f(x) = x = c(x)
-    else:
-        m = (total + (1 << (s - 1))) >> s  # ⌊x/h + 1/2⌋: nearest, halves up
-    m = cap if m > cap else -cap if m < -cap else m
-    return math.ldexp(float(m), g.step)
+    """f(total·2^-bits) (the module's docstring) as a double, exactly: the clamp and the
+    rounding in Python integers on the grid (or, for a clamp below one grid step, in exact
+    fractions), then a conversion of at most 53 significant bits, exact: no overflow
+    (T < 2^1024, :func:`guard_for`), no subnormal (bits ≤ 1000, ``rewrite/fixed.py``)."""
+    e = g.step + g.span + bits  # T = 2^e grid units
+    if e < 0 or bits > 1000:
+        t = Fraction(2) ** (g.step + g.span)
+        x = max(-t, min(t, Fraction(total) / Fraction(2) ** bits))
+        y = float(x)  # correctly rounded: within h/2 (|x| ≤ T); x on the grid is exact
+        if g.span < 53:
+            raise InternalError("a reduced-precision guard below one grid step")
+        return y
+    cap = 1 << e
+    m = cap if total > cap else -cap if total < -cap else total
+    return math.ldexp(float(_significant(m, g.span)), -bits)
 
 
 def changed_coordinates(plan: QueryPlan) -> int:

@@ -101,8 +101,8 @@ def joint_releases_on_grid(
     lattice's step (``lattice_half_width``): by 2^k/w per part, in A's units.
 
     The parts reach the sampler as exact doubles through the SUM guard (``release/guard.py``:
-    kept while below 2^53 grid units, else rounded to a public h = 2^j and clamped, in
-    integers), which moves each part by at most h/2. The planner calibrates the parts so that
+    clamped to a public ±T = 2^53·h, h = 2^j, and rounded to a double, in integers), which
+    moves each part by at most h/2. The planner calibrates the parts so that
     their vector over the groups moves by D ≤ b·ε·w between neighbours (b = ``scale``, ε =
     ``epsilon``, the per-part calibration; ``tests/property/test_lattice_bruteforce.py``);
     a neighbour changes at most C = 2·``changed`` parts (two per group it touches), so the

@@ -5,8 +5,8 @@ group's exact fixed-point total before the noise.
 Every dataset of up to two units, each with up to K rows over two groups and values on the grid
 of [lo, hi] (NULL included), against every neighbour (add/remove one unit, or substitute one),
 with the planner's own plan, grid and sensitivity, and a guard made small (h of the order of one
-row's value, T a few rows' worth, and only totals below 4 left unrounded) so that the
-rounding, the clamp and the values left as they are all occur:
+row's value, T a few rows' worth, and the rounding to that few significant bits) so that both
+the rounding and the clamp bite:
 
 * the guarded vector moves by at most Δ₁ + K·h in L1, K the number of groups a neighbour can
   change (``changed_coordinates``), the sensitivity the drawn noise is calibrated for;
@@ -71,7 +71,7 @@ def test_the_guarded_totals_move_within_the_inflated_sensitivity(
     bits = sum_grids(plan)[r.primitive.name]
     sens = r.sensitivity.l1
     k = changed_coordinates(plan)
-    g = guard_for(sens, Fraction(k), step_bits=0, span_bits=1, keep_bits=bits + 2)
+    g = guard_for(sens, Fraction(k), step_bits=0, span_bits=1)
     h = Fraction(2) ** g.step
     assert Fraction(1) <= h <= sens  # of the order of one row's value: the rounding bites
     bound = sens + k * h
@@ -125,7 +125,7 @@ def test_the_guarded_joint_parts_move_within_the_inflated_sensitivity(rel: Neigh
     w = HI - LO
     d = stat.scale * stat.epsilon * w
     c = 2 * changed_coordinates(plan)
-    g = guard_for(d, Fraction(c), step_bits=0, span_bits=2, keep_bits=bits + 3)
+    g = guard_for(d, Fraction(c), step_bits=0, span_bits=2)
     h = Fraction(2) ** g.step
     bound = d + c * h
     # the drawn scale's ε (production guard) is the plan's, exactly

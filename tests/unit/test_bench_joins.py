@@ -80,11 +80,9 @@ def test_bench_joins_smoke(tmp_path: Path) -> None:
             else:
                 assert set(r["taus"]) == {int(key.removeprefix("fixed_"))}, where
             bias = r["bias"]["total"]
-            # truncation only drops rows of non-negative sums; a total past 2^53 grid units is
-            # also rounded to the public step h ≤ Δ·2^-12 (release/guard.py): ~1e-7 of it here
-            assert bias <= 1e-6, where
-            if r["bias"]["tau"] >= units["max"]:  # nothing dropped: the exact answer (± h/2)
-                assert abs(bias) < 1e-6 and r["units_kept_share"] == 1, where
+            assert bias <= 1e-9, where  # truncation only drops rows of non-negative sums
+            if r["bias"]["tau"] >= units["max"]:  # nothing dropped: the exact answer
+                assert abs(bias) < 1e-9 and r["units_kept_share"] == 1, where
         assert a["methods"]["fixed_1"]["bias"]["total"] < 0, q  # some customer has 2+ rows
     # The report is a function of the JSON: --report-only rewrites it without measuring.
     report = tmp_path / "JOINS.md"

@@ -12,13 +12,20 @@ from dpproxy.release.guard import SPAN_BITS, STEP_BITS, SumGuard, guard_for, gua
 
 
 def reference(total: int, bits: int, g: SumGuard) -> Fraction:
-    """f(x) of the module's docstring, in exact fractions."""
+    """f(x) of the module's docstring, in exact fractions: clamp, then the nearest number of
+    ``span`` significant bits (ties to even)."""
     x = Fraction(total) / Fraction(2) ** bits
-    h, t = Fraction(2) ** g.step, Fraction(2) ** (g.step + g.span)
-    if abs(total) <= 2**g.keep and abs(x) <= t:
-        return x
-    m = math.floor(x / h + Fraction(1, 2))  # nearest multiple, halves up
-    return max(-t, min(t, m * h))
+    t = Fraction(2) ** (g.step + g.span)
+    y = max(-t, min(t, x))
+    if y == 0:
+        return y
+    e = math.floor(math.log2(abs(y)))  # float log2 of a huge Fraction: fix it up exactly
+    while Fraction(2) ** e > abs(y):
+        e -= 1
+    while Fraction(2) ** (e + 1) <= abs(y):
+        e += 1
+    ulp = Fraction(2) ** (e + 1 - g.span)
+    return round(y / ulp) * ulp  # Fraction.__round__: ties to even
 
 
 TOTALS = [
@@ -44,9 +51,9 @@ def test_the_double_handed_to_the_sampler_is_the_guarded_total(bits: int, sens: 
         assert abs(Fraction(got) - max(-cap, min(cap, x))) <= Fraction(2) ** g.step / 2
 
 
-def test_small_totals_are_unchanged() -> None:
+def test_below_the_clamp_the_value_is_the_one_float_gives() -> None:
     g = guard_for(Fraction(90), Fraction(3))
-    for t in (0, 5, -(2**53), 2**53, 123456789):
+    for t in (0, 5, -(2**53), 2**53 + 1, 123456789, 2**80 + 2**27 + 1, -(3**50)):
         assert guarded(t, 40, g) == math.ldexp(float(t), -40)
 
 
