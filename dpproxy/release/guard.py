@@ -53,7 +53,8 @@ from dpproxy.values import sqrt_up
 
 #: h ≤ (Δ/c)·2^-STEP_BITS: the drawn scale is at most (1 + 2^-STEP_BITS) times the plan's.
 STEP_BITS = 12
-#: T = 2^SPAN_BITS·h: every multiple of h within ±T is an exact double while SPAN_BITS ≤ 53.
+#: T = 2^SPAN_BITS·h, and the value is rounded to SPAN_BITS (≤ 53: a double) significant bits,
+#: which within ±T moves it by at most h/2.
 SPAN_BITS = 53
 
 
@@ -108,12 +109,11 @@ def guarded(total: int, bits: int, g: SumGuard) -> float:
     (T < 2^1024, :func:`guard_for`), no subnormal (bits ≤ 1000, ``rewrite/fixed.py``)."""
     e = g.step + g.span + bits  # T = 2^e grid units
     if e < 0 or bits > 1000:
+        if g.span < 53:  # float() below rounds to 53 bits: only the production precision
+            raise InternalError("a reduced-precision guard below one grid step")
         t = Fraction(2) ** (g.step + g.span)
         x = max(-t, min(t, Fraction(total) / Fraction(2) ** bits))
-        y = float(x)  # correctly rounded: within h/2 (|x| ≤ T); x on the grid is exact
-        if g.span < 53:
-            raise InternalError("a reduced-precision guard below one grid step")
-        return y
+        return float(x)  # correctly rounded: within h/2 (|x| ≤ T)
     cap = 1 << e
     m = cap if total > cap else -cap if total < -cap else total
     return math.ldexp(float(_significant(m, g.span)), -bits)
