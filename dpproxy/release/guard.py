@@ -27,7 +27,8 @@ sensitivity at the same ε (ρ): the drawn scale is b·(Δ + c·h)/Δ with c = K
 rational c ≥ √K (Gaussian), exact fractions, then rounded up to a float by the sampler.
 ε = Δ₁/b = (Δ₁ + K·h)/b' and ρ = Δ₂²/2σ² = (Δ₂ + c·h)²/2σ'²: the plan's cost holds unchanged.
 j is the largest integer with 2^j ≤ Δ/c·2^-12, so the drawn scale is at most (1 + 2^-12)
-times the plan's, and T = 2^(j+53) > 2^40·Δ/c. For Laplace Δ₁/K is at least one row's largest
+times the plan's, and T = 2^(j+53) > 2^40·Δ/c (but j ≥ −1074: for a subnormal Δ/c the scale
+grows more, see :func:`guard_for`). For Laplace Δ₁/K is at least one row's largest
 term (Δ₁ counts every row a unit may have, K only the groups they fall in), so a total is
 clamped only beyond about 2^40 (10^12) rows at the bound; the 95% intervals do not cover the
 clamping of such a total (docs/mechanisms.md). Below T the value is the one ``float`` gave
@@ -80,11 +81,15 @@ def guard_for(
     span_bits: int = SPAN_BITS,
 ) -> SumGuard:
     """The guard of a release whose neighbours move it by ``sens`` (its mechanism's norm) over
-    at most ``changed`` (c: K, or a bound on √K) coordinates: 2^j ≤ sens/c·2^-step_bits."""
+    at most ``changed`` (c: K, or a bound on √K) coordinates: 2^j ≤ sens/c·2^-step_bits, but
+    never below 2^-1074, the smallest double: a SUM of a subnormal constant such as
+    ``SUM(1e-320)`` gets h = 2^-1074, and its drawn scale grows by more than 2^-12 (for
+    ``SUM(4.9e-324)``, twice the plan's) — more noise, never less, and still a function of the
+    plan alone."""
     if sens <= 0 or changed <= 0 or not 0 < span_bits <= 53:
         raise InternalError("a SUM guard needs a positive sensitivity")
-    j = _floor_log2(sens / changed) - step_bits
-    if j < -1074 or j + span_bits >= 1024:  # a plan outside a double's range: never data
+    j = max(_floor_log2(sens / changed) - step_bits, -1074)
+    if j + span_bits >= 1024:  # a plan outside a double's range: never data
         raise InternalError("a SUM guard outside the range of a double")
     return SumGuard(j, span_bits)
 

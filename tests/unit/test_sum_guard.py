@@ -64,3 +64,20 @@ def test_the_clamp_is_beyond_2_to_the_40_maximal_contributions() -> None:
         big = math.ceil(sens * 2**41) * 2**10  # beyond T on the grid 2^-10
         assert Fraction(guarded(big, 10, g)) == Fraction(2) ** (g.step + g.span)
         assert Fraction(guarded(-big, 10, g)) == -(Fraction(2) ** (g.step + g.span))
+
+
+@pytest.mark.parametrize("constant", ["1e-320", "4.9e-324", "2.22507e-313"])
+def test_a_sum_of_a_subnormal_constant_is_answered(constant: str) -> None:
+    """The step never goes below 2^-1074 (it used to raise an internal error, charged, for
+    ``SUM(1e-320)``): more noise for such a plan, and an answer."""
+    import dpproxy
+
+    sens = Fraction(constant)
+    g = guard_for(sens, Fraction(1))
+    assert g.step >= -1074
+    assert Fraction(2) ** g.step <= sens / 2**STEP_BITS or g.step == -1074
+    with dpproxy.connect(budget_epsilon=10**6, budget_delta="0.5", ledger="memory") as conn:
+        cur = conn.cursor()
+        cur.execute(f"SELECT sex, COUNT(*), SUM({constant}) FROM adult GROUP BY sex")
+        rows = cur.fetchall()
+    assert len(rows) == 2 and all(math.isfinite(r[2]) for r in rows)
