@@ -49,6 +49,42 @@ def test_pandas_reads_through_the_dialect_without_a_warning(demo_db: Path) -> No
     engine.dispose()
 
 
+PANDAS_DBAPI_WARNING = "pandas only supports SQLAlchemy connectable"
+
+
+def _pandas_warnings(sql: str, con: object) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pd.read_sql(sql, con)
+    return [str(w.message) for w in caught]
+
+
+def test_pandas_warns_about_every_dbapi_connection_but_sqlite3_s(
+    demo_db: Path, pg_session_dsn: str
+) -> None:
+    """docs/python.md: pandas warns about a DB-API connection that is neither sqlite3's nor
+    ADBC's, dpproxy's and psycopg's alike (pandas's policy, not something dpproxy does), and the
+    engine or the URL string read without a warning. No type is faked and no filter installed."""
+    import psycopg
+
+    con = dpproxy.connect(cache="off")
+    try:
+        ours = _pandas_warnings("SELECT COUNT(*) AS n FROM adult", con)
+    finally:
+        con.close()
+    with psycopg.connect(pg_session_dsn) as pg_con:
+        theirs = _pandas_warnings("SELECT 1 AS n", pg_con)
+    assert len(ours) == 1 and ours[0].startswith(PANDAS_DBAPI_WARNING), ours
+    assert theirs == ours
+    engine = create_engine("dpproxy://?cache=off")
+    assert _pandas_warnings("SELECT COUNT(*) AS n FROM adult", engine) == []
+    assert _pandas_warnings("SELECT COUNT(*) AS n FROM adult", "dpproxy://?cache=off") == []
+    engine.dispose()
+    doc = " ".join((ROOT / "docs" / "python.md").read_text(encoding="utf-8").split())
+    assert "warns about any DB-API connection but sqlite3's and ADBC's, psycopg's too" in doc
+    assert 'string `"dpproxy://"` instead' in doc
+
+
 def test_a_duckdb_file_and_schema_by_url(demo_db: Path) -> None:
     url = f"dpproxy:///{demo_db}?schema={SCHEMA}&analyst=ana&epsilon=0.5&cache=off"
     assert str(demo_db).startswith("/")  # four slashes: an absolute path
@@ -60,8 +96,9 @@ def test_a_duckdb_file_and_schema_by_url(demo_db: Path) -> None:
         assert cursor.privacy_cost == Cost(Fraction(1, 2))
         assert cursor.connection.analyst == "ana"
     assert 30 < avg < 50
-    same = create_engine(URL.create("dpproxy", database=str(demo_db),
-                                    query={"schema": str(SCHEMA)}))
+    same = create_engine(
+        URL.create("dpproxy", database=str(demo_db), query={"schema": str(SCHEMA)})
+    )
     with same.connect() as con:
         assert con.execute(text("SELECT COUNT(*) FROM adult")).scalar_one() > 30000
     engine.dispose()
@@ -77,8 +114,9 @@ def test_core_statements_and_reflection(demo_db: Path) -> None:
     assert isinstance(cols["age"]["type"], sqlalchemy.BigInteger)
     assert isinstance(cols["sex"]["type"], sqlalchemy.Text)
     adult = table("adult", column("age"), column("sex"))
-    query = select(adult.c.sex, func.count().label("n")).where(adult.c.age > 30).group_by(
-        adult.c.sex)
+    query = (
+        select(adult.c.sex, func.count().label("n")).where(adult.c.age > 30).group_by(adult.c.sex)
+    )
     with engine.connect() as con:
         rows = con.execute(query).all()
     assert sorted(r.sex for r in rows) == ["Female", "Male"]
@@ -143,8 +181,10 @@ def test_readme_pandas_example_prints_what_it_says(demo_db: Path) -> None:
     block = section.split("**pandas and SQLAlchemy.**", 1)[1].split("```python\n", 1)[1]
     code = block.split("```", 1)[0]
     printed: list[str] = []
-    expected = [line.split("# ", 1)[1].split(" ")[0] if "print(" in line else None
-                for line in code.splitlines()]
+    expected = [
+        line.split("# ", 1)[1].split(" ")[0] if "print(" in line else None
+        for line in code.splitlines()
+    ]
     env = {"dpproxy": dpproxy, "print": lambda *a: printed.append(" ".join(map(str, a)))}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -187,8 +227,9 @@ def test_orm_aggregates_answer_and_row_reads_are_refused(demo_db: Path) -> None:
 
     engine = create_engine("dpproxy://?cache=off")
     with Session(engine) as session:
-        rows = session.execute(select(Adult.sex, func.avg(Adult.age)).group_by(Adult.sex)
-                               .order_by(Adult.sex)).all()
+        rows = session.execute(
+            select(Adult.sex, func.avg(Adult.age)).group_by(Adult.sex).order_by(Adult.sex)
+        ).all()
         assert [r[0] for r in rows] == ["Female", "Male"]
         assert all(30 < r[1] < 50 for r in rows)
         n = session.scalar(select(func.count(Adult.person_id)).where(Adult.sex.in_(["Male"])))
@@ -219,8 +260,9 @@ def test_jupyter_sql_magic(demo_db: Path) -> None:
     """``%sql dpproxy://`` in IPython with JupySQL, in a fresh interpreter (JupySQL imports
     optional packages that warn on import, which this test session turns into errors)."""
     env = {**os.environ, "PLOOMBER_STATS_ENABLED": "false", "DPPROXY_LEDGER": "memory"}
-    p = subprocess.run([sys.executable, "-c", JUPYSQL], capture_output=True, text=True,
-                       timeout=180, env=env)
+    p = subprocess.run(
+        [sys.executable, "-c", JUPYSQL], capture_output=True, text=True, timeout=180, env=env
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     line = next(x for x in p.stdout.splitlines() if x.startswith("ROWS "))
     assert line.startswith("ROWS ['Female', 'Male'] ")
