@@ -71,29 +71,44 @@ def exact_text(f: Fraction) -> str:
     """An amount for JSON, exactly: a decimal when its expansion ends within 30 places
     (``0.00001`` written as a fraction); a value that is exactly a double (``1e-5`` read from a
     YAML schema is the binary fraction 5902958103587057/590295810358705651712) as the shortest
-    decimal that reads back to that double, the number the steward wrote; anything else
-    (1/30, from a split of ε) as ``n/d``. The ledger keeps and compares the exact fractions."""
+    decimal that reads back to that double, the number the steward wrote; any other decimal
+    that ends within 100 places in full (what is left of a δ of 1e-5 after 1e-6 is spent, both
+    doubles: ``0.0000090000000000000008632824…`` to its 72nd place); anything else (1/30, from
+    a split of ε) as ``n/d``. The ledger keeps and compares the exact fractions."""
     text = _decimal_or_double(f)
+    if text is None:
+        text = _decimal_places(f, _LONG_PLACES)  # 1e-5 - 1e-6 as doubles: 72 places
     return text if text is not None else f"{f.numerator}/{f.denominator}"
+
+
+_LONG_PLACES = 100  # the most places an exact decimal in JSON may have; else n/d
 
 
 def _decimal_or_double(f: Fraction) -> str | None:
     if f == 0:
         return "0"
+    text = _decimal_places(f, 30)
+    if text is not None:
+        return text
+    as_float = float(f)
+    if Fraction(as_float) == f:
+        return _positional(Decimal(repr(as_float)))
+    return None
+
+
+def _decimal_places(f: Fraction, most: int) -> str | None:
+    """``f`` written exactly as a decimal when its expansion ends within ``most`` places."""
     d, twos, fives = f.denominator, 0, 0
     while d % 2 == 0:
         d, twos = d // 2, twos + 1
     while d % 5 == 0:
         d, fives = d // 5, fives + 1
     places = max(twos, fives)  # 1/(2^a 5^b) has max(a, b) decimal places
-    if d == 1 and places <= 30:
-        digits = str(abs(f.numerator) * 10**places // f.denominator).rjust(places + 1, "0")
-        whole, frac = digits[: len(digits) - places], digits[len(digits) - places :].rstrip("0")
-        return ("-" if f < 0 else "") + whole + (f".{frac}" if frac else "")
-    as_float = float(f)
-    if Fraction(as_float) == f:
-        return _positional(Decimal(repr(as_float)))
-    return None
+    if d != 1 or places > most:
+        return None
+    digits = str(abs(f.numerator) * 10**places // f.denominator).rjust(places + 1, "0")
+    whole, frac = digits[: len(digits) - places], digits[len(digits) - places :].rstrip("0")
+    return ("-" if f < 0 else "") + whole + (f".{frac}" if frac else "")
 
 
 def _positional(d: Decimal) -> str:

@@ -309,7 +309,7 @@ def _print_views(views: list[_View], fmt: str, ledger: Ledger) -> None:
 
 _FORMAT = format_option(
     "Output format (json gives every amount exactly, as a decimal string, or n/d for an amount "
-    "such as 1/30 that no decimal writes)."
+    "such as 1/30 that no decimal of at most 100 places writes)."
 )
 
 

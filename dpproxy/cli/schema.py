@@ -9,7 +9,7 @@ import click
 
 from dpproxy.cli.common import cli_fail
 from dpproxy.errors import DPProxyError, InvalidParameter
-from dpproxy.output import format_option
+from dpproxy.output import cost_text, format_option
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -298,8 +298,8 @@ def _dp_bounds(
             book.close()
     except DPProxyError as err:
         cli_fail(err)
-    paid = f", δ={out.cost.delta}" if out.cost.delta else ""
-    click.echo(f"privacy cost: ε={total}{paid}, charged to {steward!r} in ledger {where}", err=True)
+    paid = cost_text(Cost(total, out.cost.delta))
+    click.echo(f"privacy cost: {paid}, charged to {steward!r} in ledger {where}", err=True)
     return out
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import psycopg
@@ -144,8 +145,14 @@ def test_options_after_the_subcommand(run: Run, home: Path) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [["query"], ["explain"], ["budget", "show"], ["budget", "log"], ["budget", "grant"],
-     ["user", "list"]],
+    [
+        ["query"],
+        ["explain"],
+        ["budget", "show"],
+        ["budget", "log"],
+        ["budget", "grant"],
+        ["user", "list"],
+    ],
 )
 def test_format_offers_the_same_choices_everywhere(run: Run, command: list[str]) -> None:
     out = _ok(run(*command, "--help")).stdout
@@ -176,6 +183,22 @@ def test_delta_is_printed_as_a_decimal(run: Run) -> None:
         assert "0.00001" in out and not re.search(r"\d+/\d{6,}", out), out
     grant = _ok(run("budget", "grant", "ana", "--epsilon", "3", "--format", "json")).stdout
     assert json.loads(grant)[0]["total"] == {"epsilon": "3", "delta": "0.00001"}
+
+
+def test_the_delta_left_after_a_delta_spend_is_a_decimal(run: Run) -> None:
+    """What is left of the budget's δ (the double 1.0e-5) after a query spends δ = 1e-6 ends in
+    the 72nd decimal place: JSON writes it in full, as a decimal, never as n/d; the budget
+    table rounds it."""
+    gauss = ("--mechanism", "gaussian", "--delta", "1e-6", COUNT)
+    doc = json.loads(_ok(run("query", "--format", "json", *gauss)).stdout)
+    assert doc["privacy_cost"]["delta"] == "0.000001"
+    left = doc["budget_left"]["delta"]
+    assert re.fullmatch(r"0\.0000090{15}\d+", left), left
+    assert Fraction(left) == Fraction(1.0e-5) - Fraction(1, 10**6)
+    (account,) = json.loads(_ok(run("budget", "show", "--format", "json")).stdout)
+    assert account["remaining"]["delta"] == account["can_spend"]["delta"] == left
+    table = _ok(run("budget", "show")).stdout
+    assert re.search(r"\|\s+0\.000009 \|", table) and not re.search(r"\d+/\d{6,}", table), table
 
 
 def test_exit_codes(run: Run) -> None:

@@ -61,7 +61,7 @@ def test_a_domain_is_released_charged_and_accepted(town: Path, env: dict[str, st
         f"--ledger {ledger} -o out.yaml"
     )
     p = ok(run(line, town, env))
-    assert f"privacy cost: ε=1, δ=1/1000000, charged to 'steward' in ledger {ledger}" in p.stderr
+    assert f"privacy cost: ε=1, δ=0.000001, charged to 'steward' in ledger {ledger}" in p.stderr
     text = (town / "out.yaml").read_text()
     # 4 columns share ε = 1: age's two choices 1/8 each; 3 text columns ε = 1/4, δ = 10⁻⁶/3
     tau = threshold(Fraction(1, 4), Fraction(1, 3 * 10**6))

@@ -514,7 +514,7 @@ def test_dp_bounds_are_charged_to_the_steward_in_the_ledger(
     ledger = tmp_path / "ledger.sqlite"
     cmd = f"dpproxy schema init -d people.csv --unit id --ledger {ledger} --dp-bounds"
     p = ok(run(f"{cmd} --epsilon 1 -o p.yaml", tmp_path, env))
-    paid = "privacy cost: ε=1, δ=1/1000000, charged to 'steward'"  # δ: the domain of sex
+    paid = "privacy cost: ε=1, δ=0.000001, charged to 'steward'"  # δ: the domain of sex
     assert f"{paid} in ledger {ledger}" in p.stderr
     text = (tmp_path / "p.yaml").read_text()
     assert "privacy_unit: id   # given with --unit" in text
@@ -578,7 +578,7 @@ def test_dp_bounds_use_the_default_ledger_and_schemas_readme_says_so(
     ) in said
     p = ok(run(line, tmp_path, env))
     default = Path(env["XDG_DATA_HOME"]) / "dpproxy" / "ledger.sqlite"
-    assert f"privacy cost: ε=1, δ=1/1000000, charged to 'steward' in ledger {default}" in p.stderr
+    assert f"privacy cost: ε=1, δ=0.000001, charged to 'steward' in ledger {default}" in p.stderr
     p = ok(run("dpproxy schema init -d people.csv --unit id --dp-bounds -e 0.5", tmp_path, env))
     default = Path(env["XDG_DATA_HOME"]) / "dpproxy" / "ledger.sqlite"
     assert f"charged to 'steward' in ledger {default}" in p.stderr
