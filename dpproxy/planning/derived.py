@@ -37,6 +37,7 @@ derived plan (one release fewer).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -46,7 +47,7 @@ from dpproxy.planning.methods import weight
 from dpproxy.planning.plan import AggregatePlan, Method, Release
 from dpproxy.sql.validate import AggKind, ValidQuery
 
-__all__ = ["Split", "derivable_counts", "derived_score", "separate_score", "split"]
+__all__ = ["Split", "derivable_counts", "derived_score", "separate_score", "split", "split_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,32 @@ def split(
     """A better split than the weights for a query whose COUNT can be read off a JOINT mean,
     or None (no such COUNT, the mean not JOINT, or the weights already best)."""
     pairs = {i: j for i, j in derivable_counts(query).items() if aggs[j].method is Method.JOINT}
+    count_rel = {r.primitive.name: r for r in releases}
+
+    def joint_sens(j: int) -> Fraction:
+        stat = aggs[j].stat
+        assert stat is not None
+        return stat.scale * stat.epsilon
+
+    return split_of(
+        query,
+        pairs,
+        joint_sens,
+        lambda i: aggs[i].parts[0],
+        lambda part: count_rel[part].sensitivity.l1,
+    )
+
+
+def split_of(
+    query: ValidQuery,
+    pairs: dict[int, int],
+    joint_sens: Callable[[int], Fraction],
+    count_part: Callable[[int], str],
+    count_sens: Callable[[str], Fraction],
+) -> Split | None:
+    """:func:`split` from what it reads of a plan: ``pairs`` (each derivable COUNT → its mean,
+    for the means that are JOINT), each JOINT release's sensitivity Δ_J, each COUNT's
+    primitive and each such primitive's sensitivity Δ_C."""
     if not pairs:
         return None
     weights = [Fraction(weight(a.kind)) for a in query.aggregates]
@@ -116,17 +143,14 @@ def split(
     notes = []
     for j in sorted(set(pairs.values())):
         mine = [i for i, m in pairs.items() if m == j]
-        stat = aggs[j].stat
-        assert stat is not None
-        joint_sens = stat.scale * stat.epsilon
-        count_rel = {r.primitive.name: r for r in releases}
-        parts = {aggs[i].parts[0] for i in mine}
+        sens_j = joint_sens(j)
+        parts = {count_part(i) for i in mine}
         if len(parts) != 1:
             continue  # COUNT(*) and COUNT(x) released apart: leave the weights
-        count_sens = count_rel[parts.pop()].sensitivity.l1
+        sens_c = count_sens(parts.pop())
         pool = fractions[j] + sum(fractions[i] for i in mine)
         sep, f = separate_score(len(mine))
-        der = derived_score(len(mine), joint_sens, count_sens)
+        der = derived_score(len(mine), sens_j, sens_c)
         if der <= sep:
             for i in mine:
                 fractions[i] = Fraction(0)

@@ -175,12 +175,16 @@ def plan_query(
         stats: tuple[StatPlan, ...] = ()
         delta_gauss = delta_agg
     else:
-        planned = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, None, memo)
-        better = derived.split(query, planned[0], planned[2])
-        if better is not None:  # a COUNT read off a JOINT mean, or a better split
-            again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better, memo)
-            if all(again[0][j].method is Method.JOINT for j in better.derived.values()):
-                planned = again
+        planned = _derived_first(query, stab, rel, mech, eps_agg, delta_agg, opts, memo)
+        if planned is None:
+            planned = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, None, memo)
+            better = derived.split(query, planned[0], planned[2])
+            if better is not None:  # a COUNT read off a JOINT mean, or a better split
+                again = _plan_methods(
+                    query, stab, rel, mech, eps_agg, delta_agg, opts, better, memo
+                )
+                if all(again[0][j].method is Method.JOINT for j in better.derived.values()):
+                    planned = again
         first = selfselect.count_first(query, stab, rel, share) if private_keys else None
         if first is not None and mech is MechanismKind.LAPLACE and kinds:
             # the COUNT at the selection's share, thresholded itself (planning/selfselect.py)
@@ -421,6 +425,13 @@ def reference_rows(query: ValidQuery) -> tuple[int, bool]:
     return REFERENCE_ROWS, False
 
 
+# What :func:`_plan_methods` returns: the aggregates' plans, the primitives, their releases,
+# the methods' statistics and the δ of the Gaussian releases.
+PlannedMethods = tuple[
+    tuple[AggregatePlan, ...], list[Primitive], list[Release], tuple[StatPlan, ...], Fraction
+]
+
+
 def _plan_methods(
     query: ValidQuery,
     stab: Stability,
@@ -431,16 +442,13 @@ def _plan_methods(
     opts: MethodOptions,
     better: derived.Split | None = None,
     memo: _Memo | None = None,
-) -> tuple[
-    tuple[AggregatePlan, ...], list[Primitive], list[Release], tuple[StatPlan, ...], Fraction
-]:
+) -> PlannedMethods:
     """Choose a method per aggregate and calibrate it; the budget is split by weight, or by
     ``better`` (``planning/derived.py``: COUNTs read off a JOINT mean get no share).
 
     ``memo``: what an earlier call of the same :func:`plan_query` computed (:class:`_Memo`)."""
     memo = memo or _Memo(query.table)
     grouped = bool(query.keys)
-    table = query.table
     weights = [weight(a.kind) for a in query.aggregates]
     total_weight = sum(weights)
     fractions = better.fractions if better else [Fraction(w, total_weight) for w in weights]
@@ -455,45 +463,24 @@ def _plan_methods(
         if i in reads:
             aggs.append(AggregatePlan(agg.kind, (), None))  # filled in below
             continue
-        budget = Budget(
-            epsilon=eps_agg * fractions[i],
-            delta=delta_agg * fractions[i],
-            groups=stab.groups if grouped else 1,
-            rows=stab.rows_per_group if grouped else stab.rows,
-            total_rows=stab.rows,
-            neighbouring=rel,
-            reference_rows=n_ref,
-            public_size=public,
-            gaussian=gaussian,
-            integral=agg.measure is not None and integral(agg.measure, table),
-            arguments_tame=_tame(agg, memo),
+        budget = _budget(
+            query,
+            i,
+            stab,
+            rel,
+            eps_agg * fractions[i],
+            delta_agg * fractions[i],
+            n_ref,
+            public,
+            gaussian,
+            memo,
         )
         options = _methods(agg)
         if options == (Method.GS,):
             aggs.append(_share(builder.aggregate(i), budget, released))
             continue
         bounds = memo.bounds(agg.measure) if agg.measure is not None else None
-        if not budget.arguments_tame:
-            args = ", ".join(a.sql("postgres") for a in (agg.measure, agg.second) if a is not None)
-            raise UnboundedColumn(
-                f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
-                hint=unbounded_hint(query, agg.measure),
-            )
-        known = memo.scored.get((i, budget))
-        if known is not None:
-            cands = known
-        else:
-            cands = candidates(agg, bounds, budget, opts)
-            if Method.GS in options:
-                cands = tuple(
-                    _gs_candidate(agg, bounds, budget, stab, rel, grouped)
-                    if c.method is Method.GS
-                    else c
-                    for c in cands
-                )
-            memo.scored[(i, budget)] = cands
-        forced = opts.method if opts.method in options else None
-        method, reason = choose(cands, forced, agg.kind)
+        cands, method, reason = _choose(query, i, budget, bounds, stab, rel, opts, memo)
         if method is Method.GS:
             plan = replace(builder.aggregate(i), candidates=cands, reason=reason)
             aggs.append(_share(plan, budget, released))
@@ -546,6 +533,149 @@ def _plan_methods(
         rho = rho_gs * e / eps_gs if gaussian else Fraction(0)
         releases.append(_release(prim, stab, rel, mech, e, rho, grouped))
     return tuple(aggs), prims, releases, tuple(stats), (delta_gs if gaussian else Fraction(0))
+
+
+def _budget(
+    query: ValidQuery,
+    i: int,
+    stab: Stability,
+    rel: Neighbouring,
+    epsilon: Fraction,
+    delta: Fraction,
+    n_ref: int,
+    public: bool,
+    gaussian: bool,
+    memo: _Memo,
+) -> Budget:
+    """Aggregate ``i``'s share (ε, δ) of the budget, with what its candidates read."""
+    agg = query.aggregates[i]
+    grouped = bool(query.keys)
+    return Budget(
+        epsilon=epsilon,
+        delta=delta,
+        groups=stab.groups if grouped else 1,
+        rows=stab.rows_per_group if grouped else stab.rows,
+        total_rows=stab.rows,
+        neighbouring=rel,
+        reference_rows=n_ref,
+        public_size=public,
+        gaussian=gaussian,
+        integral=agg.measure is not None and integral(agg.measure, query.table),
+        arguments_tame=_tame(agg, memo),
+    )
+
+
+def _choose(
+    query: ValidQuery,
+    i: int,
+    budget: Budget,
+    bounds: Interval | None,
+    stab: Stability,
+    rel: Neighbouring,
+    opts: MethodOptions,
+    memo: _Memo,
+) -> tuple[tuple[Candidate, ...], Method, str]:
+    """The candidates of aggregate ``i`` (not GS-only) at ``budget``, scored once per budget
+    (``memo.scored``), and the method chosen among them with the reason."""
+    agg = query.aggregates[i]
+    options = _methods(agg)
+    if not budget.arguments_tame:
+        args = ", ".join(a.sql("postgres") for a in (agg.measure, agg.second) if a is not None)
+        raise UnboundedColumn(
+            f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
+            hint=unbounded_hint(query, agg.measure),
+        )
+    known = memo.scored.get((i, budget))
+    if known is not None:
+        cands = known
+    else:
+        cands = candidates(agg, bounds, budget, opts)
+        if Method.GS in options:
+            grouped = bool(query.keys)
+            cands = tuple(
+                _gs_candidate(agg, bounds, budget, stab, rel, grouped)
+                if c.method is Method.GS
+                else c
+                for c in cands
+            )
+        memo.scored[(i, budget)] = cands
+    forced = opts.method if opts.method in options else None
+    method, reason = choose(cands, forced, agg.kind)
+    return cands, method, reason
+
+
+def _derived_first(
+    query: ValidQuery,
+    stab: Stability,
+    rel: Neighbouring,
+    mech: MechanismKind,
+    eps_agg: Fraction,
+    delta_agg: Fraction,
+    opts: MethodOptions,
+    memo: _Memo,
+) -> PlannedMethods | None:
+    """The plan in which COUNTs are read off a JOINT mean (``planning/derived.py``), planned
+    in one pass; ``None`` when the planner must take its two passes (a plan at the weights,
+    then one at the split ``derived.split`` draws from it).
+
+    Exactly what the two passes give: the split reads of the plan at the weights only whether
+    each mean is JOINT there (scored here at the same budget, as that pass scores it), the
+    JOINT release's sensitivity Δ_J (``stat_plan`` writes scale = Δ_J/ε, so scale·ε = Δ_J, a
+    function of the stability and the relation) and each COUNT's (its ``_release``'s
+    ``sensitivity``, memoised); :func:`derived.split_of` computes the same split from them.
+    The plan at the weights is then what the two passes keep only when the second plan has a
+    mean that is not JOINT, or when planning fails: this returns ``None`` for both, and the
+    two passes run as before (planning is pure; ``memo`` only holds exact values), so the
+    plan, or the error, is theirs."""
+    pairs = derived.derivable_counts(query)
+    if not pairs:
+        return None
+    grouped = bool(query.keys)
+    try:
+        weights = [weight(a.kind) for a in query.aggregates]
+        total_weight = sum(weights)
+        n_ref, public = reference_rows(query)
+        gaussian = mech is MechanismKind.GAUSSIAN
+        joint: set[int] = set()
+        for j in sorted(set(pairs.values())):
+            agg = query.aggregates[j]
+            share = Fraction(weights[j], total_weight)
+            budget = _budget(
+                query,
+                j,
+                stab,
+                rel,
+                eps_agg * share,
+                delta_agg * share,
+                n_ref,
+                public,
+                gaussian,
+                memo,
+            )
+            if _methods(agg) == (Method.GS,):
+                continue
+            bounds = memo.bounds(agg.measure) if agg.measure is not None else None
+            if _choose(query, j, budget, bounds, stab, rel, opts, memo)[1] is Method.JOINT:
+                joint.add(j)
+        builder = _PrimitiveBuilder(query, memo)
+        parts = {i: builder.aggregate(i).parts[0] for i, j in pairs.items() if j in joint}
+        joint_sens = Fraction(stab.rows * (2 if rel is Neighbouring.SUBSTITUTE else 1))
+        count_sens = sensitivity(PrimitiveKind.COUNT, stab, rel, None, grouped=grouped).l1
+        better = derived.split_of(
+            query,
+            {i: j for i, j in pairs.items() if j in joint},
+            lambda j: joint_sens,
+            lambda i: parts[i],
+            lambda part: count_sens,
+        )
+        if better is None:
+            return None
+        again = _plan_methods(query, stab, rel, mech, eps_agg, delta_agg, opts, better, memo)
+    except Exception:  # the two passes raise it again, or theirs first
+        return None
+    if all(again[0][j].method is Method.JOINT for j in better.derived.values()):
+        return again
+    return None
 
 
 def _share(
