@@ -168,6 +168,32 @@ def _open(ctx: click.Context, *, create: bool = False) -> Ledger:
     return ledger
 
 
+def _other_datasets(ledger: Ledger, what: str) -> None:
+    """On standard error, when this dataset has no ``what`` in the ledger but others have
+    accounts: which, and how to see them (``budget show`` after a query on your own data would
+    otherwise print an empty table of the demo's dataset)."""
+    uri = f"{ledger.path.resolve().as_uri()}?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            rows = con.execute(
+                "SELECT DISTINCT dataset FROM accounts WHERE dataset <> ? ORDER BY dataset",
+                (ledger.dataset,),
+            ).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return
+    if rows:
+        names = ", ".join(r[0] for r in rows)
+        click.echo(
+            f"note: no {what} of dataset {ledger.dataset} in this ledger; it has accounts of "
+            f"dataset(s) {names}: pass the schema whose `dataset:` names one "
+            "(dpproxy budget show --schema FILE.yaml, or schema = in dpproxy.toml)",
+            err=True,
+        )
+
+
 # --------------------------------------------------------------------------- views
 
 
@@ -427,6 +453,8 @@ def budget_show(ctx: click.Context, name: str | None, group: bool, fmt: str) -> 
             f"default budget, {ledger.default_budget}"
         )
     _print_views(views, fmt, ledger)
+    if not views and fmt != "json":
+        _other_datasets(ledger, "accounts")
     if name is not None and not group and len(views) > 1 and fmt == "table":
         left = views[0].can_spend
         click.echo(f'analyst "{name}" can still spend {left} (the least of every account)')
@@ -679,6 +707,8 @@ def budget_log(ctx: click.Context, name: str | None, limit: int | None, fmt: str
             delta = _short(Fraction(b["delta"])) if "delta" in b else ""
             rows.append([str(e.seq), _iso(e.time), e.kind, e.principal, eps, delta, _detail(e)])
     print_records(["seq", "time", "kind", "principal", "ε", "δ", "detail"], rows, fmt)
+    if not rows and name is None:
+        _other_datasets(ledger, "log entries")
 
 
 @budget.command("verify")

@@ -88,6 +88,28 @@ def test_every_command_reads_the_same_ledger_by_default(run: Run, home: Path) ->
     assert "ε=8, δ=0.00001" in second.stderr
 
 
+def test_budget_show_of_the_demo_names_the_other_datasets_of_the_ledger(
+    run: Run, home: Path, demo_db: Path
+) -> None:
+    """After queries on your own data (another dataset), `budget show` and `budget log` without
+    --schema show the demo's dataset: an empty table, and a note naming the datasets the ledger
+    has and how to see them."""
+    mine = home / "work" / "mine.yaml"
+    text = demo_schema_path().read_text(encoding="utf-8")
+    mine.write_text(text.replace("dataset: adult", "dataset: mine", 1), encoding="utf-8")
+    _ok(run("query", "--database", str(demo_db), "--schema", str(mine), COUNT))
+    for command in (("budget", "show"), ("budget", "log")):
+        shown = _ok(run(*command))
+        assert "(0 rows)" in shown.stdout
+        assert "note: no accounts of dataset adult" in shown.stderr or command[1] == "log"
+        assert "dataset(s) mine" in shown.stderr and "--schema FILE.yaml" in shown.stderr
+    assert "note:" not in _ok(run("budget", "show", "--format", "json")).stderr
+    mine_shown = _ok(run("budget", "show", "--schema", str(mine)))
+    assert "analyst" in mine_shown.stdout and "note:" not in mine_shown.stderr
+    _ok(run("query", COUNT))
+    assert "note:" not in _ok(run("budget", "show")).stderr
+
+
 def test_an_exhausted_budget_names_the_ledger_and_the_commands(run: Run, home: Path) -> None:
     ledger = home / "data" / "dpproxy" / "ledger.sqlite"
     _ok(run("query", "--epsilon", "10", COUNT))
