@@ -111,34 +111,59 @@ def check_tree(tree: exp.Expr) -> None:
     through :func:`copy.deepcopy`, most of what a copy costs (issue 21). Other ``meta`` keys
     (a ``/* sqlglot.meta … */`` comment's) are kept.
     """
-    stack = [(tree, 1)]
-    required = _REQUIRED_ARGS
-    while stack:
-        node, depth = stack.pop()
+    # Depth-first in the order of ``iter_expressions`` (the last child first, as a stack of
+    # its children pops them), with the depths on a stack of their own: no tuple and no
+    # generator per node.
+    nodes: list[exp.Expr] = [tree]
+    depths = [1]
+    kinds = _KINDS
+    expr = exp.Expr
+    while nodes:
+        node = nodes.pop()
+        depth = depths.pop()
         if depth > MAX_DEPTH:
             raise too_complex(f"an expression more than {MAX_DEPTH} levels deep")
         meta = node._meta
         if meta is not None and meta.keys() <= _POSITION_KEYS:
             node._meta = None
-        if isinstance(node, exp.Func):
-            keys = required.get(type(node))
-            if keys is None:
-                keys = required[type(node)] = tuple(k for k, r in node.arg_types.items() if r)
+        kind = kinds.get(type(node))
+        if kind is None:
+            kind = kinds[type(node)] = _kind(node)
+        if kind:
+            keys, is_in = kind
             if any(node.args.get(key) in (None, []) for key in keys):
+                assert isinstance(node, exp.Func)  # only a function has required keys here
                 raise UndefinedFunction(
                     f"function {node.sql_name().lower()}() does not exist",
                     hint="the function needs arguments",
                 )
-        if isinstance(node, exp.In) and not any(
-            node.args.get(key) for key in ("expressions", "query", "unnest", "field")
-        ):
-            raise SQLSyntaxError('syntax error at or near ")"', hint="IN needs a value")
+            if is_in and not any(
+                node.args.get(key) for key in ("expressions", "query", "unnest", "field")
+            ):
+                raise SQLSyntaxError('syntax error at or near ")"', hint="IN needs a value")
         depth += 1
-        stack.extend((child, depth) for child in node.iter_expressions())
+        for value in node.args.values():
+            if isinstance(value, list):
+                for v in value:
+                    if isinstance(v, expr):
+                        nodes.append(v)
+                        depths.append(depth)
+            elif isinstance(value, expr):
+                nodes.append(value)
+                depths.append(depth)
 
 
-# A function class → the keys of its required arguments (``arg_types`` is per class).
-_REQUIRED_ARGS: dict[type, tuple[str, ...]] = {}
+def _kind(node: exp.Expr) -> tuple[tuple[str, ...], bool] | tuple[()]:
+    """What :func:`check_tree` checks of a node of this class: the keys of a function's
+    required arguments (``arg_types`` is per class) and whether it is an ``IN``; ``()`` when
+    neither applies."""
+    keys = tuple(k for k, r in node.arg_types.items() if r) if isinstance(node, exp.Func) else ()
+    is_in = isinstance(node, exp.In)
+    return (keys, is_in) if keys or is_in else ()
+
+
+# A node class → what check_tree checks of it (``_kind``), found once per class.
+_KINDS: dict[type, tuple[tuple[str, ...], bool] | tuple[()]] = {}
 
 
 def dialect_of(dialect: DialectType) -> Dialect:
