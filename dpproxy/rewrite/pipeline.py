@@ -15,6 +15,7 @@ The result is exact; the proxy scales sums back and adds noise (``release/noise.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -37,7 +38,8 @@ from dpproxy.rewrite.guard import (
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
-from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
+from dpproxy.sql.treekey import tree_key
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, clone, type_of
 
 UNIT = "__unit"
 
@@ -109,20 +111,49 @@ def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
     return row_measure(p.measure, ctx)
 
 
+# (id of the table, tree_key of the measure) → (the table, its row measure): row_measure is a
+# pure function of the measure's tree and the table's columns (no data, no budget, no secret).
+# The table is kept in the value, so its id is not reused while the entry lives.
+_ROW_MEASURES: dict[tuple[int, Hashable], tuple[Table, exp.Expression]] = {}
+
+
 def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
     """A measure as the database computes it per row: guarded, with its columns clamped.
 
     A numeric measure is a DOUBLE (``CAST`` when it is not one statically, as a CASE of
     integer literals is): the arithmetic that the rewrite builds on it — centring, squaring,
-    cells of order statistics — then cannot overflow an integer type on any engine."""
+    cells of order statistics — then cannot overflow an integer type on any engine.
+
+    Memoised on the measure's exact tree (:func:`tree_key`) and the table (a per-unit
+    relation's measures are not: their column types also come from the inner relation); a
+    hit is a copy of the tree first built, and a measure refused is refused again each time."""
     table = ctx.plan.query.table
+    key = None
+    if ctx.plan.query.per_unit is None:
+        tree = tree_key(measure)
+        if tree is not None:
+            key = (id(table), tree)
+            known = _ROW_MEASURES.get(key)
+            if known is not None and known[0] is table:
+                return clone(known[1])
+    out = _row_measure(measure, table, ctx.column_types)
+    if key is not None:
+        if len(_ROW_MEASURES) >= 4096:  # schemas come and go in tests and reloads
+            _ROW_MEASURES.clear()
+        _ROW_MEASURES[key] = (table, clone(out))
+    return out
+
+
+def _row_measure(
+    measure: exp.Expression, table: Table, column_types: dict[str, SqlType]
+) -> exp.Expression:
     clamps: set[int] = set()
     clamped = clamp_values(measure, table, made=clamps)
     guarded = guard_row_expression(clamped, table, copy=False, guarded=clamps)
     from dpproxy.rewrite.floats import finite_arithmetic  # not needed by COUNT(*) alone
 
     out = finite_arithmetic(guarded, table)
-    if type_of(measure, ctx.column_types) is SqlType.NUMERIC and not is_double(out, table):
+    if type_of(measure, column_types) is SqlType.NUMERIC and not is_double(out, table):
         out = exp.Cast(this=out, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
     return out
 
