@@ -38,6 +38,16 @@ Why it is the same function, and total.
 Only without contribution bounding (the bounding's row hash reads the measure's value, whose
 text would change with its type) and only when every primitive reading the measure's column
 can read a BIGINT: its COUNTs, COUNT(DISTINCT)s and SUMs that all take this path.
+
+*Folded CASEs* (opt-in: ``whole_measures(..., folds=...)`` and ``whole_row(..., fold=...)``).
+When the measure is a CASE of integer literals and every SUM on it has the same term
+x·2^j − a (an AVG's or VAR's centred sums: the same centre), the row value can be that term
+itself: each literal v of the CASE is written as v·2^j − a (computed here, exactly; NULL stays
+NULL), and the sums add the column (its square for VAR) with no arithmetic per row. COUNT of the
+column is unchanged (NULL-ness is kept). Only the caller knows which SUMs read a measure, so it
+asks for the fold and passes it to both functions; without it nothing changes. 1 M rows on
+DuckDB (benchmarks/compare Q13, AVG of a 0/1 CASE; 41 interleaved runs, load 1.3-2.4): the
+rewritten SQL alone took 1.29-1.38x the raw AVG's time unfolded, 1.05-1.13x folded.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ from sqlglot import exp
 from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.rewrite.fixed import _natural_bits, exact_range, grid
 from dpproxy.rewrite.guard import clamp, lit, number
+from dpproxy.sql.validate import literal_value
 
 if TYPE_CHECKING:
     from dpproxy.catalog.model import Table
@@ -74,6 +85,7 @@ class WholeTerm:
     low: int
     high: int
     clamped: bool
+    folded: bool = False  # the row value is already x·scale − offset (a folded CASE)
 
 
 def whole_term(p: Primitive, table: Table) -> WholeTerm | None:
@@ -106,12 +118,18 @@ def whole_measures(
     primitives: Iterable[Primitive],
     table: Table,
     terms: dict[int, WholeTerm | None] | None = None,
+    folds: dict[exp.Expression, tuple[int, int]] | None = None,
 ) -> set[exp.Expression]:
     """The measures whose column may be a BIGINT: read only by COUNT, COUNT(DISTINCT) and SUMs
     with a :func:`whole_term` each (at least one SUM). ``terms`` collects the term of each
-    SUM primitive by its ``id`` (for :func:`whole_summand`: computed once per rewrite)."""
+    SUM primitive by its ``id`` (for :func:`whole_summand`: computed once per rewrite).
+
+    ``folds`` (with ``terms``): collects the CASE measures whose row value is folded (the
+    module docstring), measure → (scale, offset), and marks their SUMs' terms ``folded``; the
+    caller must then pass each measure's fold to :func:`whole_row`."""
     bad: set[exp.Expression] = set()
     summed: set[exp.Expression] = set()
+    primitives = tuple(primitives)
     for p in primitives:
         if p.measure is None:
             continue
@@ -128,15 +146,60 @@ def whole_measures(
             summed.add(p.measure)
         else:
             bad.add(p.measure)
-    return summed - bad
+    whole = summed - bad
+    if folds is not None:
+        assert terms is not None, "a fold marks the terms whole_summand reads"
+        _fold_cases(primitives, table, whole, terms, folds)
+    return whole
+
+
+def _fold_cases(
+    primitives: tuple[Primitive, ...],
+    table: Table,
+    whole: set[exp.Expression],
+    terms: dict[int, WholeTerm | None],
+    folds: dict[exp.Expression, tuple[int, int]],
+) -> None:
+    """The folds of :func:`whole_measures`: a CASE measure of ``whole`` whose primitives are
+    COUNTs and SUMs of one (scale, offset) other than (1, 0); no COUNT(DISTINCT) (the fold is
+    injective, but its terms are built by another path: left as they are)."""
+    shape: dict[exp.Expression, tuple[int, int] | None] = {}
+    for p in primitives:
+        m = p.measure
+        if m is None or m not in whole or not isinstance(m, exp.Case):
+            continue
+        if p.kind is PrimitiveKind.COUNT:
+            continue
+        t = terms.get(id(p)) if p.kind is PrimitiveKind.SUM and not p.distinct else None
+        mine = (t.scale, t.offset) if t is not None else None
+        if m in shape and shape[m] != mine:
+            mine = None
+        shape[m] = mine
+    for p in primitives:
+        m = p.measure
+        fold = shape.get(m) if m is not None else None
+        if m is None or fold is None or fold == (1, 0):
+            continue
+        span = exact_range(m, table)
+        assert span is not None  # a whole CASE measure has one
+        if any(abs(int(v) * fold[0] - fold[1]) > _LIMIT for v in span):
+            continue
+        folds[m] = fold
+        t = terms.get(id(p))
+        if t is not None:
+            terms[id(p)] = replace(t, folded=True)
 
 
 def whole_row(
-    measure: exp.Expression, double: exp.Expression, table: Table
+    measure: exp.Expression,
+    double: exp.Expression,
+    table: Table,
+    fold: tuple[int, int] | None = None,
 ) -> exp.Expression | None:
     """The BIGINT row value of a measure of :func:`whole_measures`; ``double`` is the DOUBLE
     row value ``pipeline.row_measure`` wrote for it (a CASE's guarded conditions are kept).
-    ``None`` when that value is not of the expected shape (the caller keeps the DOUBLE)."""
+    ``None`` when that value is not of the expected shape (the caller keeps the DOUBLE).
+    ``fold``: the measure's (scale, offset) from :func:`whole_measures`' ``folds``, if any."""
     if isinstance(measure, exp.Column):
         col = table.column(measure.name)
         if col is None or col.lower is None or col.upper is None:
@@ -144,8 +207,25 @@ def whole_row(
         name = measure.name
         return _bigint(clamp(lambda: exp.column(name), col.lower, col.upper))
     if isinstance(double, exp.Cast) and isinstance(double.this, exp.Case):
-        return _bigint(double.this)
+        if fold is None:
+            return _bigint(double.this)
+        return _folded(double.this, *fold)
     return None
+
+
+def _folded(case: exp.Case, scale: int, offset: int) -> exp.Expression | None:
+    """``case`` with every literal result v written as v·scale − offset (exact integers);
+    ``None`` if a result is not a number literal or NULL."""
+    out = case.copy()
+    for node, key in [(i, "true") for i in out.args.get("ifs") or []] + [(out, "default")]:
+        r = node.args.get(key)
+        if r is None or isinstance(r, exp.Null):
+            continue
+        ok, v = literal_value(r)
+        if not ok or isinstance(v, bool | str) or (isinstance(v, float) and not v.is_integer()):
+            return None
+        node.set(key, number(Fraction(int(v) * scale - offset)))
+    return _bigint(out)
 
 
 def whole_summand(
@@ -158,6 +238,10 @@ def whole_summand(
 
     def value() -> exp.Expression:
         v: exp.Expression = exp.column(column)
+        if t.folded:  # the row value is x·scale − offset already
+            if t.squared:
+                v = exp.Mul(this=v, expression=exp.column(column))
+            return v
         if t.scale != 1:
             v = exp.Mul(this=v, expression=lit(t.scale))
         if t.offset > 0:
