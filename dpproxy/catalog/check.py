@@ -137,6 +137,13 @@ def pick_tables(
     return tuple(by_name[w.lower()] for w in wanted)
 
 
+def _shell(word: object) -> str:
+    """``word`` as one shell word (a glob or a path with a space quoted, a plain path as it is)."""
+    import shlex
+
+    return shlex.quote(str(word))
+
+
 def fit_error(
     catalog: Catalog, shapes: tuple[TableShape, ...], database: str
 ) -> DPProxyError | None:
@@ -153,7 +160,8 @@ def fit_error(
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     err = _MISMATCH[first.sqlstate](
         f"the schema does not fit the data: {first.path}: {first.text}{more}",
-        hint=f"`dpproxy schema check --database '{database}' {catalog.source}` lists every "
+        hint=f"`dpproxy schema check --database {_shell(database)} {_shell(catalog.source)}` "
+        "lists every "
         "problem; fix the schema (or the data) so that they agree",
     )
     err.problems = tuple(  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -227,7 +228,7 @@ def schema_init(
     click.echo(
         f"wrote {output or 'the draft'}: {len(chosen)} table(s); {must} TODO(s) to replace "
         f"before it loads, {len(report.todos)} to consider; then `dpproxy schema check"
-        f" --database {database} {output or 'FILE'}`",
+        f" --database {shlex.quote(database)} {shlex.quote(output) if output else 'FILE'}`",
         err=True,
     )
 

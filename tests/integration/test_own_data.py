@@ -384,6 +384,12 @@ def test_a_glob_is_one_table_and_commas_give_several(
     assert abs(float(out.splitlines()[1]) - 2000) <= 40  # both files of the glob
     drafted = ok(run(f"dpproxy schema init -d {db}", tmp_path, env)).stdout
     assert "\n  people:\n" in drafted and "\n  visits:\n" in drafted
+    # the command it suggests quotes the glob, so that it runs as printed
+    said = ok(run(f"dpproxy schema init -d {db} -o 'my draft.yaml'", tmp_path, env)).stderr
+    suggested = said.split("then `", 1)[1].split("`", 1)[0]
+    assert suggested == f"dpproxy schema check --database {db} 'my draft.yaml'", said
+    p = run(suggested, tmp_path, env)
+    assert p.returncode == 1 and "privacy_unit: TODO" in p.stderr, p.stderr
 
 
 def test_one_file_answers_to_the_one_table_of_the_schema(

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 from pathlib import Path
 
 import duckdb
@@ -128,7 +129,7 @@ def _refused_at_open(database: str, tmp_path: Path, env: dict[str, str]) -> None
         assert "(and 3 more)" in p.stderr, p.stderr
         listed = "\n".join(ln for ln in p.stderr.splitlines() if ln.startswith("  "))
         assert _found(listed) == EXPECTED, p.stderr  # every problem, listed at once
-        assert f"schema check --database '{database}'" in p.stderr
+        assert f"schema check --database {shlex.quote(database)} misfits.yaml`" in p.stderr
         assert "Traceback" not in p.stderr
     p = run(f"dpproxy query -d {database} -s misfits.yaml --format json {COUNT}", tmp_path, env)
     assert p.returncode == 1
