@@ -15,7 +15,6 @@ The result is exact; the proxy scales sums back and adds noise (``release/noise.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -38,8 +37,8 @@ from dpproxy.rewrite.guard import (
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
-from dpproxy.sql.treekey import tree_key
-from dpproxy.sql.types import COLUMN_TYPES, SqlType, clone, type_of
+from dpproxy.sql.treekey import TreeMemo
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
 UNIT = "__unit"
 
@@ -111,10 +110,11 @@ def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
     return row_measure(p.measure, ctx)
 
 
-# (id of the table, tree_key of the measure) → (the table, its row measure): row_measure is a
-# pure function of the measure's tree and the table's columns (no data, no budget, no secret).
-# The table is kept in the value, so its id is not reused while the entry lives.
-_ROW_MEASURES: dict[tuple[int, Hashable], tuple[Table, exp.Expression]] = {}
+# row_measure is a pure function of the measure's tree and the table's columns (no data, no
+# budget, no secret); so are the guarded group keys and row filters of rows_select.
+_ROW_MEASURES = TreeMemo()
+_GUARDED_KEYS = TreeMemo()
+_GUARDED_FILTERS = TreeMemo()
 
 
 def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
@@ -124,24 +124,18 @@ def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
     integer literals is): the arithmetic that the rewrite builds on it — centring, squaring,
     cells of order statistics — then cannot overflow an integer type on any engine.
 
-    Memoised on the measure's exact tree (:func:`tree_key`) and the table (a per-unit
+    Memoised on the measure's exact tree and the table (:class:`TreeMemo`; a per-unit
     relation's measures are not: their column types also come from the inner relation); a
     hit is a copy of the tree first built, and a measure refused is refused again each time."""
     table = ctx.plan.query.table
-    key = None
-    if ctx.plan.query.per_unit is None:
-        tree = tree_key(measure)
-        if tree is not None:
-            key = (id(table), tree)
-            known = _ROW_MEASURES.get(key)
-            if known is not None and known[0] is table:
-                return clone(known[1])
-    out = _row_measure(measure, table, ctx.column_types)
-    if key is not None:
-        if len(_ROW_MEASURES) >= 4096:  # schemas come and go in tests and reloads
-            _ROW_MEASURES.clear()
-        _ROW_MEASURES[key] = (table, clone(out))
-    return out
+    types = ctx.column_types
+
+    def make() -> exp.Expression:
+        return _row_measure(measure, table, types)
+
+    if ctx.plan.query.per_unit is not None:
+        return make()
+    return _ROW_MEASURES.get_or_make(measure, table, make)
 
 
 def _row_measure(
@@ -172,11 +166,7 @@ def rows_select(
     columns: list[exp.Expr] = [exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False)]
     guarded_keys: list[exp.Expression] = []
     if q.keys:
-        from dpproxy.rewrite.floats import finite_arithmetic  # imported by the queries that use it
-
-        guarded_keys = [
-            finite_arithmetic(guard_row_expression(k.expr, table), table) for k in q.keys
-        ]
+        guarded_keys = [_guarded_key(k.expr, table) for k in q.keys]
     for i, key in enumerate(guarded_keys):
         columns.append(exp.alias_(key.copy(), key_alias(i), copy=False))
     for m, alias in measures:
@@ -212,6 +202,17 @@ def rows_select(
             conditions.append(_domain_filter(key, k.domain))
     _where_all(rows, [exp.Paren(this=c) for c in conditions])
     return rows
+
+
+def _guarded_key(key: exp.Expression, table: Table) -> exp.Expression:
+    """A group key with the guards of ``rewrite/guard.py`` and ``rewrite/floats.py``
+    (memoised: a pure function of the key's tree and the table)."""
+    from dpproxy.rewrite.floats import finite_arithmetic  # imported by the queries that use it
+
+    def make() -> exp.Expression:
+        return finite_arithmetic(guard_row_expression(key, table), table)
+
+    return _GUARDED_KEYS.get_or_make(key, table, make)
 
 
 def select_from(
@@ -263,7 +264,11 @@ def guarded_filter(f: exp.Expression, table: Table) -> exp.Expression:
         if where is not None:
             where.set("this", finite_arithmetic(guard_row_expression(where.this, table), table))
         return out
-    return finite_arithmetic(guard_row_expression(f, table), table)
+
+    def make() -> exp.Expression:
+        return finite_arithmetic(guard_row_expression(f, table), table)
+
+    return _GUARDED_FILTERS.get_or_make(f, table, make)  # pure: memoised
 
 
 def _joined(source: exp.Select, used: set[str]) -> exp.Subquery:

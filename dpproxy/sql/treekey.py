@@ -8,6 +8,8 @@ types) and the same comments, so any function that reads only the tree gives the
 for both.
 
 >>> from sqlglot import exp
+
+from dpproxy.sql.types import clone
 >>> a, b = exp.maybe_parse("x + 1"), exp.maybe_parse("x + 1.0")
 >>> tree_key(a) == tree_key(b), tree_key(a) == tree_key(a.copy())
 (False, True)
@@ -15,11 +17,13 @@ for both.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from sqlglot import exp
 
-__all__ = ["tree_key"]
+from dpproxy.sql.types import clone
+
+__all__ = ["TreeMemo", "tree_key"]
 
 
 def tree_key(node: exp.Expression) -> Hashable | None:
@@ -43,3 +47,36 @@ def _key(node: exp.Expr) -> tuple[object, ...]:
             args.append((k, (type(v), v)))  # 1, 1.0 and True are equal in Python: not here
     comments = tuple(node.comments) if node.comments else None
     return (type(node), tuple(args), comments)
+
+
+class TreeMemo:
+    """Trees that a pure function makes of (a tree, an owner such as a table), kept as
+    templates and handed out as copies (callers may change what they get).
+
+    Keyed by :func:`tree_key` and the owner's identity (the owner is kept with its template,
+    so its ``id`` is not reused while the entry lives); nothing is kept when ``make`` raises,
+    and everything is dropped at ``limit`` entries (schemas come and go in tests and reloads).
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._trees: dict[tuple[int, Hashable], tuple[object, exp.Expression]] = {}
+
+    def get_or_make(
+        self, node: exp.Expression, owner: object, make: Callable[[], exp.Expression]
+    ) -> exp.Expression:
+        tree = tree_key(node)
+        if tree is None:
+            return make()
+        key = (id(owner), tree)
+        known = self._trees.get(key)
+        if known is not None and known[0] is owner:
+            return clone(known[1])
+        out = make()
+        if len(self._trees) >= self._limit:
+            self._trees.clear()
+        self._trees[key] = (owner, clone(out))
+        return out
+
+    def clear(self) -> None:
+        self._trees.clear()

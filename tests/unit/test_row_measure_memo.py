@@ -35,6 +35,12 @@ MEASURES = (
 )
 
 
+def _clear() -> None:
+    pipeline._ROW_MEASURES.clear()
+    pipeline._GUARDED_KEYS.clear()
+    pipeline._GUARDED_FILTERS.clear()
+
+
 def _rewritten(catalog: Any, sql: str) -> str:
     plan = plan_query(validate(parse(sql), catalog, sql), catalog.policy)
     return pipeline.rewrite(plan, 12345, "duckdb")
@@ -50,12 +56,12 @@ def _outcome(catalog: Any, sql: str) -> str:
 @pytest.mark.parametrize("measure", MEASURES)
 def test_a_memoised_measure_is_the_fresh_one(demo_catalog: Any, measure: str) -> None:
     sql = f"SELECT {measure} FROM adult"
-    pipeline._ROW_MEASURES.clear()
+    _clear()
     fresh = _outcome(demo_catalog, sql)
     assert _outcome(demo_catalog, sql) == fresh  # from the memo (or refused again)
     grouped = f"SELECT sex, {measure} FROM adult WHERE age > 30 GROUP BY sex"
     from_memo = _outcome(demo_catalog, grouped)
-    pipeline._ROW_MEASURES.clear()
+    _clear()
     assert _outcome(demo_catalog, grouped) == from_memo
 
 
@@ -86,3 +92,23 @@ def test_the_key_is_exact() -> None:
     assert key("CAST(x AS INT)") != key("CAST(x AS BIGINT)")
     assert key("x + 1 /* c */") != key("x + 1")
     assert key("x + 1") == key("x  +  1")
+
+
+SHAPES = (
+    "SELECT FLOOR(age / 10) AS decade, COUNT(*) FROM adult GROUP BY FLOOR(age / 10)",
+    "SELECT sex, race, AVG(hours_per_week) FROM adult GROUP BY sex, race",
+    "SELECT COUNT(*) FROM adult WHERE age * 1.5 > 40 AND sex = 'Female'",
+    "SELECT COUNT(*) FROM adult WHERE age * 1e300 * 1e300 > 40",
+    "SELECT COUNT(*) FROM adult WHERE capital_gain / NULLIF(age - 17, 0) > 2",
+    "SELECT education, COUNT(*) FROM adult WHERE education IN ('Bachelors', 'bachelors') "
+    "GROUP BY education",
+    "SELECT occupation, COUNT(*) FROM adult WHERE EXISTS (SELECT 1) GROUP BY occupation",
+)
+
+
+@pytest.mark.parametrize("sql", SHAPES)
+def test_memoised_keys_and_filters_are_the_fresh_ones(demo_catalog: Any, sql: str) -> None:
+    _clear()
+    fresh = _outcome(demo_catalog, sql)
+    assert _outcome(demo_catalog, sql) == fresh
+    assert _outcome(demo_catalog, sql) == fresh
