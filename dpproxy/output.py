@@ -191,18 +191,28 @@ def error_json(err: DPProxyError) -> dict[str, Any]:
     return {"error": body}
 
 
+SCHEMA_CHECK_HINT = (
+    "`dpproxy schema check FILE` lists each problem with its line, and the TODOs of a draft "
+    "left to replace (see schemas/README.md)"
+)
+
+
 def fail(err: DPProxyError, fmt: str = "table") -> NoReturn:
     """Report ``err`` and exit with status 1: JSON on standard output for ``--format json``,
-    else ``ERROR: message (SQLSTATE s)``, the problems or hint and the position on stderr."""
+    else ``ERROR: message (SQLSTATE s)``, the problems, the hint (unless it only repeats the
+    problems) and the position on stderr."""
     if fmt == "json":
         click.echo(json.dumps(error_json(err), ensure_ascii=False))
         sys.exit(EXIT_ERROR)
     click.echo(f"ERROR:  {err.message}  (SQLSTATE {err.sqlstate})", err=True)
-    problems = getattr(err, "problems", ())
+    problems = tuple(getattr(err, "problems", ()))
     for p in problems:
         click.echo(f"  {p}", err=True)
-    if err.hint:
-        click.echo(f"HINT:  {err.hint}", err=True)
+    hint = err.hint
+    if problems and hint == "; ".join(problems[:3]):  # a schema's: the lines above again
+        hint = SCHEMA_CHECK_HINT if err.sqlstate == "ZD004" else None
+    if hint:
+        click.echo(f"HINT:  {hint}", err=True)
     if err.position is not None:
         click.echo(f"POSITION:  {err.position}", err=True)
     sys.exit(EXIT_ERROR)

@@ -9,6 +9,7 @@ against what the commands really do. Real files, real DuckDB, real PostgreSQL, r
 from __future__ import annotations
 
 import csv
+import json
 import os
 import random
 import re
@@ -352,6 +353,24 @@ def test_a_data_file_without_a_schema_says_how_to_draft_one(
     p = run("dpproxy query -d people.csv 'SELECT COUNT(*) FROM people'", tmp_path, env)
     assert sqlstate(p) == "22023"
     assert "dpproxy schema init --database people.csv -o schema.yaml" in p.stderr
+
+
+def test_a_draft_used_before_its_todos_are_replaced_says_what_to_run(
+    data: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Querying the draft as written: ZD004, each problem listed once, and a hint that says what
+    to run instead of the problems again."""
+    shutil.copy(data / "people.csv", tmp_path)
+    ok(run("dpproxy schema init -d people.csv -o people.yaml", tmp_path, env))
+    p = run(
+        "dpproxy query -d people.csv -s people.yaml 'SELECT COUNT(*) FROM people'", tmp_path, env
+    )
+    assert sqlstate(p) == "ZD004"
+    assert p.stderr.count("privacy_unit: 'TODO' is not a column") == 1, p.stderr
+    assert "HINT:  `dpproxy schema check FILE` lists each problem with its line" in p.stderr
+    q = "dpproxy query -d people.csv -s people.yaml --format json 'SELECT COUNT(*) FROM people'"
+    body = json.loads(run(q, tmp_path, env).stdout)["error"]
+    assert body["sqlstate"] == "ZD004" and len(body["problems"]) == 1
 
 
 def test_a_glob_is_one_table_and_commas_give_several(
