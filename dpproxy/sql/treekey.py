@@ -18,12 +18,15 @@ from dpproxy.sql.types import clone
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 from sqlglot import exp
 
 from dpproxy.sql.types import clone
 
-__all__ = ["TreeMemo", "tree_key"]
+__all__ = ["TreeMemo", "ValueMemo", "tree_key"]
+
+T = TypeVar("T")
 
 
 def tree_key(node: exp.Expression) -> Hashable | None:
@@ -49,34 +52,43 @@ def _key(node: exp.Expr) -> tuple[object, ...]:
     return (type(node), tuple(args), comments)
 
 
-class TreeMemo:
-    """Trees that a pure function makes of (a tree, an owner such as a table), kept as
-    templates and handed out as copies (callers may change what they get).
+class ValueMemo(Generic[T]):
+    """Values that a pure function computes from (a tree, an owner such as a table), for
+    values nobody changes (intervals, booleans, ``None``).
 
-    Keyed by :func:`tree_key` and the owner's identity (the owner is kept with its template,
-    so its ``id`` is not reused while the entry lives); nothing is kept when ``make`` raises,
-    and everything is dropped at ``limit`` entries (schemas come and go in tests and reloads).
+    Keyed by :func:`tree_key` and the owner's identity (the owner is kept with its value, so
+    its ``id`` is not reused while the entry lives); nothing is kept when ``make`` raises, and
+    everything is dropped at ``limit`` entries (schemas come and go in tests and reloads).
     """
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
-        self._trees: dict[tuple[int, Hashable], tuple[object, exp.Expression]] = {}
+        self._values: dict[tuple[int, Hashable], tuple[object, T]] = {}
 
-    def get_or_make(
-        self, node: exp.Expression, owner: object, make: Callable[[], exp.Expression]
-    ) -> exp.Expression:
+    def get_or_make(self, node: exp.Expression, owner: object, make: Callable[[], T]) -> T:
         tree = tree_key(node)
         if tree is None:
             return make()
         key = (id(owner), tree)
-        known = self._trees.get(key)
+        known = self._values.get(key)
         if known is not None and known[0] is owner:
-            return clone(known[1])
+            return self._out(known[1])
         out = make()
-        if len(self._trees) >= self._limit:
-            self._trees.clear()
-        self._trees[key] = (owner, clone(out))
+        if len(self._values) >= self._limit:
+            self._values.clear()
+        self._values[key] = (owner, self._out(out))
         return out
 
+    def _out(self, value: T) -> T:
+        return value
+
     def clear(self) -> None:
-        self._trees.clear()
+        self._values.clear()
+
+
+class TreeMemo(ValueMemo[exp.Expression]):
+    """Trees that a pure function makes of (a tree, an owner such as a table), kept as
+    templates and handed out as copies (callers may change what they get)."""
+
+    def _out(self, value: exp.Expression) -> exp.Expression:
+        return clone(value)

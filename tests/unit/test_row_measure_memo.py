@@ -112,3 +112,35 @@ def test_memoised_keys_and_filters_are_the_fresh_ones(demo_catalog: Any, sql: st
     fresh = _outcome(demo_catalog, sql)
     assert _outcome(demo_catalog, sql) == fresh
     assert _outcome(demo_catalog, sql) == fresh
+
+
+BOUNDED = (
+    "capital_gain - capital_loss",
+    "hours_per_week * 52",
+    "CASE WHEN income_class = '>50K' THEN 1 END",
+    "CASE WHEN income_class = '>50K' THEN 1.5 END",
+    "age / NULLIF(hours_per_week, 0)",
+    "age / 10 - 1",
+    "LEAST(capital_gain, 100)",
+    "NULL",
+    "LENGTH(occupation)",
+)
+
+
+@pytest.mark.parametrize("measure", BOUNDED)
+def test_memoised_bounds_are_the_fresh_ones(demo_catalog: Any, measure: str) -> None:
+    from dpproxy.analysis.bounds import bounds_of
+    from dpproxy.planning import planner
+
+    sql = f"SELECT SUM({measure}) FROM adult"
+    try:
+        query = validate(parse(sql), demo_catalog, sql)
+    except DPProxyError:
+        return
+    table = query.table
+    node = query.aggregates[0].measure
+    assert node is not None
+    planner._BOUNDS.clear()
+    fresh = bounds_of(node, table)
+    assert planner._Memo(table).bounds(node) == fresh
+    assert planner._Memo(table).bounds(node.copy()) == fresh  # from the memo
