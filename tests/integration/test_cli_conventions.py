@@ -25,6 +25,7 @@ from dpproxy.demo import demo_schema_path
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 COUNT = "SELECT COUNT(*) FROM adult"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.fixture()
@@ -221,6 +222,17 @@ def test_the_delta_left_after_a_delta_spend_is_a_decimal(run: Run) -> None:
     assert account["remaining"]["delta"] == account["can_spend"]["delta"] == left
     table = _ok(run("budget", "show")).stdout
     assert re.search(r"\|\s+0\.000009 \|", table) and not re.search(r"\d+/\d{6,}", table), table
+
+
+def test_explain_json_gives_numbers_and_query_json_decimal_strings(run: Run) -> None:
+    """docs/cli-conventions.md: query's amounts are decimal strings; explain's are numbers."""
+    asked = json.loads(_ok(run("query", "--format", "json", COUNT)).stdout)
+    assert asked["privacy_cost"] == {"epsilon": "1", "delta": "0"}
+    plan = json.loads(_ok(run("explain", "-a", "analyst", "--format", "json", COUNT)).stdout)
+    assert plan["cost"] == {"epsilon": 1.0, "delta": 0.0}
+    assert plan["budget"]["remaining"] == {"epsilon": 9.0, "delta": 1e-05}
+    doc = " ".join((DOCS / "cli-conventions.md").read_text(encoding="utf-8").split())
+    assert "(`explain --format json` is the exception:" in doc
 
 
 def test_exit_codes(run: Run) -> None:
