@@ -255,11 +255,16 @@ def serve(
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        addresses = ", ".join(str(s.getsockname()[:2]) for s in server.sockets)
+        names = [s.getsockname()[:2] for s in server.sockets]
+        addresses = ", ".join(str(n) for n in names)  # the message: ('127.0.0.1', 6432)
         event_loop = type(loop).__module__.split(".")[0]  # uvloop when installed, else asyncio
         logger.info(
             f"dpproxy serving on {addresses}",
-            extra={"event": "listen", "address": addresses, "loop": event_loop},
+            extra={
+                "event": "listen",
+                "address": ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in names),
+                "loop": event_loop,
+            },
         )
         serving = asyncio.ensure_future(server.serve_forever())
         web = None

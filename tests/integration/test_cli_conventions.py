@@ -383,7 +383,7 @@ def test_serve_logs_json_lines_and_each_release_once(home: Path, demo_db: Path) 
     records = [json.loads(line) for line in log.read_text().splitlines()]  # every line is JSON
     first, second = records[0], records[1]
     assert first["event"] == "ledger" and first["ledger"].endswith("ledger.sqlite")
-    assert second["event"] == "listen" and "127.0.0.1" in second["address"]
+    assert second["event"] == "listen" and second["address"] == f"127.0.0.1:{port}"
     releases = [r for r in records if "released" in r["msg"]]
     assert len(releases) == 2 and all(r["event"] == "release" for r in releases)
 
