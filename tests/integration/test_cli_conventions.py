@@ -388,6 +388,19 @@ def test_serve_logs_json_lines_and_each_release_once(home: Path, demo_db: Path) 
     assert len(releases) == 2 and all(r["event"] == "release" for r in releases)
 
 
+def test_an_error_that_keeps_serve_from_starting_is_an_error_not_a_log_line(
+    run: Run, home: Path, demo_db: Path
+) -> None:
+    bad = home / "work" / "bad.yaml"
+    bad.write_text("version: 1\n", encoding="utf-8")
+    db = ("--database", str(demo_db), "--schema", str(bad))
+    proc = run("serve", "--trust", "--listen", "127.0.0.1:0", *db)
+    assert proc.returncode == 1 and proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("ERROR:  the privacy schema ") and "(SQLSTATE ZD004)" in lines[0]
+    assert lines[-1].startswith("HINT:  ") and not any(ln.startswith("{") for ln in lines)
+
+
 def test_serve_log_level(home: Path, demo_db: Path) -> None:
     proc, log, _ = _serve(home, "--ledger", "memory", DPPROXY_LOG_LEVEL="debug")
     _stop(proc)
