@@ -142,8 +142,10 @@ def _query_memos() -> list[Any]:
         from dpproxy.sql.treekey import ValueMemo
     except ImportError:
         return memos
-    import dpproxy.planning.planner  # noqa: F401  (the modules that hold the memos)
-    import dpproxy.rewrite.pipeline  # noqa: F401
+    import importlib
+
+    for holder in ("dpproxy.planning.planner", "dpproxy.rewrite.pipeline"):  # the memos' modules
+        importlib.import_module(holder)
 
     for name, module in list(sys.modules.items()):
         if name.startswith("dpproxy") and module is not None:
