@@ -464,22 +464,11 @@ def _plan_methods(
         if i in reads:
             aggs.append(AggregatePlan(agg.kind, (), None))  # filled in below
             continue
-        budget = _budget(
-            query,
-            i,
-            stab,
-            rel,
-            eps_agg * fractions[i],
-            delta_agg * fractions[i],
-            n_ref,
-            public,
-            gaussian,
-            memo,
-        )
-        options = _methods(agg)
-        if options == (Method.GS,):
-            aggs.append(_share(builder.aggregate(i), budget, released))
+        epsilon, delta = eps_agg * fractions[i], delta_agg * fractions[i]
+        if _methods(agg) == (Method.GS,):  # its (ε, δ) is all it reads of a Budget
+            aggs.append(_share_of(builder.aggregate(i), epsilon, delta, released))
             continue
+        budget = _budget(query, i, stab, rel, epsilon, delta, n_ref, public, gaussian, memo)
         bounds = memo.bounds(agg.measure) if agg.measure is not None else None
         cands, method, reason = _choose(query, i, budget, bounds, stab, rel, opts, memo)
         if method is Method.GS:
@@ -683,9 +672,19 @@ def _share(
     plan: AggregatePlan, budget: Budget, released: dict[str, tuple[Fraction, Fraction]]
 ) -> AggregatePlan:
     """Add a GS aggregate's (ε, δ) share, split evenly over its parts, to their primitives."""
+    return _share_of(plan, budget.epsilon, budget.delta, released)
+
+
+def _share_of(
+    plan: AggregatePlan,
+    epsilon: Fraction,
+    delta: Fraction,
+    released: dict[str, tuple[Fraction, Fraction]],
+) -> AggregatePlan:
+    """:func:`_share` of the share (ε, δ)."""
     for p in plan.parts:
         e, d = released.get(p, (Fraction(0), Fraction(0)))
-        released[p] = (e + budget.epsilon / len(plan.parts), d + budget.delta / len(plan.parts))
+        released[p] = (e + epsilon / len(plan.parts), d + delta / len(plan.parts))
     return plan
 
 
