@@ -256,6 +256,26 @@ def _child(
     return payload
 
 
+def _commit(root: Path) -> str | None:
+    """The commit checked out at ``root``, "+dirty" when its tracked files differ from it."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "-uno"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def loadavg() -> list[float]:
     return list(os.getloadavg())
 
@@ -319,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = rows_of(combine(rs))
         checkouts[name] = {
             "dpproxy": where[name],
+            "commit": _commit(Path(where[name]).resolve().parents[1]),
             "rounds": len(rs),
             "rows": rows,
             "summary": summarise(rows),

@@ -52,6 +52,7 @@ def test_speed_1m_tiny(tmp_path: Path) -> None:
             assert isinstance(row[key], float) and row[key] == row[key], key
         assert isinstance(row["met"], bool)
         assert row["statements"] and all(isinstance(s, str) for s in row["statements"])
+    assert "commit" in current and current["dpproxy"].endswith("__init__.py")
     assert current["summary"]["queries"] == 4
     assert 0 <= current["summary"]["met"] <= 4
 
