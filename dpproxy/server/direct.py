@@ -82,6 +82,12 @@ class DirectReply:
             self.sent_at = time.perf_counter()
             return bytes(view)
 
+    @property
+    def fd(self) -> int:
+        """The duplicate (for a lingering worker's reads: ``worker.Linger``)."""
+        assert self._fd is not None
+        return self._fd
+
     def close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:

@@ -131,8 +131,8 @@ class MessageReader:
     """
 
     __slots__ = (
-        "_bound", "_buf", "_deadline", "_expired", "_loop", "_task", "_timer_at", "max_size",
-        "reader",
+        "_bound", "_buf", "_deadline", "_expired", "_idle", "_loop", "_task", "_timer_at",
+        "max_size", "reader",
     )  # fmt: skip
 
     def __init__(self, reader: asyncio.StreamReader, max_size: int) -> None:
@@ -145,11 +145,23 @@ class MessageReader:
         self._timer_at: float | None = None  # when the timer fires (None: no timer)
         self._expired = False  # the timer cancelled the waiting task
         self._bound: asyncio.Task[Any] | None = None  # see bind()
+        self._idle = 0.0  # seconds already waited for the next message elsewhere (push)
 
     def bind(self, task: asyncio.Task[Any] | None) -> None:
         """Declare ``task`` the only one that will ever read (saves looking up the current
         task, a ``getpid`` call, at every wait)."""
         self._bound = self._task = task
+
+    def buffered(self) -> bool:
+        """Are bytes received and not yet read as messages (here or in the stream)?"""
+        return bool(self._buf) or bool(getattr(self.reader, "_buffer", b""))
+
+    def push(self, data: bytes, idle: float = 0.0) -> None:
+        """Bytes read from the socket elsewhere (a lingering worker, ``worker.py``), read
+        before anything the stream receives later, and how long that reader already waited
+        for a message (the next :meth:`read`'s timeout is that much shorter)."""
+        self._buf[:0] = data
+        self._idle = idle
 
     def _next(self) -> tuple[bytes, Payload] | None:
         buf = self._buf
@@ -197,6 +209,8 @@ class MessageReader:
             return message
         if timeout is None:
             return await self._fill()
+        if self._idle:
+            timeout, self._idle = max(timeout - self._idle, 0.001), 0.0
         if self._bound is None:
             self._task = asyncio.current_task()
         loop = self._loop

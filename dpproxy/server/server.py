@@ -153,6 +153,7 @@ class JsonFormatter(logging.Formatter):
     FIELDS += ("reason", "ledger", "address")  # ledger, address: serve's first two lines
     FIELDS += ("loop",)  # the event loop serve runs on (uvloop or asyncio), with its address
     FIELDS += ("direct",)  # a release whose worker wrote the reply itself (direct.py)
+    FIELDS += ("linger",)  # ... and whose query that worker read itself (worker.py)
 
     _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
 
@@ -238,6 +239,8 @@ class Server:
         self.shutting_down = True
         if self._server is not None:
             self._server.close()
+        for s in self.sessions.values():
+            s.stop_lingering()  # a worker waiting for a session's next message hands it back
         busy = [s.running for s in self.sessions.values() if s.running is not None]
         if busy:
             await asyncio.wait(busy, timeout=self.config.shutdown_grace)

@@ -50,10 +50,9 @@ from dpproxy.errors import (
 from dpproxy.explain_command import COLUMN as EXPLAIN_COLUMN
 from dpproxy.explain_command import ExplainStatement, explain_rows, parse_explain
 from dpproxy.planning.plan import Method
-from dpproxy.release.public import FREE, columns_of, plan_notes
-from dpproxy.server import direct, pgtypes, protocol, spending
+from dpproxy.release.public import FREE, columns_of
+from dpproxy.server import direct, pgtypes, protocol, spending, worker
 from dpproxy.server.catalog import CatalogEmulator
-from dpproxy.server.notices import release_notice
 from dpproxy.server.protocol import Field, Payload
 from dpproxy.server.sqltext import (
     infer_parameter_types,
@@ -62,6 +61,7 @@ from dpproxy.server.sqltext import (
     split_statements,
     substitute,
 )
+from dpproxy.server.worker import Result
 from dpproxy.sql.parse import too_complex
 from dpproxy.values import check_privacy_parameters, parse_privacy_number
 
@@ -135,20 +135,6 @@ class Cursor:
     scrollable: bool
     created: float  # time.time()
     in_transaction: bool  # declared in the open transaction block (closed by its ROLLBACK)
-
-
-@dataclass
-class Result:
-    """What a statement returns: columns (name, type OID), rows (Python values), tag."""
-
-    fields: list[tuple[str, int]]
-    rows: list[tuple[Any, ...]]
-    tag: str
-    cost: str | None = None
-    notices: list[str] = field(default_factory=list)  # NoticeResponses before CommandComplete
-    # ParameterStatus after CommandComplete: a reported setting that the statement changed
-    reported: list[tuple[str, str]] = field(default_factory=list)
-    delivered: bool = False  # the worker sent the whole reply itself (``direct.py``)
 
 
 @dataclass
@@ -321,6 +307,7 @@ class Session:
         self.emulator: CatalogEmulator | None = None  # made on first use
         self.peer = writer.get_extra_info("peername")
         self.gate = direct.Gate()  # closed by Server.shutdown: no worker writes after it
+        self._linger: worker.Linger | None = None  # a worker serving this connection
         self._messages: protocol.MessageReader | None = None
         self._handlers = self._make_handlers()  # message type → handler, made once
         self._steps = self._make_steps()
@@ -833,8 +820,9 @@ class Session:
     ) -> Result:
         """Run a DP statement on a worker thread (one hand-off each way). With ``reply``, the
         worker sends ``reply(result)`` itself, after what this session had queued, when the
-        connection allows it (``direct.py``); the Result then says ``delivered``."""
-        engine = self.server.engine
+        connection allows it (``direct.py``); the Result then says ``delivered``. After a
+        one-statement simple Query it may go on serving the connection (``worker.Linger``):
+        the Result is then the last statement's, and its worker answered the ones between."""
         started = time.perf_counter()
         self.cancel_token = token = CancelToken()
         # Only while no other DP statement runs: os.write gives up the GIL, and with several
@@ -846,32 +834,24 @@ class Session:
             pending = b"".join(self._out)
             self._out.clear()
             self._queued = 0
-        run = functools.partial(
-            engine.run,
-            sql,
-            analyst=self.user,
-            epsilon=self.state.epsilon,
-            delta=self.state.delta,
-            mechanism=self.state.mechanism,
-            cancel=token,
-            method=self.state.method,
-        )
+        linger = self._linger = self._open_linger(out, reply)
+        first = (token, time.monotonic())
         loop = asyncio.get_running_loop()
         timeout = self.server.config.statement_timeout
-        timer = loop.call_later(timeout, self._time_out, token) if timeout else None
-        unsent: bytes | None = None
-        answer: Answer
-        result: Result
+        watch = (lambda: linger.current or first) if linger is not None else (lambda: first)
+        timer = worker.Watchdog(loop, timeout, watch, self._time_out) if timeout else None
+        job = functools.partial(
+            _run_private, self._runner(sql), token, out, pending, reply, started, linger
+        )
+        turn: worker.Turn | None = None
         Session.in_flight += 1
         try:
-            self.running = running = direct.hand_off(
-                loop,
-                self.server.executor,
-                functools.partial(_answer, run, token, out, pending, reply),
-            )
-            answer, result, unsent = await running
+            self.running = running = direct.hand_off(loop, self.server.executor, job)
+            turn = await running
+            if turn.error is not None:
+                raise turn.error
         except PrivacyParameterError as e:
-            limit = engine.catalog.policy.delta
+            limit = self.server.engine.catalog.policy.delta
             _steward_hint(e, limit, limit if self.state.delta is None else self.state.delta)
             raise
         except QueryCanceled as e:
@@ -893,39 +873,81 @@ class Session:
             self.running = None
             Session.in_flight -= 1
             self.cancel_token = None
-            if unsent is None and pending:  # the worker wrote nothing: the loop sends it
+            self._close_linger(linger, turn)
+            if (turn is None or turn.unsent is None) and pending:  # the loop sends it
                 self._out.insert(0, pending)
                 self._queued += len(pending)
-        if unsent is not None:  # the reply went out (a cancel after that came too late)
-            if unsent:
-                self.send(unsent)
+        result = turn.result
+        assert result is not None
+        if turn.unsent is not None:  # the reply went out (a cancel after that came too late)
+            if turn.unsent:
+                self.send(turn.unsent)
             result.delivered = True
-        elif token.cancelled:
+        elif turn.token.cancelled:
             # The CancelRequest came after the database had finished: the query ran (and was
             # charged), but its answer is withheld, as PostgreSQL would not deliver it.
             raise QueryCanceled("canceling statement due to user request")
-        released = answer.released
         # Logged once the answer is on its way: the line is written at the loop's next turn,
-        # after this message's reply was flushed (it is not on the client's wait). ``ms``: from
-        # the statement's hand-off to the worker until it wrote the reply, or until the loop
-        # had the answer back (``direct``: whether the worker wrote it).
-        done = out.sent_at if out is not None and out.sent_at is not None else None
-        loop.call_soon(
-            functools.partial(
-                log.info,
-                "released",
-                extra={
-                    "event": "release",
-                    "user": self.user,
-                    "rows": len(released.rows),
-                    "cost": str(answer.cost),
-                    "ms": round(((done or time.perf_counter()) - started) * 1000, 2),
-                    "direct": done is not None,
-                    "pid": self.pid,
-                },
-            )
-        )
+        # after this message's reply was flushed (it is not on the client's wait).
+        if not turn.logged:
+            loop.call_soon(worker.log_release, log, self.user, self.pid, turn)
         return result
+
+    def _runner(self, sql: str) -> Callable[[CancelToken], Answer]:
+        """``sql`` through the engine with this session's settings, for a worker thread."""
+        st = self.state
+        run = functools.partial(
+            self.server.engine.run,
+            sql,
+            analyst=self.user,
+            epsilon=st.epsilon,
+            delta=st.delta,
+            mechanism=st.mechanism,
+            method=st.method,
+        )
+        return lambda token: run(cancel=token)
+
+    def _open_linger(
+        self, out: direct.DirectReply | None, reply: Callable[[Result], bytes | None] | None
+    ) -> worker.Linger | None:
+        """A :class:`worker.Linger` when the worker writes the reply to a one-statement simple
+        Query and nothing is buffered on the way in (loop thread; the transport stops reading
+        until :meth:`_close_linger`)."""
+        messages = self._messages
+        if out is None or reply != self._query_reply or messages is None or messages.buffered():
+            return None
+        cfg = self.server.config
+        linger = worker.Linger(self, out.fd, cfg.max_message_size, cfg.idle_timeout, log)
+        transport: Any = self.writer.transport  # a Transport: it reads too
+        transport.pause_reading()
+        return linger
+
+    def _close_linger(self, linger: worker.Linger | None, turn: worker.Turn | None) -> None:
+        self._linger = None
+        if linger is None:
+            return
+        linger.close()
+        if turn is not None and self._messages is not None:
+            self._messages.push(turn.leftover, turn.idle)
+        transport: Any = self.writer.transport
+        with contextlib.suppress(Exception):  # a transport closed meanwhile reads no more
+            transport.resume_reading()
+
+    def stop_lingering(self) -> None:
+        """Shutdown: a worker waiting on this connection hands it back to the loop now."""
+        if self._linger is not None:
+            self._linger.stop()
+
+    # What a lingering worker asks of its session (worker.LingerSession)
+
+    def private_statement(self, text: str) -> Callable[[CancelToken], Answer] | None:
+        return self._runner(text) if text in self._private and self.status != "E" else None
+
+    def reply_of(self, result: Result) -> bytes | None:
+        return self._query_reply(result)
+
+    def may_linger(self) -> bool:
+        return Session.in_flight == 1 and not self.server.shutting_down
 
     async def cursor_command(self, sql: str) -> Result:
         """DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH HOLD] FOR query; FETCH [n|ALL|NEXT]
@@ -1308,44 +1330,21 @@ class Session:
 # ------------------------------------------------------------------------------- helpers
 
 
-def _result_of(answer: Answer) -> Result:
-    """The wire's Result of a DP answer: its columns, rows and the release's notices."""
-    released = answer.released
-    fields = [(c.name, pgtypes.oid_of(c.type)) for c in released.columns]
-    bound = answer.plan.truncation
-    notices = []
-    if bound is not None and not answer.cached:
-        notices.append(f"rows per unit: {bound.describe()}")
-    notices += plan_notes(answer.plan)
-    notices.append(release_notice(answer.cost, answer.remaining, answer.cached))
-    rows = list(released.rows)
-    return Result(fields, rows, f"SELECT {len(rows)}", str(answer.cost), notices)
-
-
-def _answer(
-    run: Callable[[], Answer],
+def _run_private(
+    run: Callable[[CancelToken], Answer],
     token: CancelToken,
     out: direct.DirectReply | None,
     pending: bytes,
     reply: Callable[[Result], bytes | None] | None,
-) -> tuple[Answer, Result, bytes | None]:
-    """The worker's part of :meth:`Session.run_private`: the answer (charged and committed by
-    ``run``), its Result, and — when ``out`` is given and the statement was not cancelled —
-    ``pending`` and ``reply(result)`` written to the socket: what it did not take (``b""``
-    when it took everything), or None when nothing was written (the loop sends it all).
-    A reply that cannot be encoded is left to the loop, which meets the same error."""
+    started: float,
+    linger: worker.Linger | None,
+) -> worker.Turn:
+    """The worker's part of :meth:`Session.run_private` (see ``worker.py``)."""
     try:
-        answer = run()
-        result = _result_of(answer)
-        if out is None or reply is None or token.cancelled:
-            return answer, result, None
-        try:
-            data = reply(result)
-        except Exception:  # the loop encodes it again and reports the error as before
-            return answer, result, None
-        if data is None:
-            return answer, result, None
-        return answer, result, out.send(pending + data)
+        turn = worker.answer_statement(run, token, out, pending, reply, started)
+        if linger is not None and out is not None:
+            turn = linger.serve(turn, out)
+        return turn
     finally:
         if out is not None:
             out.close()
