@@ -373,6 +373,39 @@ def test_a_draft_used_before_its_todos_are_replaced_says_what_to_run(
     assert body["sqlstate"] == "ZD004" and len(body["problems"]) == 1
 
 
+def test_a_no_null_promise_the_data_does_not_declare_is_listed_and_trusted(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """schema check --database lists each column the schema says holds no NULL that a CSV (which
+    declares nothing NOT NULL) may hold NULL in, with the TODOs and without failing; and the
+    README's reason holds: dpproxy trusts the promise, so a COUNT(*) beside an AVG of a column
+    with NULLs counts only its non-NULL rows."""
+    rows = "".join(f"{i},{'' if i % 4 == 0 else 20 + i % 50}\n" for i in range(1, 2001))
+    (tmp_path / "t.csv").write_text("id,age\n" + rows)
+    promise = (
+        "version: 1\ndataset: t\nprivacy: {epsilon: 1.0}\ntables:\n  t:\n    privacy_unit: id\n"
+        "    max_rows_per_unit: 1\n    columns:\n      id: integer\n"
+        "      age: {type: integer, lower: 0, upper: 100}\n"
+    )
+    (tmp_path / "promise.yaml").write_text(promise)
+    honest = promise.replace("{type: integer,", "{type: integer, nullable: true,")
+    (tmp_path / "honest.yaml").write_text(honest)
+    p = ok(run("dpproxy schema check -d t.csv promise.yaml", tmp_path, env))
+    assert "fits the database" in p.stdout
+    assert "promise.yaml: tables.t.columns.age: TODO: nullable: the schema promises no NULL" in (
+        p.stderr
+    )
+    assert "columns.id: TODO: nullable" in p.stderr  # the unit too: the CSV declares nothing
+    p = ok(run("dpproxy schema check -d t.csv honest.yaml", tmp_path, env))
+    assert "columns.age: TODO" not in p.stderr
+    q = "'SELECT COUNT(*) AS n, AVG(age) AS a FROM t'"
+    counts = {}
+    for name in ("promise", "honest"):
+        cmd = f"dpproxy query --ledger memory -e 10 -d t.csv -s {name}.yaml --format csv {q}"
+        counts[name] = float(ok(run(cmd, tmp_path, env)).stdout.splitlines()[1].split(",")[0])
+    assert abs(counts["promise"] - 1500) < 25 and abs(counts["honest"] - 2000) < 25, counts
+
+
 def test_a_glob_is_one_table_and_commas_give_several(
     data: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:

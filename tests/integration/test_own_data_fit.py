@@ -220,7 +220,11 @@ def test_schema_check_json_lists_problems_and_todos_per_file(
     assert p.returncode == 1
     rows = list(csv.reader(io.StringIO(p.stdout)))
     assert rows[0] == ["file", "kind", "sqlstate", "message"]
-    assert [(r[1], r[2]) for r in rows[1:]] == [("problem", c) for _, c in EXPECTED]
+    assert [(r[1], r[2]) for r in rows[1:] if r[1] == "problem"] == [
+        ("problem", c) for _, c in EXPECTED
+    ]
+    # then the notes: here a column misfits.yaml says holds no NULL, which the table allows
+    assert {r[1] for r in rows[1:]} == {"problem", "todo"}
 
 
 def test_readme_lists_58P01_and_22P04_as_the_errors_say() -> None:
