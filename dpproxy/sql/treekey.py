@@ -63,13 +63,20 @@ class ValueMemo(Generic[T]):
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
-        self._values: dict[tuple[int, Hashable], tuple[object, T]] = {}
+        self._values: dict[tuple[int, Hashable, Hashable], tuple[object, T]] = {}
 
-    def get_or_make(self, node: exp.Expression, owner: object, make: Callable[[], T]) -> T:
+    def get_or_make(
+        self,
+        node: exp.Expression,
+        owner: object,
+        make: Callable[[], T],
+        extra: Hashable = None,
+    ) -> T:
+        """``make()``, computed once per (tree, owner, ``extra``: any further argument)."""
         tree = tree_key(node)
         if tree is None:
             return make()
-        key = (id(owner), tree)
+        key = (id(owner), tree, extra)
         known = self._values.get(key)
         if known is not None and known[0] is owner:
             return self._out(known[1])
