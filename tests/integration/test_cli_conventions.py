@@ -263,6 +263,8 @@ def test_query_log_is_json_at_its_level(run: Run, home: Path) -> None:
     _ok(run("query", "--log", str(log), "--log-level", "info", "SELECT SUM(age) FROM adult"))
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["level"] for r in records] == ["info"] and "released" in records[0]["msg"]
+    assert set(records[0]) == {"time", "level", "msg"}  # docs: no named fields
+    assert records[0]["msg"] == "released 1 rows for analyst at ε=1"
 
 
 # ----------------------------------------------------------------------- dpproxy.toml
