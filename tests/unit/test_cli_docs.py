@@ -53,14 +53,28 @@ def test_the_documented_config_keys_are_the_code_s() -> None:
 
 
 def test_every_command_named_offers_the_same_formats() -> None:
-    m = re.search(r"offered by (.+?)\. `explain`", " ".join(DOC.split()))
+    m = re.search(r"offered by (.+?), the commands that print data\.", " ".join(DOC.split()))
     assert m
     named = re.findall(r"`([a-z ]+)`", m.group(1))
-    assert len(named) == 6
+    assert len(named) == 7
     for name in named:
         (fmt,) = [p for p in _command(*name.split()).params if p.name == "fmt"]
         assert isinstance(fmt.type, click.Choice)
         assert tuple(fmt.type.choices) == output.FORMATS == ("table", "csv", "json")
+    assert set(named) == set(_with_format(main, ())), "every command with --format is named"
+
+
+def _with_format(cmd: click.Command, path: tuple[str, ...]) -> list[str]:
+    """The commands (space-joined paths) that have a --format option, the whole tree."""
+    if isinstance(cmd, click.Group):
+        ctx = click.Context(cmd)
+        return [
+            found
+            for name in cmd.list_commands(ctx)
+            if (sub := cmd.get_command(ctx, name)) is not None
+            for found in _with_format(sub, (*path, name))
+        ]
+    return [" ".join(path)] if any(p.name == "fmt" for p in cmd.params) else []
 
 
 def test_log_level_is_an_option_and_an_environment_variable() -> None:
