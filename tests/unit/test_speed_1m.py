@@ -48,9 +48,10 @@ def test_speed_1m_tiny(tmp_path: Path) -> None:
     current = res["checkouts"]["current"]
     assert list(current["rows"]) == ["Q01", "Q03", "Q12", "Q16"]
     for row in current["rows"].values():
-        for key in ("raw", "dpproxy", "sql", "ratio", "sql_ratio", "overhead_ms"):
+        for key in ("raw", "dpproxy", "sql", "ratio", "sql_ratio", "overhead_ms", "raw_cpu"):
             assert isinstance(row[key], float) and row[key] == row[key], key
         assert isinstance(row["met"], bool)
+        assert row["cpu_ratio"] is None or row["cpu_ratio"] > 0
         assert row["statements"] and all(isinstance(s, str) for s in row["statements"])
     assert "commit" in current and current["dpproxy"].endswith("__init__.py")
     assert current["summary"]["queries"] == 4
