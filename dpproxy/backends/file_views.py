@@ -4,6 +4,7 @@ confined to the sources' files, and the table shapes of a DuckDB connection (met
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import duckdb
@@ -87,6 +88,10 @@ class FileBackend(DuckDBBackend):
         self._con = connect_sources(sources, tables)
         self._lock = threading.Lock()
         self._local = threading.local()  # DuckDBBackend._cursor's per-thread cursor (8420982)
+        # DuckDBBackend._parsed's statements (10e2224): without them every query failed (XX000)
+        self._statements: OrderedDict[str, duckdb.Statement] = OrderedDict()
+        self._seen: OrderedDict[int, None] = OrderedDict()
+        self._parsed_lock = threading.Lock()
         self.path = Path(", ".join(s.given for s in sources))
         self.sources = sources
 
