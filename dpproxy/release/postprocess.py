@@ -41,7 +41,8 @@ from sqlglot import exp
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.release.functions import apply_function, function_span
-from dpproxy.release.intervals import interval_ends, requested
+from dpproxy.release.intervals import interval_ends
+from dpproxy.release.layout import layout
 from dpproxy.release.memo import per_plan
 from dpproxy.release.noise import NoisyGroup, derived_name, drawn_half_width
 from dpproxy.release.windows import compute_windows
@@ -233,54 +234,60 @@ def _halves(plan: QueryPlan) -> list[dict[str, float]]:
     ]
 
 
-def _intervals_read(plan: QueryPlan) -> frozenset[int] | None:
-    """The aggregates whose DP_INTERVAL ends the query reads (None: all of them, when it has
-    window functions, whose arguments ``requested`` does not look into)."""
-    return None if plan.query.windows else frozenset(requested(plan))
-
-
 # Products of the plan alone, once per plan object (release/memo.py); never mutated.
-_wanted_intervals = per_plan(_intervals_read)
 _part_halves = per_plan(_halves)
 _output_columns = per_plan(output_columns)
+
+
+def _column(name: str, env: dict[str, Any]) -> Any:
+    """:func:`evaluate` of a bare column, without walking the tree."""
+    if name not in env:
+        raise InternalError(f"unbound post-processing name {name}")
+    return _number(env[name])
 
 
 def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     """Assemble released rows from noisy groups (pure)."""
     q = plan.query
     part_halves = _part_halves(plan)
-    wanted = _wanted_intervals(plan)
+    names = layout(plan)
     # A count over one table holds at most its rows (not so for a join or a flat map).
     max_count = q.table.public_max_rows if q.source is None else None
     rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
     kept_groups: list[tuple[dict[str, Any], dict[str, Span | None]]] = []
+    exact_key = (0.0, 0.0)
     for g in groups:
-        env: dict[str, Any] = {f"__key_{i}": v for i, v in enumerate(g.key)}
-        spans: dict[str, Span | None] = {f"__key_{i}": (0.0, 0.0) for i in range(len(g.key))}
+        env: dict[str, Any] = dict(zip(names.keys, g.key, strict=True))
+        spans: dict[str, Span | None] = dict.fromkeys(names.keys, exact_key)
+        known: dict[str, float] | None = None
         for i, agg in enumerate(plan.aggregates):
-            env[f"__agg_{i}"] = aggregate_value(agg, g.values, max_count)
-            if agg.stat is not None:
-                spans[f"__agg_{i}"] = g.spans.get(agg.stat.name)
-            elif agg.derived is not None:
-                spans[f"__agg_{i}"] = g.spans.get(derived_name(agg.derived.name))
+            name, span_name, ends = names.aggregates[i]
+            env[name] = aggregate_value(agg, g.values, max_count)
+            if span_name is not None:  # a stat's, or a count read off a JOINT mean
+                spans[name] = g.spans.get(span_name)
             else:
-                known = {p: x for p, x in g.values.items() if x is not None}
-                spans[f"__agg_{i}"] = aggregate_span(agg, known, part_halves[i])
+                if known is None:
+                    known = {p: x for p, x in g.values.items() if x is not None}
+                spans[name] = aggregate_span(agg, known, part_halves[i])
             # DP_INTERVAL_LOW/HIGH (release/intervals.py): the same release, no extra cost.
-            if wanted is None or i in wanted:
-                ends = interval_ends(agg, spans[f"__agg_{i}"], max_count)
-                env[f"__lo_{i}"], env[f"__hi_{i}"] = ends
+            if ends is not None:
+                env[ends[0]], env[ends[1]] = interval_ends(agg, spans[name], max_count)
         if q.having is not None and evaluate(q.having, env) is not True:
             continue
         kept_groups.append((env, spans))
     # Window functions read the rows that survived HAVING (release/windows.py); their values
     # carry no error bound (evaluate_span knows no __win_ name).
     compute_windows(q.windows, [env for env, _ in kept_groups], evaluate)
+    outputs = list(zip(q.outputs, names.outputs, strict=True))
     for env, spans in kept_groups:
-        values = [evaluate(o.expr, env) for o in q.outputs]
+        values = [
+            evaluate(o.expr, env) if name is None else _column(name, env) for o, name in outputs
+        ]
         errors = [
-            0.0 if o.is_key else _half_width(evaluate_span(o.expr, spans), v)
-            for o, v in zip(q.outputs, values, strict=True)
+            0.0
+            if o.is_key
+            else _half_width(evaluate_span(o.expr, spans) if name is None else spans.get(name), v)
+            for (o, name), v in zip(outputs, values, strict=True)
         ]
         rows.append((values, errors, env))
     for item in reversed(q.order):
