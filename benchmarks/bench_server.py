@@ -21,8 +21,10 @@ server-side prepared statements (``prepare_threshold=None``) unless marked.
    in-process), (ii) psycopg through ``dpproxy serve`` and (iii) the analyst's aggregate sent
    as-is to PostgreSQL, interleaved run by run. The wire overhead is (ii) − (i).
    Also the cost of a wake-up on this machine at this load, without dpproxy: a round trip
-   over a socket pair to a process that computes for X ms before answering, minus X (the
-   wire path has three threads that sleep while a query runs, the embedded API none).
+   over a socket pair to a process that computes for X ms before answering, minus X (on the
+   wire path the client sleeps while a query runs, and the server's event loop and a worker
+   thread unless the worker that answered the previous query reads this one itself,
+   ``server/linger.py``; the embedded API has no thread that sleeps).
 3. **Throughput** with 1, 8 and 32 concurrent clients (asyncio, one ``AsyncConnection`` each)
    running the same query mix for a fixed time, through dpproxy and directly to PostgreSQL,
    alternating the two in rounds (ABBA).
@@ -333,19 +335,24 @@ def _embedded_call(cur: Any, sql: str, params: tuple[Any, ...] | None) -> Callab
     return run
 
 
-def _release_ms(log: Path, start: int) -> tuple[list[float], int]:
+def _release_ms(log: Path, start: int) -> tuple[list[float], int, int]:
     """The ``ms`` of every ``release`` line the server logged after byte ``start`` of its log
-    (from the hand-off to the worker thread until the reply was written: by the worker itself
-    when the line says ``direct``, else until the loop had the answer back), and the new end."""
+    (from the hand-off to the worker thread, or from the moment a lingering worker read the
+    query itself, until the reply was written: by the worker itself when the line says
+    ``direct``, else until the loop had the answer back), how many of those lines say
+    ``linger`` (server/linger.py), and the new end."""
     with open(log, "rb") as f:
         f.seek(start)
         data = f.read()
     out = []
+    lingered = 0
     for line in data.decode("utf-8", errors="replace").splitlines():
         if '"event": "release"' in line:
             with contextlib.suppress(ValueError, KeyError, TypeError):
-                out.append(float(json.loads(line)["ms"]) / 1e3)
-    return out, start + len(data)
+                record = json.loads(line)
+                out.append(float(record["ms"]) / 1e3)
+                lingered += bool(record.get("linger"))
+    return out, lingered, start + len(data)
 
 
 def bench_latency(
@@ -399,7 +406,8 @@ def bench_latency(
             res[k] = summary(v)
         if server_log and "wire" in samples:
             time.sleep(0.05)  # the server writes its log line after sending the answer
-            inside, _ = _release_ms(server_log, log_start)
+            inside, lingered, _ = _release_ms(server_log, log_start)
+            res["wire_lingered"] = lingered  # answered by a worker that read the query itself
             if len(inside) == len(samples["wire"]):
                 res["wire_server_side"] = summary(inside)
             else:

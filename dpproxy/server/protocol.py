@@ -156,11 +156,16 @@ class MessageReader:
         """Are bytes received and not yet read as messages (here or in the stream)?"""
         return bool(self._buf) or bool(getattr(self.reader, "_buffer", b""))
 
+    def only_sync(self) -> bool:
+        """Is a Sync all that was received and not yet read?"""
+        return bytes(self._buf) == _SYNC and not getattr(self.reader, "_buffer", b"")
+
     def push(self, data: bytes, idle: float = 0.0) -> None:
-        """Bytes read from the socket elsewhere (a lingering worker, ``worker.py``), read
-        before anything the stream receives later, and how long that reader already waited
-        for a message (the next :meth:`read`'s timeout is that much shorter)."""
-        self._buf[:0] = data
+        """Bytes read from the socket elsewhere (a lingering worker, ``linger.py``, while the
+        stream was paused), read before anything the stream receives later, and how long that
+        reader already waited for a message (the next :meth:`read`'s timeout is that much
+        shorter)."""
+        self._buf += data
         self._idle = idle
 
     def _next(self) -> tuple[bytes, Payload] | None:

@@ -316,6 +316,10 @@ class Server:
         self._routes[sql] = decision
         return decision
 
+    def known_route(self, sql: str) -> bool | None:
+        """:meth:`is_catalog_query`'s cached answer for ``sql``, or None (any thread)."""
+        return self._routes.get(sql)
+
     def startup_params(self, session: Session) -> dict[str, str]:
         return session.startup
 

@@ -53,7 +53,11 @@ from dpproxy.planning.plan import Method
 from dpproxy.release.public import FREE, columns_of
 from dpproxy.server import direct, pgtypes, protocol, spending, worker
 from dpproxy.server.catalog import CatalogEmulator
+from dpproxy.server.linger import Linger
+from dpproxy.server.linger import with_dummies as _with_dummies
 from dpproxy.server.protocol import Field, Payload
+from dpproxy.server.sqltext import describe_session_command as _describe_session_command
+from dpproxy.server.sqltext import identifier as _identifier
 from dpproxy.server.sqltext import (
     infer_parameter_types,
     is_blank,
@@ -61,6 +65,9 @@ from dpproxy.server.sqltext import (
     split_statements,
     substitute,
 )
+from dpproxy.server.sqltext import raw_names as _raw_names
+from dpproxy.server.sqltext import setting_assignment as _setting_assignment
+from dpproxy.server.sqltext import words as _words
 from dpproxy.server.worker import Result
 from dpproxy.sql.parse import too_complex
 from dpproxy.values import check_privacy_parameters, parse_privacy_number
@@ -261,6 +268,7 @@ class SessionHost(Protocol):
 
     def catalog_emulator(self, session: Session) -> CatalogEmulator: ...
     def is_catalog_query(self, session: Session, sql: str) -> bool: ...
+    def known_route(self, sql: str) -> bool | None: ...
     def startup_params(self, session: Session) -> dict[str, str]: ...
 
 
@@ -307,7 +315,7 @@ class Session:
         self.emulator: CatalogEmulator | None = None  # made on first use
         self.peer = writer.get_extra_info("peername")
         self.gate = direct.Gate()  # closed by Server.shutdown: no worker writes after it
-        self._linger: worker.Linger | None = None  # a worker serving this connection
+        self._linger: Linger | None = None  # a worker serving this connection (linger.py)
         self._messages: protocol.MessageReader | None = None
         self._handlers = self._make_handlers()  # message type → handler, made once
         self._steps = self._make_steps()
@@ -664,13 +672,14 @@ class Session:
             return
         result = portal.result
         delivered, result.delivered = result.delivered, False  # this Execute's, not the portal's
+        if result.settled:  # by the worker that went on serving the connection (linger.py)
+            result.settled = False
+            await self.flush()
+            return
         if delivered:  # the worker sent _execute_messages' rows: count them, encode nothing
-            left = len(result.rows) - portal.sent
-            portal.sent += min(left, max_rows) if max_rows > 0 else left
             assert self._messages is not None
             self._messages.take_sync()  # what on_sync does, but its ReadyForQuery went out
-            self.skip_until_sync = False
-            self.portals.pop("", None)
+            self._delivered(portal, max_rows, result)
             await self.flush()  # whatever the socket did not take at once
             return
         parts, sent = self._execute_messages(portal, max_rows, result)
@@ -678,6 +687,21 @@ class Session:
         self.send(b"".join(parts))
         if portal.sent == len(result.rows):
             self._report(result)
+
+    def _settle(self, portal: Portal, max_rows: int, turn: worker.Turn) -> None:
+        """A lingering worker, first: the Execute the loop handed off, and its Sync, done."""
+        assert turn.result is not None and self._messages is not None
+        portal.result = turn.result
+        self._messages.take_sync()
+        self._delivered(portal, max_rows, turn.result)
+        turn.result.settled = True
+
+    def _delivered(self, portal: Portal, max_rows: int, result: Result) -> None:
+        """An Execute and its Sync whose reply a worker wrote: count the rows it sent."""
+        left = len(result.rows) - portal.sent
+        portal.sent += min(left, max_rows) if max_rows > 0 else left
+        self.skip_until_sync = False
+        self.portals.pop("", None)
 
     def _execute_messages(
         self, portal: Portal, max_rows: int, result: Result
@@ -820,9 +844,8 @@ class Session:
     ) -> Result:
         """Run a DP statement on a worker thread (one hand-off each way). With ``reply``, the
         worker sends ``reply(result)`` itself, after what this session had queued, when the
-        connection allows it (``direct.py``); the Result then says ``delivered``. After a
-        one-statement simple Query it may go on serving the connection (``worker.Linger``):
-        the Result is then the last statement's, and its worker answered the ones between."""
+        connection allows it (``direct.py``); the Result then says ``delivered``. The worker
+        may then go on serving the connection (``linger.py``) before this returns."""
         started = time.perf_counter()
         self.cancel_token = token = CancelToken()
         # Only while no other DP statement runs: os.write gives up the GIL, and with several
@@ -847,25 +870,10 @@ class Session:
         Session.in_flight += 1
         try:
             self.running = running = direct.hand_off(loop, self.server.executor, job)
-            turn = await running
+            turn, leftover, idle = await running
+            self._close_linger(linger, leftover, idle)
             if turn.error is not None:
-                raise turn.error
-        except PrivacyParameterError as e:
-            limit = self.server.engine.catalog.policy.delta
-            _steward_hint(e, limit, limit if self.state.delta is None else self.state.delta)
-            raise
-        except QueryCanceled as e:
-            if self._timed_out:
-                raise QueryCanceled(
-                    "canceling statement due to statement timeout",
-                    hint=f"the limit is {timeout:g} s (dpproxy serve --statement-timeout); "
-                    + (
-                        "nothing was charged"
-                        if e.hint == FREE
-                        else "the query ran, so its budget was charged"
-                    ),
-                ) from e
-            raise
+                raise self.statement_error(turn.error)
         finally:
             if timer is not None:
                 timer.cancel()
@@ -873,7 +881,8 @@ class Session:
             self.running = None
             Session.in_flight -= 1
             self.cancel_token = None
-            self._close_linger(linger, turn)
+            if turn is None:
+                self._close_linger(linger, b"", 0.0)
             if (turn is None or turn.unsent is None) and pending:  # the loop sends it
                 self._out.insert(0, pending)
                 self._queued += len(pending)
@@ -893,6 +902,27 @@ class Session:
             loop.call_soon(worker.log_release, log, self.user, self.pid, turn)
         return result
 
+    def statement_error(self, e: Exception) -> Exception:
+        """The error a client gets for a DP statement's exception (loop or lingering worker):
+        a δ refusal with the steward's hint, a cancel by the statement timeout said so."""
+        if isinstance(e, PrivacyParameterError):
+            limit = self.server.engine.catalog.policy.delta
+            _steward_hint(e, limit, limit if self.state.delta is None else self.state.delta)
+        elif isinstance(e, QueryCanceled) and self._timed_out:
+            timeout = self.server.config.statement_timeout or 0
+            err = QueryCanceled(
+                "canceling statement due to statement timeout",
+                hint=f"the limit is {timeout:g} s (dpproxy serve --statement-timeout); "
+                + (
+                    "nothing was charged"
+                    if e.hint == FREE
+                    else "the query ran, so its budget was charged"
+                ),
+            )
+            err.__cause__ = e
+            return err
+        return e
+
     def _runner(self, sql: str) -> Callable[[CancelToken], Answer]:
         """``sql`` through the engine with this session's settings, for a worker thread."""
         st = self.state
@@ -909,26 +939,34 @@ class Session:
 
     def _open_linger(
         self, out: direct.DirectReply | None, reply: Callable[[Result], bytes | None] | None
-    ) -> worker.Linger | None:
-        """A :class:`worker.Linger` when the worker writes the reply to a one-statement simple
-        Query and nothing is buffered on the way in (loop thread; the transport stops reading
-        until :meth:`_close_linger`)."""
+    ) -> Linger | None:
+        """A :class:`Linger` when the worker writes the reply to a one-statement simple Query
+        (nothing buffered on the way in) or to an Execute (only its Sync buffered); loop
+        thread: the transport stops reading until :meth:`_close_linger`."""
         messages = self._messages
-        if out is None or reply != self._query_reply or messages is None or messages.buffered():
+        if out is None or messages is None:
             return None
+        settle = None
+        if reply == self._query_reply:
+            if messages.buffered():
+                return None
+        elif getattr(reply, "func", None) != self._execute_reply or not messages.only_sync():
+            return None
+        else:  # the worker first does what on_execute does after a reply it wrote
+            settle = functools.partial(self._settle, *reply.args)  # type: ignore[union-attr]
         cfg = self.server.config
-        linger = worker.Linger(self, out.fd, cfg.max_message_size, cfg.idle_timeout, log)
+        linger = Linger(self, out.fd, cfg.max_message_size, cfg.idle_timeout, log, settle)
         transport: Any = self.writer.transport  # a Transport: it reads too
         transport.pause_reading()
         return linger
 
-    def _close_linger(self, linger: worker.Linger | None, turn: worker.Turn | None) -> None:
-        self._linger = None
-        if linger is None:
+    def _close_linger(self, linger: Linger | None, leftover: bytes, idle: float) -> None:
+        if linger is None or self._linger is None:
             return
+        self._linger = None
         linger.close()
-        if turn is not None and self._messages is not None:
-            self._messages.push(turn.leftover, turn.idle)
+        if self._messages is not None:
+            self._messages.push(leftover, idle)
         transport: Any = self.writer.transport
         with contextlib.suppress(Exception):  # a transport closed meanwhile reads no more
             transport.resume_reading()
@@ -938,16 +976,20 @@ class Session:
         if self._linger is not None:
             self._linger.stop()
 
-    # What a lingering worker asks of its session (worker.LingerSession)
+    # What a lingering worker does with its session (linger.py), on its own thread while
+    # this session's coroutine waits for it: nothing else touches the session meanwhile.
 
-    def private_statement(self, text: str) -> Callable[[CancelToken], Answer] | None:
-        return self._runner(text) if text in self._private and self.status != "E" else None
+    def may_linger(self) -> bool:
+        return Session.in_flight == 1 and not self.server.shutting_down
 
     def reply_of(self, result: Result) -> bytes | None:
         return self._query_reply(result)
 
-    def may_linger(self) -> bool:
-        return Session.in_flight == 1 and not self.server.shutting_down
+    def take_out(self) -> bytes:
+        out = b"".join(self._out)
+        self._out.clear()
+        self._queued = 0
+        return out
 
     async def cursor_command(self, sql: str) -> Result:
         """DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH HOLD] FOR query; FETCH [n|ALL|NEXT]
@@ -1337,92 +1379,18 @@ def _run_private(
     pending: bytes,
     reply: Callable[[Result], bytes | None] | None,
     started: float,
-    linger: worker.Linger | None,
-) -> worker.Turn:
-    """The worker's part of :meth:`Session.run_private` (see ``worker.py``)."""
+    linger: Linger | None,
+) -> tuple[worker.Turn, bytes, float]:
+    """The worker's part of :meth:`Session.run_private`: the statement's Turn, then (when
+    lingering) the bytes read and not used and the time waited for them."""
     try:
         turn = worker.answer_statement(run, token, out, pending, reply, started)
         if linger is not None and out is not None:
-            turn = linger.serve(turn, out)
-        return turn
+            return (turn, *linger.serve(turn, out))
+        return turn, b"", 0.0
     finally:
         if out is not None:
             out.close()
-
-
-def _words(sql: str) -> list[str]:
-    """Upper-cased words of the statement's first tokens (enough to classify it)."""
-    out = []
-    for raw in sql.replace(";", " ").split():
-        out.append(raw.strip().upper())
-        if len(out) >= 6:
-            break
-    return out
-
-
-def _raw_names(sql: str) -> list[str]:
-    return sql.strip().rstrip(";").split()
-
-
-def _identifier(word: str) -> str:
-    """An SQL identifier as PostgreSQL reads it: ``"Quoted"`` (``""`` a quote) kept as
-    written, an unquoted name folded to lower case."""
-    if len(word) >= 2 and word[0] == word[-1] == '"':
-        return word[1:-1].replace('""', '"')
-    return word.lower()
-
-
-def _setting_assignment(sql: str) -> tuple[str, str]:
-    """``SET [SESSION|LOCAL] name {=|TO} value`` → (name, value without quotes)."""
-    body = sql.strip().rstrip(";")
-    parts = body.split(None, 1)
-    rest = parts[1] if len(parts) > 1 else ""
-    first = rest.split(None, 1)
-    if first and first[0].upper() in ("SESSION", "LOCAL"):
-        rest = first[1] if len(first) > 1 else ""
-    if "=" in rest.split(None, 1)[0] if rest else False:
-        name, _, value = rest.partition("=")
-    else:
-        pieces = rest.split(None, 1)
-        if not pieces:
-            raise SQLSyntaxError("syntax error at end of input")
-        name = pieces[0]
-        value = pieces[1] if len(pieces) > 1 else ""
-        if "=" in name:
-            name, _, more = name.partition("=")
-            value = more + " " + value
-        elif value.upper().startswith("TO ") or value.upper() == "TO":
-            value = value[2:]
-        elif value.startswith("="):
-            value = value[1:]
-    name = name.strip().strip('"')
-    value = value.strip()
-    if value.upper() == "DEFAULT":
-        value = ""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        value = value[1:-1].replace("''", "'")
-    if not name:
-        raise SQLSyntaxError("syntax error in SET")
-    return name, value
-
-
-def _describe_session_command(sql: str) -> list[tuple[str, int]] | None:
-    words = _words(sql)
-    if not words:
-        return None
-    if words[0] == "SHOW":
-        rest = [w.lower() for w in words[1:]]
-        if rest == ["all"]:
-            return [("name", TEXT_OID), ("setting", TEXT_OID), ("description", TEXT_OID)]
-        if rest[:2] == ["transaction", "isolation"]:
-            return [("transaction_isolation", TEXT_OID)]
-        return [("".join(rest), TEXT_OID)]
-    if words[0] in (
-        "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "SET",
-        "RESET", "DISCARD", "DEALLOCATE",
-    ):  # fmt: skip
-        return []
-    return None
 
 
 def _decode(data: bytes | None, oid: int, fmt: int, number: int) -> object:
@@ -1434,13 +1402,6 @@ def _decode(data: bytes | None, oid: int, fmt: int, number: int) -> object:
         if fmt != 0:
             raise
         return pgtypes.decode_param(data, TEXT_OID, 0, param_number=number)
-
-
-def _with_dummies(sql: str, oids: Sequence[int]) -> str:
-    """The statement with a typed NULL for every ``$n`` (to plan it for Describe)."""
-    if not oids:
-        return sql
-    return substitute(sql, [f"CAST(NULL AS {pgtypes.type_name(o)})" for o in oids])
 
 
 def check_startup_user(params: dict[str, str]) -> str:

@@ -170,3 +170,85 @@ def infer_parameter_types(
         if found is not None:
             oids[n - 1] = oid_of_column(found)
     return oids
+
+
+# Session statements (``session.py``): classified by their first words, no parser
+
+_TEXT_OID = 25
+
+
+def words(sql: str) -> list[str]:
+    """Upper-cased words of the statement's first tokens (enough to classify it)."""
+    out = []
+    for raw in sql.replace(";", " ").split():
+        out.append(raw.strip().upper())
+        if len(out) >= 6:
+            break
+    return out
+
+
+def raw_names(sql: str) -> list[str]:
+    return sql.strip().rstrip(";").split()
+
+
+def identifier(word: str) -> str:
+    """An SQL identifier as PostgreSQL reads it: ``"Quoted"`` (``""`` a quote) kept as
+    written, an unquoted name folded to lower case."""
+    if len(word) >= 2 and word[0] == word[-1] == '"':
+        return word[1:-1].replace('""', '"')
+    return word.lower()
+
+
+def setting_assignment(sql: str) -> tuple[str, str]:
+    """``SET [SESSION|LOCAL] name {=|TO} value`` → (name, value without quotes)."""
+    body = sql.strip().rstrip(";")
+    parts = body.split(None, 1)
+    rest = parts[1] if len(parts) > 1 else ""
+    first = rest.split(None, 1)
+    if first and first[0].upper() in ("SESSION", "LOCAL"):
+        rest = first[1] if len(first) > 1 else ""
+    if "=" in rest.split(None, 1)[0] if rest else False:
+        name, _, value = rest.partition("=")
+    else:
+        pieces = rest.split(None, 1)
+        if not pieces:
+            raise SQLSyntaxError("syntax error at end of input")
+        name = pieces[0]
+        value = pieces[1] if len(pieces) > 1 else ""
+        if "=" in name:
+            name, _, more = name.partition("=")
+            value = more + " " + value
+        elif value.upper().startswith("TO ") or value.upper() == "TO":
+            value = value[2:]
+        elif value.startswith("="):
+            value = value[1:]
+    name = name.strip().strip('"')
+    value = value.strip()
+    if value.upper() == "DEFAULT":
+        value = ""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1].replace("''", "'")
+    if not name:
+        raise SQLSyntaxError("syntax error in SET")
+    return name, value
+
+
+def describe_session_command(sql: str) -> list[tuple[str, int]] | None:
+    """The columns of a session statement (SHOW ...: one text column; BEGIN, SET, ...: none),
+    or None for any other statement."""
+    head = words(sql)
+    if not head:
+        return None
+    if head[0] == "SHOW":
+        rest = [w.lower() for w in head[1:]]
+        if rest == ["all"]:
+            return [("name", _TEXT_OID), ("setting", _TEXT_OID), ("description", _TEXT_OID)]
+        if rest[:2] == ["transaction", "isolation"]:
+            return [("transaction_isolation", _TEXT_OID)]
+        return [("".join(rest), _TEXT_OID)]
+    if head[0] in (
+        "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "SET",
+        "RESET", "DISCARD", "DEALLOCATE",
+    ):  # fmt: skip
+        return []
+    return None

@@ -1,8 +1,9 @@
 """A connection served by its worker between DP statements (``server/worker.py``,
 ``Linger``) over real psycopg connections (``prepare_threshold=None``: no named statements):
 repeated simple queries are read and answered by the worker (the release log says
-``linger``); any other message — a new statement, SET, a catalog query, two statements in one
-string, the extended protocol, a transaction block's commands — goes back to the loop with
+``linger``), and so are Parse/Bind/Describe/Execute/Sync batches of known statements; any
+other message — a new statement, SET, a catalog query, two statements in one string, a
+transaction block's commands — goes back to the loop with
 nothing lost; a refusal (budget exhausted), a cancel request, the statement timeout, the idle
 timeout and shutdown all behave as on the loop's path."""
 
@@ -44,7 +45,7 @@ def _schema(tmp_path: Path, epsilon: float) -> Path:
 def test_the_worker_answers_repeats_and_hands_everything_else_back(
     tmp_path: Path, demo_db: Path
 ) -> None:
-    schema = str(_schema(tmp_path, 13))
+    schema = str(_schema(tmp_path, 16))
     run = start_server(tmp_path, "--database", str(demo_db), "--schema", schema, "--cache", "off")
     try:
         with psycopg.connect(run.dsn(), autocommit=True, prepare_threshold=None) as c:
@@ -59,15 +60,21 @@ def test_the_worker_answers_repeats_and_hands_everything_else_back(
             assert int(_one(c, COUNT)) > 30_000  # type: ignore[call-overload]
             c.execute(f"{COUNT}; {COUNT}")  # two statements: the loop's
             assert int(_one(c, COUNT)) > 30_000  # type: ignore[call-overload]
-            row = c.execute("SELECT COUNT(*) FROM adult WHERE age > %s", (30,)).fetchone()
-            assert row is not None and row[0] > 10_000  # extended protocol: the loop's
+            for _ in range(3):  # Parse/Bind/Describe/Execute/Sync: the loop's, the worker's
+                row = c.execute("SELECT COUNT(*) FROM adult WHERE age > %s", (30,)).fetchone()
+                assert row is not None and row[0] > 10_000
+            row = c.execute("SELECT COUNT(*) FROM adult WHERE age > %s", (31,)).fetchone()
+            assert row is not None and row[0] > 10_000  # a new text to describe: the loop's
             assert int(_one(c, COUNT)) > 30_000  # type: ignore[call-overload]
             assert int(_one(c, COUNT)) > 30_000  # type: ignore[call-overload]
-            # 13 answers so far; the budget (13) is spent: the worker's refusal goes back
+            # 16 answers so far; the budget (16) is spent: the worker refuses an Execute
             with pytest.raises(psycopg.Error) as refused:
-                c.execute(COUNT)
+                c.execute("SELECT COUNT(*) FROM adult WHERE age > %s", (30,))
             assert refused.value.sqlstate is not None and refused.value.sqlstate != "XX000"
             assert _one(c, "SELECT 1") == 1  # the session goes on
+            with pytest.raises(psycopg.Error) as again:
+                c.execute(COUNT)  # the loop's refusal
+            assert again.value.sqlstate == refused.value.sqlstate
         with psycopg.connect(run.dsn()) as c:  # in a transaction block ReadyForQuery says T
             with pytest.raises(psycopg.Error):
                 c.execute(COUNT)
@@ -75,7 +82,7 @@ def test_the_worker_answers_repeats_and_hands_everything_else_back(
     finally:
         log = stop_server(run)
     releases = _releases(log)
-    assert len(releases) == 13
+    assert len(releases) == 16
     assert [r["linger"] for r in releases] == [
         False, True, True,  # COUNT ×3
         False, True,  # AVG ×2
@@ -83,8 +90,9 @@ def test_the_worker_answers_repeats_and_hands_everything_else_back(
         False,  # COUNT after SELECT 1
         False, False,  # two statements in one string
         False,  # COUNT after them (its text, not the string's, is known: a new episode)
-        False,  # extended protocol
-        False, True,  # COUNT ×2
+        False, True, True,  # extended protocol ×3 (a new statement text for Parse first)
+        False,  # new parameters: Parse and Bind by the worker, a new portal text to describe
+        True, True,  # COUNT ×2
     ]  # fmt: skip
     assert all(r["direct"] for r in releases if r["linger"])
     assert '"level": "error"' not in log and "Traceback" not in log
@@ -132,6 +140,8 @@ tables:
 
 SLOW = "SELECT SUM(amount), COUNT(*) FROM events"
 FAST = "SELECT COUNT(*) FROM small"
+SLOW_X = "SELECT SUM(amount), COUNT(*) FROM events WHERE amount >= %s"  # extended protocol
+FAST_X = "SELECT COUNT(*) FROM small WHERE uid >= %s"
 
 
 def test_cancel_and_statement_timeout_reach_a_statement_the_worker_read(
@@ -160,12 +170,20 @@ def test_cancel_and_statement_timeout_reach_a_statement_the_worker_read(
             timer.join()
             assert "user request" in str(err.value)
             assert _one(c, "SELECT 1") == 1
+            with pytest.raises(psycopg.errors.QueryCanceled) as err:
+                c.execute(SLOW_X, (0,))  # Parse/Bind/Describe/Execute/Sync: the loop's
+            for _ in range(2):
+                assert c.execute(FAST_X, (0,)).fetchone() is not None  # the loop's, a worker's
+                with pytest.raises(psycopg.errors.QueryCanceled) as err:
+                    c.execute(SLOW_X, (0,))  # read by the lingering worker
+                assert "statement timeout" in str(err.value)
+            assert c.execute(FAST_X, (0,)).fetchone() is not None
     finally:
         log = stop_server(run)
     lingered = [r["linger"] for r in _releases(log)]
     # FAST by the loop (the worker then read SLOW) twice, then FAST by the loop and by the
-    # worker (which then read SLOW); the SLOW ones were refused, no release
-    assert lingered == [False, False, False, True]
+    # worker (which then read SLOW); the same with FAST_X and SLOW_X; no release for SLOW
+    assert lingered == [False, False, False, True, False, False, False]
     assert '"level": "error"' not in log and "Traceback" not in log
 
 
