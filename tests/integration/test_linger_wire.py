@@ -99,14 +99,14 @@ def test_the_worker_answers_repeats_and_hands_everything_else_back(
 
 
 def _big_database(tmp_path: Path) -> tuple[Path, Path]:
-    """``events``: 10 M rows, whose bounded SUM runs for seconds; ``small``: 100 rows."""
+    """``events``: 20 M rows, whose bounded SUM runs for seconds; ``small``: 100 rows."""
     import duckdb
 
     db = tmp_path / "big.duckdb"
     con = duckdb.connect(str(db))
     con.execute(
         "CREATE TABLE events AS SELECT (i // 10)::INTEGER AS uid, "
-        "(hash(i) % 1000)::DOUBLE AS amount FROM range(10000000) t(i)"
+        "(hash(i) % 1000)::DOUBLE AS amount FROM range(20000000) t(i)"
     )
     con.execute("CREATE TABLE small AS SELECT i::INTEGER AS uid FROM range(100) t(i)")
     con.close()
@@ -149,7 +149,7 @@ def test_cancel_and_statement_timeout_reach_a_statement_the_worker_read(
 ) -> None:
     db, schema = _big_database(tmp_path)
     run = start_server(
-        tmp_path, "--database", str(db), "--schema", str(schema), "--statement-timeout", "1"
+        tmp_path, "--database", str(db), "--schema", str(schema), "--statement-timeout", "0.5"
     )
     try:
         with psycopg.connect(run.dsn(), autocommit=True, prepare_threshold=None) as c:
