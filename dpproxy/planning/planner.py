@@ -85,7 +85,6 @@ from dpproxy.planning.plan import (
     Selection,
     StatPlan,
 )
-from dpproxy.sql.treekey import ValueMemo
 from dpproxy.sql.validate import AggKind, Aggregate, ValidQuery
 from dpproxy.values import Cost, Interval, check_privacy_parameters
 
@@ -792,16 +791,9 @@ class _Memo:
     def bounds(self, measure: exp.Expression) -> Interval | None:
         hit = self._bounds.get(id(measure))
         if hit is None or hit[0] is not measure:
-            table = self.table
-            iv = _BOUNDS.get_or_make(measure, table, lambda: bounds_of(measure, table))
-            hit = (measure, iv)
+            hit = (measure, bounds_of(measure, self.table))
             self._bounds[id(measure)] = hit
         return hit[1]
-
-
-# bounds_of of a measure: a pure function of its exact tree and the table (no data, no budget);
-# an Interval is immutable, so the memo hands out the one it keeps.
-_BOUNDS: ValueMemo[Interval | None] = ValueMemo()
 
 
 class _PrimitiveBuilder:

@@ -26,7 +26,6 @@ from dpproxy.errors import (
 )
 from dpproxy.sql.joins import JoinSource
 from dpproxy.sql.totality import check_allowed
-from dpproxy.sql.treekey import TreeMemo
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, clone, type_of
 
 
@@ -135,31 +134,10 @@ class Scope:
     source: JoinSource | None = None
     ambiguous: set[str] = field(default_factory=set)
     joined_names: bool = False  # qualified names resolve as ``alias.column`` keys
-    # A scope of :func:`table_scope`: the ``names`` and ``column_types`` dicts it was made with.
-    # While they are still the scope's own (and no join state is set), :meth:`resolve` is a pure
-    # function of the node, the table and the qualifiers, memoised (``_RESOLVED``).
-    made: tuple[dict[str, exp.Expression], dict[str, SqlType]] | None = field(
-        default=None, repr=False, compare=False
-    )
 
     def resolve(self, node: exp.Expression) -> exp.Expression:
         """Substitute visible names by base expressions; refuse unknown names and constructs."""
-        made = self.made
-        if (
-            made is not None
-            and type(self) is Scope
-            and self.names is made[0]
-            and self.column_types is made[1]
-            and len(self.names) == len(self.table.columns)
-            and not self.ambiguous
-            and not self.joined_names
-            and self.source is None
-        ):
-            qualifiers = tuple(sorted(self.qualifiers))
-            return _RESOLVED.get_or_make(node, self.table, lambda: self._resolve(node), qualifiers)
-        return self._resolve(node)
 
-    def _resolve(self, node: exp.Expression) -> exp.Expression:
         def sub(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column):
                 if n.table and n.table.lower() not in self.qualifiers:
@@ -220,14 +198,7 @@ def table_scope(table: Table) -> Scope:
         if len(_TABLE_SCOPES) >= 256:  # schemas come and go in tests and reloads
             _TABLE_SCOPES.clear()
         hit = _TABLE_SCOPES[id(table)] = (table, names, types)
-    scope = Scope(table, dict(hit[1]), set(), [], dict(hit[2]))
-    scope.made = (scope.names, scope.column_types)
-    return scope
-
-
-# Scope.resolve over a scope of table_scope, by (the node's exact tree, the table, the sorted
-# qualifiers): the names and types are the table's, so nothing else is read.
-_RESOLVED = TreeMemo()
+    return Scope(table, dict(hit[1]), set(), [], dict(hit[2]))
 
 
 def parenthesised(e: exp.Expression) -> exp.Expression:

@@ -17,6 +17,7 @@ from dpproxy.sql.types import clone
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -57,33 +58,32 @@ class ValueMemo(Generic[T]):
     values nobody changes (intervals, booleans, ``None``).
 
     Keyed by :func:`tree_key` and the owner's identity (the owner is kept with its value, so
-    its ``id`` is not reused while the entry lives); nothing is kept when ``make`` raises, and
-    everything is dropped at ``limit`` entries (schemas come and go in tests and reloads).
+    its ``id`` is not reused while the entry lives). A value is kept the second time its key
+    is asked for: the first time only the key is noted, so a tree seen once (a cold query)
+    costs its key and no copy. Nothing is kept when ``make`` raises, and everything is dropped
+    at ``limit`` entries (schemas come and go in tests and reloads).
     """
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
-        self._values: dict[tuple[int, Hashable, Hashable], tuple[object, T]] = {}
+        self._values: dict[tuple[int, Hashable], tuple[object, object]] = {}
 
-    def get_or_make(
-        self,
-        node: exp.Expression,
-        owner: object,
-        make: Callable[[], T],
-        extra: Hashable = None,
-    ) -> T:
-        """``make()``, computed once per (tree, owner, ``extra``: any further argument)."""
+    def get_or_make(self, node: exp.Expression, owner: object, make: Callable[[], T]) -> T:
         tree = tree_key(node)
         if tree is None:
             return make()
-        key = (id(owner), tree, extra)
+        key = (id(owner), tree)
         known = self._values.get(key)
         if known is not None and known[0] is owner:
-            return self._out(known[1])
+            if known[1] is not _SEEN:
+                return self._out(typing.cast(T, known[1]))
+            out = make()  # asked for again: kept from now on
+            self._values[key] = (owner, self._out(out))
+            return out
         out = make()
         if len(self._values) >= self._limit:
             self._values.clear()
-        self._values[key] = (owner, self._out(out))
+        self._values[key] = (owner, _SEEN)
         return out
 
     def _out(self, value: T) -> T:
@@ -91,6 +91,9 @@ class ValueMemo(Generic[T]):
 
     def clear(self) -> None:
         self._values.clear()
+
+
+_SEEN = object()  # a key asked for once: its value is not kept yet
 
 
 class TreeMemo(ValueMemo[exp.Expression]):
