@@ -200,7 +200,9 @@ def apply_noise(
     else:
         # Sorted by value: the database's output order could depend on groups that partition
         # selection then suppresses, so it must not reach the analyst.
-        keys = sorted((tuple(row[:nk]) for row in exact.rows), key=_key_order)
+        returned = [tuple(row[:nk]) for row in exact.rows]
+        keys = sorted(returned, key=_key_order)
+        found = {k: by_key.get(tuple(norm(v) for v in k)) for k in returned}
 
     grids = _sum_grids(plan)  # sums come back as integers on a grid 2^-k (rewrite/fixed.py)
 
