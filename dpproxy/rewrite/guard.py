@@ -186,7 +186,9 @@ def clamp_values(
     node is a division, function or binary arithmetic, inside the CASE only a literal has an
     arithmetic parent (the ``-`` of a negative number) and literals are never promoted, and
     the CASE itself is a DOUBLE (:func:`is_double`: its ELSE is such a cast), so it is not
-    promoted under arithmetic outside it either.
+    promoted under arithmetic outside it either. It is a fixed point of ``parenthesise``
+    too: a comparison's operands are a cast and a number, which bind more tightly (a ``-``
+    more tightly still than a comparison), and a CASE is never parenthesised.
 
     >>> from dpproxy.catalog.model import Column, ColumnType
     >>> t = Table("t", True, (Column("age", ColumnType.INTEGER, Fraction(0), Fraction(9)),))
@@ -458,8 +460,10 @@ def guard_row_expression(
     wrapper = exp.Paren(this=out)
     skip = guarded if guarded and not copy else None
     # The walk is listed before any node changes, so the ids in ``skip`` are still theirs.
-    walk = out.dfs(prune=lambda n: id(n) in skip) if skip else out.dfs()
-    for visited in reversed(list(walk)):
+    walk = list(out.dfs(prune=lambda n: id(n) in skip)) if skip else list(out.dfs())
+    # The skipped subtrees, held so that their ids stay theirs while the tree changes.
+    kept = [n for n in walk if id(n) in skip] if skip else []
+    for visited in reversed(walk):
         n = typing.cast(exp.Expression, visited)
         parent, key, index = n.parent, n.arg_key, n.index
         new = _guard_node(n, table)
@@ -467,5 +471,6 @@ def guard_row_expression(
             _check_growth(new)
             if parent is not None and key:
                 parent.set(key, new, index)
-    result: exp.Expression = parenthesise(wrapper).this
+    # The skipped subtrees are parenthesise's fixed points too (clamp_values' docstring).
+    result: exp.Expression = parenthesise(wrapper, {id(n) for n in kept}).this
     return result

@@ -48,8 +48,13 @@ def _level(n: exp.Expression) -> int | None:
     return level
 
 
-def parenthesise(node: exp.Expression) -> exp.Expression:
+def parenthesise(node: exp.Expression, fixed: set[int] | None = None) -> exp.Expression:
     """``node`` (modified in place) with parentheses wherever its tree needs them.
+
+    ``fixed``: ids of subtrees of ``node`` that need none (``rewrite/guard.py``'s clamp CASEs:
+    comparisons of a CAST column with number literals, no operand a connective or a
+    comparison), and that bind as tightly as an atom (no level here); each is visited but
+    not walked into. The caller keeps the subtrees alive, so their ids are still theirs.
 
     >>> from sqlglot import exp
     >>> a, b = exp.column("a"), exp.column("b")
@@ -60,7 +65,8 @@ def parenthesise(node: exp.Expression) -> exp.Expression:
     '(a + b) * b'
     """
     level_of = _LEVEL_OF
-    for visited in list(node.walk()):
+    walk = node.walk(prune=lambda n: id(n) in fixed) if fixed else node.walk()
+    for visited in list(walk):
         n = typing.cast(exp.Expression, visited)
         outer = level_of[type(n)] if type(n) in level_of else _level(n)
         if outer is None:
