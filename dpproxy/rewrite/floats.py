@@ -28,6 +28,7 @@ Comparisons of a bare column (``WHERE x > 1e200``) involve no arithmetic and are
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -114,10 +115,15 @@ def _is_text(node: exp.Expression, table: Table) -> bool:
 class Magnitudes:
     """Exponent spans of a row-level expression, with float leaves tamed to [10⁻ᴸ, 10ᴸ]."""
 
-    def __init__(self, table: Table, tame_exponent: float) -> None:
+    def __init__(
+        self, table: Table, tame_exponent: float, clamps: frozenset[int] = frozenset()
+    ) -> None:
         self.table = table
         self.L = tame_exponent
         self.violations: list[exp.Expression] = []
+        # ids of rewrite/guard.clamp_values' CASEs (held by the caller): their conditions
+        # compare a CAST column with numbers, so only their values' spans are needed.
+        self.clamps = clamps
 
     def span(self, node: exp.Expression) -> Span | None:
         """``None``: the expression is never a non-zero finite number (NULL, 0, non-numeric)."""
@@ -167,8 +173,9 @@ class Magnitudes:
             inner = self.span(node.this)
             return None if inner is None else Span(max(inner.hi, 0.0), 0.0)
         if isinstance(node, exp.Case):
-            for branch in node.args.get("ifs") or []:
-                self.span(branch.this)  # conditions are checked, their value is boolean
+            if id(node) not in self.clamps:  # a clamp's conditions hold no arithmetic
+                for branch in node.args.get("ifs") or []:
+                    self.span(branch.this)  # conditions are checked, their value is boolean
             values = [self.span(b.args["true"]) for b in node.args.get("ifs") or []]
             default = node.args.get("default")
             if default is not None:
@@ -258,8 +265,20 @@ def _feeds_arithmetic(node: exp.Expression, root: exp.Expression) -> bool:
     return False
 
 
-def _safe(node: exp.Expression, table: Table, L: float) -> bool:
-    m = Magnitudes(table, L)
+def _float_clamp(case: exp.Expression, table: Table) -> bool:
+    """Does a clamp CASE clamp a FLOAT column (its ELSE, ``CAST(column AS DOUBLE)``, is then
+    a float leaf)? Anything not of that shape counts as one (it is walked as usual)."""
+    default = case.args.get("default")
+    if not isinstance(default, exp.Cast) or not isinstance(default.this, exp.Column):
+        return True
+    column = table.column(default.this.name)
+    return column is None or column.type is not ColumnType.INTEGER
+
+
+def _safe(
+    node: exp.Expression, table: Table, L: float, clamps: frozenset[int] = frozenset()
+) -> bool:
+    m = Magnitudes(table, L, clamps)
     m.span(node)
     return not m.violations
 
@@ -294,12 +313,22 @@ def _tame(v: exp.Expression, L: int) -> exp.Expression:
     )
 
 
-def finite_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
+def finite_arithmetic(
+    node: exp.Expression, table: Table, clamps: Sequence[exp.Expression] = ()
+) -> exp.Expression:
     """``node`` (guarded, modified in place) with its float leaves under arithmetic tamed.
+
+    ``clamps``: CASEs of ``rewrite/guard.clamp_values`` in ``node`` (held by the caller, so
+    their ids are theirs). Their conditions hold no arithmetic (a CAST column compared with
+    numbers) and, for a column that is not FLOAT, nothing holds a float leaf or arithmetic:
+    such a CASE is not walked into for leaves, and no clamp's conditions are spanned.
 
     Raises ``UnsupportedQuery`` (0A000) when no taming can make the arithmetic finite.
     """
-    nodes = list(node.dfs())  # listed once: nothing below changes the tree before taming
+    ids = frozenset(id(c) for c in clamps)
+    opaque = {id(c) for c in clamps if not _float_clamp(c, table)}
+    # listed once: nothing below changes the tree before taming
+    nodes = list(node.dfs(prune=lambda n: id(n) in opaque)) if opaque else list(node.dfs())
     if not any(isinstance(n, _ARITH) for n in nodes):
         return node
     root = exp.Paren(this=node)
@@ -312,7 +341,7 @@ def finite_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
     leaves = [
         n for n in leaves if not any(o is not n and any(d is n for d in o.dfs()) for o in leaves)
     ]
-    if not _safe(node, table, 1):
+    if not _safe(node, table, 1, ids):
         raise UnsupportedQuery(
             "this arithmetic could overflow the range of double precision",
             hint="use smaller constants; every intermediate value must stay within ±1e300",
@@ -322,7 +351,7 @@ def finite_arithmetic(node: exp.Expression, table: Table) -> exp.Expression:
     lo, hi = 1, MAX_L
     while lo < hi:  # the largest L that is safe (safety is monotone in L)
         mid = (lo + hi + 1) // 2
-        if _safe(node, table, mid):
+        if _safe(node, table, mid, ids):
             lo = mid
         else:
             hi = mid - 1

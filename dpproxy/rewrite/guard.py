@@ -174,11 +174,16 @@ def _column_clamp(name: str, lo: Fraction | None, hi: Fraction | None) -> exp.Ex
 
 
 def clamp_values(
-    node: exp.Expression, table: Table, *, copy: bool = True, made: set[int] | None = None
+    node: exp.Expression,
+    table: Table,
+    *,
+    copy: bool = True,
+    made: set[int] | None = None,
+    cases: list[exp.Expression] | None = None,
 ) -> exp.Expression:
     """Numeric columns in value positions → clamped to their bounds, as DOUBLE.
 
-    ``made`` collects the ``id`` of every CASE written. Each is a fixed point of
+    ``cases`` collects every CASE written, ``made`` its ``id``. Each is a fixed point of
     :func:`guard_row_expression` against the same ``table`` (which may then skip them): its
     nodes are the CASE, its WHENs, ``<``/``>`` comparisons, number literals (``-`` for
     negative ones) and ``CAST(column AS DOUBLE)`` of a numeric column of ``table``, and
@@ -207,6 +212,8 @@ def clamp_values(
         clamped = _column_clamp(col.name, c.lower, c.upper)
         if made is not None:
             made.add(id(clamped))
+        if cases is not None:
+            cases.append(clamped)
         col.replace(clamped)
     result: exp.Expression = wrapper.this
     return result

@@ -142,11 +142,12 @@ def _row_measure(
     measure: exp.Expression, table: Table, column_types: dict[str, SqlType]
 ) -> exp.Expression:
     clamps: set[int] = set()
-    clamped = clamp_values(measure, table, made=clamps)
+    cases: list[exp.Expression] = []  # the clamp CASEs, held: their ids stay theirs
+    clamped = clamp_values(measure, table, made=clamps, cases=cases)
     guarded = guard_row_expression(clamped, table, copy=False, guarded=clamps)
     from dpproxy.rewrite.floats import finite_arithmetic  # not needed by COUNT(*) alone
 
-    out = finite_arithmetic(guarded, table)
+    out = finite_arithmetic(guarded, table, cases)
     if type_of(measure, column_types) is SqlType.NUMERIC and not is_double(out, table):
         out = exp.Cast(this=out, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
     return out
