@@ -41,6 +41,8 @@ CONDITION_NAMES: dict[str, str] = {
     "2201G": "invalid_argument_for_width_bucket_function",
     "22023": "invalid_parameter_value",
     "22P02": "invalid_text_representation",
+    "23502": "not_null_violation",
+    "23505": "unique_violation",
     "24000": "invalid_cursor_state",
     "25006": "read_only_sql_transaction",
     "42501": "insufficient_privilege",

@@ -152,6 +152,7 @@ _ENV_FIRST = {"ledger": "DPPROXY_LEDGER", "users": "DPPROXY_USERS"}
 LAZY_COMMANDS = {
     "budget": "dpproxy.accounting.budget_cli:budget",
     "console": "dpproxy.console.command:console",
+    "data": "dpproxy.cli.data:data",
     "demo": "dpproxy.cli.demo:demo",
     "explain": "dpproxy.cli.query:explain",
     "query": "dpproxy.cli.query:query",

@@ -313,6 +313,20 @@ class LedgerLocked(LedgerUnavailable):
     sqlstate = "55P03"
 
 
+class NotNullViolation(IntegrityError):
+    """``dpproxy data copy --primary-key``: the key column is NULL on some row
+    (not_null_violation; ``backends/file_copy.py``)."""
+
+    sqlstate = "23502"
+
+
+class UniqueViolation(IntegrityError):
+    """``dpproxy data copy --primary-key``: a key value occurs on more than one row
+    (unique_violation; ``backends/file_copy.py``)."""
+
+    sqlstate = "23505"
+
+
 class UndefinedFile(OperationalError):
     """A data file given as ``--database`` does not exist, or a glob matches no file
     (undefined_file; ``backends/files.py``)."""

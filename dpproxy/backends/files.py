@@ -2,8 +2,9 @@
 
 ``--database`` takes a DuckDB file, a ``postgresql://`` URL, or data files: ``people.csv``,
 ``visits.parquet``, a glob such as ``'sales/*.parquet'``, or several of them separated by
-commas. Nothing is copied: each source becomes a view over ``read_csv``/``read_parquet``, and
-every query reads the files afresh (a glob is expanded once, when the database is opened). A
+commas. Nothing is copied (unless asked: ``dpproxy data copy``, ``backends/file_copy.py``): each
+source becomes a view over ``read_csv``/``read_parquet``, and every query reads the files afresh
+(a glob is expanded once, when the database is opened). A
 CSV file's column types are detected from all its rows when it is opened, not from a sample.
 
 View names: a file's view is named after its stem (``people.csv`` → ``people``, lower case,

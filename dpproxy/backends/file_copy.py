@@ -1,0 +1,194 @@
+"""``dpproxy data copy``: CSV and Parquet files copied into a DuckDB file, when asked.
+
+``--database people.csv`` copies nothing: every query reads the file through a view
+(``backends/file_views.py``). For a big file read by many queries a DuckDB copy is cheaper (a
+1M-row, 22 MB CSV: about 1.2 s of CPU a query through the view, 0.7 s from a copy). This module
+makes the copy:
+
+- each source becomes one table, read by the same ``read_csv``/``read_parquet`` expression as
+  the view (every row read to type a CSV), so the table has exactly the types the view has;
+- a PRIMARY KEY only when the user declares one (``--primary-key``): DuckDB checks it while it
+  inserts, and a duplicate or NULL key refuses the copy (23505, 23502). Then ``schema init``
+  drafts that column as the privacy unit, and a unit known to be unique lets queries skip
+  contribution bounding;
+- the copy is written to a temporary file beside the target and renamed over it only once
+  every table is in, so a failed copy leaves no half-written database; an existing target is
+  refused unless ``force``.
+
+Error messages never quote a value of the data (DuckDB's own message, which names the
+duplicate key, goes to the log detail only).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpproxy.backends.files import Source, file_sources
+from dpproxy.errors import (
+    BadFileFormat,
+    InvalidParameter,
+    NotNullViolation,
+    UndefinedColumn,
+    UniqueViolation,
+)
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Copied:
+    """One table written: its name, source, row count and columns (name, DuckDB type)."""
+
+    table: str
+    source: str
+    rows: int
+    columns: tuple[tuple[str, str], ...]
+    primary_key: str | None
+
+
+def plan_copy(sources_text: str, table: str | None) -> tuple[Source, ...]:
+    """The sources of ``sources_text`` (as ``--database`` reads them), renamed to ``table``
+    when given (one source only)."""
+    sources = file_sources(sources_text)
+    if sources is None:
+        raise InvalidParameter(
+            f"{sources_text!r} is not a CSV or Parquet file",
+            hint="data copy reads CSV (.csv, .tsv, .csv.gz) and Parquet (.parquet) files or "
+            "globs; a DuckDB database or a URL is used as it is with --database",
+        )
+    if table is not None:
+        if len(sources) != 1:
+            raise InvalidParameter(
+                f"--table names one table, but {len(sources)} sources were given",
+                hint="copy the sources one at a time, or drop --table: each source's table is "
+                "named after its file",
+            )
+        if not _NAME.match(table):
+            raise InvalidParameter(
+                f"--table {table!r} is not a plain SQL name",
+                hint="use letters, digits and _ (not first a digit), e.g. --table people",
+            )
+        sources = (Source(table.lower(), sources[0].kind, sources[0].files, sources[0].given),)
+    return sources
+
+
+def copy_sources(
+    sources: tuple[Source, ...],
+    target: Path,
+    *,
+    primary_key: str | None = None,
+    force: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[Copied, ...]:
+    """Copy ``sources`` into the DuckDB file ``target`` (see the module docstring)."""
+    import duckdb
+
+    from dpproxy.backends.file_views import _ident, _reader
+
+    if target.exists() and not force:
+        raise InvalidParameter(
+            f"{target} exists", hint="pass --force to replace it, or give another --to file"
+        )
+    if target.is_dir():
+        raise InvalidParameter(
+            f"--to {target} is a directory", hint="name a file, e.g. data.duckdb"
+        )
+    if not target.parent.is_dir():
+        raise InvalidParameter(
+            f"the directory of --to {target} does not exist", hint="create it first"
+        )
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        leftover.unlink(missing_ok=True)
+    done: list[Copied] = []
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            for source in sources:
+                size = sum(f.stat().st_size for f in source.files)
+                progress(
+                    f"copying {source.given} ({_size(size)}, {len(source.files)} file(s)) "
+                    f"into table {source.name}"
+                )
+                done.append(_copy_one(con, source, primary_key, _ident, _reader(source)))
+                progress(f"  {done[-1].rows:,} rows, {len(done[-1].columns)} columns")
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, target)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return tuple(done)
+
+
+def _copy_one(
+    con: object, source: Source, primary_key: str | None, ident: Callable[[str], str], reader: str
+) -> Copied:
+    import duckdb
+
+    assert isinstance(con, duckdb.DuckDBPyConnection)
+    what = "CSV" if source.kind == "csv" else "Parquet"
+    try:
+        columns = tuple(
+            (str(r[0]), str(r[1]))
+            for r in con.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()
+        )
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0][:300]
+        raise BadFileFormat(
+            f"cannot read {source.given} as {what}",
+            hint=f"DuckDB says: {first}",
+            log_detail=str(e),
+        ) from e
+    key = None
+    if primary_key is not None:
+        key = next((c for c, _ in columns if c.lower() == primary_key.lower()), None)
+        if key is None:
+            raise UndefinedColumn(
+                f'--primary-key {primary_key}: no such column in "{source.given}"',
+                hint="its columns: " + ", ".join(c for c, _ in columns),
+            )
+    body = ", ".join(f"{ident(c)} {t}" for c, t in columns)
+    if key is not None:
+        body += f", PRIMARY KEY ({ident(key)})"
+    con.execute(f"CREATE TABLE {ident(source.name)} ({body})")
+    try:
+        con.execute(f"INSERT INTO {ident(source.name)} SELECT * FROM {reader}")
+    except duckdb.ConstraintException as e:
+        if "NOT NULL" in str(e):
+            raise NotNullViolation(
+                f"--primary-key {key}: the column is NULL on some row of {source.given}",
+                hint="a primary key names every row; choose another column, or copy without "
+                "--primary-key (queries then bound each unit's contribution)",
+                log_detail=str(e),
+            ) from e
+        raise UniqueViolation(
+            f"--primary-key {key}: some value occurs on more than one row of {source.given}",
+            hint="the column does not name one row per unit; copy without --primary-key "
+            "(queries then bound each unit's contribution) and give the schema's "
+            "max_rows_per_unit instead",
+            log_detail=str(e),
+        ) from e
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0][:300]
+        raise BadFileFormat(
+            f"cannot read {source.given} as {what}",
+            hint=f"DuckDB says: {first}",
+            log_detail=str(e),
+        ) from e
+    row = con.execute(f"SELECT COUNT(*) FROM {ident(source.name)}").fetchone()
+    return Copied(source.name, source.given, int(row[0]) if row else 0, columns, key)
+
+
+def _size(n: int) -> str:
+    if n < 1000:
+        return f"{n} bytes"
+    value, units = n / 1000, ["KB", "MB", "GB", "TB"]
+    while value >= 1000 and len(units) > 1:
+        value, units = value / 1000, units[1:]
+    return f"{value:.1f} {units[0]}"
