@@ -452,8 +452,9 @@ def guard_row_expression(
 ) -> exp.Expression:
     """Division, cast and overflow guards for WHERE clauses, group keys and measures.
 
-    ``guarded`` (with ``copy=False`` only): ids of subtrees of ``node`` already guarded, such
-    as :func:`clamp_values`'s CASEs (``made``); each is visited but not walked into.
+    ``guarded`` (with ``copy=False`` only): ids of subtrees of ``node`` that are fixed points
+    of the guards in any context, such as :func:`clamp_values`'s CASEs (``made``): neither
+    walked into nor guarded themselves (their own node is not promoted either).
 
     >>> from dpproxy.catalog.model import Column, ColumnType
     >>> t = Table("t", True, (Column("n", ColumnType.INTEGER), Column("x", ColumnType.FLOAT)))
@@ -472,6 +473,8 @@ def guard_row_expression(
     kept = [n for n in walk if id(n) in skip] if skip else []
     for visited in reversed(walk):
         n = typing.cast(exp.Expression, visited)
+        if skip and id(n) in skip:
+            continue  # a fixed point: _guard_node would return it as it is
         parent, key, index = n.parent, n.arg_key, n.index
         new = _guard_node(n, table)
         if new is not n:
