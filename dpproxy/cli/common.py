@@ -15,7 +15,7 @@ _COMMON = [
         metavar="FILE|URL",
         help="DuckDB file, CSV/Parquet files or globs (README: Your own data), postgresql:// "
         "URL or Spark (spark+local[N], spark://HOST:PORT, "
-        "sc://HOST:PORT; README: Running on Spark) (default: the bundled Adult demo).",
+        "sc://HOST:PORT; docs/spark.md) (default: the bundled Adult demo).",
     ),
     click.option(
         "--schema",

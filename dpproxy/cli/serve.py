@@ -22,7 +22,7 @@ def _listen(value: str) -> tuple[str, int]:
     metavar="FILE|URL",
     help="DuckDB file, CSV/Parquet files or globs (README: Your own data), postgresql:// URL "
     "or Spark (spark+local[N], spark://HOST:PORT, "
-    "sc://HOST:PORT; README: Running on Spark) (default: the bundled Adult demo).",
+    "sc://HOST:PORT; docs/spark.md) (default: the bundled Adult demo).",
 )
 @click.option(
     "--schema", "-s", metavar="FILE", help="Privacy schema YAML (default: the demo's schema)."

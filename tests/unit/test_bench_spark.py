@@ -1,5 +1,6 @@
-"""The README's Spark speed sentences quote the committed ``benchmarks/SPARK.json`` (written by
-``benchmarks/bench_spark.py``, which also writes ``SPARK.md`` from it; no time is asserted)."""
+"""docs/spark.md's Spark speed sentences (moved there from the README) quote the committed
+``benchmarks/SPARK.json`` (written by ``benchmarks/bench_spark.py``, which also writes
+``SPARK.md`` from it; no time is asserted)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = json.loads((REPO / "benchmarks" / "SPARK.json").read_text(encoding="utf-8"))["runs"]
-README = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+README = " ".join((REPO / "docs" / "spark.md").read_text(encoding="utf-8").split())
 
 
 def _span(rows: int, a: str, b: str) -> str:
