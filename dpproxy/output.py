@@ -67,21 +67,32 @@ def decimal_text(f: Fraction) -> str:
     return exact if exact is not None else _positional(Decimal(f"{float(f):.17g}"))
 
 
-def exact_text(f: Fraction) -> str:
-    """An amount for JSON, exactly: a decimal when its expansion ends within 30 places
-    (``0.00001`` written as a fraction); a value that is exactly a double (``1e-5`` read from a
-    YAML schema is the binary fraction 5902958103587057/590295810358705651712) as the shortest
-    decimal that reads back to that double, the number the steward wrote; any other decimal
-    that ends within 100 places in full (what is left of a δ of 1e-5 after 1e-6 is spent, both
-    doubles: ``0.0000090000000000000008632824…`` to its 72nd place); anything else (1/30, from
-    a split of ε) as ``n/d``. The ledger keeps and compares the exact fractions."""
+def exact_text(f: Fraction, *, up: bool = True) -> str:
+    """An amount for JSON: a decimal when its expansion ends within 30 places (``0.00001``
+    written as a fraction); a value that is exactly a double (``1e-5`` read from a YAML schema
+    is the binary fraction 5902958103587057/590295810358705651712) as the shortest decimal that
+    reads back to that double, the number the steward wrote; any other decimal that ends within
+    100 places in full (what is left of a δ of 1e-5 after 1e-6 is spent, both doubles:
+    ``0.0000090000000000000008632824…`` to its 72nd place). Anything else (1/30 from a split of
+    ε, a Gaussian's ε converted from zCDP, an exact fraction of ~700 digits) is rounded to 17
+    significant digits: up (``up=True``, for an amount spent: never below the true cost) or down
+    (for an amount left or granted: never above it). The ledger keeps and compares the exact
+    fractions."""
     text = _decimal_or_double(f)
     if text is None:
         text = _decimal_places(f, _LONG_PLACES)  # 1e-5 - 1e-6 as doubles: 72 places
-    return text if text is not None else f"{f.numerator}/{f.denominator}"
+    return text if text is not None else _rounded(f, up)
 
 
-_LONG_PLACES = 100  # the most places an exact decimal in JSON may have; else n/d
+def _rounded(f: Fraction, up: bool) -> str:
+    """``f`` to 17 significant digits, rounded toward +∞ (``up``) or toward −∞."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Context
+
+    ctx = Context(prec=17, rounding=ROUND_CEILING if up else ROUND_FLOOR, Emin=-(10**9))
+    return _positional(ctx.divide(Decimal(f.numerator), Decimal(f.denominator)))
+
+
+_LONG_PLACES = 100  # the most places an exact decimal in JSON may have; else rounded
 
 
 def _decimal_or_double(f: Fraction) -> str | None:
@@ -133,9 +144,10 @@ def cost_text(c: Cost) -> str:
     return text + (f", δ={short_text(c.delta)}" if c.delta else "")
 
 
-def cost_json(c: Cost) -> dict[str, str]:
-    """An amount for JSON: decimal strings (a JSON number would go through a float)."""
-    return {"epsilon": exact_text(c.epsilon), "delta": exact_text(c.delta)}
+def cost_json(c: Cost, *, up: bool = True) -> dict[str, str]:
+    """An amount for JSON: decimal strings (a JSON number would go through a float), rounded
+    up (a cost) or down (``up=False``: a budget left) where :func:`exact_text` rounds."""
+    return {"epsilon": exact_text(c.epsilon, up=up), "delta": exact_text(c.delta, up=up)}
 
 
 def ledger_label(where: str) -> str:
@@ -337,7 +349,7 @@ def report_answer(cur: Any, analyst: str, where: str, fmt: str, errors: bool) ->
             "columns": names,
             "rows": records,
             "privacy_cost": cost_json(cur.privacy_cost),
-            "budget_left": cost_json(cur.remaining_budget),
+            "budget_left": cost_json(cur.remaining_budget, up=False),
             "analyst": analyst,
             "ledger": where,
             "cached": bool(cur.cached),

@@ -41,7 +41,7 @@ def _fail(err: DPProxyError) -> NoReturn:
 
 
 _table = table_text
-_exact = exact_text  # a decimal, the double a YAML float was, or n/d (1/30): never rounded
+_exact = exact_text  # a decimal, the double a YAML float was, else 17 digits rounded up (or down)
 
 
 def _short(f: Fraction) -> str:
@@ -197,10 +197,12 @@ def _other_datasets(ledger: Ledger, what: str) -> None:
 # --------------------------------------------------------------------------- views
 
 
-def _cost(c: Cost, *, rho: bool = False) -> dict[str, str]:
-    out = {"epsilon": _exact(c.epsilon), "delta": _exact(c.delta)}
+def _cost(c: Cost, *, rho: bool = False, up: bool = True) -> dict[str, str]:
+    """JSON amounts: spent or reserved rounded up where rounded, granted or left (``up=False``)
+    rounded down (``output.exact_text``)."""
+    out = {"epsilon": _exact(c.epsilon, up=up), "delta": _exact(c.delta, up=up)}
     if rho:
-        out["rho"] = _exact(c.rho)
+        out["rho"] = _exact(c.rho, up=up)
     return out
 
 
@@ -244,10 +246,10 @@ class _View:
             "principal": a.principal,
             "kind": a.kind,
             "opened": self.opened,
-            "total": _cost(a.total),
+            "total": _cost(a.total, up=False),
             "spent": _cost(a.spent, rho=True),
             "reserved": _cost(a.reserved, rho=True),
-            "remaining": _cost(a.remaining),
+            "remaining": _cost(a.remaining, up=False),
             "period": format_duration(a.period_seconds) if a.period_seconds else None,
             "period_seconds": a.period_seconds,
             "period_start": _iso(a.period_start, ms=True),
@@ -257,7 +259,7 @@ class _View:
             out["members"] = self.members
         else:
             out["groups"] = self.groups
-            out["can_spend"] = _cost(self.can_spend or a.remaining)
+            out["can_spend"] = _cost(self.can_spend or a.remaining, up=False)
         return out
 
     def row(self) -> list[str]:
@@ -626,7 +628,9 @@ def _entry_json(e: LogEntry) -> dict[str, Any]:
     }
     for key, value in sorted(e.body.items()):
         if key in ("eps", "delta", "rho"):
-            out[{"eps": "epsilon"}.get(key, key)] = _exact(Fraction(value))
+            # what an account was granted or opened with: down; what was spent: up
+            up = e.kind not in ("grant", "open", "renew")
+            out[{"eps": "epsilon"}.get(key, key)] = _exact(Fraction(value), up=up)
         elif key == "token":
             out["reservation"] = value
         elif key == "kind":  # the kind of account a grant, reset or renewal is about

@@ -125,8 +125,9 @@ def test_grant_then_show_exact_values(ledger: Path, demo_catalog: Catalog) -> No
     spend(ledger, demo_catalog, "ana", "1/30")
     [ana] = shown(ledger, "ana")
     assert ana["total"] == {"epsilon": "0.1", "delta": "0.000001"}
-    assert ana["spent"]["epsilon"] == "1/30"  # no short decimal: n/d, never rounded
-    assert ana["remaining"]["epsilon"] == "1/15"
+    # no short decimal: 17 significant digits, spent rounded up, what is left rounded down
+    assert ana["spent"]["epsilon"] == "0.033333333333333334"
+    assert ana["remaining"]["epsilon"] == "0.066666666666666666"
     assert ana["period"] == "30d"
     led = open_ledger(ledger, demo_catalog)
     account = led.account("ana")
@@ -136,7 +137,7 @@ def test_grant_then_show_exact_values(ledger: Path, demo_catalog: Catalog) -> No
     ok(budget(ledger, "grant", "ana", "--epsilon", "3", "--period", "none"))
     [ana] = shown(ledger, "ana")
     assert (ana["period"], ana["period_seconds"]) == (None, None)
-    assert ana["spent"]["epsilon"] == "1/30"  # a grant never forgets spending
+    assert ana["spent"]["epsilon"] == "0.033333333333333334"  # a grant never forgets spending
 
     everyone = ok(budget(ledger, "show")).stdout
     assert f"ledger {ledger} (dataset adult)" in everyone

@@ -224,6 +224,37 @@ def test_the_delta_left_after_a_delta_spend_is_a_decimal(run: Run) -> None:
     assert re.search(r"\|\s+0\.000009 \|", table) and not re.search(r"\d+/\d{6,}", table), table
 
 
+def test_a_gaussian_epsilon_is_a_short_decimal_rounded_up(run: Run) -> None:
+    """The Gaussian's ε (converted from zCDP: an exact fraction of hundreds of digits) is
+    written in JSON to 17 significant digits, rounded up as a cost and down as a budget left;
+    docs/cli-conventions.md says which amounts are rounded which way."""
+    import dpproxy
+
+    gauss = ("--mechanism", "gaussian", "--delta", "1e-6", COUNT)
+    doc = json.loads(_ok(run("query", "--format", "json", *gauss)).stdout)
+    # the same conversion, exactly (the fraction the ledger keeps)
+    with dpproxy.connect(mechanism="gaussian", delta="1e-6") as con:
+        cur = con.cursor()
+        cur.execute(COUNT)
+        exact = cur.privacy_cost.epsilon
+    assert len(str(exact.denominator)) > 100  # not a short decimal
+    cost, left = doc["privacy_cost"]["epsilon"], doc["budget_left"]["epsilon"]
+    for text in (cost, left):
+        assert re.fullmatch(r"\d+\.\d+", text) and len(text.replace(".", "").lstrip("0")) <= 17
+    assert Fraction(cost) >= exact and Fraction(cost) - exact < Fraction(1, 10**15)
+    assert Fraction(left) <= 10 - exact and 10 - exact - Fraction(left) < Fraction(1, 10**15)
+    (account,) = json.loads(_ok(run("budget", "show", "--format", "json")).stdout)
+    assert account["spent"]["epsilon"] == cost and account["remaining"]["epsilon"] == left
+    (entry,) = [
+        e
+        for e in json.loads(_ok(run("budget", "log", "--format", "json")).stdout)
+        if e["kind"] == "release"
+    ]
+    assert entry["epsilon"] == cost
+    text = " ".join((DOCS / "cli-conventions.md").read_text(encoding="utf-8").split())
+    assert "rounded to 17 significant digits: up for an amount spent" in text
+
+
 def test_explain_json_gives_numbers_and_query_json_decimal_strings(run: Run) -> None:
     """docs/cli-conventions.md: query's amounts are decimal strings; explain's are numbers."""
     asked = json.loads(_ok(run("query", "--format", "json", COUNT)).stdout)
