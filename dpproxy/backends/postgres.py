@@ -86,6 +86,9 @@ class PostgresBackend:
             ) from e
         kwargs.setdefault("connect_timeout", max(1, round(connect_timeout)))
         kwargs.setdefault("application_name", "dpproxy")
+        # One direct attempt first: a server that is down or refuses fails here at once, with
+        # its reason, instead of after the pool's timeout and a log line per pool retry.
+        self.server_version = self._probe(kwargs)
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
             psycopg_pool.ConnectionPool(
                 "",
@@ -100,19 +103,24 @@ class PostgresBackend:
                 name="dpproxy",
             )
         )
+        self._pool.open(wait=False)  # filled in the background; a query waits for it
+        if self.server_version < 140000:
+            self.portable_hash = True  # no hash_record_extended before PostgreSQL 14
+
+    def _probe(self, kwargs: dict[str, Any]) -> int:
+        """Connect once, without the pool: the server's version, or 08001 with its reason."""
         try:
-            self._pool.open(wait=True, timeout=connect_timeout)
-            with self._pool.connection(timeout=connect_timeout) as conn:
-                self.server_version = conn.info.server_version
-        except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as e:
-            self._pool.close()
+            with psycopg.connect(**kwargs) as conn:
+                return conn.info.server_version
+        except psycopg.Error as e:
+            lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+            reason = lines[0].removeprefix("connection failed: ")[:300] if lines else ""
             raise BackendUnavailable(
                 f"cannot connect to PostgreSQL at {self.name}",
                 hint="check that the server runs and that the DSN's host, port, user and "
-                "database are right",
+                "database are right" + (f" (PostgreSQL client: {reason})" if reason else ""),
+                log_detail=str(e),
             ) from e
-        if self.server_version < 140000:
-            self.portable_hash = True  # no hash_record_extended before PostgreSQL 14
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Session settings of every pooled connection."""
