@@ -350,8 +350,6 @@ def build(ctx: RewriteContext) -> exp.Select:
         and all(type_of(k.expr, ctx.column_types) in _LATE_TYPES for k in q.keys)
     )
     rows = rows_select(ctx, columns, domain_filter=not late_domain)
-    types = ctx.column_types
-    measure_columns = [(alias, type_of(m, types)) for m, alias in measures.items()]
     source = "__rows"
     ctes: list[tuple[str, exp.Expression]] = [("__rows", rows)]
     if ctx.plan.needs_bounding and not q.keys and not measures:
@@ -367,7 +365,9 @@ def build(ctx: RewriteContext) -> exp.Select:
             for p in ctx.plan.primitives
         ]
         return _with(select_from(counted, table_ref("__per_unit")), ctes)
-    if ctx.plan.needs_bounding:
+    if ctx.plan.needs_bounding:  # the measures' types: read by the bounding CTEs only
+        types = ctx.column_types
+        measure_columns = [(alias, type_of(m, types)) for m, alias in measures.items()]
         ctes.extend(bounding_ctes(ctx, measure_columns))
         source = "__bounded"
     outputs: list[exp.Expr] = [exp.column(key_alias(i)) for i in range(len(q.keys))]
