@@ -17,14 +17,13 @@ LEVEL_ENV = "DPPROXY_LOG_LEVEL"
 
 class _OneLinePerRelease(logging.Filter):
     """The server logs each release once, with its fields (``event: release``, user, rows,
-    cost, ms, pid); the engine's own line for the same release (meant for the embedded API)
-    is dropped here so that a release is never logged twice."""
+    cost, ms, pid); the engine's own line for the same release (``dpproxy query --log``'s,
+    with event, user, rows and cost) is dropped here so that a release is never logged twice."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (
             record.name == "dpproxy"
             and record.module == "engine"
-            and not hasattr(record, "event")
             and str(record.msg).startswith("released ")
         )
 

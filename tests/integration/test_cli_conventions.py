@@ -294,8 +294,15 @@ def test_query_log_is_json_at_its_level(run: Run, home: Path) -> None:
     _ok(run("query", "--log", str(log), "--log-level", "info", "SELECT SUM(age) FROM adult"))
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["level"] for r in records] == ["info"] and "released" in records[0]["msg"]
-    assert set(records[0]) == {"time", "level", "msg"}  # docs: no named fields
     assert records[0]["msg"] == "released 1 rows for analyst at ε=1"
+    # serve's release fields (docs/cli-conventions.md), without serve's ms, direct, linger, pid
+    assert {k: v for k, v in records[0].items() if k not in ("time", "msg")} == {
+        "level": "info",
+        "event": "release",
+        "user": "analyst",
+        "rows": 1,
+        "cost": "ε=1",
+    }
 
 
 # ----------------------------------------------------------------------- dpproxy.toml
