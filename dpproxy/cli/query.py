@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from dpproxy.cli.common import cli_fail, common_options, operator_log, sql_file_option
 from dpproxy.config import command_imports
 from dpproxy.errors import DPProxyError
 from dpproxy.output import format_option
+
+if TYPE_CHECKING:
+    from dpproxy.explain import BudgetView
+    from dpproxy.values import Cost
 
 
 @click.command()
@@ -196,9 +202,26 @@ def explain(
                 view = BudgetView(analyst, status.remaining, status.spent, status.tightest, cached)
             render = explain_json if fmt == "json" else explain_text
             out = render(prepared.plan, ";\n".join(prepared.statements), view)
+            if fmt == "json":
+                out = _with_amounts(out, prepared.plan.cost, view)
             if fmt == "csv":
                 print_records(["QUERY PLAN"], [[line] for line in out.splitlines()], fmt)
             else:
                 click.echo(out)
     except DPProxyError as err:
         cli_fail(err, fmt)
+
+
+def _with_amounts(doc: str, cost: Cost, view: BudgetView | None) -> str:
+    """``explain --format json`` with ``query``'s decimal strings beside the plan's doubles:
+    ``privacy_cost`` (the plan's cost, rounded up where rounded) and, with ``--analyst``,
+    ``budget_left`` (rounded down), as ``output.cost_json`` writes them for ``query``."""
+    import json
+
+    from dpproxy.output import cost_json
+
+    data = json.loads(doc)
+    data["privacy_cost"] = cost_json(cost)
+    if view is not None:
+        data["budget_left"] = cost_json(view.remaining, up=False)
+    return json.dumps(data, indent=2, ensure_ascii=False)

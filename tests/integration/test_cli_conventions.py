@@ -262,8 +262,16 @@ def test_explain_json_gives_numbers_and_query_json_decimal_strings(run: Run) -> 
     plan = json.loads(_ok(run("explain", "-a", "analyst", "--format", "json", COUNT)).stdout)
     assert plan["cost"] == {"epsilon": 1.0, "delta": 0.0}
     assert plan["budget"]["remaining"] == {"epsilon": 9.0, "delta": 1e-05}
+    # ... and query's decimal strings beside them
+    assert plan["privacy_cost"] == asked["privacy_cost"]
+    assert plan["budget_left"] == {"epsilon": "9", "delta": "0.00001"} == asked["budget_left"]
+    gauss = ("--mechanism", "gaussian", "--delta", "1e-6", COUNT)
+    plan = json.loads(_ok(run("explain", "--format", "json", *gauss)).stdout)
+    assert "budget_left" not in plan  # without --analyst there is no budget
+    asked = json.loads(_ok(run("query", "--format", "json", *gauss)).stdout)
+    assert plan["privacy_cost"] == asked["privacy_cost"]
     doc = " ".join((DOCS / "cli-conventions.md").read_text(encoding="utf-8").split())
-    assert "(`explain --format json` is the exception:" in doc
+    assert "adds `query`'s decimal strings beside them: `privacy_cost`, and with" in doc
 
 
 def test_exit_codes(run: Run) -> None:
