@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dpproxy.backends.files import Source, file_sources
 from dpproxy.errors import (
@@ -106,32 +108,78 @@ def copy_sources(
         leftover.unlink(missing_ok=True)
     done: list[Copied] = []
     try:
-        con = duckdb.connect(str(tmp))
         try:
-            for source in sources:
-                size = sum(f.stat().st_size for f in source.files)
-                progress(
-                    f"copying {source.given} ({_size(size)}, {len(source.files)} file(s)) "
-                    f"into table {source.name}"
-                )
-                done.append(_copy_one(con, source, primary_key, _ident, _reader(source)))
-                progress(f"  {done[-1].rows:,} rows, {len(done[-1].columns)} columns")
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(tmp, target)
+            con = duckdb.connect(str(tmp))
+            try:
+                con.execute("SET enable_progress_bar = true")  # for query_progress (_Percent)
+                con.execute("SET enable_progress_bar_print = false")  # ... never on stdout
+                for source in sources:
+                    size = sum(f.stat().st_size for f in source.files)
+                    progress(
+                        f"copying {source.given} ({_size(size)}, {len(source.files)} file(s)) "
+                        f"into table {source.name}"
+                    )
+                    done.append(
+                        _copy_one(con, source, primary_key, _ident, _reader(source), progress)
+                    )
+                    progress(f"  {done[-1].rows:,} rows, {len(done[-1].columns)} columns")
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+            os.replace(tmp, target)
+        except (OSError, duckdb.Error) as e:  # the target's side: a full disk, no permission
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            raise InvalidParameter(
+                f"cannot write {target}",
+                hint=f"{first}; check the directory's space and permissions",
+                log_detail=str(e),
+            ) from e
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             leftover.unlink(missing_ok=True)
     return tuple(done)
 
 
+class _Percent:
+    """While the copy runs, a line every ``every`` seconds with DuckDB's estimate of how much
+    of the source it has read (``query_progress``, asked from a second thread; DuckDB's own
+    progress bar writes to standard output, so it stays off). A small file is done before the
+    first line."""
+
+    def __init__(self, con: Any, progress: Callable[[str], None], every: float = 2.0) -> None:
+        self.con, self.progress, self.every = con, progress, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="dpproxy-copy-progress", daemon=True)
+
+    def __enter__(self) -> None:
+        self.thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        shown = 0
+        while not self.stop.wait(self.every):
+            try:
+                done = int(self.con.query_progress())
+            except Exception:  # progress is a courtesy: the copy itself decides
+                return
+            if done > shown:
+                shown = done
+                self.progress(f"  {done}% read")
+
+
 def _copy_one(
-    con: object, source: Source, primary_key: str | None, ident: Callable[[str], str], reader: str
+    con: Any,
+    source: Source,
+    primary_key: str | None,
+    ident: Callable[[str], str],
+    reader: str,
+    progress: Callable[[str], None],
 ) -> Copied:
     import duckdb
 
-    assert isinstance(con, duckdb.DuckDBPyConnection)
     what = "CSV" if source.kind == "csv" else "Parquet"
     try:
         columns = tuple(
@@ -158,7 +206,8 @@ def _copy_one(
         body += f", PRIMARY KEY ({ident(key)})"
     con.execute(f"CREATE TABLE {ident(source.name)} ({body})")
     try:
-        con.execute(f"INSERT INTO {ident(source.name)} SELECT * FROM {reader}")
+        with _Percent(con, progress):
+            con.execute(f"INSERT INTO {ident(source.name)} SELECT * FROM {reader}")
     except duckdb.ConstraintException as e:
         if "NOT NULL" in str(e):
             raise NotNullViolation(

@@ -46,7 +46,8 @@ def data_copy(
 
     Nothing is copied unless you ask: `--database people.csv` reads the file at every query.
     A copy is faster to query when a big file is read many times. Progress goes to standard
-    error; a failed copy leaves no file. Example:
+    error (a line per source, then every 2 s DuckDB's estimate of the share read); a failed
+    copy leaves no file. Example:
 
     \b
         dpproxy data copy people.csv --to people.duckdb --primary-key id

@@ -116,6 +116,15 @@ def test_unknown_key_column_and_bad_table_options(people: Path, env: dict[str, s
     assert run("dpproxy data copy people.csv", people, env).returncode == 2  # --to missing
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs a directory nothing can write")
+def test_a_target_that_cannot_be_written_is_an_error_with_a_hint(
+    people: Path, env: dict[str, str]
+) -> None:
+    p = run("dpproxy data copy people.csv --to /proc/people.duckdb", people, env)
+    assert sqlstate(p) == "22023" and "cannot write /proc/people.duckdb" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
 def test_glob_of_parquet_is_one_table_with_its_types(tmp_path: Path, env: dict[str, str]) -> None:
     (tmp_path / "sales").mkdir()
     with duckdb.connect() as c:
