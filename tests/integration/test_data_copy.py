@@ -53,6 +53,17 @@ def test_copy_keeps_view_types_rows_and_declared_key(people: Path, env: dict[str
     draft = ok(run("dpproxy schema init --database people.duckdb", people, env)).stdout
     assert "privacy_unit: id   # the primary key" in draft
     assert "max_rows_per_unit: 1" in draft
+    # the declared key spares queries the contribution bounding (README); the file does not
+    schema = draft.replace(
+        "income: {type: float, nullable: true}",
+        "income: {type: float, nullable: true, lower: 0, upper: 200000}",
+    )
+    (people / "people.yaml").write_text(schema)
+    sql = "'SELECT SUM(income) FROM people'"
+    copy = ok(run(f"dpproxy explain -d people.duckdb -s people.yaml {sql}", people, env)).stdout
+    assert "unit column is unique: no bounding needed" in copy and "ROW_NUMBER" not in copy
+    file = ok(run(f"dpproxy explain -d people.csv -s people.yaml {sql}", people, env)).stdout
+    assert "no bounding needed" not in file and "ROW_NUMBER" in file
 
 
 def test_no_key_unless_declared_and_copy_answers_queries(people: Path, env: dict[str, str]) -> None:
