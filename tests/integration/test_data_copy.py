@@ -166,6 +166,13 @@ def test_glob_of_parquet_is_one_table_with_its_types(tmp_path: Path, env: dict[s
         ]
 
 
+def test_schemas_readme_names_the_copy_with_a_key() -> None:
+    text = " ".join(
+        (Path(__file__).resolve().parents[2] / "schemas" / "README.md").read_text().split()
+    )
+    assert "(`dpproxy data copy people.csv --to people.duckdb --primary-key id`, checked" in text
+
+
 def test_readme_says_how_to_ask_for_a_copy() -> None:
     text = " ".join(SECTION.split())
     assert "Nothing is copied unless you ask" in text
