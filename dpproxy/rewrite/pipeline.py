@@ -315,7 +315,12 @@ def build(ctx: RewriteContext) -> exp.Select:
     # Whole-number measures summed in BIGINT arithmetic (rewrite/wholesum.py): no bounding.
     table = q.table
     terms: dict[int, WholeTerm | None] = {}  # SUM primitive's id → its whole_term
-    whole = set() if ctx.plan.needs_bounding else whole_measures(ctx.plan.primitives, table, terms)
+    folds: dict[exp.Expression, tuple[int, int]] = {}  # CASE measures written as their term
+    whole = (
+        set()
+        if ctx.plan.needs_bounding
+        else whole_measures(ctx.plan.primitives, table, terms, folds)
+    )
     whole_aliases: set[str] = set()
     for p in ctx.plan.primitives:
         if p.measure is None:
@@ -328,7 +333,7 @@ def build(ctx: RewriteContext) -> exp.Select:
             m = w if w is not None else _raw_measure(p, ctx)
             assert m is not None
             if w is None and p.measure in whole and not isinstance(p.measure, exp.Column):
-                w = whole_row(p.measure, m, table)
+                w = whole_row(p.measure, m, table, folds.get(p.measure))
                 if w is not None:
                     m = w
             if w is not None:
