@@ -410,9 +410,7 @@ class Engine:
         keeps = getattr(accountant, "cache_scope", None) != "off"  # else the payload is unused
         answer = (key, encode_released(released) if keeps else "")
         accountant.commit(reservation, answer, tuple(progress.drawn))
-        if log.isEnabledFor(20):  # INFO; serve's release fields (query --log, logsetup.py)
-            n, what = len(released.rows), {"event": "release", "user": analyst, "cost": str(cost)}
-            log.info("released %d rows for %s at %s", n, analyst, cost, extra={**what, "rows": n})
+        log.info("released %d rows for %s at %s", len(released.rows), analyst, cost)
         return Answer(released, cost, accountant.remaining(analyst), plan)
 
     def _execute(

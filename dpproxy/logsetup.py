@@ -17,8 +17,8 @@ LEVEL_ENV = "DPPROXY_LOG_LEVEL"
 
 class _OneLinePerRelease(logging.Filter):
     """The server logs each release once, with its fields (``event: release``, user, rows,
-    cost, ms, pid); the engine's own line for the same release (``dpproxy query --log``'s,
-    with event, user, rows and cost) is dropped here so that a release is never logged twice."""
+    cost, ms, pid); the engine's own line for the same release (meant for the embedded API and
+    ``dpproxy query --log``) is dropped here so that a release is never logged twice."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (
@@ -26,6 +26,21 @@ class _OneLinePerRelease(logging.Filter):
             and record.module == "engine"
             and str(record.msg).startswith("released ")
         )
+
+
+ENGINE_RELEASE = "released %d rows for %s at %s"  # engine.py's line for each release
+
+
+class _ReleaseFields(logging.Filter):
+    """``dpproxy query --log``: the engine's release line gets the fields of ``serve``'s
+    (``event: release``, user, rows, cost) from its arguments (rows, analyst, cost)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.msg == ENGINE_RELEASE and isinstance(args, tuple) and len(args) == 3:
+            record.event, record.user, record.rows = "release", args[1], args[0]
+            record.cost = str(args[2])
+        return True
 
 
 # A server's life: its ledger, its address, its shutdown. Written at every --log-level, since
@@ -56,6 +71,8 @@ def json_logging(
     logger = logging.getLogger("dpproxy")
     logger.addHandler(handler)
     wanted = logging.getLevelNamesMapping()[level.upper()]
+    if not server:
+        handler.addFilter(_ReleaseFields())
     if server:
         handler.addFilter(_OneLinePerRelease())
         handler.addFilter(_LevelOrLifecycle(wanted))
