@@ -724,7 +724,8 @@ def server_section(srv: dict[str, Any]) -> str:
             lat_verdict += (
                 f" Of that, {min(inside):+.2f} to {max(inside):+.2f} ms is spent inside the "
                 "server beyond the embedded time (its `release` log line times the query from "
-                "the session's hand-off to a worker thread until that thread wrote the reply), and "
+                "the hand-off to a worker thread, or from when a worker waiting on the connection "
+                "read it, until that thread wrote the reply), and "
                 f"{min(outside):+.2f} to {max(outside):+.2f} ms outside it: the protocol, the "
                 "session's dispatch, the socket and psycopg."
             )
@@ -850,8 +851,8 @@ query run interleaved, run by run. *Embedded API*: `dpproxy.connect(...).cursor(
 `execute` + `fetchall` in the benchmark process (plan cached after the first run, rewrite,
 DuckDB, noise, post-processing). *Wire*: the same query through psycopg and `dpproxy serve`.
 *Of which inside the server*: the `ms` of the server's `release` log line for each of those
-wire queries (worker-thread hand-off, engine, answer, until the reply was written; only with the
-log at `INFO`).
+wire queries (from the hand-off to a worker thread, or from the read of a worker waiting on the
+connection: engine, answer, until the reply was written; only with the log at `INFO`).
 *PostgreSQL, raw aggregate*: the analyst's SQL sent as-is to PostgreSQL over its protocol (no
 privacy at all; a reference for what a round trip to a real database costs).
 
