@@ -362,7 +362,7 @@ def cold_row(data: dict[str, Any]) -> str:
     """The README planning table's cold row: this checkout's p50 per group of classes."""
     now = data["results"]["current"]["plan"]
     cells = [_range([now[c]["total"] for c in group], " ms") for group in COLD_GROUPS]
-    return "| cold (nothing cached) | " + " | ".join(cells) + " |\n"
+    return "| cold (each query planned as its first) | " + " | ".join(cells) + " |\n"
 
 
 def _own_run(meta: dict[str, Any], task: str) -> str:

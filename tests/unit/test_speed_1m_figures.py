@@ -1,0 +1,33 @@
+"""docs/performance.md's 1 M-row paragraph quotes ``benchmarks/SPEED_1M.json`` (the last
+``benchmarks/compare/speed_1m.py`` run): how many queries met the 1.5× target, the geometric
+means, the queries above it with their ratios, and "not met" unless every query met it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _paragraph() -> str:
+    doc = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    i = doc.index("**1 M rows, the comparison workload, dpproxy only**")
+    return " ".join(doc[i : doc.index("\n\n", i)].split())
+
+
+def test_the_paragraph_quotes_the_last_run() -> None:
+    data = json.loads((REPO / "benchmarks" / "SPEED_1M.json").read_text(encoding="utf-8"))
+    run = data["checkouts"]["current"]
+    summary, rows = run["summary"], run["rows"]
+    text = _paragraph()
+    assert f"**{summary['met']} of {summary['queries']}** queries within 1.5×" in text
+    assert f"geometric mean {summary['geomean_ratio']:.2f}×" in text
+    assert f"({summary['geomean_cpu_ratio']:.2f}× in CPU time)" in text
+    assert f"p50 of {data['runs']} runs" in text
+    for q, r in rows.items():
+        assert r["met"] == (r["ratio"] <= data["target"])
+        if not r["met"]:
+            assert f"{q} {r['ratio']:.2f}× (its SQL alone {r['sql_ratio']:.2f}×)" in text
+    met_all = summary["met"] == summary["queries"]
+    assert ("**not met**" in text) == (not met_all)
