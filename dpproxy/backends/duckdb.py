@@ -16,7 +16,7 @@ try:
 except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb.duckdb
     import duckdb  # type: ignore[no-redef]
 
-from dpproxy.backends import CancelToken
+from dpproxy.backends import CancelToken, checks
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import BackendUnavailable, InternalError, QueryCanceled, UndefinedTable
 from dpproxy.release.noise import ExactResult
@@ -136,7 +136,9 @@ class DuckDBBackend:
         """Check every schema table and column exists; mark unit columns that are provably unique.
 
         Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column:
-        metadata, not data, so reading it reveals nothing about any person.
+        metadata, not data, so reading it reveals nothing about any person. Bounded integer
+        columns of private tables whose CHECK constraints prove them within the schema's
+        bounds are marked ``in_bounds`` (``backends/checks.py``).
 
         ``DESCRIBE`` per table rather than ``duckdb_columns()`` and ``duckdb_constraints()``
         over the whole database: the first call of those table functions costs ~10-20 ms of
@@ -145,9 +147,11 @@ class DuckDBBackend:
         has one primary key, so a unit column that is the table's only ``PRI`` column is that
         key alone: unique, without reading the constraints. Only a unit column in some other
         key (``UNI``, or one ``PRI`` column of several) needs the exact single-column test of
-        ``duckdb_constraints()``.
+        ``duckdb_constraints()``. Likewise CHECK constraints are read from it only when
+        ``duckdb_tables()`` (≈ 0.1 ms) counts some on a table with a bounded integer column.
         """
         described: dict[str, dict[str, str | None]] = {}
+        types: dict[str, dict[str, str]] = {}
         with self._lock:
             for t in catalog.tables:
                 try:
@@ -161,6 +165,7 @@ class DuckDBBackend:
                         log_detail=str(e),
                     ) from e
                 described[t.name] = {str(r[0]).lower(): r[3] for r in rows}
+                types[t.name] = {str(r[0]).lower(): str(r[1]) for r in rows}
             unique: set[tuple[str, str]] = set()
             keyed = False  # a unit column in a key that DESCRIBE alone cannot tell is its own
             for t in catalog.tables:
@@ -181,6 +186,8 @@ class DuckDBBackend:
                     ).fetchall()
                     if len(r[1]) == 1
                 }
+            bounded = {t.name.lower(): checks.candidates(t, types[t.name]) for t in catalog.tables}
+            proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs})
         tables = []
         for t in catalog.tables:
             present = described[t.name]
@@ -198,8 +205,47 @@ class DuckDBBackend:
             is_unique = (
                 t.privacy_unit is not None and (t.name.lower(), t.privacy_unit.lower()) in unique
             )
-            tables.append(replace(t, unit_is_unique=is_unique))
+            marked = proven.get(t.name.lower(), set())
+            columns = tuple(
+                replace(c, in_bounds=True) if c.name.lower() in marked else c for c in t.columns
+            )
+            tables.append(replace(t, unit_is_unique=is_unique, columns=columns))
         return replace(catalog, tables=tuple(tables))
+
+    def _checked(
+        self, catalog: Catalog, bounded: dict[str, tuple[str, ...]]
+    ) -> dict[str, set[str]]:
+        """{table: its ``bounded`` columns that CHECK constraints prove within their schema
+        bounds} (lower-case names; the caller holds the lock). Tables and constraints of the
+        current database and schema only: where the schema's unqualified names resolve."""
+        if not bounded:
+            return {}
+        where = "database_name = current_database() AND schema_name = current_schema()"
+        checked = {
+            str(r[0]).lower()
+            for r in self._con.execute(
+                "SELECT table_name FROM duckdb_tables() "
+                f"WHERE {where} AND check_constraint_count > 0"
+            ).fetchall()
+        }
+        if not checked & bounded.keys():
+            return {}
+        texts: dict[str, list[str]] = {}
+        for name, expression in self._con.execute(
+            "SELECT table_name, expression FROM duckdb_constraints() "
+            f"WHERE {where} AND constraint_type = 'CHECK'"
+        ).fetchall():
+            if expression is not None:
+                texts.setdefault(str(name).lower(), []).append(str(expression))
+        proven: dict[str, set[str]] = {}
+        for t in catalog.tables:
+            name = t.name.lower()
+            proven[name] = {
+                c
+                for c in bounded.get(name, ())
+                if checks.proven(t, c, texts.get(name, ()), "duckdb")
+            }
+        return proven
 
     def close(self) -> None:
         with self._lock:

@@ -43,6 +43,9 @@ class Column:
     domain: tuple[object, ...] | None = None
     max_elements: int | None = None  # text split by UNNEST: at most this many elements used
     max_length: int | None = None  # text: at most this many characters (bounds LENGTH)
+    # Set by a backend whose CHECK constraint proves every value within [lower, upper]
+    # (backends/checks.py): the whole-number rewrite then leaves out the clamp.
+    in_bounds: bool = False
 
     @property
     def bounds(self) -> Interval:

@@ -1,0 +1,165 @@
+"""CHECK constraints that prove an integer column's values lie within its schema bounds.
+
+A whole-number measure is clamped to the schema's bounds in the rewritten SQL
+(``rewrite/wholesum.py``): nothing else keeps one person's value inside them. When the
+database itself rejects every row whose value lies outside — a validated CHECK constraint
+that implies ``lower ≤ x ≤ upper`` — the clamp maps every value the table can hold to
+itself, and the rewrite leaves it out (``Column.in_bounds``). The sensitivity is still
+derived from the schema's bounds; only the SQL is shorter.
+
+Conservative: a constraint proves something only when its whole expression is a conjunction
+(AND) of comparisons (``>=``, ``>``, ``<=``, ``<``, ``BETWEEN``, not SYMMETRIC) of the one
+column, unqualified, with integer literals; anything else in it — OR, NOT, another column, a
+function, a decimal or float literal — and the constraint proves nothing. Each constraint
+that does gives an interval, derived exactly in integers (``x > a`` is ``x ≥ a + 1`` on an
+integer column); the column's constraints hold together, so their intervals intersect.
+NULL passes a CHECK, and the clamp maps NULL to NULL: no difference there. Only integer
+columns (the database's type, not only the schema's): a float column may hold NaN.
+
+Reading the constraints is metadata, not data: it reveals nothing about any person.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+
+import sqlglot
+from sqlglot import exp
+
+from dpproxy.catalog.draft import schema_type
+from dpproxy.catalog.model import ColumnType, Table
+
+_WHOLE = re.compile(r"^-?[0-9]+$")
+_INT_TYPES = (exp.DataType.Type.SMALLINT, exp.DataType.Type.INT, exp.DataType.Type.BIGINT)
+
+Bounds = tuple[int | None, int | None]  # an interval of integers; None: unbounded
+
+
+def candidates(table: Table, db_types: dict[str, str]) -> tuple[str, ...]:
+    """The columns of private ``table`` a CHECK could mark ``in_bounds`` (lower-case names):
+    schema type ``integer`` with both bounds, and an integer type in the database
+    (``db_types``: lower-case name → the database's type)."""
+    if not table.private:
+        return ()
+    return tuple(
+        c.name.lower()
+        for c in table.columns
+        if c.type is ColumnType.INTEGER
+        and c.bounded
+        and schema_type(db_types.get(c.name.lower(), "")) is ColumnType.INTEGER
+    )
+
+
+def interval(text: str, column: str, dialect: str) -> Bounds | None:
+    """The interval a CHECK expression ``text`` confines integer column ``column`` to, or
+    ``None`` when it is not a conjunction of comparisons of that column with integer
+    literals. ``dialect``: ``duckdb`` (identifiers case-insensitive) or ``postgres``."""
+    try:
+        tree = sqlglot.parse_one(text, read=dialect)
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+        return None
+    if not isinstance(tree, exp.Expression):
+        return None
+    return _conjunct(tree, column.lower(), dialect)
+
+
+def _conjunct(node: exp.Expression, column: str, dialect: str) -> Bounds | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        left = _conjunct(node.this, column, dialect)
+        right = _conjunct(node.expression, column, dialect)
+        if left is None or right is None:
+            return None
+        return (_tighter(left[0], right[0], max), _tighter(left[1], right[1], min))
+    if isinstance(node, exp.Between):
+        if set(node.args) - {"this", "low", "high", "symmetric"} or node.args.get("symmetric"):
+            return None
+        low, high = _integer(node.args.get("low")), _integer(node.args.get("high"))
+        if not _is_column(node.this, column, dialect) or low is None or high is None:
+            return None
+        return (low, high)
+    if isinstance(node, exp.GTE | exp.GT | exp.LTE | exp.LT):
+        left, right = node.this, node.expression
+        if _is_column(left, column, dialect):
+            value, upper = _integer(right), isinstance(node, exp.LTE | exp.LT)
+        elif _is_column(right, column, dialect):  # a <= x: the column on the right
+            value, upper = _integer(left), isinstance(node, exp.GTE | exp.GT)
+        else:
+            return None
+        if value is None:
+            return None
+        strict = isinstance(node, exp.GT | exp.LT)
+        if upper:
+            return (None, value - 1 if strict else value)
+        return (value + 1 if strict else value, None)
+    return None
+
+
+def _tighter(a: int | None, b: int | None, pick: Callable[[int, int], int]) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return pick(a, b)
+
+
+def _is_column(node: exp.Expression | None, column: str, dialect: str) -> bool:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Column) or node.table or not isinstance(node.this, exp.Identifier):
+        return False
+    name = node.this.this
+    if dialect == "postgres" and node.this.quoted:
+        return bool(name == column)  # a quoted PostgreSQL name is matched exactly
+    return bool(name.lower() == column)
+
+
+def _integer(node: exp.Expression | None) -> int | None:
+    """An integer literal's value: ``5``, ``-5``, ``(5)``, or PostgreSQL's ``'-5'::integer``."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    negative = False
+    if isinstance(node, exp.Neg):
+        negative, node = True, node.this
+        while isinstance(node, exp.Paren):
+            node = node.this
+    if isinstance(node, exp.Cast) and not negative:
+        to = node.args.get("to")
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if not isinstance(to, exp.DataType) or to.this not in _INT_TYPES or to.expressions:
+            return None
+        if not isinstance(inner, exp.Literal):
+            return None
+        node = inner
+    elif not isinstance(node, exp.Literal) or node.is_string:
+        return None
+    text = str(node.this)
+    if not _WHOLE.match(text):
+        return None
+    value = int(text)
+    return -value if negative else value
+
+
+def proven(table: Table, column: str, texts: Iterable[str], dialect: str) -> bool:
+    """Do the CHECK expressions ``texts`` of ``table`` together prove ``column`` (a
+    :func:`candidates` name) lies within its schema bounds?"""
+    col = table.column(column) or next((c for c in table.columns if c.name.lower() == column), None)
+    if col is None or col.lower is None or col.upper is None:
+        return False
+    low: int | None = None
+    high: int | None = None
+    for text in texts:
+        bounds = interval(text, column, dialect)
+        if bounds is not None:
+            low, high = _tighter(low, bounds[0], max), _tighter(high, bounds[1], min)
+    return (
+        low is not None
+        and high is not None
+        and Fraction(low) >= col.lower
+        and Fraction(high) <= col.upper
+    )
