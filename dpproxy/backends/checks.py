@@ -16,23 +16,32 @@ integer column); the column's constraints hold together, so their intervals inte
 NULL passes a CHECK, and the clamp maps NULL to NULL: no difference there. Only integer
 columns (the database's type, not only the schema's): a float column may hold NaN.
 
+DuckDB: ``DuckDBBackend._checked`` (``duckdb_constraints()``). PostgreSQL:
+:func:`postgres_proven` (``pg_constraint``, validated and inherited constraints only).
 Reading the constraints is metadata, not data: it reveals nothing about any person.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
 from dpproxy.catalog.draft import schema_type
-from dpproxy.catalog.model import ColumnType, Table
+from dpproxy.catalog.model import Catalog, ColumnType, Table
 
 _WHOLE = re.compile(r"^-?[0-9]+$")
-_INT_TYPES = (exp.DataType.Type.SMALLINT, exp.DataType.Type.INT, exp.DataType.Type.BIGINT)
+_INT_TYPES = (
+    exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+    exp.DataType.Type.DECIMAL,  # PostgreSQL's (0)::numeric, only without a typmod
+)
 
 Bounds = tuple[int | None, int | None]  # an interval of integers; None: unbounded
 
@@ -145,7 +154,7 @@ def _integer(node: exp.Expression | None) -> int | None:
     return -value if negative else value
 
 
-def proven(table: Table, column: str, texts: Iterable[str], dialect: str) -> bool:
+def proven_column(table: Table, column: str, texts: Iterable[str], dialect: str) -> bool:
     """Do the CHECK expressions ``texts`` of ``table`` together prove ``column`` (a
     :func:`candidates` name) lies within its schema bounds?"""
     col = table.column(column) or next((c for c in table.columns if c.name.lower() == column), None)
@@ -163,3 +172,73 @@ def proven(table: Table, column: str, texts: Iterable[str], dialect: str) -> boo
         and Fraction(low) >= col.lower
         and Fraction(high) <= col.upper
     )
+
+
+def mark(table: Table, columns: set[str]) -> Table:
+    """``table`` with its columns named in ``columns`` (lower case) marked ``in_bounds``."""
+    if not columns:
+        return table
+    marked = tuple(
+        replace(c, in_bounds=True) if c.name.lower() in columns else c for c in table.columns
+    )
+    return replace(table, columns=marked)
+
+
+# PostgreSQL: validated (convalidated; a NOT VALID constraint proves nothing about the rows
+# already there), inherited (a NO INHERIT constraint does not hold for the rows of child
+# tables, which a SELECT of the parent reads) CHECK constraints of plain and partitioned tables
+# (a foreign table's constraints are not enforced) on the search path, of a table whose name
+# no other relation on the search path has (pg_temp and pg_catalog included): the table an
+# unqualified name resolves to.
+_PG_PATH = "SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas({}))"
+_PG_CHECKS = (
+    "SELECT lower(c.relname), pg_catalog.pg_get_expr(k.conbin, k.conrelid) "
+    "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
+    "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
+    "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
+    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) "
+    "AND (SELECT count(*) FROM pg_catalog.pg_class o WHERE lower(o.relname) = lower(c.relname) "
+    "AND o.relkind IN ('r', 'p', 'v', 'm', 'f') "
+    f"AND o.relnamespace = ANY ({_PG_PATH.format('true')})) = 1"
+)
+_PG_TYPES = (
+    "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "
+    "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped "
+    f"AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({_PG_PATH.format('false')})"
+)
+
+
+def postgres_proven(
+    catalog: Catalog, fetch: Callable[[str, tuple[Any, ...]], Sequence[Sequence[Any]]]
+) -> dict[str, set[str]]:
+    """{table: columns its PostgreSQL CHECK constraints prove within the schema bounds}
+    (lower-case names). ``fetch(sql, params)``: the rows of a catalog query. No query at all
+    unless some private table has a bounded ``integer`` column; the column types only when
+    one of those tables has CHECK constraints."""
+    wanted = [
+        t.name.lower()
+        for t in catalog.tables
+        if t.private and any(c.type is ColumnType.INTEGER and c.bounded for c in t.columns)
+    ]
+    if not wanted:
+        return {}
+    texts: dict[str, list[str]] = {}
+    for name, text in fetch(_PG_CHECKS, (wanted,)):
+        if text is not None:
+            texts.setdefault(str(name), []).append(str(text))
+    if not texts:
+        return {}
+    types: dict[str, dict[str, str]] = {}
+    for name, column, sql_type in fetch(_PG_TYPES, (sorted(texts),)):
+        types.setdefault(str(name), {})[str(column)] = str(sql_type)
+    proven: dict[str, set[str]] = {}
+    for t in catalog.tables:
+        name = t.name.lower()
+        if name in texts:
+            proven[name] = {
+                c
+                for c in candidates(t, types.get(name, {}))
+                if proven_column(t, c, texts[name], "postgres")
+            }
+    return proven

@@ -205,11 +205,8 @@ class DuckDBBackend:
             is_unique = (
                 t.privacy_unit is not None and (t.name.lower(), t.privacy_unit.lower()) in unique
             )
-            marked = proven.get(t.name.lower(), set())
-            columns = tuple(
-                replace(c, in_bounds=True) if c.name.lower() in marked else c for c in t.columns
-            )
-            tables.append(replace(t, unit_is_unique=is_unique, columns=columns))
+            t = checks.mark(t, proven.get(t.name.lower(), set()))
+            tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 
     def _checked(
@@ -243,7 +240,7 @@ class DuckDBBackend:
             proven[name] = {
                 c
                 for c in bounded.get(name, ())
-                if checks.proven(t, c, texts.get(name, ()), "duckdb")
+                if checks.proven_column(t, c, texts.get(name, ()), "duckdb")
             }
         return proven
 

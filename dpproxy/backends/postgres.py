@@ -30,7 +30,7 @@ import psycopg
 import psycopg_pool
 from psycopg import conninfo, errors, sql
 
-from dpproxy.backends import CancelToken
+from dpproxy.backends import CancelToken, checks
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
@@ -207,6 +207,9 @@ class PostgresBackend:
                     conn.execute("SET LOCAL statement_timeout = '30s'")
                     present = set(conn.execute(columns_q).fetchall())
                     unique = set(conn.execute(unique_q).fetchall())
+                    proven = checks.postgres_proven(  # CHECKs of bounded integer columns
+                        catalog, lambda q, params: conn.execute(q, params).fetchall()
+                    )
                     readable = {
                         t.name: bool(
                             conn.execute(
@@ -244,6 +247,7 @@ class PostgresBackend:
                     "read-only role for dpproxy)",
                 )
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
+            t = checks.mark(t, proven.get(name, set()))
             tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 

@@ -190,7 +190,10 @@ def test_the_sql_without_the_clamp_gives_the_same_aggregates(tmp_path: Path) -> 
         ("((age >= 0) AND (age <= 100))", "postgres", (0, 100)),
         ("((age >= '-5'::integer) AND (age <= 7))", "postgres", (-5, 7)),
         ('("AGE" >= 3)', "postgres", None),  # PostgreSQL: a quoted name is another column
-        ("((age >= (0)::numeric) AND (age <= 100))", "postgres", None),
+        ("((age >= (0)::numeric) AND (age <= 100))", "postgres", (0, 100)),
+        ("((age >= (0)::numeric(5,1)) AND (age <= 100))", "postgres", None),
+        ("((age >= (0)::double precision) AND (age <= 100))", "postgres", None),
+        ("((age >= (0.5)::numeric) AND (age <= 100))", "postgres", None),
         ("((age >= 0) AND (age <= 100)) NOT VALID", "postgres", None),
         ("((t.age >= 0) AND (age <= 100))", "duckdb", None),
         ("(age IN (1, 2))", "duckdb", None),
