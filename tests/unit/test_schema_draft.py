@@ -236,7 +236,8 @@ def test_the_drafts_policy_is_the_one_schemas_readme_states() -> None:
 
 def test_schemas_readme_describes_what_the_draft_and_the_check_do() -> None:
     for claim in (
-        "A single-column primary key becomes the `privacy_unit`, with `max_rows_per_unit: 1`.",
+        "A single-column primary key becomes the `privacy_unit`, with `max_rows_per_unit: 1`; "
+        "a CSV or Parquet file has none, but its DuckDB copy can",
         "A boolean column gets `domain: [true, false]`, which its type implies.",
         "`schema check` lists each one still in the file, with its line and key path, without "
         "failing.",
