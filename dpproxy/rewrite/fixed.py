@@ -223,18 +223,25 @@ def _double(v: Fraction) -> exp.Expression:
     return exp.Neg(this=text) if f < 0 else text
 
 
+def _integer(q: int) -> exp.Expression:
+    """:func:`~dpproxy.rewrite.guard.number` of an integer, without building a Fraction."""
+    return exp.Neg(this=lit(-q)) if q < 0 else lit(q)
+
+
 def summand(p: Primitive, column: str, table: Table) -> exp.Expression:
     """What SUM adds up for primitive ``p`` whose measure is ``column``: the BIGINT q of the
     module docstring (centred, squared and clamped onto the grid as planned)."""
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
     assert p.measure is not None
     g = grid(p, table)
-    flush = abs(p.center) < _FLUSH_BELOW and not integral(p.measure, table)
+    centre = number(p.center) if p.center else None  # one literal, copied where it is used
+    # (the flush is read for squares only; ``integral`` is a pure test of the tree)
+    flush = p.squared and abs(p.center) < _FLUSH_BELOW and not integral(p.measure, table)
 
     def value() -> exp.Expression:
         base: exp.Expression = exp.column(column)
-        if p.center:
-            base = exp.Sub(this=base, expression=number(p.center))
+        if centre is not None:
+            base = exp.Sub(this=base, expression=centre.copy())
         if p.squared and flush:
             # PostgreSQL raises on a product that underflows (rewrite/floats.py): with a
             # centre of about 0 a fractional measure can be tiny, so |base| < 1e-100 → 0
@@ -259,9 +266,13 @@ def summand(p: Primitive, column: str, table: Table) -> exp.Expression:
     span = computed_range(p, table)
     if g.bits >= 0 and span is not None and low <= span[0] and span[1] <= high:
         return scaled()  # the comparisons could never hold
+    if g.bits == 0:  # the grid's ends are integers of at most 52 bits: _double is number
+        low_sql, high_sql = _integer(g.low), _integer(g.high)
+    else:
+        low_sql, high_sql = _double(low), _double(high)
     ifs = [
-        exp.If(this=exp.LT(this=value(), expression=_double(low)), true=number(Fraction(g.low))),
-        exp.If(this=exp.GT(this=value(), expression=_double(high)), true=number(Fraction(g.high))),
+        exp.If(this=exp.LT(this=value(), expression=low_sql), true=_integer(g.low)),
+        exp.If(this=exp.GT(this=value(), expression=high_sql), true=_integer(g.high)),
     ]
     if g.bits < 0:  # |s·2^k| < ¼ rounds to 0; skipping the product avoids its underflow
         tiny = exp.LT(this=exp.Abs(this=value()), expression=_double(_pow2(-g.bits - 2)))

@@ -28,8 +28,9 @@ Comparisons of a bare column (``WHERE x > 1e200``) involve no arithmetic and are
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import typing
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from sqlglot import exp
 
@@ -57,9 +58,11 @@ _PASS = (exp.Paren, exp.Neg, exp.Abs)
 _HULL = (exp.Coalesce, exp.Greatest, exp.Least)
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """Decimal exponents of the largest (``hi``) and smallest non-zero (``lo``) magnitude."""
+class Span(NamedTuple):
+    """Decimal exponents of the largest (``hi``) and smallest non-zero (``lo``) magnitude.
+
+    A named tuple: a frozen dataclass's ``__init__`` costs several times as much, and
+    :meth:`Magnitudes.span` makes one per node it spans."""
 
     hi: float
     lo: float
@@ -127,69 +130,92 @@ class Magnitudes:
 
     def span(self, node: exp.Expression) -> Span | None:
         """``None``: the expression is never a non-zero finite number (NULL, 0, non-numeric)."""
-        if _generic(type(node)):  # none of the cases below: only its children are checked
-            for child in node.iter_expressions():
-                self.span(child)
-            return None
+        kind = type(node)
+        case = _CASES.get(kind)
+        if case is None:
+            case = _CASES[kind] = _case_of(kind)
+        return case(self, node)
+
+    # The cases of :meth:`span`, in the order they are tried (:func:`_case_of` picks a node
+    # class's first one; a case that does not apply to a particular node passes it on).
+
+    def _leaf(self, node: exp.Expression) -> Span | None:  # a Column or a Cast
         if is_float_leaf(node, self.table):
             return Span(self.L, -self.L)
-        if isinstance(node, exp.Literal):
-            if node.is_string:
-                return None
-            v = abs(float(node.name))
-            if v == 0 or math.isinf(v) or math.isnan(v):
-                return None
-            e = math.log10(v)
-            return Span(e, e)
         if isinstance(node, exp.Column):
             c = self.table.column(node.name)
             if c is not None and c.type is ColumnType.INTEGER:
                 return Span(INTEGER_TOP, 0.0)
             return None
-        if isinstance(node, exp.Cast):
-            if node.to.this in _INTEGER_TYPES:
-                return Span(INTEGER_TOP, 0.0)
-            if node.to.this in _FLOAT_TYPES or node.to.this is exp.DataType.Type.DECIMAL:
-                return self.span(node.this)
-            return None
-        if isinstance(node, exp.Length | exp.Extract | exp.StrPosition):
+        to = typing.cast(exp.Cast, node).to.this
+        if to in _INTEGER_TYPES:
             return Span(INTEGER_TOP, 0.0)
-        if isinstance(node, _PASS):
+        if to in _FLOAT_TYPES or to is exp.DataType.Type.DECIMAL:
             return self.span(node.this)
-        if isinstance(node, exp.Sign):
-            self.span(node.this)
-            return Span(0.0, 0.0)
-        if isinstance(node, exp.Pi):
-            return Span(math.log10(math.pi), math.log10(math.pi))
-        if isinstance(node, exp.Log) and (base := log_base(node)) is not None:
+        return None
+
+    def _literal(self, node: exp.Expression) -> Span | None:
+        if node.is_string:
+            return None
+        v = abs(float(node.name))
+        if v == 0 or math.isinf(v) or math.isnan(v):
+            return None
+        e = math.log10(v)
+        return Span(e, e)
+
+    def _integer(self, node: exp.Expression) -> Span | None:
+        return Span(INTEGER_TOP, 0.0)
+
+    def _pass(self, node: exp.Expression) -> Span | None:
+        return self.span(node.this)
+
+    def _sign(self, node: exp.Expression) -> Span | None:
+        self.span(node.this)
+        return Span(0.0, 0.0)
+
+    def _pi(self, node: exp.Expression) -> Span | None:
+        return Span(math.log10(math.pi), math.log10(math.pi))
+
+    def _log(self, node: exp.Expression) -> Span | None:
+        if (base := log_base(typing.cast(exp.Log, node))) is not None:
             self.span(node.expression)  # LOG(b, x) = LN(x) / LN(b): LN's span over |ln b|
             shift = math.log10(abs(math.log(base)))
             ln = _OF_ANY_DOUBLE[exp.Ln]
             return Span(ln.hi - shift + 0.01, ln.lo - shift - 0.01)
-        if isinstance(node, tuple(_OF_ANY_DOUBLE)):  # whatever its argument (rewrite/guard.py)
-            self.span(node.this)
-            return _OF_ANY_DOUBLE[type(node)]
-        if isinstance(node, exp.Floor | exp.Ceil | exp.Trunc):
-            inner = self.span(node.this)
-            return None if inner is None else Span(max(inner.hi, 0.0), 0.0)
-        if isinstance(node, exp.Case):
-            if id(node) not in self.clamps:  # a clamp's conditions hold no arithmetic
-                for branch in node.args.get("ifs") or []:
-                    self.span(branch.this)  # conditions are checked, their value is boolean
-            values = [self.span(b.args["true"]) for b in node.args.get("ifs") or []]
-            default = node.args.get("default")
-            if default is not None:
-                values.append(self.span(default))
-            return _hull(values)
-        if isinstance(node, exp.Nullif):
-            self.span(node.expression)
-            return self.span(node.this)
-        if isinstance(node, _HULL):
-            return _hull([self.span(node.this), *(self.span(e) for e in node.expressions)])
-        if isinstance(node, exp.Anonymous) and str(node.this).upper() in ("LEAST", "GREATEST"):
+        return self._of_any_double(node)
+
+    def _of_any_double(self, node: exp.Expression) -> Span | None:
+        self.span(node.this)  # whatever its argument (rewrite/guard.py)
+        return _OF_ANY_DOUBLE[type(node)]
+
+    def _rounded(self, node: exp.Expression) -> Span | None:  # FLOOR, CEIL, TRUNC
+        inner = self.span(node.this)
+        return None if inner is None else Span(max(inner.hi, 0.0), 0.0)
+
+    def _case(self, node: exp.Expression) -> Span | None:
+        ifs = node.args.get("ifs") or []
+        if id(node) not in self.clamps:  # a clamp's conditions hold no arithmetic
+            for branch in ifs:
+                self.span(branch.this)  # conditions are checked, their value is boolean
+        values = [self.span(b.args["true"]) for b in ifs]
+        default = node.args.get("default")
+        if default is not None:
+            values.append(self.span(default))
+        return _hull(values)
+
+    def _nullif(self, node: exp.Expression) -> Span | None:
+        self.span(node.expression)
+        return self.span(node.this)
+
+    def _hull_of(self, node: exp.Expression) -> Span | None:  # COALESCE, GREATEST, LEAST
+        return _hull([self.span(node.this), *(self.span(e) for e in node.expressions)])
+
+    def _anonymous(self, node: exp.Expression) -> Span | None:
+        if str(node.this).upper() in ("LEAST", "GREATEST"):
             return _hull([self.span(e) for e in node.expressions])
-        if isinstance(node, _ARITH):
-            return self._arith(node)
+        return self._children(node)
+
+    def _children(self, node: exp.Expression) -> Span | None:
         for child in node.iter_expressions():  # comparisons, AND/OR, string functions, ...
             self.span(child)
         return None
@@ -232,17 +258,48 @@ _SPECIFIC: tuple[type[exp.Expression], ...] = (
     exp.Anonymous,
     *_ARITH,
 )
-_GENERIC: dict[type, bool] = {}  # by node class: is it none of ``_SPECIFIC``? (found once)
+_Case = Callable[[Magnitudes, exp.Expression], "Span | None"]
 
 
-def _generic(kind: type) -> bool:
-    """Does :meth:`Magnitudes.span` treat every node of this class by its last, generic case
-    (comparisons, AND/OR, string functions, ...)? A class that is none of the classes its
-    other cases test (:func:`is_float_leaf` tests a Column or a Cast)."""
-    known = _GENERIC.get(kind)
-    if known is None:
-        known = _GENERIC[kind] = not issubclass(kind, _SPECIFIC)
-    return known
+def _case_of(kind: type) -> _Case:
+    """The case of :meth:`Magnitudes.span` for nodes of this class: the first of its tests,
+    in their order, that a node of the class can pass. Only a Column or a Cast can be a float
+    leaf (:func:`is_float_leaf`); LOG without a known base and an anonymous function other
+    than LEAST/GREATEST pass the node on to the next case that applies to it."""
+    if not issubclass(kind, _SPECIFIC):  # only its children are checked
+        return Magnitudes._children
+    if issubclass(kind, exp.Column | exp.Cast):
+        return Magnitudes._leaf
+    if issubclass(kind, exp.Literal):
+        return Magnitudes._literal
+    if issubclass(kind, exp.Length | exp.Extract | exp.StrPosition):
+        return Magnitudes._integer
+    if issubclass(kind, _PASS):
+        return Magnitudes._pass
+    if issubclass(kind, exp.Sign):
+        return Magnitudes._sign
+    if issubclass(kind, exp.Pi):
+        return Magnitudes._pi
+    if issubclass(kind, exp.Log):
+        return Magnitudes._log
+    if issubclass(kind, tuple(_OF_ANY_DOUBLE)):
+        return Magnitudes._of_any_double
+    if issubclass(kind, exp.Floor | exp.Ceil | exp.Trunc):
+        return Magnitudes._rounded
+    if issubclass(kind, exp.Case):
+        return Magnitudes._case
+    if issubclass(kind, exp.Nullif):
+        return Magnitudes._nullif
+    if issubclass(kind, _HULL):
+        return Magnitudes._hull_of
+    if issubclass(kind, exp.Anonymous):
+        return Magnitudes._anonymous
+    if issubclass(kind, _ARITH):
+        return Magnitudes._arith
+    return Magnitudes._children
+
+
+_CASES: dict[type, _Case] = {}  # by node class: its case of Magnitudes.span (found once)
 
 
 def _feeds_arithmetic(node: exp.Expression, root: exp.Expression) -> bool:

@@ -397,23 +397,40 @@ def is_double(n: exp.Expression, table: Table) -> bool:
     GREATEST/LEAST with a DOUBLE value do (both engines unify mixed numeric results to
     DOUBLE). ``False`` when in doubt: the caller then casts, which is harmless.
     """
-    if isinstance(n, exp.Paren | exp.Neg | exp.Abs | exp.Floor | exp.Ceil):
-        return is_double(n.this, table)
-    if isinstance(n, exp.Cast):  # TRY_CAST too
-        return n.to.this in _DOUBLE_TYPES
-    if isinstance(n, _DOUBLE_FUNCS):  # of a DOUBLE (rewrite/domains.py), or π
-        return True
-    if isinstance(n, _BINARY):
-        return is_double(n.this, table) or is_double(n.expression, table)
-    if isinstance(n, exp.Case):
-        values = [i.args.get("true") for i in n.args.get("ifs") or []]
-        values.append(n.args.get("default"))
-        return any(v is not None and is_double(v, table) for v in values)
-    if isinstance(n, exp.Coalesce | exp.Greatest | exp.Least):
-        return any(is_double(v, table) for v in (n.this, *n.expressions))
-    if isinstance(n, exp.Nullif):
-        return is_double(n.this, table)
-    return False
+    kind = type(n)
+    test = _DOUBLE_TESTS.get(kind)
+    if test is None:
+        test = _DOUBLE_TESTS[kind] = _double_test(kind)
+    return test(n, table)
+
+
+def _double_test(kind: type) -> Callable[[exp.Expression, Table], bool]:
+    """:func:`is_double` for nodes of this class: the first of its cases, in their order,
+    that applies to the class (found once per class)."""
+    if issubclass(kind, exp.Paren | exp.Neg | exp.Abs | exp.Floor | exp.Ceil):
+        return lambda n, table: is_double(n.this, table)
+    if issubclass(kind, exp.Cast):  # TRY_CAST too
+        return lambda n, table: typing.cast(exp.Cast, n).to.this in _DOUBLE_TYPES
+    if issubclass(kind, _DOUBLE_FUNCS):  # of a DOUBLE (rewrite/domains.py), or π
+        return lambda n, table: True
+    if issubclass(kind, _BINARY):
+        return lambda n, table: is_double(n.this, table) or is_double(n.expression, table)
+    if issubclass(kind, exp.Case):
+        return _case_is_double
+    if issubclass(kind, exp.Coalesce | exp.Greatest | exp.Least):
+        return lambda n, table: any(is_double(v, table) for v in (n.this, *n.expressions))
+    if issubclass(kind, exp.Nullif):
+        return lambda n, table: is_double(n.this, table)
+    return lambda n, table: False
+
+
+def _case_is_double(n: exp.Expression, table: Table) -> bool:
+    values = [i.args.get("true") for i in n.args.get("ifs") or []]
+    values.append(n.args.get("default"))
+    return any(v is not None and is_double(v, table) for v in values)
+
+
+_DOUBLE_TESTS: dict[type, Callable[[exp.Expression, Table], bool]] = {}
 
 
 def _operand_to_promote(n: exp.Expression, table: Table) -> bool:
