@@ -18,6 +18,12 @@ Each figure is the p50 over ``--runs`` runs, in ms: wall time (the target's meas
 the JSON also the CPU time of the whole process (``*_cpu``: DuckDB's threads included), which
 a loaded machine disturbs less. ``met`` is dpproxy / raw ≤ 1.5 in wall time.
 
+``--checks`` measures the same rows in a table that also declares the privacy schema's bounds
+of its integer columns as CHECK constraints (``CHECK (age BETWEEN 0 AND 100)``, …: files
+``speed_checks.duckdb`` and its raw copy), which DuckDB enforces on every row and which lets
+dpproxy leave those columns' clamps out of its SQL (``backends/checks.py``); the raw query runs
+on a copy of that file too. The JSON says which table was measured (``checks``).
+
 ``--base DIR`` (a ``git worktree`` of an earlier commit) measures that checkout's dpproxy too:
 every round runs one child process per checkout (``PYTHONPATH``), alternating, so that load
 hits both alike; the figures are the medians over ``--rounds`` rounds of each child's p50s.
@@ -92,6 +98,43 @@ def prepare_data(data_dir: Path, rows: int) -> tuple[Path, Path, Path]:
         progress(f"speed_1m: built {db} ({rows:,} rows) in {time.perf_counter() - started:.1f} s")
     schema.write_text(adapter.schema_yaml("synthetic_1m", rows, workload.DELTA), encoding="utf-8")
     return db, raw, schema
+
+
+def with_checks(db: Path, schema: Path, data_dir: Path) -> tuple[Path, Path]:
+    """(a copy of ``db`` whose table declares the schema's integer bounds as CHECK
+    constraints, its raw copy), built next to ``db`` when missing or older than it."""
+    import duckdb
+    import yaml
+
+    checked, raw = data_dir / "speed_checks.duckdb", data_dir / "speed_checks_raw.duckdb"
+    if checked.is_file() and checked.stat().st_mtime >= db.stat().st_mtime:
+        return checked, raw
+    doc = yaml.safe_load(schema.read_text(encoding="utf-8"))
+    spec = doc["tables"][workload.TABLE]["columns"]
+    types = {"int": "BIGINT", "text": "VARCHAR"}
+    cols = [
+        f"{c.name} {types[c.type]} NOT NULL" + (" PRIMARY KEY" if c.name == workload.UNIT else "")
+        for c in workload.COLUMNS
+    ]
+    for name, col in spec.items():
+        if col.get("type") == "integer" and "lower" in col and "upper" in col:
+            cols.append(f"CHECK ({name} BETWEEN {int(col['lower'])} AND {int(col['upper'])})")
+    tmp = data_dir / "speed_checks.tmp.duckdb"
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        con.execute(f"CREATE TABLE {workload.TABLE} ({', '.join(cols)})")
+        con.execute(f"ATTACH '{db}' AS src (READ_ONLY)")
+        names = ", ".join(c.name for c in workload.COLUMNS)
+        con.execute(f"INSERT INTO {workload.TABLE} SELECT {names} FROM src.{workload.TABLE}")
+        con.execute("DETACH src")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    tmp.replace(checked)
+    shutil.copy(checked, raw)
+    progress(f"speed_1m: built {checked} with CHECK constraints")
+    return checked, raw
 
 
 def measure(
@@ -324,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--rounds", type=int, default=1, help="with --base: rounds of both children")
     p.add_argument("--out", type=Path, default=None, help="write the JSON here")
+    p.add_argument(
+        "--checks",
+        action="store_true",
+        help="the table declares the schema's integer bounds as CHECK constraints",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--paths", nargs=3, type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -337,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     data_dir = args.data_dir or data.DATA_DIR / f"speed_{args.rows}"
     paths = prepare_data(data_dir, args.rows)
+    if args.checks:
+        checked, raw = with_checks(paths[0], paths[2], data_dir)
+        paths = (checked, raw, paths[2])
     load_before = loadavg()
     rounds: dict[str, list[dict[str, Any]]] = {}
     where: dict[str, str] = {}
@@ -368,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "warmup": args.warmup,
         "target": TARGET,
+        "checks": args.checks,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
         "checkouts": checkouts,

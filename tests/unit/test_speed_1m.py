@@ -67,3 +67,26 @@ def test_speed_1m_help() -> None:
         check=True,
     )
     assert "--rows" in done.stdout and "--base" in done.stdout
+
+
+@pytest.mark.skipif(not PUMS.is_file(), reason=f"{PUMS} (the generator's source) is missing")
+def test_speed_1m_checks_leaves_the_clamp_out(tmp_path: Path) -> None:
+    """``--checks``: the same rows in a table that declares the schema's integer bounds as
+    CHECK constraints; dpproxy's SQL for ``SUM(income)`` then has no clamp, and the JSON says
+    which table was measured."""
+    out = tmp_path / "speed.json"
+    args = ["--rows", "300", "--runs", "1", "--warmup", "0", "--queries", "Q03"]
+    args += ["--data-dir", str(tmp_path / "data"), "--checks", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    res = json.loads(out.read_text())
+    assert res["checks"] is True
+    (statement,) = res["checkouts"]["current"]["rows"]["Q03"]["statements"]
+    assert "CASE" not in statement and "CAST(income AS BIGINT)" in statement
+    assert (tmp_path / "data" / "speed_checks.duckdb").is_file()
