@@ -52,6 +52,14 @@ class Copied:
     primary_key: str | None
 
 
+def _unreadable(given: str, what: str, e: Exception) -> BadFileFormat:
+    """DuckDB could not read ``given`` as ``what`` (CSV or Parquet): its first line as the hint."""
+    first = str(e).strip().splitlines()[0][:300]
+    return BadFileFormat(
+        f"cannot read {given} as {what}", hint=f"DuckDB says: {first}", log_detail=str(e)
+    )
+
+
 def plan_copy(sources_text: str, table: str | None) -> tuple[Source, ...]:
     """The sources of ``sources_text`` (as ``--database`` reads them), renamed to ``table``
     when given (one source only)."""
@@ -187,12 +195,7 @@ def _copy_one(
             for r in con.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()
         )
     except duckdb.Error as e:
-        first = str(e).strip().splitlines()[0][:300]
-        raise BadFileFormat(
-            f"cannot read {source.given} as {what}",
-            hint=f"DuckDB says: {first}",
-            log_detail=str(e),
-        ) from e
+        raise _unreadable(source.given, what, e) from e
     key = None
     if primary_key is not None:
         key = next((c for c, _ in columns if c.lower() == primary_key.lower()), None)
@@ -224,12 +227,7 @@ def _copy_one(
             log_detail=str(e),
         ) from e
     except duckdb.Error as e:
-        first = str(e).strip().splitlines()[0][:300]
-        raise BadFileFormat(
-            f"cannot read {source.given} as {what}",
-            hint=f"DuckDB says: {first}",
-            log_detail=str(e),
-        ) from e
+        raise _unreadable(source.given, what, e) from e
     row = con.execute(f"SELECT COUNT(*) FROM {ident(source.name)}").fetchone()
     return Copied(source.name, source.given, int(row[0]) if row else 0, columns, key)
 
