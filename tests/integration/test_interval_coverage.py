@@ -3,7 +3,12 @@
 The embedded engine (``dbapi.connect()``) on the bundled Adult demo with real OpenDP noise
 answers the same query many times (the answer cache off, a budget large enough); the noiseless
 value of each aggregate (the same plan with ``tests.noise.NoNoise``) must lie inside the
-released interval in at least 95% of the runs, minus three standard errors of the estimate.
+released interval in at least 95% of the runs, minus four standard errors of the estimate:
+with 1,000 runs that fails a true 95% with probability about 3·10⁻⁵ per column (three
+standard errors over 250 runs failed about once in 700, and did on a CI run: COUNT 460/500,
+while 24,000 more intervals of the same query, at this and the session's first commit,
+covered 94.8%) and still catches a coverage below
+about 93%.
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ import pytest
 from dpproxy import dbapi
 from tests.noise import NoNoise
 
-RUNS = 250
+RUNS = 1000
 
 
 def _tolerance(n: int) -> float:
-    return 0.95 - 3 * math.sqrt(0.95 * 0.05 / n)
+    return 0.95 - 4 * math.sqrt(0.95 * 0.05 / n)
 
 
 @pytest.fixture(scope="module")
