@@ -137,6 +137,16 @@ def with_checks(db: Path, schema: Path, data_dir: Path) -> tuple[Path, Path]:
     return checked, raw
 
 
+def _fetch(con: Any, sql: str) -> None:
+    """``sql`` executed and fetched on a cursor of ``con`` (DuckDB's or dpproxy's DB-API)."""
+    cur = con.cursor()
+    try:
+        cur.execute(sql)
+        cur.fetchall()
+    finally:
+        cur.close()
+
+
 def measure(
     db: Path, raw_db: Path, schema: Path, ids: list[str], runs: int, warmup: int
 ) -> dict[str, Any]:
@@ -162,20 +172,10 @@ def measure(
         )
 
         def run_raw(sql: str = sql) -> None:
-            cur = raw.cursor()
-            try:
-                cur.execute(sql)
-                cur.fetchall()
-            finally:
-                cur.close()
+            _fetch(raw, sql)
 
         def run_dp(sql: str = sql) -> None:
-            cur = dp.cursor()
-            try:
-                cur.execute(sql)
-                cur.fetchall()
-            finally:
-                cur.close()
+            _fetch(dp, sql)
 
         def run_sql(statements: list[str] = statements) -> None:
             for st in statements:
