@@ -57,6 +57,7 @@ STEP_BITS = 12
 #: T = 2^SPAN_BITS·h, and the value is rounded to SPAN_BITS (≤ 53: a double) significant bits,
 #: which within ±T moves it by at most h/2.
 SPAN_BITS = 53
+_FLOAT_SAFE = 1 << 1023  # float() of a smaller integer neither overflows nor saturates
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,10 @@ def guarded(total: int, bits: int, g: SumGuard) -> float:
         return float(x)  # correctly rounded: within h/2 (|x| ≤ T)
     cap = 1 << e
     m = cap if total > cap else -cap if total < -cap else total
+    if g.span == SPAN_BITS and -_FLOAT_SAFE < m < _FLOAT_SAFE:
+        # float() of an int below 2^1023 rounds it to 53 significant bits, ties to even
+        # (correctly rounded, never overflowing): _significant's map, without its Python
+        return math.ldexp(float(m), -bits)
     return math.ldexp(float(_significant(m, g.span)), -bits)
 
 

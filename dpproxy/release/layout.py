@@ -12,6 +12,7 @@ from dpproxy.planning.plan import QueryPlan
 from dpproxy.release.intervals import requested
 from dpproxy.release.memo import per_plan
 from dpproxy.release.noise import derived_name
+from dpproxy.sql.scope import COUNT_KINDS
 
 
 def _intervals_read(plan: QueryPlan) -> frozenset[int] | None:
@@ -32,6 +33,9 @@ class Layout:
     keys: tuple[str, ...]
     aggregates: tuple[tuple[str, str | None, tuple[str, str] | None], ...]
     outputs: tuple[str | None, ...]
+    # per aggregate: its one primitive when it is a COUNT of one noisy primitive (no stat,
+    # no JOINT mean), which post-processing reads directly; else None
+    counts: tuple[str | None, ...] = ()
 
 
 def _layout_of(plan: QueryPlan) -> Layout:
@@ -51,7 +55,13 @@ def _layout_of(plan: QueryPlan) -> Layout:
         o.expr.name if isinstance(o.expr, exp.Column) else None for o in plan.query.outputs
     )
     keys = tuple(f"__key_{i}" for i in range(len(plan.query.keys)))
-    return Layout(keys, tuple(aggregates), outputs)
+    counts = tuple(
+        a.parts[0]
+        if a.stat is None and a.derived is None and a.kind in COUNT_KINDS and len(a.parts) == 1
+        else None
+        for a in plan.aggregates
+    )
+    return Layout(keys, tuple(aggregates), outputs, counts)
 
 
 layout = per_plan(_layout_of)

@@ -156,8 +156,10 @@ def _joint_out(
     for i in range(groups):
         na, nb = noisy[2 * i], noisy[2 * i + 1]
         count = na + nb
-        mean, span = _joint_mean(na, nb, flo, fhi, w, mid, half)
-        out.append((mean, span, count, (count - h, count + h)))
+        low = flo if na - half <= 0 else _mean(na - half, nb + half, flo, fhi, w, mid)
+        high = fhi if nb - half <= 0 else _mean(na + half, nb - half, flo, fhi, w, mid)
+        mean = _mean(na, nb, flo, fhi, w, mid)
+        out.append((mean, (low, high), count, (count - h, count + h)))
     return out
 
 
@@ -174,21 +176,15 @@ def _out_law(
     return h, half, float(lo), float(hi), float(hi - lo), float((lo + hi) / 2)
 
 
-def _joint_mean(
-    na: float, nb: float, lo: float, hi: float, w: float, mid: float, half: float
-) -> tuple[float, tuple[float, float]]:
-    """One group's mean lo + w·A/(A + B), clipped to [lo, hi], and its span (each part within
-    ``half`` of its true value); the bounds as floats, converted once per call, not per group."""
-
-    def mean(x: float, y: float) -> float:
-        x, y = max(x, 0.0), max(y, 0.0)
-        if x + y <= 0:
-            return mid
-        return min(max(lo + w * x / (x + y), lo), hi)
-
-    low = lo if na - half <= 0 else mean(na - half, nb + half)
-    high = hi if nb - half <= 0 else mean(na + half, nb - half)
-    return mean(na, nb), (low, high)
+def _mean(x: float, y: float, lo: float, hi: float, w: float, mid: float) -> float:
+    """lo + w·A/(A + B) at noisy parts A = ``x``, B = ``y`` (each at least 0), clipped to
+    [lo, hi]; ``mid`` when both are 0. :func:`_joint_out` reads each group's mean and its span
+    (the parts each within ``half`` of their true values, the mean increasing in A and
+    decreasing in B) off it, with the bounds as floats converted once per call, not per group."""
+    x, y = max(x, 0.0), max(y, 0.0)
+    if x + y <= 0:
+        return mid
+    return min(max(lo + w * x / (x + y), lo), hi)
 
 
 def ptr(

@@ -283,15 +283,16 @@ def apply_noise(
 
         stats = release_stats(plan, kept, exact_value, extras or {}, noise, exact_scaled, grids)
     out = []
+    named = [(name, derived_name(name), sv) for name, sv in stats.items()]  # once, not per group
     for i, k in enumerate(keys):
         if not keep[i]:
             continue
         released: dict[str, float | None] = {name: vals[i] for name, vals in noisy.items()}
         spans: dict[str, tuple[float, float] | None] = {}
-        for name, sv in stats.items():
+        for name, count_name, sv in named:
             released[name] = sv.values.get(k)
             spans[name] = sv.spans.get(k)
             if k in sv.counts:  # a JOINT mean's A + B (planning/derived.py)
-                released[derived_name(name)], spans[derived_name(name)] = sv.counts[k]
+                released[count_name], spans[count_name] = sv.counts[k]
         out.append(NoisyGroup(k, released, spans))
     return out

@@ -262,10 +262,18 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
         known: dict[str, float] | None = None
         for i, agg in enumerate(plan.aggregates):
             name, span_name, ends = names.aggregates[i]
-            env[name] = aggregate_value(agg, g.values, max_count)
-            if span_name is not None:  # a stat's, or a count read off a JOINT mean
+            part = names.counts[i]
+            raw = None if part is None else g.values.get(part)
+            if part is not None and raw is not None:  # a COUNT's one part: the calls below, inlined
+                count = max(0, round(raw))
+                env[name] = count if max_count is None else min(count, max_count)
+                h = part_halves[i][part]
+                spans[name] = (raw - h, raw + h)
+            elif span_name is not None:  # a stat's, or a count read off a JOINT mean
+                env[name] = aggregate_value(agg, g.values, max_count)
                 spans[name] = g.spans.get(span_name)
             else:
+                env[name] = aggregate_value(agg, g.values, max_count)
                 if known is None:
                     known = {p: x for p, x in g.values.items() if x is not None}
                 spans[name] = aggregate_span(agg, known, part_halves[i])

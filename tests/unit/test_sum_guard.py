@@ -81,3 +81,19 @@ def test_a_sum_of_a_subnormal_constant_is_answered(constant: str) -> None:
         cur.execute(f"SELECT sex, COUNT(*), SUM({constant}) FROM adult GROUP BY sex")
         rows = cur.fetchall()
     assert len(rows) == 2 and all(math.isfinite(r[2]) for r in rows)
+
+
+@pytest.mark.parametrize("span", [SPAN_BITS, 30, 8])
+def test_every_total_near_the_clamp_and_2_to_the_53_is_the_exact_map(span: int) -> None:
+    """guarded's shortcut (float() of the clamped total, which rounds to 53 significant bits,
+    ties to even) gives the map of the module's docstring exactly, at the clamp, at 2^53 and
+    at ties, for the production precision and for reduced ones (where it must not apply)."""
+    for step, bits in ((-12, 0), (-40, 3), (-30, 30), (0, -20), (-3, 0), (300, 600), (960, 0)):
+        if step + span + bits < 0:
+            continue  # a clamp below one grid step: production precision only (guarded)
+        g = SumGuard(step, span)
+        cap = 2 ** (step + span + bits)
+        edges = [cap, 2**53, 2**span, 2**54 + 2, 2**54 + 6, 2**60 + 2**7 * 3]
+        totals = [s * (e + d) for e in edges for d in (-2, -1, 0, 1, 2) for s in (1, -1)]
+        for t in totals:
+            assert Fraction(guarded(t, bits, g)) == reference(t, bits, g), (step, bits, t)
