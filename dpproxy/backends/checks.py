@@ -184,6 +184,31 @@ def mark(table: Table, columns: set[str]) -> Table:
     return replace(table, columns=marked)
 
 
+# DuckDB's names (DESCRIBE) of the integer types whose every value a BIGINT holds.
+_BIGINT_TYPES = frozenset(
+    ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER")
+)
+
+
+def mark_bigint(table: Table, db_types: dict[str, str]) -> Table:
+    """``table`` (DuckDB) with its bounded ``integer`` columns whose database type is one of
+    ``_BIGINT_TYPES`` marked ``bigint`` (``db_types``: lower-case name → DESCRIBE's type):
+    ``CAST(x AS BIGINT)`` of any value such a column holds succeeds, which
+    ``rewrite/unclamp.py`` needs to sum the column unclamped. HUGEINT, UBIGINT, UHUGEINT and
+    DECIMAL(p, 0) columns are not marked. Metadata only, like the constraints."""
+    if not table.private:
+        return table
+    marked = tuple(
+        replace(c, bigint=True)
+        if c.type is ColumnType.INTEGER
+        and c.bounded
+        and db_types.get(c.name.lower(), "").upper() in _BIGINT_TYPES
+        else c
+        for c in table.columns
+    )
+    return replace(table, columns=marked) if marked != table.columns else table
+
+
 # PostgreSQL: validated (convalidated; a NOT VALID constraint proves nothing about the rows
 # already there), inherited (a NO INHERIT constraint does not hold for the rows of child
 # tables, which a SELECT of the parent reads) CHECK constraints of plain and partitioned tables

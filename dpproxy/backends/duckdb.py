@@ -206,6 +206,7 @@ class DuckDBBackend:
                 t.privacy_unit is not None and (t.name.lower(), t.privacy_unit.lower()) in unique
             )
             t = checks.mark(t, proven.get(t.name.lower(), set()))
+            t = checks.mark_bigint(t, types.get(t.name, {}))
             tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 

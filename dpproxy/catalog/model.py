@@ -46,6 +46,10 @@ class Column:
     # Set by a backend whose CHECK constraint proves every value within [lower, upper]
     # (backends/checks.py): the whole-number rewrite then leaves out the clamp.
     in_bounds: bool = False
+    # Set by the DuckDB backend when the database stores it in a signed integer type of at most
+    # 64 bits or a smaller unsigned one (backends/checks.py): rewrite/unclamp.py may then cast
+    # its unclamped values to BIGINT.
+    bigint: bool = False
 
     @property
     def bounds(self) -> Interval:

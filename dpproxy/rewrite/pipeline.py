@@ -35,6 +35,7 @@ from dpproxy.rewrite.guard import (
     lit,
 )
 from dpproxy.rewrite.guard import table as table_ref
+from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
 from dpproxy.sql.treekey import TreeMemo
@@ -297,14 +298,14 @@ def rewrite(
 
 def for_dialect(tree: exp.Select, ctx: RewriteContext) -> exp.Select:
     """The dialect pass of the backend: ``rewrite/dialect.py`` (PostgreSQL) or
-    ``rewrite/spark.py`` (Spark); DuckDB's tree is printed as built."""
+    ``rewrite/spark.py`` (Spark); DuckDB's tree as built but for ``rewrite/unclamp.py``."""
     if ctx.dialect == "postgres":
         return to_postgres(tree, ctx.column_types)
     if ctx.dialect == "spark":
         from dpproxy.rewrite.spark import to_spark
 
         return to_spark(tree, ctx.column_types)
-    return tree
+    return unclamp(tree, ctx.plan.query.table)  # rewrite/unclamp.py
 
 
 def build(ctx: RewriteContext) -> exp.Select:

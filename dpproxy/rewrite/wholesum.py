@@ -50,6 +50,9 @@ the CASE 2.7 ms): GREATEST(LEAST(x, hi), lo) 5.5 ms (and NULL becomes hi on both
 IF(...) 2.8, BETWEEN first 2.9, nested CASEs 3.6, 0/1 products of the comparisons 2.9 (15 ms
 when values are clamped). ``WHEN x < lo OR x > hi`` first took 2.1 ms when DuckDB's column
 statistics show every value inside the bounds, but 3.3 against 2.9 when two values lie outside.
+On DuckDB a column whose table declares ``public_rows`` ≥ 300,000 is summed without it: the
+raw sum plus a correction over the rows outside the bounds (``rewrite/unclamp.py``, which
+reads the marks :func:`whole_row` and :func:`whole_summand` leave in the nodes' ``meta``).
 
 *Folded CASEs* (opt-in: ``whole_measures(..., folds=...)`` and ``whole_row(..., fold=...)``).
 When the measure is a CASE of integer literals and every SUM on it has the same term
@@ -74,6 +77,7 @@ from sqlglot import exp
 from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.rewrite.fixed import _natural_bits, exact_range, grid
 from dpproxy.rewrite.guard import clamp, lit, number
+from dpproxy.rewrite.unclamp import CLAMPED, TERM
 from dpproxy.sql.validate import literal_value
 
 if TYPE_CHECKING:
@@ -219,7 +223,10 @@ def whole_row(
         name = measure.name
         if col.in_bounds:  # a CHECK constraint proves the clamp the identity (backends/checks.py)
             return _bigint(exp.column(name))
-        return _bigint(clamp(lambda: exp.column(name), col.lower, col.upper))
+        value = _bigint(clamp(lambda: exp.column(name), col.lower, col.upper))
+        if col.bigint:  # rewrite/unclamp.py may sum it unclamped plus a correction
+            value.meta[CLAMPED] = name
+        return value
     if isinstance(double, exp.Cast) and isinstance(double.this, exp.Case):
         if fold is None:
             return _bigint(double.this)
@@ -268,6 +275,8 @@ def whole_summand(
 
     term = _bigint(value())
     if not t.clamped:
+        if not (t.squared or t.folded):  # linear in x: rewrite/unclamp.py
+            term.meta[TERM] = (column, t.scale, t.offset)
         return term
     low, high = number(Fraction(t.low)), number(Fraction(t.high))
     return exp.Case(
