@@ -79,7 +79,9 @@ of p and d, so by at most max(p, d) ≤ K; a maximum of functions that each move
 ≤ K, so a unit step moves every score by at most R = K under both relations. Adding or removing
 one unit is p ≤ K insertions and no deletion (or the reverse): each branch then moves within
 [−qK, (1 − q)K] or [−(1 − q)K, qK], so every score by at most K·max(q, 1 − q) (Tumult's ΔU for
-its quantile); :func:`score_sensitivity`.
+its quantile); :func:`score_sensitivity`. (The release scores cells by *interpolated*
+positions instead, ``mechanisms/quantile.py``, with the same Δ; these rank scores remain the
+reference of the older audits.)
 """
 
 from __future__ import annotations

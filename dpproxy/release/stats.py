@@ -15,6 +15,7 @@ from typing import Any
 
 from dpproxy.analysis import local
 from dpproxy.errors import InternalError, StabilityTestFailed
+from dpproxy.mechanisms import quantile
 from dpproxy.mechanisms.noise import NoiseSource
 from dpproxy.planning.methods import quantile_form
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan
@@ -181,6 +182,12 @@ def _mean(
     raise InternalError(f"{stat.method.value} is not a mean method")
 
 
+def _finite(v: Any, otherwise: Fraction) -> Fraction:
+    """A cell's least or greatest value, exactly; ``otherwise`` if it is not a finite number."""
+    f = float(v)
+    return Fraction(f) if math.isfinite(f) else otherwise
+
+
 def _clip(v: float, stat: StatPlan) -> float:
     lo, hi = stat.bounds.lo, stat.bounds.hi
     if lo is None or hi is None:
@@ -209,11 +216,27 @@ def _from_rows(
         cells = local.quantile_cells(lo, hi, stat.integer_cells, stat.cells - 1)
         if cells.count != stat.cells:
             raise InternalError("cell layout differs from the plan")
+        # Interpolated-position scores, floored to exact integers (mechanisms/quantile.py).
         counts = [0] * cells.count
-        for cell, n in rows:
-            counts[min(max(int(cell), 0), cells.count - 1)] += int(n)
-        scores = local.quantile_scores(counts, stat.q)
-        index = mech.exponential_index(scores, stat.scale, noise)
+        mins: list[Fraction | None] = [None] * cells.count
+        maxs: list[Fraction | None] = [None] * cells.count
+        for cell, n, least, most in rows:
+            i = min(max(int(cell), 0), cells.count - 1)
+            counts[i] += int(n)
+            if least is not None:  # a NaN counts as lo here and as hi below: still a
+                v, was = _finite(least, lo), mins[i]  # fixed monotone map of the values
+                mins[i] = v if was is None else min(v, was)
+            if most is not None:
+                v, was = _finite(most, hi), maxs[i]
+                maxs[i] = v if was is None else max(v, was)
+        layout = (cells.lo, cells.width, cells.bins, cells.integer)
+        delta = local.score_sensitivity(stat.neighbouring, stat.rows, stat.q)
+        steps = quantile.selection_scores(
+            layout, counts, mins, maxs, lo, hi, stat.q, delta, stat.scale
+        )
+        index = mech.exponential_index(
+            [Fraction(m) for m in steps], stat.scale * quantile.GRID_STEPS / delta, noise
+        )
         return float(cells.value(index)), None
     # PTR / SMOOTH over order statistics
     n = int(rows[0][0]) if rows else 0

@@ -6,7 +6,8 @@ methods JOINT, PTR and SMOOTH read the exact count and sum of the main statement
 two-argument statistics, ``__w``), contribution-bounded when the plan says so, and returns a
 *bounded* amount of data:
 
-* EXPONENTIAL: ``keys, __cell, __n`` — rows per cell of the domain (a GROUP BY, no sort);
+* EXPONENTIAL: ``keys, __cell, __n, __lo, __hi`` — rows, least and greatest value per cell of
+  the domain (a GROUP BY, no sort);
 * PTR/SMOOTH on order statistics: ``keys, __cnt, __rn, __v`` — only the ranks within the
   plan's window around the requested quantile (``2·window + 3`` rows per group at most);
 * SAA: ``keys, __chunk, __stat`` — the statistic of each of the k chunks, a chunk being the
@@ -107,8 +108,10 @@ def _not_null(*names: str) -> exp.Expression:
 
 
 def _cells(stat: StatPlan, source: str, keys: list[exp.Expression]) -> exp.Select:
-    """Rows per cell: integer cells are the integers lo..hi; real cells [c_i, c_{i+1}) of width
-    w/B with the last cell B = {hi} (``analysis/local.py``, ``quantile_cells``)."""
+    """Rows per cell with their least and greatest clamped value (``__n, __lo, __hi``, which
+    ``mechanisms/quantile.py`` scores): integer cells are the integers lo..hi; real cells
+    [c_i, c_{i+1}) of width w/B with the last cell B = {hi} (``analysis/local.py``,
+    ``quantile_cells``)."""
     lo, hi = stat.bounds.lo, stat.bounds.hi
     assert lo is not None and hi is not None
     v = exp.column("__v")
@@ -128,6 +131,8 @@ def _cells(stat: StatPlan, source: str, keys: list[exp.Expression]) -> exp.Selec
     query = exp.select(*[k.copy() for k in keys])
     query = query.select(exp.alias_(cell, "__cell", copy=False), copy=False)
     query = query.select(exp.alias_(exp.Count(this=exp.Star()), "__n", copy=False), copy=False)
+    query = query.select(exp.alias_(exp.Min(this=v.copy()), "__lo", copy=False), copy=False)
+    query = query.select(exp.alias_(exp.Max(this=v.copy()), "__hi", copy=False), copy=False)
     query = query.from_(table(source), copy=False).where(_not_null("__v"), copy=False)
     return query.group_by(*[k.copy() for k in keys], exp.column("__cell"), copy=False)
 
