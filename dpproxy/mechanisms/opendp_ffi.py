@@ -72,7 +72,7 @@ def invoke(measurement: Any, values: Sequence[int] | Sequence[float], integer: b
     ``Vec<f64>``: the released vector, as Python ints or floats."""
     ctype, type_name = _TYPES[integer]
     n = len(values)
-    if integer and not all(-_I64 <= v < _I64 for v in values):
+    if integer and values and not (-_I64 <= min(values) and max(values) < _I64):
         raise InternalError("a value beyond 64 bits for the integer noise")
     array = (ctype * n)(*values)
     raw = FfiSlice(ctypes.cast(array, ctypes.c_void_p), n)

@@ -76,6 +76,9 @@ def test_an_integer_beyond_64_bits_is_refused_not_wrapped() -> None:
         opendp_ffi.invoke(m, [2**64 + 5], True)
     with pytest.raises(InternalError):
         opendp_ffi.invoke(m, [-(2**63) - 1], True)
+    with pytest.raises(InternalError):  # anywhere in the vector
+        opendp_ffi.invoke(m, [0, 2**63, 1], True)
+    assert len(opendp_ffi.invoke(m, [0, -(2**62), 2**62], True)) == 3  # within: drawn
 
 
 def test_an_opendp_error_is_raised_not_ignored() -> None:
