@@ -126,7 +126,10 @@ def guarded(total: int, bits: int, g: SumGuard) -> float:
         # float() of an int below 2^1023 rounds it to 53 significant bits, ties to even
         # (correctly rounded, never overflowing): _significant's map, without its Python
         return math.ldexp(float(m), -bits)
-    return math.ldexp(float(_significant(m, g.span)), -bits)
+    # Built as one exact Fraction, so no intermediate float of the grid units can overflow
+    # (they stay far below 2^1023 while rows hold ≤ 2^52 units each, but nothing here needs it)
+    r = _significant(m, g.span)
+    return float(Fraction(r, 1 << bits) if bits >= 0 else Fraction(r << -bits))
 
 
 def changed_coordinates(plan: QueryPlan) -> int:

@@ -97,3 +97,14 @@ def test_every_total_near_the_clamp_and_2_to_the_53_is_the_exact_map(span: int) 
         totals = [s * (e + d) for e in edges for d in (-2, -1, 0, 1, 2) for s in (1, -1)]
         for t in totals:
             assert Fraction(guarded(t, bits, g)) == reference(t, bits, g), (step, bits, t)
+
+
+@pytest.mark.parametrize("step, bits", [(900, 100), (960, 60), (500, 1000)])
+def test_grid_units_beyond_a_double_still_give_the_exact_map(step: int, bits: int) -> None:
+    """A total of 2^1024 grid units or more (no plan's rows reach it: each holds ≤ 2^52 units)
+    is still converted exactly, without an intermediate float of the units overflowing."""
+    g = SumGuard(step)
+    cap = 2 ** (step + SPAN_BITS + bits)
+    for t in (2**1030 + 12345, -(2**1030) - 1, cap - 1, -cap + 3, cap + 2**900):
+        got = guarded(t, bits, g)
+        assert math.isfinite(got) and Fraction(got) == reference(t, bits, g), (step, bits, t)
