@@ -199,3 +199,24 @@ def test_an_in_memory_table_reads_only_the_row_group_out_of_bounds(tmp_path: Pat
     profile = con.execute("EXPLAIN ANALYZE " + correction).fetchall()[0][1]
     assert "Row Groups Scanned: 1 / 9" in profile, profile
     assert con.execute(correction).fetchall() == [(120 - 500,)]
+
+
+def test_a_view_keeps_the_clamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view (here over a CSV file, as ``dpproxy query --database data.csv`` makes) has no
+    zone maps: the correction would read the file again, so only stored tables get it."""
+    csv = tmp_path / "t.csv"
+    csv.write_text("pid,x,y,g\n1,5,2,a\n2,500,3,b\n", encoding="utf-8")
+    path = tmp_path / "view.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE VIEW t AS SELECT CAST(pid AS BIGINT) AS pid, CAST(x AS BIGINT) AS x, "
+            f"CAST(y AS INTEGER) AS y, CAST(g AS TEXT) AS g FROM read_csv('{csv}')"
+        )
+    e = _engine(path)
+    try:
+        assert not any(c.bigint for c in e.catalog.table("t").columns)
+        fast, slow = _both(e, "SELECT AVG(x) FROM t", monkeypatch)
+        assert fast == slow and CORRECTION not in fast
+        assert e.backend.execute(fast).rows == e.backend.execute(slow).rows
+    finally:
+        e.close()
