@@ -63,13 +63,36 @@ def _adapter() -> Any:
     return module
 
 
-def queries() -> dict[str, tuple[str, str]]:
+def queries(only: list[str] | None = None) -> dict[str, tuple[str, str]]:
+    """The measured queries by id, in order; with ``only``, just those (unknown ids refused)."""
     out = {q.id: (q.title, q.sql) for q in workload.queries_for("pums")}
     out.update(EXTRA)
-    return out
+    if only is None:
+        return out
+    unknown = sorted(set(only) - set(out))
+    if unknown:
+        raise ValueError(f"unknown query ids: {', '.join(unknown)}")
+    return {qid: v for qid, v in out.items() if qid in only}
 
 
-def measure(data_dir: Path, runs: int, out: Path) -> None:
+def source_commit(package: Path) -> str | None:
+    """The git commit the measured ``dpproxy`` package was checked out at, ``+dirty`` if its
+    files differ from that commit; None outside a git checkout."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(package), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        head, dirty = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", ".")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def measure(data_dir: Path, runs: int, out: Path, only: list[str] | None = None) -> None:
     adapter = _adapter()
     import dpproxy
     from dpproxy.engine import open_engine
@@ -84,17 +107,27 @@ def measure(data_dir: Path, runs: int, out: Path) -> None:
         str(db), str(schema), budget=Cost(Fraction(10**12), Fraction(999, 1000)), cache="off"
     )
     eps, dlt = Fraction(str(workload.EPSILON)), Fraction(str(workload.DELTA))
+    commit = source_commit(Path(dpproxy.__file__).parent)
     with out.open("w") as f:
-        for qid, (_, sql) in queries().items():
-            rec: dict[str, Any] = {"system": "dpproxy", "version": dpproxy.__version__,
-                                   "dataset": "pums", "query": qid, "mode": "accuracy",
-                                   "epsilon": float(eps), "supported": True, "error": None,
-                                   "runs": []}
+        for qid, (_, sql) in queries(only).items():
+            rec: dict[str, Any] = {
+                "system": "dpproxy",
+                "version": dpproxy.__version__,
+                "dataset": "pums",
+                "query": qid,
+                "mode": "accuracy",
+                "epsilon": float(eps),
+                "supported": True,
+                "error": None,
+                "commit": commit,
+                "runs": [],
+            }
             try:
                 for _ in range(runs):
                     ans = engine.run(sql, analyst="bench", epsilon=eps, delta=dlt)
-                    rows = [[str(v) if isinstance(v, str) else v for v in r]
-                            for r in ans.released.rows]
+                    rows = [
+                        [str(v) if isinstance(v, str) else v for v in r] for r in ans.released.rows
+                    ]
                     rec["runs"].append({"rows": rows})
                     rec["columns"] = [c.name for c in ans.released.columns]
             except Exception as e:  # a refusal: recorded, as the adapters do
@@ -110,8 +143,10 @@ def exact(data_dir: Path) -> dict[str, report.Answer]:
     types = {"int": "BIGINT", "text": "VARCHAR"}
     read_types = ", ".join(f"'{c.name}': '{types[c.type]}'" for c in workload.COLUMNS)
     con = duckdb.connect()
-    con.execute(f"CREATE TABLE {workload.TABLE} AS SELECT * FROM read_csv("
-                f"'{data_dir / 'pums.csv'}', header = true, types = {{{read_types}}})")
+    con.execute(
+        f"CREATE TABLE {workload.TABLE} AS SELECT * FROM read_csv("
+        f"'{data_dir / 'pums.csv'}', header = true, types = {{{read_types}}})"
+    )
     out: dict[str, report.Answer] = {}
     for qid, (_, sql) in queries().items():
         cur = con.execute(sql)
@@ -136,14 +171,15 @@ def recorded_peers(results_md: Path) -> dict[str, dict[str, float]]:
     """Every peer's recorded median relative error per query (RESULTS.md, pums table)."""
     text = results_md.read_text()
     start = text.index("## Accuracy on pums")
-    table = text[start:text.index("Absolute error", start)]
+    table = text[start : text.index("Absolute error", start)]
     out: dict[str, dict[str, float]] = {}
     for line in table.splitlines():
         m = re.match(r"\| (Q\d\d) [^|]*\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|", line)
         if not m:
             continue
-        cells = {name: cell.strip().strip("*") for name, cell in
-                 zip(PEERS, m.groups()[2:], strict=True)}
+        cells = {
+            name: cell.strip().strip("*") for name, cell in zip(PEERS, m.groups()[2:], strict=True)
+        }
         out[m.group(1)] = {n: float(c) for n, c in cells.items() if c not in ("–", "")}
     return out
 
@@ -166,9 +202,12 @@ def recorded_shares(results_md: Path) -> dict[str, tuple[str, float]]:
         m = re.match(r"\| (Q\d\d) [^|]*\|([^|]*)\|([^|]*)\|([^|]*)\|([^|]*)\|\s*$", line)
         if not m or "%" not in line:
             continue
-        shares = [(float(c.strip().split("%")[0]), n) for c, n in
-                  zip(m.groups()[2:], ["SmartNoise SQL", "Qrlew", "Tumult Analytics"],
-                      strict=True)]
+        shares = [
+            (float(c.strip().split("%")[0]), n)
+            for c, n in zip(
+                m.groups()[2:], ["SmartNoise SQL", "Qrlew", "Tumult Analytics"], strict=True
+            )
+        ]
         v, name = max(shares)
         out[m.group(1)] = (name, v / 100)
     return out
@@ -181,9 +220,12 @@ def column_errors(rec: dict[str, Any] | None, ans: report.Answer) -> list[list[f
     cols, keys, truth = ans
     out: list[list[float]] = []
     for j in range(len(cols) - keys):
-        one = {"supported": True, "runs": [{"rows": [[*r[:keys], r[keys + j]]
-                                                     for r in run["rows"]]}
-                                           for run in rec["runs"]]}
+        one = {
+            "supported": True,
+            "runs": [
+                {"rows": [[*r[:keys], r[keys + j]] for r in run["rows"]]} for run in rec["runs"]
+            ],
+        }
         sub = ([*cols[:keys], cols[keys + j]], keys, [[*t[:keys], t[keys + j]] for t in truth])
         a = report.accuracy(one, sub)
         out.append(a.rel_errors if a is not None else [])
@@ -218,27 +260,45 @@ def rerun(data_dir: Path, after: Path, peer: Path, model: Path | None = None) ->
     for qid, rec in theirs.items():
         if qid not in answers or qid not in mine:
             continue
-        name = {"tumult": "Tumult Analytics", "smartnoise": "SmartNoise SQL",
-                "qrlew": "Qrlew"}.get(rec["system"], rec["system"])
+        name = {"tumult": "Tumult Analytics", "smartnoise": "SmartNoise SQL", "qrlew": "Qrlew"}.get(
+            rec["system"], rec["system"]
+        )
         ours, peers = column_errors(mine[qid], answers[qid]), column_errors(rec, answers[qid])
         others = {n: v for n, v in recorded.get(qid, {}).items() if n != name}
         cols = []
         sim = column_errors(drawn.get(qid), answers[qid]) or [None] * len(ours)
         for a, b, c in zip(ours, peers, sim, strict=True):
             ma, mb = statistics.median(a), statistics.median(b)
-            best_name, best = min([(name, mb), *((n, v) for n, v in others.items())],
-                                  key=lambda x: (x[1], x[0] != name))
+            best_name, best = min(
+                [(name, mb), *((n, v) for n, v in others.items())],
+                key=lambda x: (x[1], x[0] != name),
+            )
             ci = report.ratio_ci(a, b) if best_name == name else None
-            cols.append({"dpproxy": ma, "peer": mb, "best": [best_name, best],
-                         "ratio": report.safe_ratio(ma, best), "ci": ci})
+            cols.append(
+                {
+                    "dpproxy": ma,
+                    "peer": mb,
+                    "best": [best_name, best],
+                    "ratio": report.safe_ratio(ma, best),
+                    "ci": ci,
+                }
+            )
             if c:
                 mc = statistics.median(c)
-                cols[-1].update(model=mc, model_draws=len(drawn[qid]["runs"]),
-                                model_ratio=report.safe_ratio(ma, mc),
-                                model_ci=report.ratio_ci(a, c))
-        out[qid] = {"peer_name": name, "columns": answers[qid][0][answers[qid][1]:],
-                    "dpproxy_runs": len(mine[qid]["runs"]), "peer_runs": len(rec["runs"]),
-                    "recorded": others, "per_column": cols}
+                cols[-1].update(
+                    model=mc,
+                    model_draws=len(drawn[qid]["runs"]),
+                    model_ratio=report.safe_ratio(ma, mc),
+                    model_ci=report.ratio_ci(a, c),
+                )
+        out[qid] = {
+            "peer_name": name,
+            "columns": answers[qid][0][answers[qid][1] :],
+            "dpproxy_runs": len(mine[qid]["runs"]),
+            "peer_runs": len(rec["runs"]),
+            "recorded": others,
+            "per_column": cols,
+        }
     return out
 
 
@@ -268,14 +328,21 @@ def render_rerun(data: dict[str, Any]) -> list[str]:
         "*ratio* is dpproxy's error over the best peer's, with a bootstrap 95% interval (cells "
         "of each side resampled) where the best peer is the rerun one; the ratio is "
         "significantly above 1 only where the whole interval is."
-        + (f" *model*: {name}'s mechanisms restated without Spark (`tumult_model.py`, its "
-           "noise laws and its own quantile sampler), many draws: where its ratio's interval "
-           "holds 1, the two mechanisms are tied and a ratio above 1 in the rerun is sampling."
-           if modelled else ""),
+        + (
+            f" *model*: {name}'s mechanisms restated without Spark (`tumult_model.py`, its "
+            "noise laws and its own quantile sampler), many draws: where its ratio's interval "
+            "holds 1, the two mechanisms are tied and a ratio above 1 in the rerun is sampling."
+            if modelled
+            else ""
+        ),
         "",
-        f"| query | column | dpproxy | {name} | " + " | ".join(f"{n} (recorded)" for n in others)
-        + f" | ratio | runs (dpproxy / {name}) |" + model_head,
-        "| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in others) + " | ---: | ---: |"
+        f"| query | column | dpproxy | {name} | "
+        + " | ".join(f"{n} (recorded)" for n in others)
+        + f" | ratio | runs (dpproxy / {name}) |"
+        + model_head,
+        "| --- | --- | ---: | ---: | "
+        + " | ".join("---:" for _ in others)
+        + " | ---: | ---: |"
         + (" ---: | ---: |" if modelled else ""),
     ]
     titles = queries()
@@ -286,15 +353,22 @@ def render_rerun(data: dict[str, Any]) -> list[str]:
                 f"| {qid} {titles[qid][0]} | `{col}` | {_fmt(c['dpproxy'])} | {_fmt(c['peer'])} "
                 f"| {rec} | {_ratio(c['ratio'], c['ci'])} | {q['dpproxy_runs']} / "
                 f"{q['peer_runs']} |"
-                + (("" if not modelled else " – | – |") if "model" not in c else
-                   f" {_fmt(c['model'])} ({c['model_draws']:,} draws) | "
-                   f"{_ratio(c['model_ratio'], c['model_ci'])} |")
+                + (
+                    ("" if not modelled else " – | – |")
+                    if "model" not in c
+                    else f" {_fmt(c['model'])} ({c['model_draws']:,} draws) | "
+                    f"{_ratio(c['model_ratio'], c['model_ci'])} |"
+                )
             )
     return [*lines, ""]
 
 
 def render(
-    data_dir: Path, before: Path, after: Path, runs_note: str, peer: Path | None = None,
+    data_dir: Path,
+    before: Path,
+    after: Path,
+    runs_note: str,
+    peer: Path | None = None,
     model: Path | None = None,
 ) -> str:
     answers = exact(data_dir)
@@ -305,9 +379,10 @@ def render(
     who = (
         f"dpproxy and {next(iter(rerun_data.values()))['peer_name']} were rerun (below); the "
         "other peers' environments were not installed on this machine, so the table after "
-        "that compares with" if rerun_data else
-        "Only dpproxy was rerun: the peers' environments were not installed on this machine, so "
-        "their figures are"
+        "that compares with"
+        if rerun_data
+        else "Only dpproxy was rerun: the peers' environments were not installed on this machine, "
+        "so their figures are"
     )
     lines = [
         "# dpproxy's accuracy before and after the issue-21 changes (pums, ε = 1)",
@@ -339,12 +414,14 @@ def render(
             av = after_cols[j] if j < len(after_cols) else None
             pv = peer[1] if peer is not None and len(cols) - keys == 1 else None
             ratio = (
-                "–" if pv is None or av is None
+                "–"
+                if pv is None or av is None
                 else ("1.00×" if pv == av == 0 else ("∞" if pv == 0 else f"{av / pv:.2f}×"))
             )
             peer_cell = f"{_fmt(pv)} ({peer[0]})" if pv is not None and peer else "–"
             share_cell = (
-                f"{share_peer[1]:.1%} ({share_peer[0]})" if share_peer is not None and j == 0
+                f"{share_peer[1]:.1%} ({share_peer[0]})"
+                if share_peer is not None and j == 0
                 else "–"
             )
             lines.append(
@@ -357,7 +434,10 @@ def render(
 
 
 def summary(
-    data_dir: Path, before: Path, after: Path, peer: Path | None = None,
+    data_dir: Path,
+    before: Path,
+    after: Path,
+    peer: Path | None = None,
     model: Path | None = None,
 ) -> dict[str, Any]:
     """The figures the README states, per query: errors per column and shares, both sides;
@@ -369,10 +449,14 @@ def summary(
     for qid in queries():
         (bc, sb), (ac, sa) = metrics(b.get(qid), answers[qid]), metrics(a.get(qid), answers[qid])
         out[qid] = {
-            "columns": answers[qid][0][answers[qid][1]:],
-            "before": bc, "after": ac, "share_before": sb, "share_after": sa,
+            "columns": answers[qid][0][answers[qid][1] :],
+            "before": bc,
+            "after": ac,
+            "share_before": sb,
+            "share_after": sa,
             "runs": len(a[qid]["runs"]) if qid in a else 0,
-            "peer": peers.get(qid), "peer_share": shares.get(qid),
+            "peer": peers.get(qid),
+            "peer_share": shares.get(qid),
         }
     if peer is not None:
         for qid, r in rerun(data_dir, after, peer, model).items():
@@ -388,8 +472,9 @@ def readme(data: dict[str, Any]) -> str:
         if peer is None or len(q["after"]) != 1 or q["after"][0] is None:
             continue
         mine, theirs = q["after"][0], peer[1]
-        ratios.append((1.0 if mine == theirs else (math.inf if theirs == 0 else mine / theirs),
-                       qid, peer[0]))
+        ratios.append(
+            (1.0 if mine == theirs else (math.inf if theirs == 0 else mine / theirs), qid, peer[0])
+        )
     above = sorted((r for r in ratios if r[0] > 1), reverse=True)
     q09, x01 = data["Q09"], data["X01"]
     worse = ", ".join(f"{q} {r:.2f}×" for r, q, _ in above)
@@ -433,10 +518,12 @@ def _readme_rerun(runs: int, reruns: dict[str, Any]) -> tuple[str, str]:
     """The heading and the target row when a peer was rerun in the same session."""
     name = next(iter(reruns.values()))["peer_name"]
     peer_runs = sorted({r["peer_runs"] for r in reruns.values()})
-    span = (f"{peer_runs[0]}" if len(peer_runs) == 1 else f"{peer_runs[0]}–{peer_runs[-1]}")
+    span = f"{peer_runs[0]}" if len(peer_runs) == 1 else f"{peer_runs[0]}–{peer_runs[-1]}"
     cells = [(c, q) for q, r in sorted(reruns.items()) for c in r["per_column"]]
-    above = sorted(((c["ratio"], q, c["ci"]) for c, q in cells
-                    if c["ratio"] is not None and c["ratio"] > 1), reverse=True)
+    above = sorted(
+        ((c["ratio"], q, c["ci"]) for c, q in cells if c["ratio"] is not None and c["ratio"] > 1),
+        reverse=True,
+    )
     significant = [q for r, q, ci in above if ci is not None and ci[0] > 1]
     worse = ", ".join(f"{q} {_ratio(r, ci)}" for r, q, ci in above)
     head = (
@@ -460,12 +547,17 @@ def _vs_model(cells: list[tuple[dict[str, Any], str]]) -> str:
     if not modelled:
         return ""
     draws = min(c["model_draws"] for c, _ in modelled)
-    above = [f"{q} {_ratio(c['model_ratio'], c['model_ci'])}" for c, q in modelled
-             if c["model_ratio"] > 1]
+    above = [
+        f"{q} {_ratio(c['model_ratio'], c['model_ci'])}"
+        for c, q in modelled
+        if c["model_ratio"] > 1
+    ]
     worse = [q for c, q in modelled if c["model_ci"][0] > 1]
-    return (f". Against Tumult's mechanisms restated without Spark (`tumult_model.py`, ≥ "
-            f"{draws:,} draws): above 1 on {', '.join(above) or 'none'}; significantly above: "
-            f"{', '.join(worse) or 'none'}")
+    return (
+        f". Against Tumult's mechanisms restated without Spark (`tumult_model.py`, ≥ "
+        f"{draws:,} draws): above 1 on {', '.join(above) or 'none'}; significantly above: "
+        f"{', '.join(worse) or 'none'}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -473,6 +565,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", type=Path, default=HERE / "work" / "data")
     p.add_argument("--runs", type=int, default=200)
     p.add_argument("--out", type=Path, help="measure: the JSON-lines file to write")
+    p.add_argument(
+        "--queries",
+        type=lambda s: [q.strip() for q in s.split(",") if q.strip()],
+        help="measure only these query ids, comma-separated (default: all)",
+    )
     p.add_argument("--report", action="store_true", help="write DPPROXY_ACCURACY.md")
     p.add_argument("--before", type=Path)
     p.add_argument("--after", type=Path)
@@ -502,7 +599,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.out is None:
         p.error("give --out (measure) or --report")
-    measure(args.data_dir, args.runs, args.out)
+    measure(args.data_dir, args.runs, args.out, args.queries)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ scales).
 Output: the adapters' JSON lines (``INTERFACE.md``) with ``"system": "tumult_model"``.
 
 Usage: ``work/venvs/tumult/bin/python tumult_model.py --draws 20000 --out model.jsonl``
+(``--queries Q12`` draws only those; ``--seed`` seeds numpy's and Tumult's generators).
 """
 
 from __future__ import annotations
@@ -77,8 +78,7 @@ def stdev(rng: np.random.Generator, x: np.ndarray, name: str, eps: float, n: int
     sq_lo, sq_hi = (0 if lo <= 0 <= hi else min(lo * lo, hi * hi)), max(lo * lo, hi * hi)
     mid2 = (sq_lo + sq_hi) // 2
     sod = (x - mid).sum() + geometric(rng, max(abs(lo - mid), abs(hi - mid)) / (eps / 3), n)
-    sos = (x * x - mid2).sum() + geometric(rng, max(abs(sq_lo - mid2), sq_hi - mid2) / (eps / 3),
-                                           n)
+    sos = (x * x - mid2).sum() + geometric(rng, max(abs(sq_lo - mid2), sq_hi - mid2) / (eps / 3), n)
     c = len(x) + geometric(rng, 1 / (eps / 3), n)
     with np.errstate(divide="ignore", invalid="ignore"):
         var = sos / (c - 1) + mid2 * (c / (c - 1)) - (sod / c + mid) ** 2 * (c / (c - 1))
@@ -86,9 +86,11 @@ def stdev(rng: np.random.Generator, x: np.ndarray, name: str, eps: float, n: int
     return np.sqrt(var)
 
 
-def quantile(x: np.ndarray, name: str, q: float, eps: float, n: int) -> list[float]:
+def quantile(x: np.ndarray, name: str, q: float, eps: float, n: int, seed: int) -> list[float]:
     from tmlt.core.measurements.pandas_measurements.series import _select_quantile_interval
     from tmlt.core.random.uniform import uniform
+
+    seed_tumult(seed)
 
     lo, hi = bounds(name)
     values = sorted(float(v) for v in x)
@@ -99,14 +101,28 @@ def quantile(x: np.ndarray, name: str, q: float, eps: float, n: int) -> list[flo
     return out
 
 
-def main() -> None:
+def seed_tumult(seed: int) -> None:
+    """Seed Tumult Core's own generator (RDRAND or os.urandom, read through ``prng()`` at each
+    call), which its quantile sampler draws from, so that a model run is reproducible. A model
+    of the law only: the released distribution is the same for any source of uniform bits."""
+    from tmlt.core.random import rng as tumult_rng
+
+    tumult_rng._core_privacy_prng = np.random.Generator(np.random.PCG64([seed, 1]))
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=HERE / "work" / "data")
     p.add_argument("--draws", type=int, default=20000)
     p.add_argument("--quantile-draws", type=int, default=1000)
     p.add_argument("--seed", type=int, default=21)
     p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args()
+    p.add_argument(
+        "--queries",
+        type=lambda s: [q.strip() for q in s.split(",") if q.strip()],
+        help="draw only these query ids, comma-separated (default: all)",
+    )
+    args = p.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     eps, n = workload.EPSILON, args.draws
     with (args.data_dir / "pums.csv").open() as f:
@@ -114,33 +130,68 @@ def main() -> None:
     age, income = clamped(rows, "age"), clamped(rows, "income")
     sexes = sorted(COL["sex"].domain)
     races = sorted(COL["race"].domain)
-    runs: dict[str, list[list[list[object]]]] = {}
-    runs["Q02"] = [[[v]] for v in (age > 40).sum() + geometric(rng, 1 / eps, n)]
-    noisy = {r: sum(1 for x in rows if x["race"] == r) + geometric(rng, 1 / eps, n)
-             for r in races}
-    q14 = []
-    for i in range(n):
-        kept = [(r, noisy[r][i]) for r in races if noisy[r][i] > 50]
-        kept.sort(key=lambda kv: -kv[1])  # stable, as the adapter's sort
-        q14.append(sorted([[r, v] for r, v in kept[:3]]))
-    runs["Q14"] = q14
     by_sex = {s: np.array([x["sex"] == s for x in rows]) for s in sexes}
-    sums = {s: income[m].sum() + geometric(rng, max(bounds("income")) / eps, n)
-            for s, m in by_sex.items()}
-    runs["Q16"] = [[[s, sums[s][i]] for s in sexes] for i in range(n)]
-    runs["Q05"] = [[[v]] for v in average(rng, income, "income", eps, n)]
-    runs["Q15"] = [[[v]] for v in average(rng, income[age > 30], "income", eps, n)]
-    avgs = {s: average(rng, age[m], "age", eps, n) for s, m in by_sex.items()}
-    runs["Q10"] = [[[s, avgs[s][i]] for s in sexes] for i in range(n)]
-    runs["Q07"] = [[[None if math.isnan(v) else v]] for v in stdev(rng, income, "income", eps, n)]
-    runs["Q12"] = [[[v]] for v in quantile(income, "income", 0.9, eps, args.quantile_draws)]
+
+    def q14() -> list[list[list[object]]]:
+        noisy = {
+            r: sum(1 for x in rows if x["race"] == r) + geometric(rng, 1 / eps, n) for r in races
+        }
+        out = []
+        for i in range(n):
+            kept = [(r, noisy[r][i]) for r in races if noisy[r][i] > 50]
+            kept.sort(key=lambda kv: -kv[1])  # stable, as the adapter's sort
+            out.append(sorted([[r, v] for r, v in kept[:3]]))
+        return out
+
+    def q16() -> list[list[list[object]]]:
+        sums = {
+            s: income[m].sum() + geometric(rng, max(bounds("income")) / eps, n)
+            for s, m in by_sex.items()
+        }
+        return [[[s, sums[s][i]] for s in sexes] for i in range(n)]
+
+    def q10() -> list[list[list[object]]]:
+        avgs = {s: average(rng, age[m], "age", eps, n) for s, m in by_sex.items()}
+        return [[[s, avgs[s][i]] for s in sexes] for i in range(n)]
+
+    # In this order (the draws of numpy's generator follow it); --queries keeps a subset.
+    builders = {
+        "Q02": lambda: [[[v]] for v in (age > 40).sum() + geometric(rng, 1 / eps, n)],
+        "Q14": q14,
+        "Q16": q16,
+        "Q05": lambda: [[[v]] for v in average(rng, income, "income", eps, n)],
+        "Q15": lambda: [[[v]] for v in average(rng, income[age > 30], "income", eps, n)],
+        "Q10": q10,
+        "Q07": lambda: [
+            [[None if math.isnan(v) else v]] for v in stdev(rng, income, "income", eps, n)
+        ],
+        "Q12": lambda: [
+            [[v]] for v in quantile(income, "income", 0.9, eps, args.quantile_draws, args.seed)
+        ],
+    }
+    unknown = sorted(set(args.queries or ()) - set(builders))
+    if unknown:
+        p.error(f"unknown query ids: {', '.join(unknown)}")
+    runs = {
+        q: build() for q, build in builders.items() if args.queries is None or q in args.queries
+    }
     with args.out.open("w") as out:
         for qid, rs in sorted(runs.items()):
-            rec = {"system": "tumult_model", "version": "0.21.0", "dataset": "pums",
-                   "query": qid, "mode": "accuracy", "epsilon": eps, "supported": True,
-                   "error": None, "runs": [{"rows": [[*r[:-1], float(r[-1]) if r[-1] is not
-                                                      None else None] for r in rr]}
-                                           for rr in rs]}
+            rec = {
+                "system": "tumult_model",
+                "version": "0.21.0",
+                "dataset": "pums",
+                "query": qid,
+                "mode": "accuracy",
+                "epsilon": eps,
+                "supported": True,
+                "error": None,
+                "seed": args.seed,
+                "runs": [
+                    {"rows": [[*r[:-1], float(r[-1]) if r[-1] is not None else None] for r in rr]}
+                    for rr in rs
+                ],
+            }
             out.write(json.dumps(rec) + "\n")
             print(f"{qid}: {len(rs)} draws", file=sys.stderr)
 

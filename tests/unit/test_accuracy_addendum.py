@@ -1,0 +1,168 @@
+"""``benchmarks/compare/accuracy_addendum.py``: the committed ACCURACY_ADDENDUM.md is what its
+JSON renders to and is linked from DPPROXY_ACCURACY.md; docs/performance.md's paragraph on it is
+the one ``--docs`` prints from the JSON (so each figure there is the measured one); Q14's law
+(an ε-DP integer noise on a count is exact with probability at most tanh(ε/2), which the
+two-sided geometric attains) in exact arithmetic; and the ``--queries`` filters of
+``dpproxy_accuracy.py`` and ``tumult_model.py``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+COMPARE = REPO / "benchmarks" / "compare"
+sys.path.insert(0, str(COMPARE))
+
+import accuracy_addendum as add  # noqa: E402
+import dpproxy_accuracy as acc  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict[str, Any]:
+    return json.loads(add.JSON_OUT.read_text())
+
+
+def test_the_markdown_is_the_json_rendered_and_linked(committed: dict[str, Any]) -> None:
+    data = committed
+    assert add.MD_OUT.read_text() == add.render(data)
+    link = f"{add.LINK} ({', '.join(sorted(data['queries']))})."
+    assert link in acc.OUT.read_text().splitlines()
+
+
+def test_the_standing_is_recomputed_from_both_jsons(committed: dict[str, Any]) -> None:
+    data = committed
+    recorded = json.loads(acc.SUMMARY.read_text())
+    assert data["now"] == json.loads(json.dumps(add.standing(recorded, data["queries"])))
+    # what the docs claim: Q12 remeasured at 400 runs, no longer above the best peer
+    q12 = data["queries"]["Q12"]
+    assert q12["dpproxy_runs"] >= 400 and q12["commit"] and "dirty" not in q12["commit"]
+    assert q12["per_column"][0]["ratio"] < 1
+    assert q12["per_column"][0]["model_draws"] >= 10_000
+    assert "Q12" not in {a["query"] for a in data["now"]["above"]}
+    assert data["q14_law"] == add.exact_chance(3, recorded["Q14"]["rerun"]["peer_runs"])
+
+
+def test_the_docs_state_the_committed_figures(committed: dict[str, Any]) -> None:
+    data = committed
+    text = subprocess.run(
+        [sys.executable, str(COMPARE / "accuracy_addendum.py"), "--docs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert text == add.docs(data)
+    docs = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert text in docs, "regenerate: python benchmarks/compare/accuracy_addendum.py --docs"
+    for figure in ("0.462", f"{data['q14_law']['chance_median_zero']:.2f}", "tanh(ε/2)"):
+        assert figure in text
+
+
+@pytest.mark.parametrize("r", [Fraction(1, 3), Fraction(1, 2), Fraction(3, 8), Fraction(9, 10)])
+def test_geometric_noise_attains_the_exactness_bound(r: Fraction) -> None:
+    """With r = e^(−ε): any pmf f on the integers with f(k) ≥ f(0)·r^|k| (ε-DP between the
+    counts c and c + k, by group privacy) sums to ≥ f(0)·Σ r^|k| = f(0)·(1 + r)/(1 − r), so
+    f(0) ≤ (1 − r)/(1 + r) = tanh(ε/2); the two-sided geometric f(k) = f(0)·r^|k| is that."""
+    bound = (1 - r) / (1 + r)
+    partial = [sum((r ** abs(k) for k in range(-n, n + 1)), Fraction(0)) for n in range(60)]
+    # the truncated sums give bounds 1 / Σ_{|k|≤n} that decrease to (1 − r)/(1 + r), exactly
+    assert all(1 / a > 1 / b > bound for a, b in itertools.pairwise(partial))
+    assert (1 + r) / (1 - r) - partial[-1] == 2 * r**60 / (1 - r)  # the tail, exactly
+    # the geometric pmf at 0, and its ε-DP ratio between neighbouring shifts
+    f = [bound * r ** abs(k) for k in range(-5, 6)]
+    assert f[5] == bound and all(a / b in (r, 1 / r) for a, b in itertools.pairwise(f))
+    eps = -math.log(r)
+    assert math.isclose(float(bound), math.tanh(eps / 2), rel_tol=1e-12)
+    assert math.isclose(add.geometric_exact_share(eps), math.tanh(eps / 2), rel_tol=1e-15)
+    # below 1/2 (so P(|error| ≥ 1) > 1/2, the median absolute error ≥ 1) iff ε < ln 3
+    assert (bound < Fraction(1, 2)) == (r > Fraction(1, 3))
+    assert add.geometric_exact_share(1.0) < 0.5 and math.log(3) > 1.0
+
+
+def test_the_chance_of_a_zero_median() -> None:
+    p = add.geometric_exact_share(1.0)
+    assert round(p, 3) == 0.462
+    assert math.isclose(add.binomial_tail(219, p, 0), 1.0, rel_tol=1e-12)
+    # exactly, at a rational p near tanh(1/2): the float sum agrees
+    q = Fraction(p)
+    exact = sum(math.comb(219, i) * q**i * (1 - q) ** (219 - i) for i in range(110, 220))
+    assert math.isclose(add.binomial_tail(219, p, 110), float(exact), rel_tol=1e-9)
+    assert 0.12 < float(exact) < 0.14
+
+
+def test_queries_filter() -> None:
+    assert list(acc.queries(["Q12", "Q11"])) == ["Q11", "Q12"]
+    assert list(acc.queries()) == list(acc.queries(None))
+    with pytest.raises(ValueError, match="Q99"):
+        acc.queries(["Q12", "Q99"])
+
+
+@pytest.fixture(scope="module")
+def pums(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("data")
+    subprocess.run(
+        [sys.executable, str(COMPARE / "data.py"), "--datasets", "pums", "--data-dir", str(data)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return data
+
+
+def test_measure_only_the_given_queries(pums: Path, tmp_path: Path) -> None:
+    out = tmp_path / "after.jsonl"
+    subprocess.run(
+        [
+            sys.executable,
+            str(COMPARE / "dpproxy_accuracy.py"),
+            *("--runs", "2", "--data-dir", str(pums), "--out", str(out)),
+            *("--queries", "Q12,Q11"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["query"] for r in records] == ["Q11", "Q12"]
+    assert all(r["supported"] and len(r["runs"]) == 2 and "commit" in r for r in records)
+    # and the addendum builds from such a subset (its own files, not the committed ones)
+    add.main(
+        [
+            *("--data-dir", str(pums), "--after", str(out)),
+            *("--json", str(tmp_path / "a.json"), "--md", str(tmp_path / "a.md")),
+            *("--report-md", str(_copy(acc.OUT, tmp_path / "r.md"))),
+        ]
+    )
+    built = json.loads((tmp_path / "a.json").read_text())
+    assert sorted(built["queries"]) == ["Q11", "Q12"]
+    assert (tmp_path / "a.md").read_text() == add.render(built)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    dst.write_text(src.read_text())
+    return dst
+
+
+def test_tumult_model_draws_only_the_given_queries(pums: Path, tmp_path: Path) -> None:
+    """Without Tumult's venv: the numpy-only queries (Q12 needs tmlt.core)."""
+    pytest.importorskip("numpy")
+    import tumult_model
+
+    out = tmp_path / "model.jsonl"
+    tumult_model.main(
+        ["--data-dir", str(pums), "--draws", "50", "--queries", "Q10,Q02", "--out", str(out)]
+    )
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["query"] for r in records] == ["Q02", "Q10"]
+    assert all(len(r["runs"]) == 50 and r["seed"] == 21 for r in records)
+    with pytest.raises(SystemExit):
+        tumult_model.main(["--data-dir", str(pums), "--queries", "Q99", "--out", str(out)])
