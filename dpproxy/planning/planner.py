@@ -806,7 +806,9 @@ class _PrimitiveBuilder:
         for q in self.primitives:
             if q.key == p.key:
                 return q.name
-        p = replace(p, name=f"__p{len(self.primitives)}")
+        # ``p`` is the caller's new unnamed primitive, seen by nobody else yet: named in place
+        # (dataclasses.replace would build a second one, checking every field again)
+        object.__setattr__(p, "name", f"__p{len(self.primitives)}")
         self.primitives.append(p)
         return p.name
 

@@ -58,10 +58,8 @@ class RewriteContext:
 
     def __post_init__(self) -> None:
         q = self.plan.query
-        # A per-unit relation's inner columns too (sql/perunit.py: no name with two types).
-        columns = (q.per_unit.inner.columns if q.per_unit is not None else ()) + q.table.columns
-        types = {c.name: COLUMN_TYPES[c.type] for c in columns}
-        object.__setattr__(self, "column_types", types)
+        inner = q.per_unit.inner if q.per_unit is not None else None
+        object.__setattr__(self, "column_types", _column_types(q.table, inner))
 
     @property
     def unit_kind(self) -> SqlType | None:
@@ -70,6 +68,24 @@ class RewriteContext:
         if column is None or column.type in (ColumnType.INTEGER, ColumnType.DATE):
             return None
         return COLUMN_TYPES[column.type]
+
+
+# (table, per-unit inner table) → their columns' SQL types: a pure function of the two schema
+# objects (kept with the value, so that their ids stay theirs), shared read-only by every
+# RewriteContext of those tables instead of a dict built per query.
+_COLUMN_TYPES: dict[tuple[int, int], tuple[Table, Table | None, dict[str, SqlType]]] = {}
+
+
+def _column_types(table: Table, inner: Table | None) -> dict[str, SqlType]:
+    key = (id(table), id(inner))
+    hit = _COLUMN_TYPES.get(key)
+    if hit is None or hit[0] is not table or hit[1] is not inner:
+        # A per-unit relation's inner columns too (sql/perunit.py: no name with two types).
+        columns = (inner.columns if inner is not None else ()) + table.columns
+        if len(_COLUMN_TYPES) >= 256:  # schemas come and go in tests and reloads
+            _COLUMN_TYPES.clear()
+        hit = _COLUMN_TYPES[key] = (table, inner, {c.name: COLUMN_TYPES[c.type] for c in columns})
+    return hit[2]
 
 
 def key_alias(i: int) -> str:
@@ -149,7 +165,9 @@ def _row_measure(
     from dpproxy.rewrite.floats import finite_arithmetic  # not needed by COUNT(*) alone
 
     out = finite_arithmetic(guarded, table, cases)
-    if type_of(measure, column_types) is SqlType.NUMERIC and not is_double(out, table):
+    # is_double first: a DOUBLE needs no cast whatever the measure's type (the measure was
+    # typed when validated; this only decides the cast, so it is read when it matters)
+    if not is_double(out, table) and type_of(measure, column_types) is SqlType.NUMERIC:
         out = exp.Cast(this=out, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
     return out
 

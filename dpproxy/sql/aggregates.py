@@ -233,8 +233,8 @@ class PostBuilder:
             if second_arg is not None:
                 second = self._numeric_argument(kind, second_arg)
         if condition is not None:
-            cond = self.scope.resolve(condition)
-            expect_bool(cond, self.scope, "FILTER")
+            cond, cond_type = self.scope.resolve_typed(condition)
+            expect_bool(cond, self.scope, "FILTER", cond_type)
             if kind is AggKind.COUNT_UNITS:
                 raise UnsupportedQuery("COUNT(DISTINCT ...) FILTER is not supported")
             value = measure if measure is not None else exp.Literal.number(1)
@@ -252,8 +252,7 @@ class PostBuilder:
 
     def _numeric_argument(self, kind: AggKind, arg: exp.Expression) -> exp.Expression:
         no_aggregates(arg, "an aggregate argument")
-        measure = self.scope.resolve(arg)
-        t = type_of(measure, self.scope.column_types)
+        measure, t = self.scope.resolve_typed(arg)
         # An untyped NULL (``SUM(NULL)``, ``SUM(CASE WHEN c THEN NULL END)``) is refused as
         # PostgreSQL refuses it (its CASE of NULLs is text); it failed there after charging.
         if kind not in (AggKind.COUNT, AggKind.COUNT_DISTINCT) and t is not SqlType.NUMERIC:

@@ -137,6 +137,11 @@ class Scope:
 
     def resolve(self, node: exp.Expression) -> exp.Expression:
         """Substitute visible names by base expressions; refuse unknown names and constructs."""
+        return self.resolve_typed(node)[0]
+
+    def resolve_typed(self, node: exp.Expression) -> tuple[exp.Expression, SqlType]:
+        """:meth:`resolve`, and the type of what it returns (``type_of`` of it: computed by
+        the resolution anyway, so a caller that needs it does not walk the tree again)."""
 
         def sub(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column):
@@ -172,11 +177,12 @@ class Scope:
             return n
 
         out = exp.Paren(this=clone(node).transform(sub, copy=False))
-        type_of(out, self.column_types)  # converts string literals in typed contexts, in place
+        # converts string literals in typed contexts, in place; a Paren has its operand's type
+        kind = type_of(out, self.column_types)
         check_allowed(out)  # the second line: nothing without a totality argument
         result: exp.Expression = out.this
         result.parent = None
-        return result
+        return result, kind
 
 
 _TABLE_SCOPES: dict[int, tuple[Table, dict[str, exp.Expression], dict[str, SqlType]]] = {}
@@ -214,8 +220,12 @@ def parenthesised(e: exp.Expression) -> exp.Expression:
     return exp.Paren(this=e)
 
 
-def expect_bool(cond: exp.Expression, scope: Scope, where: str) -> None:
-    t = type_of(cond, scope.column_types)
+def expect_bool(
+    cond: exp.Expression, scope: Scope, where: str, kind: SqlType | None = None
+) -> None:
+    """Refuse a condition that is not a boolean (42804). ``kind``: its type, when the caller
+    has it from :meth:`Scope.resolve_typed` (the same ``type_of``, not computed twice)."""
+    t = type_of(cond, scope.column_types) if kind is None else kind
     if t not in (SqlType.BOOLEAN, SqlType.NULL):
         raise DatatypeMismatch(f"argument of {where} must be type boolean, not {t.value}")
 

@@ -42,7 +42,7 @@ from dpproxy.sql.scope import (
     table_scope,
 )
 from dpproxy.sql.semijoins import SemiJoins, split_where
-from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
+from dpproxy.sql.types import COLUMN_TYPES, SqlType
 
 if TYPE_CHECKING:  # imported by the queries with such FROM items or window functions only
     from dpproxy.sql.perunit import PerUnit
@@ -156,8 +156,8 @@ def _where(select: exp.Select, scope: Scope, semis: SemiJoins) -> None:
     plain, subqueries = split_where(where.this)
     if plain is not None:
         no_aggregates(plain, "WHERE")
-        cond = scope.resolve(plain)
-        expect_bool(cond, scope, "WHERE")
+        cond, kind = scope.resolve_typed(plain)
+        expect_bool(cond, scope, "WHERE", kind)
         scope.filters.append(cond)
     for node in subqueries:
         scope.filters.append(semis.filter(node, scope))
@@ -247,8 +247,8 @@ def _join_scope(select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expres
     scope = Scope(table, names, qualifiers, [], types, source, ambiguous, True)
     for cond in builder.filters:  # ON conditions other than the join equalities
         no_aggregates(cond, "JOIN conditions")
-        resolved = scope.resolve(cond)
-        expect_bool(resolved, scope, "JOIN/ON")
+        resolved, kind = scope.resolve_typed(cond)
+        expect_bool(resolved, scope, "JOIN/ON", kind)
         scope.filters.append(resolved)
     return scope
 
@@ -461,7 +461,7 @@ def _group_keys(
         ):
             node = aliases[item.name.lower()]
         no_aggregates(node, "GROUP BY")
-        resolved = scope.resolve(node)
+        resolved, kind = scope.resolve_typed(node)
         if any(k.expr == resolved for k in keys):
             continue
         if (
@@ -475,7 +475,7 @@ def _group_keys(
             domain = listed_domain(resolved, scope.filters)
         if domain is not None:  # without the values the WHERE clause itself excludes
             domain = narrow_domain(resolved, domain, scope.filters)
-        keys.append(GroupKey(resolved, type_of(resolved, scope.column_types), domain))
+        keys.append(GroupKey(resolved, kind, domain))  # the domain's reading changes no type
     if all(k.domain is not None for k in keys):
         size = 1
         for k in keys:
