@@ -35,6 +35,8 @@ sep)`` (UNNEST)        ``sep``                      punctuation escaped (:func:`
 ``(array)[lo:hi]``     1-based, both ends included  ``SLICE(array, lo, hi − lo + 1)``
 ``LOG(x)``             base 10                      natural log (sqlglot prints it as is)
                                                     → ``LOG10(x)``
+a number of > 38       a BIGNUM, compared as a      a DECIMAL beyond its 38 digits: fails →
+digits (10²⁵⁰)         DOUBLE                       a DOUBLE literal (:func:`_wide_number`)
 =====================  ===========================  ==========================================
 
 sqlglot would print ``PERCENTILE_CONT … WITHIN GROUP`` as ``PERCENTILE_APPROX`` (an
@@ -321,6 +323,24 @@ def _domain_list(node: exp.In) -> exp.Expression:
     return exp.In(this=node.this, expressions=items)
 
 
+def _wide_number(node: exp.Literal) -> exp.Expression:
+    """A number of more than 38 digits (the rewrite's limits such as ``SUM_LIMIT`` = 10²⁵⁰,
+    which clamp DOUBLE measures) as a DOUBLE literal: Spark reads a longer one as a DECIMAL and
+    fails (``DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION``), on every run. The nearest double, as
+    DuckDB's comparison with a DOUBLE uses it; numbers of up to 38 digits are left as written.
+
+    >>> _wide_number(exp.Literal.number("1" + "0" * 250)).sql("spark")
+    '1E250'
+    >>> _wide_number(exp.Literal.number("12.5")).sql("spark")
+    '12.5'
+    """
+    text = str(node.this)
+    if sum(ch.isdigit() for ch in text.split("e")[0].split("E")[0]) <= 38:
+        return node
+    mantissa, _, power = repr(float(text)).partition("e")
+    return exp.Literal.number(f"{mantissa}E{int(power or 0)}")
+
+
 def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
     """Rewrite a finished DuckDB-flavoured tree so that Spark (ANSI) computes the same values
     (the table in the module docstring)."""
@@ -367,6 +387,8 @@ def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
             and isinstance(node.expressions[0], exp.Slice)
         ):
             new = _slice(node)
+        elif isinstance(node, exp.Literal) and not node.is_string:
+            new = _wide_number(node)
         if new is not node and parent is not None and key:
             parent.set(key, new, index)
     return tree

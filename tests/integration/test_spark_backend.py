@@ -240,3 +240,26 @@ def test_split_and_slice_equal_duckdb(backend: Any) -> None:
                 assert (list(got) if got is not None else None) == want, (text, sep, bounds)
     finally:
         con.close()
+
+
+def test_numbers_beyond_38_digits_run_as_doubles(backend: Any) -> None:
+    """The rewrite's limit 10²⁵⁰ (a DOUBLE measure's clamp, ``rewrite/perunit.py``) is a
+    number Spark read as a DECIMAL of 251 digits and refused on every run
+    (``DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION``, found by ``test_totality_spark.py``): the
+    Spark pass writes it as a DOUBLE, and the comparisons give DuckDB's answers."""
+    import duckdb
+    import sqlglot
+
+    from dpproxy.rewrite.spark import to_spark
+
+    wide = "1" + "0" * 250
+    sql = (
+        f"SELECT CASE WHEN CAST(-5 AS DOUBLE) < -{wide} THEN -{wide} "
+        f"WHEN CAST(7 AS DOUBLE) > {wide} THEN {wide} ELSE 3 END AS clamped, "
+        f"CAST(1e300 AS DOUBLE) > {wide} AS above, 12345678901234567890 AS long_int"
+    )
+    (want,) = duckdb.connect().execute(sql).fetchall()
+    tree = to_spark(sqlglot.parse_one(sql, read="duckdb"), {})
+    assert wide not in tree.sql("spark")
+    (got,) = backend.execute(tree.sql("spark")).rows
+    assert [float(v) for v in got[:1]] == [float(want[0])] and got[1:] == want[1:], (got, want)
