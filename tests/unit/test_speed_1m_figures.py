@@ -48,3 +48,16 @@ def test_the_checks_run_is_quoted() -> None:
             assert f"{q} {r['ratio']:.2f}×" in text
     clamped = ", ".join(f"{rows[q]['ratio']:.2f}×" for q in ("Q03", "Q04", "Q05", "Q15"))
     assert f"Q03–Q05 and Q15 are then {clamped}." in text
+
+
+def test_the_run_against_the_earlier_commit_is_quoted() -> None:
+    """The paragraph's before → after ratios of Q03, Q04 and Q15 are those of
+    ``benchmarks/SPEED_1M_AB.json`` (``speed_1m.py --base``: both checkouts in one run)."""
+    data = json.loads((REPO / "benchmarks" / "SPEED_1M_AB.json").read_text(encoding="utf-8"))
+    base, now = data["checkouts"]["base"]["rows"], data["checkouts"]["current"]["rows"]
+    text = _paragraph()
+    assert f"`{data['checkouts']['base']['commit'][:7]}`, `--base`" in text
+    q03, q04, q15 = (
+        f"from {base[q]['ratio']:.2f}× to {now[q]['ratio']:.2f}×" for q in ("Q03", "Q04", "Q15")
+    )
+    assert f"Q03 went {q03}, Q04 {q04}, Q15 {q15}:" in text
