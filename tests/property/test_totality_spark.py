@@ -24,7 +24,7 @@ from tests.property.test_totality import _check_totality
 from tests.spark import small_data
 from tests.totality import Row, catalog, write_duckdb
 
-SPARK_EXAMPLES = 4
+SPARK_EXAMPLES = 20
 
 
 class SparkWorld:
