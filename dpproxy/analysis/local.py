@@ -509,9 +509,7 @@ def quantile_scores(counts: Sequence[int], q: Fraction) -> list[Fraction]:
     return out
 
 
-def score_sensitivity(
-    neighbouring: Neighbouring, rows: int, q: Fraction | None = None
-) -> Fraction:
+def score_sensitivity(neighbouring: Neighbouring, rows: int, q: Fraction | None = None) -> Fraction:
     """How far one unit step moves any score of the quantile q: K·max(q, 1 − q) when a unit is
     added or removed (only insertions, or only deletions: p ≤ K, d = 0 or the reverse in the
     module docstring's bound), else (substitution, or q not given) the row radius K.
