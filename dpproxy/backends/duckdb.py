@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb
     import duckdb  # type: ignore[no-redef]
 
 from dpproxy.backends import CancelToken, checks
-from dpproxy.catalog.model import Catalog, ColumnType
+from dpproxy.catalog.model import Catalog
 from dpproxy.errors import BackendUnavailable, InternalError, QueryCanceled, UndefinedTable
 from dpproxy.release.noise import ExactResult
 
@@ -187,8 +187,9 @@ class DuckDBBackend:
                     if len(r[1]) == 1
                 }
             bounded = {t.name.lower(): checks.candidates(t, types[t.name]) for t in catalog.tables}
-            proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs})
-            stored = self._base_tables(catalog)
+            # {stored table: its CHECK constraints}, asked only when some column could use them
+            stored = self._stored_tables() if any(bounded.values()) else {}
+            proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs}, stored)
         tables = []
         for t in catalog.tables:
             present = described[t.name]
@@ -212,44 +213,31 @@ class DuckDBBackend:
             tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 
-    def _base_tables(self, catalog: Catalog) -> set[str]:
-        """The lower-case names of the schema's private tables stored in this database (not
-        views), when one of them has a bounded integer column (else nothing is asked: ≈ 0.1
-        ms saved). Only those are marked ``bigint`` for ``rewrite/unclamp.py``: its correction
-        is a second scan that DuckDB skips by the row groups' zone maps, and a view, e.g. over
-        a CSV file (``dpproxy query --database data.csv``), has none, so the file would be
-        read twice (1 M rows: ≈ 0.17 → 0.21 s). The caller holds the lock."""
-        if not any(
-            t.private and any(c.type is ColumnType.INTEGER and c.bounded for c in t.columns)
-            for t in catalog.tables
-        ):
-            return set()
+    def _stored_tables(self) -> dict[str, int]:
+        """{lower-case name: its number of CHECK constraints} of the tables stored in the
+        current database and schema (where the schema's unqualified names resolve), views not
+        included; the caller holds the lock. Only stored tables are marked ``bigint`` for
+        ``rewrite/unclamp.py``: its correction is a second scan that DuckDB skips by the row
+        groups' zone maps, and a view, e.g. over a CSV file (``dpproxy query --database
+        data.csv``), has none, so the file would be read twice (1 M rows: ≈ 0.17 → 0.21 s)."""
         return {
-            str(r[0]).lower()
+            str(r[0]).lower(): int(r[1])
             for r in self._con.execute(
-                "SELECT table_name FROM duckdb_tables() "
+                "SELECT table_name, check_constraint_count FROM duckdb_tables() "
                 "WHERE database_name = current_database() AND schema_name = current_schema()"
             ).fetchall()
         }
 
     def _checked(
-        self, catalog: Catalog, bounded: dict[str, tuple[str, ...]]
+        self, catalog: Catalog, bounded: dict[str, tuple[str, ...]], stored: dict[str, int]
     ) -> dict[str, set[str]]:
         """{table: its ``bounded`` columns that CHECK constraints prove within their schema
-        bounds} (lower-case names; the caller holds the lock). Tables and constraints of the
-        current database and schema only: where the schema's unqualified names resolve."""
-        if not bounded:
+        bounds} (lower-case names; ``stored``: :meth:`_stored_tables`; the caller holds the
+        lock). Tables and constraints of the current database and schema only: where the
+        schema's unqualified names resolve."""
+        if not {name for name, n in stored.items() if n > 0} & bounded.keys():
             return {}
         where = "database_name = current_database() AND schema_name = current_schema()"
-        checked = {
-            str(r[0]).lower()
-            for r in self._con.execute(
-                "SELECT table_name FROM duckdb_tables() "
-                f"WHERE {where} AND check_constraint_count > 0"
-            ).fetchall()
-        }
-        if not checked & bounded.keys():
-            return {}
         texts: dict[str, list[str]] = {}
         for name, expression in self._con.execute(
             "SELECT table_name, expression FROM duckdb_constraints() "

@@ -164,30 +164,30 @@ def test_postgres_keeps_the_clamp(tmp_path: Path) -> None:
         e.close()
 
 
-def test_in_bounds_data_plan_the_correction_as_empty(tmp_path: Path) -> None:
-    """DuckDB's statistics prove the correction's filter false: no row group is read."""
-    path = tmp_path / "in.duckdb"
-    _database(path, "BIGINT", 3, inside=True)
+def _corrected_sql(path: Path, seed: int, query: str) -> str:
+    """The SQL dpproxy writes for ``query`` over a BIGINT table of in-bounds data at ``path``,
+    which holds the correction."""
+    _database(path, "BIGINT", seed, inside=True)
     e = _engine(path)
     try:
-        fast = e.prepare("SELECT AVG(x) FROM t", secret=SECRET).sql
-        assert fast is not None and CORRECTION in fast
-        with duckdb.connect(str(path), read_only=True) as con:
-            plan = con.execute("EXPLAIN " + fast).fetchall()[0][1]
-        assert "EMPTY_RESULT" in plan.upper().replace(" ", "_"), plan
-    finally:
-        e.close()
-
-
-def test_an_in_memory_table_reads_only_the_row_group_out_of_bounds(tmp_path: Path) -> None:
-    path = tmp_path / "in.duckdb"
-    _database(path, "BIGINT", 4, inside=True)
-    e = _engine(path)
-    try:
-        fast = e.prepare("SELECT SUM(x) FROM t", secret=SECRET).sql
+        fast = e.prepare(query, secret=SECRET).sql
     finally:
         e.close()
     assert fast is not None and CORRECTION in fast
+    return fast
+
+
+def test_in_bounds_data_plan_the_correction_as_empty(tmp_path: Path) -> None:
+    """DuckDB's statistics prove the correction's filter false: no row group is read."""
+    path = tmp_path / "in.duckdb"
+    fast = _corrected_sql(path, 3, "SELECT AVG(x) FROM t")
+    with duckdb.connect(str(path), read_only=True) as con:
+        plan = con.execute("EXPLAIN " + fast).fetchall()[0][1]
+    assert "EMPTY_RESULT" in plan.upper().replace(" ", "_"), plan
+
+
+def test_an_in_memory_table_reads_only_the_row_group_out_of_bounds(tmp_path: Path) -> None:
+    fast = _corrected_sql(tmp_path / "in.duckdb", 4, "SELECT SUM(x) FROM t")
     correction = fast[fast.index(CORRECTION) :].split("), 0))")[0]
     con = duckdb.connect()
     con.execute("CREATE TABLE t(pid BIGINT PRIMARY KEY, x BIGINT, y INTEGER, g TEXT)")
