@@ -2,8 +2,9 @@
 
 A check on ``tumult_rerun.py``, whose Spark runs are slow (tens of seconds a run on the shared
 2-core machine): the same released values' distribution, drawn many times in seconds. Each
-query is Tumult Core 0.21's measurement as its source builds it (``tmlt/core/measurements/
-aggregations.py``), on the exact aggregates of ``work/data/pums.csv`` (one row per pid, so
+query is Tumult Core's measurement as its source builds it (``tmlt/core/measurements/
+aggregations.py``; tmlt.core 0.19.1, the version tmlt-analytics 0.21.0 pins, ``>=0.19.1,<0.20``,
+as installed by ``envs.py``), on the exact aggregates of ``work/data/pums.csv`` (one row per pid, so
 ``MaxRowsPerID(1)`` drops nothing), with PureDP ε = 1 and d_in = 1:
 
 * COUNT (Q02, Q14): two-sided geometric noise, α = 1/ε; Q14's HAVING/ORDER BY/LIMIT on the
