@@ -10,7 +10,8 @@ The rewritten query has three layers, built as sqlglot trees (never by pasting u
 3. the exact per-group primitives: ``COUNT``/``SUM``/``COUNT(DISTINCT unit)``, every SUM over
    BIGINTs on a fixed-point grid (``rewrite/fixed.py``).
 
-The result is exact; the proxy scales sums back and adds noise (``release/noise.py``).
+The result is exact; the proxy scales sums back and adds noise (``release/noise.py``). On
+DuckDB, without bounding, ``rewrite/inline.py`` then writes ``__rows`` in place (shorter SQL).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dpproxy.rewrite.guard import (
     lit,
 )
 from dpproxy.rewrite.guard import table as table_ref
+from dpproxy.rewrite.inline import inline_rows
 from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
@@ -311,6 +313,8 @@ def rewrite(
     ctx = RewriteContext(plan, secret, dialect, portable_hash)
     tree = build(ctx)
     tree = for_dialect(tree, ctx)
+    if dialect == "duckdb":  # the rows CTE written in place: shorter SQL to bind
+        tree = inline_rows(tree)
     return tree.sql(dialect=dialect_of(dialect), copy=False)
 
 
