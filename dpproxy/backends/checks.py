@@ -193,9 +193,10 @@ _BIGINT_TYPES = frozenset(
 def mark_bigint(table: Table, db_types: dict[str, str]) -> Table:
     """``table`` (DuckDB) with its bounded ``integer`` columns whose database type is one of
     ``_BIGINT_TYPES`` marked ``bigint`` (``db_types``: lower-case name → DESCRIBE's type):
-    ``CAST(x AS BIGINT)`` of any value such a column holds succeeds, which
-    ``rewrite/unclamp.py`` needs to sum the column unclamped. HUGEINT, UBIGINT, UHUGEINT and
-    DECIMAL(p, 0) columns are not marked. Metadata only, like the constraints."""
+    every value such a column holds fits BIGINT and DuckDB sums the column into HUGEINT,
+    which ``rewrite/unclamp.py`` needs to sum it unclamped, exactly. HUGEINT, UBIGINT,
+    UHUGEINT and DECIMAL(p, 0) columns are not marked. Metadata only, like the
+    constraints."""
     if not table.private:
         return table
     marked = tuple(

@@ -8,8 +8,8 @@ numbers the clamped sum is exactly
 
     Σ c(x) = Σ x + (Σ_{x<lo ∨ x>hi} c(x) − Σ_{x<lo ∨ x>hi} x)
 
-and Σ (c(x)·s − a) = s·Σ c(x) − a·COUNT(x). So the row value becomes ``CAST(x AS BIGINT)``
-(no CASE), its SUM is the raw sum, and the correction is a scalar subquery over a copy of the
+and Σ (c(x)·s − a) = s·Σ c(x) − a·COUNT(x). So the row value becomes x itself (no CASE,
+no CAST), its SUM is the raw sum, and the correction is a scalar subquery over a copy of the
 same rows' SELECT (same FROM, joins, WHERE and domain filter: the copy of one tree) with
 ``x < lo OR x > hi`` added to its WHERE. DuckDB pushes that filter into the scan and, when
 the table's statistics show every value of x within [lo, hi] (the usual case), plans the
@@ -19,11 +19,14 @@ whose min/max admit such a value.
 Why it is the same number, and total. NULL: counted by neither side (x IS NULL fails both
 comparisons; SUM and COUNT skip it; c(NULL) is NULL). The correction's rows are exactly
 those the clamp changes, and on them its CASE is the clamp itself (``lo`` or ``hi``). Every
-sum is exact: x is cast to BIGINT only when the database stores the column in a type that
-BIGINT holds (``Column.bigint``, set by the DuckDB backend: ``backends/checks.py``), so
-the cast cannot fail on any row; DuckDB sums BIGINT and INTEGER into HUGEINT (2^127), and
-Σ x, the two correction sums and their difference stay below 2^63 per row, below 2^127 for
-fewer than 2^63 rows. No arithmetic is done per row on the unclamped x. Σ c(x) is at most
+sum is exact: only a column the database stores in a type that BIGINT holds is summed
+unclamped (``Column.bigint``, set by the DuckDB backend: ``backends/checks.py``: TINYINT to
+BIGINT, UTINYINT to UINTEGER), and DuckDB sums every one of those types into HUGEINT
+(2^127): Σ x, the two correction sums and their difference stay below 2^63 per row, below
+2^127 for fewer than 2^63 rows. No arithmetic is done per row on the unclamped x, not even a
+cast: the CAST to BIGINT the clamp had (``CAST(x AS BIGINT)`` would give the same HUGEINT
+sums and COUNT) costs a narrower column ≈ 0.2-0.3 ms per 1 M rows (INTEGER: COUNT and SUM
+1.61 → 1.35 ms CPU, SMALLINT 1.37 → 1.16; on BIGINT it is a no-op). Σ c(x) is at most
 count·max(|lo|, |hi|), and whole_term bounded max|c|·s ≤ 2^62, so s·Σ c(x) fits HUGEINT;
 a·COUNT(x) is written ``CAST(a AS HUGEINT) * COUNT(x)`` (|a| ≤ 2^62). The result is the
 HUGEINT the clamped SUM gave, equal to it exactly (``tests/property/test_unclamp.py``).
@@ -165,7 +168,7 @@ def unclamp(tree: exp.Select, table: Table) -> exp.Select:
             continue
         _, scale, offset = term.meta[TERM]
         total.replace(_corrected(rows, parts, alias, scale, offset))
-        projection.set("this", exp.Cast(this=parts[3].copy(), to=projection.this.args["to"]))
+        projection.set("this", parts[3].copy())  # x: its SUM is a HUGEINT already
         outer = _outer_nodes(tree)
     return tree
 

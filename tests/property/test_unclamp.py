@@ -13,6 +13,7 @@ tables); with one value outside, it reads only that value's row group.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import duckdb
@@ -49,7 +50,9 @@ TYPES = {  # DuckDB type → (its extremes, does the correction apply?)
     "BIGINT": ((-(2**63), 2**63 - 1), True),
     "INTEGER": ((-(2**31), 2**31 - 1), True),
     "SMALLINT": ((-(2**15), 2**15 - 1), True),
+    "TINYINT": ((-(2**7), 2**7 - 1), True),
     "UTINYINT": ((0, 255), True),
+    "USMALLINT": ((0, 2**16 - 1), True),
     "UINTEGER": ((0, 2**32 - 1), True),
     "HUGEINT": ((-(2**127) + 1, 2**127 - 1), False),
     "UBIGINT": ((0, 2**64 - 1), False),
@@ -114,6 +117,11 @@ def _both(e: Engine, sql: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, st
     return fast, slow
 
 
+def _types(e: Engine, sql: str) -> list[str]:
+    """The DuckDB types of ``sql``'s result columns."""
+    return [str(r[1]) for r in e.backend.execute(f"DESCRIBE {sql}").rows]
+
+
 @pytest.mark.parametrize("sql_type", list(TYPES))
 @pytest.mark.parametrize("seed", range(5))
 def test_the_correction_gives_the_clamped_sums_exactly(
@@ -128,9 +136,13 @@ def test_the_correction_gives_the_clamped_sums_exactly(
             fast, slow = _both(e, query, monkeypatch)
             assert (CORRECTION in fast) is (applies and taken), (query, fast)
             assert CORRECTION not in slow
+            if applies and taken:  # x itself is summed, no CAST(x AS BIGINT) per row
+                assert re.search(r"\bx AS __p\d+_m\b", fast), fast
+                assert "CAST(x AS BIGINT)" not in fast, fast
             a, b = e.backend.execute(fast), e.backend.execute(slow)
             assert a.columns == b.columns
             assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), (query, fast)
+            assert _types(e, fast) == _types(e, slow), query
     finally:
         e.close()
 
