@@ -564,8 +564,15 @@ def _choose(
     opts: MethodOptions,
     memo: _Memo,
 ) -> tuple[tuple[Candidate, ...], Method, str]:
-    """The candidates of aggregate ``i`` (not GS-only) at ``budget``, scored once per budget
-    (``memo.scored``), and the method chosen among them with the reason."""
+    """The candidates of aggregate ``i`` (not GS-only) at ``budget``, and the method chosen
+    among them with the reason.
+
+    Scoring is a pure function of numbers and flags alone (what :func:`candidates` and
+    :func:`_gs_candidate` read: the aggregate's kind and fraction, its bounds, the budget,
+    the options, the stability, the relation, whether the query groups), so it is memoised
+    by them in :data:`_SCORED`, like ``sensitivity``: a query whose measures have the bounds
+    and budget of one planned before scores nothing again (issue 21). Candidates are frozen;
+    a scoring that raises is not memoised (it raises again)."""
     agg = query.aggregates[i]
     options = _methods(agg)
     if not budget.arguments_tame:
@@ -574,23 +581,27 @@ def _choose(
             f"{agg.kind.value.upper()}({args}) needs finite bounds (within ±1e100)",
             hint=unbounded_hint(query, agg.measure),
         )
-    known = memo.scored.get((i, budget))
-    if known is not None:
-        cands = known
-    else:
+    grouped = bool(query.keys)
+    key = (agg.kind, agg.q, options, bounds, budget, opts, stab, rel, grouped)
+    cands = _SCORED.get(key)
+    if cands is None:
         cands = candidates(agg, bounds, budget, opts)
         if Method.GS in options:
-            grouped = bool(query.keys)
             cands = tuple(
                 _gs_candidate(agg, bounds, budget, stab, rel, grouped)
                 if c.method is Method.GS
                 else c
                 for c in cands
             )
-        memo.scored[(i, budget)] = cands
+        if len(_SCORED) >= 1024:  # budgets and bounds come and go with sessions and schemas
+            _SCORED.clear()
+        _SCORED[key] = cands
     forced = opts.method if opts.method in options else None
     method, reason = choose(cands, forced, agg.kind)
     return cands, method, reason
+
+
+_SCORED: dict[tuple[object, ...], tuple[Candidate, ...]] = {}  # _choose's memo, by numbers
 
 
 def _derived_first(
@@ -778,14 +789,12 @@ def _methods(agg: Aggregate) -> tuple[Method, ...]:
 
 
 class _Memo:
-    """What one :func:`plan_query` would otherwise compute more than once: the candidates of
-    an aggregate by its index and budget (the same query, options, stability and relation
-    throughout, so the same inputs give the same candidates), and ``bounds_of`` by measure
-    node (a node of the query, unchanged while planning; kept, so that its id stays its own)."""
+    """What one :func:`plan_query` would otherwise compute more than once: ``bounds_of`` by
+    measure node (a node of the query, unchanged while planning; kept, so that its id stays
+    its own). Candidates are memoised by numbers across queries (:data:`_SCORED`)."""
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        self.scored: dict[tuple[int, Budget], tuple[Candidate, ...]] = {}
         self._bounds: dict[int, tuple[exp.Expression, Interval | None]] = {}
 
     def bounds(self, measure: exp.Expression) -> Interval | None:
