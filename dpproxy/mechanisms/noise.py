@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from fractions import Fraction
 from functools import lru_cache, wraps
+from itertools import repeat
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -325,14 +326,21 @@ class OpenDPNoise:
             raise ValueError("the lattice draw needs a positive scale")
         if not values:
             return []
-        for v in values:
-            on = math.ldexp(v, -k)
-            # an overflow to ±inf means |v| ≥ 2^(1024+k): v's last bit is far above 2^k
-            if not (on.is_integer() or (math.isinf(on) and math.isfinite(v))):
-                raise InternalError("a value off the noise lattice")
+        # One pass of C-level map for the common case (every v·2^-k an integral double);
+        # only a vector with a value that is not goes through the exact per-value test.
+        try:
+            whole = all(map(float.is_integer, map(math.ldexp, values, repeat(-k, len(values)))))
+        except OverflowError:  # the loop below meets it again, in order
+            whole = False
+        if not whole:
+            for v in values:
+                on = math.ldexp(v, -k)
+                # an overflow to ±inf means |v| ≥ 2^(1024+k): v's last bit is far above 2^k
+                if not (on.is_integer() or (math.isinf(on) and math.isfinite(v))):
+                    raise InternalError("a value off the noise lattice")
         with _one_shot_imports():
             m = _lattice_measurement(_scale_up(scale), k, len(values))
-            return _call(m, [float(v) for v in values], False)
+            return _call(m, list(map(float, values)), False)
 
     @staticmethod
     def _apply(kind: str, values: Sequence[float], scale: Fraction, integer: bool) -> list[float]:

@@ -132,6 +132,23 @@ def guarded(total: int, bits: int, g: SumGuard) -> float:
     return float(Fraction(r, 1 << bits) if bits >= 0 else Fraction(r << -bits))
 
 
+def guarded_many(totals: list[int], bits: int, g: SumGuard) -> list[float]:
+    """``[guarded(t, bits, g) for t in totals]``, the same doubles, with the checks that
+    depend on the plan alone (the grid, the precision, T) made once for the whole vector, not
+    once per value: on the production path (53 bits, T within ±2^1023 grid units, every
+    total within ±T) the values are ``ldexp(float(t), -bits)`` — float() rounds each int once
+    to 53 significant bits, ties to even (:func:`guarded`'s fast path) — else each value goes
+    through :func:`guarded`. (About 1 µs a value saved, 100 values for a 50-group mean.)"""
+    e = g.step + g.span + bits
+    if e < 0 or bits > 1000 or g.span != SPAN_BITS or e >= 1023 or not totals:
+        return [guarded(t, bits, g) for t in totals]
+    cap = 1 << e  # < 2^1023: every clamped value is float-safe
+    if -cap <= min(totals) and max(totals) <= cap:  # no clamp: one pass
+        ldexp = math.ldexp
+        return [ldexp(float(t), -bits) for t in totals]
+    return [guarded(t, bits, g) for t in totals]
+
+
 def changed_coordinates(plan: QueryPlan) -> int:
     """K: how many groups' totals one neighbour can change (the module's docstring)."""
     if not plan.query.keys:

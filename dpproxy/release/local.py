@@ -21,7 +21,7 @@ from dpproxy.mechanisms.noise import (
     lattice_exponent,
     lattice_half_width,
 )
-from dpproxy.release.guard import SumGuard, guard_for, guarded
+from dpproxy.release.guard import SumGuard, guard_for, guarded_many
 from dpproxy.values import float_up
 
 
@@ -113,10 +113,8 @@ def joint_releases_on_grid(
     if not scaled:
         return []
     guard, wide, k, per_part = _grid_law(bits, lo, hi, scale, epsilon, changed)
-    parts: list[float] = []
-    for aw, bw in scaled:
-        # exact doubles, multiples of 2^-bits or of 2^j > 2^-bits, hence of 2^k
-        parts += (guarded(aw, bits, guard), guarded(bw, bits, guard))
+    # exact doubles, multiples of 2^-bits or of 2^j > 2^-bits, hence of 2^k; (A₁, B₁, A₂, …)
+    parts = guarded_many([t for pair in scaled for t in pair], bits, guard)
     drawn = laplace_on_lattice(noise, parts, wide, k)
     wf = float(hi - lo)
     noisy = [x / wf for x in drawn]
@@ -153,12 +151,27 @@ def _joint_out(
         raise InternalError("the noise source returned an unexpected number of values")
     h, half, flo, fhi, w, mid = _out_law(lo, hi, scale, step)
     out = []
-    for i in range(groups):
-        na, nb = noisy[2 * i], noisy[2 * i + 1]
+    # :func:`_mean` inlined, the same operations in the same order (so the same doubles): it
+    # runs three times a group, and a call costs more than its arithmetic.
+    for na, nb in zip(noisy[0::2], noisy[1::2], strict=True):
         count = na + nb
-        low = flo if na - half <= 0 else _mean(na - half, nb + half, flo, fhi, w, mid)
-        high = fhi if nb - half <= 0 else _mean(na + half, nb - half, flo, fhi, w, mid)
-        mean = _mean(na, nb, flo, fhi, w, mid)
+        x, y = max(na, 0.0), max(nb, 0.0)
+        s = x + y
+        mean = mid if s <= 0 else min(max(flo + w * x / s, flo), fhi)
+        if na - half <= 0:
+            low = flo
+        else:
+            x, y = na - half, nb + half
+            x, y = max(x, 0.0), max(y, 0.0)
+            s = x + y
+            low = mid if s <= 0 else min(max(flo + w * x / s, flo), fhi)
+        if nb - half <= 0:
+            high = fhi
+        else:
+            x, y = na + half, nb - half
+            x, y = max(x, 0.0), max(y, 0.0)
+            s = x + y
+            high = mid if s <= 0 else min(max(flo + w * x / s, flo), fhi)
         out.append((mean, (low, high), count, (count - h, count + h)))
     return out
 

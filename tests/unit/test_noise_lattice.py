@@ -192,3 +192,38 @@ def test_the_engine_draws_sums_and_means_on_the_lattice(
         tuple(v if isinstance(v, str) else pytest.approx(float(v), rel=1e-9) for v in row)
         for row in sorted(want, key=str)
     ]
+
+
+def test_an_infinite_or_nan_value_and_one_off_the_lattice_late_in_the_vector_are_refused() -> None:
+    """The one-pass check (``laplace_lattice``) refuses whatever the per-value test refuses,
+    wherever the value sits in the vector."""
+    ok = [float(i) for i in range(64)]
+    for bad in (math.inf, -math.inf, math.nan, 0.5 + 2**-45):
+        for at in (0, 31, 64):
+            with pytest.raises(InternalError):
+                OpenDPNoise().laplace_lattice([*ok[:at], bad, *ok[at:]], Fraction(1), -40)
+
+
+def test_the_joint_outputs_are_the_reference_means_of_every_group() -> None:
+    """``_joint_out`` (its per-group mean inlined) gives exactly the doubles of ``_mean`` read
+    at the noisy parts and at the parts moved by the half-width, for parts below zero, at
+    zero, both zero, and far beyond the bounds."""
+    rng = random.Random(5)
+    edges = [0.0, -0.0, -3.0, 1e-300, 2.5, 1e300, 700.0, -1e300]
+    noisy = [rng.choice(edges) if rng.random() < 0.3 else rng.uniform(-50, 900) for _ in range(400)]
+    lo, hi, scale = Fraction(-7), Fraction(1000), Fraction(5, 3)
+    for step in (0.0, 2**-30):
+        h, half, flo, fhi, w, mid = local._out_law(lo, hi, scale, step)
+        got = local._joint_out(noisy, 200, lo, hi, scale, step)
+
+        def m(x: float, y: float, law: tuple[float, ...] = (flo, fhi, w, mid)) -> float:
+            return local._mean(x, y, *law)
+
+        for i, (mean, (low, high), count, (c_lo, c_hi)) in enumerate(got):
+            na, nb = noisy[2 * i], noisy[2 * i + 1]
+            assert mean == m(na, nb) and count == na + nb
+            assert low == (flo if na - half <= 0 else m(na - half, nb + half))
+            assert high == (fhi if nb - half <= 0 else m(na + half, nb - half))
+            assert (c_lo, c_hi) == (count - h, count + h)
+    with pytest.raises(InternalError):
+        local._joint_out(noisy[:3], 2, lo, hi, scale, 0.0)

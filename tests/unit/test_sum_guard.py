@@ -8,7 +8,14 @@ from fractions import Fraction
 
 import pytest
 
-from dpproxy.release.guard import SPAN_BITS, STEP_BITS, SumGuard, guard_for, guarded
+from dpproxy.release.guard import (
+    SPAN_BITS,
+    STEP_BITS,
+    SumGuard,
+    guard_for,
+    guarded,
+    guarded_many,
+)
 
 
 def reference(total: int, bits: int, g: SumGuard) -> Fraction:
@@ -108,3 +115,23 @@ def test_grid_units_beyond_a_double_still_give_the_exact_map(step: int, bits: in
     for t in (2**1030 + 12345, -(2**1030) - 1, cap - 1, -cap + 3, cap + 2**900):
         got = guarded(t, bits, g)
         assert math.isfinite(got) and Fraction(got) == reference(t, bits, g), (step, bits, t)
+
+
+@pytest.mark.parametrize(
+    "step, bits, span",
+    [(-12, 43, SPAN_BITS), (-40, 3, SPAN_BITS), (0, -20, SPAN_BITS), (960, 0, SPAN_BITS),
+     (-60, 0, SPAN_BITS), (900, 100, SPAN_BITS), (500, 1000, SPAN_BITS), (-3, 0, 30)],
+)  # fmt: skip
+def test_the_vector_form_gives_every_value_guarded_gives(step: int, bits: int, span: int) -> None:
+    """guarded_many (one check of the plan's numbers per vector) is guarded, value by value:
+    below the clamp, at and beyond it, at ties, with a reduced precision and with T below one
+    grid step (its fallbacks), for vectors all within ±T and vectors with one value beyond."""
+    g = SumGuard(step, span)
+    rng = random.Random(step * 7 + bits)
+    cap = 2 ** max(step + span + bits, 0)
+    near = [s * (e + d) for e in (cap, 2**53, 2**54 + 2) for d in (-1, 0, 1) for s in (1, -1)]
+    inside = [t for t in near if abs(t) <= cap] + [rng.randint(-cap, cap) for _ in range(200)]
+    for totals in (inside, [*inside, cap + 1], [-cap - 5, *inside], near + TOTALS, [], [0]):
+        got = guarded_many(totals, bits, g)
+        assert [Fraction(x) for x in got] == [Fraction(guarded(t, bits, g)) for t in totals]
+        assert all(type(x) is float for x in got)
