@@ -40,6 +40,9 @@ from sqlglot import exp
 
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
+from dpproxy.release.cells import bare_column, bare_half_widths
+from dpproxy.release.cells import half_width as _half_width
+from dpproxy.release.cells import number as _number
 from dpproxy.release.functions import apply_function, function_span
 from dpproxy.release.intervals import interval_ends
 from dpproxy.release.layout import layout
@@ -239,13 +242,6 @@ _part_halves = per_plan(_halves)
 _output_columns = per_plan(output_columns)
 
 
-def _column(name: str, env: dict[str, Any]) -> Any:
-    """:func:`evaluate` of a bare column, without walking the tree."""
-    if name not in env:
-        raise InternalError(f"unbound post-processing name {name}")
-    return _number(env[name])
-
-
 def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     """Assemble released rows from noisy groups (pure)."""
     q = plan.query
@@ -253,7 +249,6 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     names = layout(plan)
     # A count over one table holds at most its rows (not so for a join or a flat map).
     max_count = q.table.public_max_rows if q.source is None else None
-    rows: list[tuple[list[Any], list[float | None], dict[str, Any]]] = []
     kept_groups: list[tuple[dict[str, Any], dict[str, Span | None]]] = []
     exact_key = (0.0, 0.0)
     for g in groups:
@@ -286,28 +281,35 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     # Window functions read the rows that survived HAVING (release/windows.py); their values
     # carry no error bound (evaluate_span knows no __win_ name).
     compute_windows(q.windows, [env for env, _ in kept_groups], evaluate)
-    outputs = list(zip(q.outputs, names.outputs, strict=True))
-    for env, spans in kept_groups:
-        values = [
-            evaluate(o.expr, env) if name is None else _column(name, env) for o, name in outputs
-        ]
-        errors = [
-            0.0
-            if o.is_key
-            else _half_width(evaluate_span(o.expr, spans) if name is None else spans.get(name), v)
-            for (o, name), v in zip(outputs, values, strict=True)
-        ]
-        rows.append((values, errors, env))
+    # Column by column (one pass over the groups per output, the per-cell calls inlined for
+    # a bare column: release/cells.py), then transposed: the values and bounds cell by cell.
+    envs = [env for env, _ in kept_groups]
+    columns: list[list[Any]] = []
+    bounds: list[list[float | None]] = []
+    for o, name in zip(q.outputs, names.outputs, strict=True):
+        values = (
+            [evaluate(o.expr, env) for env in envs] if name is None else bare_column(name, envs)
+        )
+        columns.append(values)
+        if o.is_key:
+            bounds.append([0.0] * len(values))
+        elif name is None:
+            bounds.append(
+                [
+                    _half_width(evaluate_span(o.expr, spans), v)
+                    for (_, spans), v in zip(kept_groups, values, strict=True)
+                ]
+            )
+        else:
+            bounds.append(bare_half_widths(name, kept_groups, values))
+    rows: list[tuple[tuple[Any, ...], tuple[float | None, ...], dict[str, Any]]]
+    rows = list(zip(zip(*columns, strict=True), zip(*bounds, strict=True), envs, strict=True))
     for item in reversed(q.order):
         rows.sort(key=_order_key(item), reverse=item.desc)
     start = q.offset
     stop = None if q.limit is None else start + q.limit
     kept = rows[start:stop]
-    return Released(
-        _output_columns(plan),
-        tuple(tuple(r[0]) for r in kept),
-        tuple(tuple(r[1]) for r in kept),
-    )
+    return Released(_output_columns(plan), tuple(r[0] for r in kept), tuple(r[1] for r in kept))
 
 
 def _order_key(item: OrderItem) -> Callable[[tuple[Any, Any, dict[str, Any]]], tuple[int, Any]]:
@@ -323,12 +325,6 @@ def _sort_key(v: Any, nulls_first: bool, desc: bool) -> tuple[int, Any]:
     if v is None:
         return (null_rank, 0)
     return (1 - null_rank, v)
-
-
-def _half_width(span: Span | None, value: Any) -> float | None:
-    if span is None or not isinstance(value, int | float) or isinstance(value, bool):
-        return None
-    return max(value - span[0], span[1] - value, 0.0)
 
 
 _BINARY: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
@@ -356,16 +352,6 @@ _TEXT_GRAMMAR = {
     "boolean": re.compile(BOOL_TEXT, re.IGNORECASE),
     "date": re.compile(DATE_TEXT),
 }
-
-
-def _number(v: Any) -> Any:
-    """An integer beyond 64 bits as a double (±∞ beyond doubles); anything else as it is."""
-    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
-        try:
-            return float(v)
-        except OverflowError:
-            return math.inf if v > 0 else -math.inf
-    return v
 
 
 def _read_text(text: str, kind: str) -> Any:
