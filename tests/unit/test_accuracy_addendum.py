@@ -1,6 +1,7 @@
 """``benchmarks/compare/accuracy_addendum.py``: the committed ACCURACY_ADDENDUM.md is what its
 JSON renders to and is linked from DPPROXY_ACCURACY.md; docs/performance.md's paragraph on it is
-the one ``--docs`` prints from the JSON (so each figure there is the measured one); Q14's law
+the one ``--docs`` prints from the JSON (so each figure there is the measured one); a peer rerun
+for the addendum is compared cell by cell, and queries not remeasured are kept; Q14's law
 (an ε-DP integer noise on a count is exact with probability at most tanh(ε/2), which the
 two-sided geometric attains) in exact arithmetic; and the ``--queries`` filters of
 ``dpproxy_accuracy.py`` and ``tumult_model.py``."""
@@ -48,7 +49,29 @@ def test_the_standing_is_recomputed_from_both_jsons(committed: dict[str, Any]) -
     assert q12["per_column"][0]["ratio"] < 1
     assert q12["per_column"][0]["model_draws"] >= 10_000
     assert "Q12" not in {a["query"] for a in data["now"]["above"]}
-    assert data["q14_law"] == add.exact_chance(3, recorded["Q14"]["rerun"]["peer_runs"])
+    law = dict(data["q14_law"])
+    rerun, ours = law.pop("rerun"), law.pop("dpproxy")
+    assert law == add.exact_chance(3, recorded["Q14"]["rerun"]["peer_runs"])
+    # Q10 and Q14: dpproxy remeasured and Tumult rerun for the addendum (its own runs, not the
+    # recorded median); the point ratio is what "met" means, the interval says how firmly
+    for qid in ("Q10", "Q14"):
+        q = data["queries"][qid]
+        assert q["dpproxy_runs"] >= 400 and q["commit"] and "dirty" not in q["commit"]
+        assert q["peer_rerun"] and q["peer_runs"] > q["earlier_peer_runs"]
+        col = q["per_column"][0]
+        assert col["both_resampled"] and col["best"] == ["Tumult Analytics", col["peer"]]
+        assert col["ratio_ci"][0] <= col["ratio"] <= col["ratio_ci"][1]
+        assert col["model_draws"] == 20_000
+        met = qid not in {a["query"] for a in data["now"]["above"]}
+        assert met == (col["ratio"] <= 1)
+    assert rerun["runs"] == data["queries"]["Q14"]["peer_runs"] and rerun["cells"] >= 3 * 200
+    assert ours["runs"] == data["queries"]["Q14"]["dpproxy_runs"]
+    # each side's share of exact cells is near the law's tanh(1/2) (4 binomial sd): both add
+    # two-sided geometric noise of scale 1/ε to each count
+    p = add.geometric_exact_share(1.0)
+    for side in (rerun, ours):
+        n = side["cells"]
+        assert abs(side["exact"] / n - p) < 4 * math.sqrt(p * (1 - p) / n)
 
 
 def test_the_docs_state_the_committed_figures(committed: dict[str, Any]) -> None:
@@ -145,6 +168,30 @@ def test_measure_only_the_given_queries(pums: Path, tmp_path: Path) -> None:
     built = json.loads((tmp_path / "a.json").read_text())
     assert sorted(built["queries"]) == ["Q11", "Q12"]
     assert (tmp_path / "a.md").read_text() == add.render(built)
+    # against a peer rerun (here dpproxy's own runs as the peer: the same cells, so a ratio of
+    # exactly 1); the committed addendum's other queries are kept as they were
+    committed = json.loads(add.JSON_OUT.read_text())
+    _copy(add.JSON_OUT, tmp_path / "b.json")
+    add.main(
+        [
+            *("--data-dir", str(pums), "--after", str(out), "--peer", str(out)),
+            *("--json", str(tmp_path / "b.json"), "--md", str(tmp_path / "b.md")),
+            *("--report-md", str(_copy(acc.OUT, tmp_path / "r.md"))),
+        ]
+    )
+    again = json.loads((tmp_path / "b.json").read_text())
+    assert sorted(again["queries"]) == sorted({*committed["queries"], "Q11", "Q12"})
+    for qid in set(committed["queries"]) - {"Q11", "Q12"}:
+        assert again["queries"][qid] == json.loads(json.dumps(committed["queries"][qid]))
+    q12 = again["queries"]["Q12"]
+    assert q12["peer_rerun"] and q12["peer_runs"] == 2
+    col = q12["per_column"][0]
+    assert col["both_resampled"] and col["ratio"] == 1.0 and col["peer"] == col["dpproxy"]
+    assert col["earlier_peer"] == committed["queries"]["Q12"]["per_column"][0]["peer"]
+    text = (tmp_path / "r.md").read_text()
+    assert text.count(add.LINK) == 1 and acc.with_addendum_link(text, None).count("\n") == (
+        text.count("\n") - 2
+    )
 
 
 def _copy(src: Path, dst: Path) -> Path:
