@@ -195,11 +195,22 @@ def _call(m: Any, values: list[int] | list[float], integer: bool) -> list[Any]:
     return drawn
 
 
-@lru_cache(maxsize=256)
+_SCALES: dict[tuple[int, int], float] = {}
+
+
 def _scale_up(scale: Fraction) -> float:
     """:func:`float_up` of a plan's noise scale, kept: a query's scales are the plan's, the
-    same at every run, and rounding one exactly costs a few µs of Fraction arithmetic."""
-    return float_up(scale)
+    same at every run, and rounding one exactly costs a few µs of Fraction arithmetic. Kept
+    by (numerator, denominator), which is the same rational exactly: hashing a Fraction (an
+    lru_cache key) costs 1-4 µs (a modular inverse), hashing the pair of ints a fraction of
+    that. At most 256 scales (then all are dropped and computed again)."""
+    key = (scale.numerator, scale.denominator)
+    up = _SCALES.get(key)
+    if up is None:
+        if len(_SCALES) >= 256:
+            _SCALES.clear()
+        up = _SCALES[key] = float_up(scale)
+    return up
 
 
 @lru_cache(maxsize=256)
@@ -344,11 +355,11 @@ class OpenDPNoise:
 
     @staticmethod
     def _apply(kind: str, values: Sequence[float], scale: Fraction, integer: bool) -> list[float]:
-        if scale < 0:
+        if scale.numerator < 0:  # the sign of a Fraction (or int), without a comparison
             raise ValueError("negative noise scale")
         if not values:
             return []
-        if scale == 0:
+        if not scale:
             return [float(v) for v in values]
         with _one_shot_imports():
             m = _measurement(kind, _scale_up(scale), integer)

@@ -138,6 +138,17 @@ def _noise_releases(
 
     A batch of Laplace SUM releases is drawn on the finest of their lattices (:func:`_lattice`):
     every value of the batch is a multiple of its own release's 2^k, hence of the finest."""
+    return _draw_batches(_batches(releases, grids), keys, exact_value, noise)
+
+
+Batch = tuple[Release, tuple[str, ...], int | None]
+
+
+def _batches(releases: tuple[Release, ...], grids: dict[str, int] | None) -> list[Batch]:
+    """:func:`_noise_releases`' batches: per law (mechanism, scale, integer or not), the
+    release whose law is drawn, the names of its releases in order, and the finest lattice
+    (None: no lattice). A function of the releases and grids alone, so of the plan
+    (:func:`apply_noise` keeps it per plan: the grouping hashes each scale, a Fraction)."""
     batches: dict[tuple[Any, ...], list[Release]] = {}
     for r in releases:
         m = r.mechanism
@@ -145,18 +156,40 @@ def _noise_releases(
             raise InternalError("unknown mechanism")
         law = m.scale if isinstance(m, Laplace) else m.sigma
         batches.setdefault((type(m), law, r.integer), []).append(r)
-    noisy: dict[str, list[float]] = {}
-    n = len(keys)
+    out = []
     for batch in batches.values():
-        values = [exact_value(k, r.primitive.name) for r in batch for k in keys]
         lattices = [_lattice(r, grids or {}) for r in batch]
         fine = None if None in lattices else min(k for k in lattices if k is not None)
-        drawn = _add_noise(batch[0], values, noise, fine)
+        out.append((batch[0], tuple(r.primitive.name for r in batch), fine))
+    return out
+
+
+def _draw_batches(
+    batches: list[Batch],
+    keys: list[tuple[Any, ...]],
+    exact_value: Callable[[tuple[Any, ...], str], float],
+    noise: NoiseSource,
+) -> dict[str, list[float]]:
+    """Each batch's values (release by release, group by group) noised in one call, split
+    back by release."""
+    noisy: dict[str, list[float]] = {}
+    n = len(keys)
+    for first, names, fine in batches:
+        values = [exact_value(k, name) for name in names for k in keys]
+        drawn = _add_noise(first, values, noise, fine)
         if len(drawn) != len(values):
             raise InternalError("the noise source returned an unexpected number of values")
-        for i, r in enumerate(batch):
-            noisy[r.primitive.name] = drawn[i * n : (i + 1) * n]
+        for i, name in enumerate(names):
+            noisy[name] = drawn[i * n : (i + 1) * n]
     return noisy
+
+
+def _plan_batches(plan: QueryPlan) -> list[Batch]:
+    laws = _drawn_releases(plan)
+    return _batches(tuple(laws[r.primitive.name][1] for r in plan.releases), _sum_grids(plan))
+
+
+_batches_of = per_plan(_plan_batches)
 
 
 def apply_noise(
@@ -258,13 +291,7 @@ def apply_noise(
             return exact_value(key, name)
         return guarded(exact_scaled(key, name), grids[name], g)
 
-    noisy = _noise_releases(
-        tuple(laws[r.primitive.name][1] for r in plan.releases),
-        keys,
-        noised_value,
-        noise,
-        grids,
-    )
+    noisy = _draw_batches(_batches_of(plan), keys, noised_value, noise)  # _noise_releases
     keep = [True] * len(keys)
     if plan.selection is not None:
         sel = plan.selection

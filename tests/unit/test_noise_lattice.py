@@ -227,3 +227,23 @@ def test_the_joint_outputs_are_the_reference_means_of_every_group() -> None:
             assert (c_lo, c_hi) == (count - h, count + h)
     with pytest.raises(InternalError):
         local._joint_out(noisy[:3], 2, lo, hi, scale, 0.0)
+
+
+def test_the_laws_kept_by_value_are_the_laws_computed_afresh() -> None:
+    """``_grid_law``/``_out_law`` (kept by exact value, Fractions as numerator/denominator) and
+    ``_scale_up`` return what a fresh computation returns, for equal rationals written
+    differently and across the point where the kept entries are dropped (256)."""
+    from dpproxy.mechanisms import noise as mn
+    from dpproxy.values import float_up
+
+    for i in range(1, 300):
+        scale = Fraction(3 * i, 7 * i + 1)
+        assert mn._scale_up(scale) == float_up(scale) >= scale
+        lo, hi = Fraction(-i, 3), Fraction(1000 + i)
+        law = local._grid_law(43, lo, hi, scale, Fraction(1, i), 2)
+        assert law == local._grid_law.__wrapped__(43, lo, hi, scale, Fraction(1, i), 2)
+        assert local._out_law(lo, hi, law[3], 2.0**-40) == local._out_law.__wrapped__(
+            lo, hi, law[3], 2.0**-40
+        )
+    assert mn._scale_up(Fraction(2, 6)) == mn._scale_up(Fraction(1, 3)) == float_up(Fraction(1, 3))
+    assert len(mn._SCALES) <= 256
