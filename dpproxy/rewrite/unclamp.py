@@ -51,6 +51,24 @@ materialise the CTE (1 M rows). Cost by size (persisted tables, CPU ms, CASE →
 10 k rows 1.40 → 2.10, 100 k 1.72 → 2.29, 200 k 2.28 → 2.50, 400 k 3.20 → 2.87: hence
 :data:`MIN_ROWS`.
 
+Where the rest goes, and what did not help (Q05's SQL alone on a plain connection to the
+1 M-row file of ``benchmarks/compare/speed_1m.py``, BIGINT columns, DuckDB 2.0.1, CPU ms,
+medians of 41-151 interleaved runs, 2026-11-27, load 3-9: raw AVG 1.19-1.38, this form
+1.90-2.10, without the correction 1.39-1.50). DuckDB's profiler: binding 0.33 ms against
+the raw query's 0.08, optimising 0.47 against 0.23; a second scan costs that whether or not
+it reads a row (``(SELECT 0)`` alone ≈ 0.2, ``(SELECT SUM(x) FROM t WHERE false)``
+≈ 0.25). Within ±0.05 of this form: ``IF(x < lo, lo, hi)`` for the CASE, ``NOT BETWEEN``,
+one ``SUM(IF(…) − CAST(x AS HUGEINT))``, the two aggregates as a cross join of derived
+tables, the rows CTE written in place (−0.09 to +0.05 over 101-151 runs: not kept). The centring
+``− CAST(a AS HUGEINT) * COUNT(x)`` costs ≈ 0.1 in every form tried (even a BIGINT product).
+``PREPARE``/``EXECUTE`` gains nothing: DuckDB rebinds at each EXECUTE. ``stats(x)`` in the
+CASE: 9.8 (evaluated per row). Disabling DuckDB's ``common_subplan`` optimiser: −0.07, for
+every query of the connection: not done. MIN/MAX of x in the same scan to test the bounds:
++0.5. Not done on purpose: DuckDB's column statistics (or an exact check) read once when
+the read-only file is opened would let the SQL leave out both the CASE and the correction
+(≈ 1.4), but ``EXPLAIN`` shows the analyst the rewritten SQL, so SQL chosen by the data's
+minimum and maximum would disclose whether some person's value lies outside the bounds.
+
 Timing. The statement's duration now depends on whether some values lie outside the
 bounds (the correction reads row groups then). The outcome does not: the released value is
 the same exact number. This is a timing side channel only, out of scope as SECURITY.md's
