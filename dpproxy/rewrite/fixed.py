@@ -71,6 +71,7 @@ from sqlglot import exp
 from dpproxy.analysis.bounds import integral
 from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.rewrite.guard import clamp_bounds, lit, number
+from dpproxy.sql.types import clone
 from dpproxy.sql.validate import literal_value
 
 if TYPE_CHECKING:
@@ -234,23 +235,23 @@ def summand(p: Primitive, column: str, table: Table) -> exp.Expression:
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
     assert p.measure is not None
     g = grid(p, table)
-    centre = number(p.center) if p.center else None  # one literal, copied where it is used
+    centre = number(p.center) if p.center else None  # one literal, cloned where it is used
     # (the flush is read for squares only; ``integral`` is a pure test of the tree)
     flush = p.squared and abs(p.center) < _FLUSH_BELOW and not integral(p.measure, table)
 
     def value() -> exp.Expression:
         base: exp.Expression = exp.column(column)
         if centre is not None:
-            base = exp.Sub(this=base, expression=centre.copy())
+            base = exp.Sub(this=base, expression=clone(centre))
         if p.squared and flush:
             # PostgreSQL raises on a product that underflows (rewrite/floats.py): with a
             # centre of about 0 a fractional measure can be tiny, so |base| < 1e-100 → 0
             # first (the sum changes by less than n·1e-200). Otherwise |base| ≥ ulp(centre).
-            tiny = exp.LT(this=exp.Abs(this=base.copy()), expression=lit("1e-100"))
+            tiny = exp.LT(this=exp.Abs(this=clone(base)), expression=lit("1e-100"))
             flushed = exp.Case(ifs=[exp.If(this=tiny, true=lit("0.0"))], default=base)
-            return exp.Mul(this=flushed, expression=flushed.copy())
+            return exp.Mul(this=flushed, expression=clone(flushed))
         if p.squared:
-            return exp.Mul(this=exp.Paren(this=base), expression=exp.Paren(this=base.copy()))
+            return exp.Mul(this=exp.Paren(this=base), expression=exp.Paren(this=clone(base)))
         return base
 
     def scaled() -> exp.Expression:

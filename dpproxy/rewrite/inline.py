@@ -38,9 +38,9 @@ and totality tests cover that form; PostgreSQL inlines a CTE read once itself).
 
 from __future__ import annotations
 
-import typing
-
 from sqlglot import exp
+
+from dpproxy.sql.treekey import tree_key
 
 _ROWS = "__rows"
 _OUTER_ARGS = frozenset(("expressions", "from_", "group", "with_"))
@@ -69,13 +69,25 @@ def inline_rows(tree: exp.Select) -> exp.Select:
     if references is None:
         return tree
     reads: dict[str, int] = {}
+    counted: dict[int, exp.Column] = {}  # id of COUNT(m) of a clamp → the clamped column
     for ref in references:
-        reads[ref.name] = reads.get(ref.name, 0) + 1
+        column = _counted_column(ref, defined[ref.name])
+        if column is not None:
+            counted[id(ref)] = column
+        else:
+            reads[ref.name] = reads.get(ref.name, 0) + 1
     flat = all(
         n <= 1 or isinstance(defined[name], exp.Column) for name, n in reads.items()
     ) and not _names_clash(tree, rows)
     if flat:
-        return _flattened(tree, rows, defined, references)
+        for ref in references:
+            if id(ref) in counted:
+                ref.replace(counted[id(ref)].copy())
+        kept = [ref for ref in references if id(ref) not in counted]
+        return _flattened(tree, rows, defined, kept)
+    for ref in references:  # the derived table's column is read after all
+        if id(ref) in counted:
+            reads[ref.name] = reads.get(ref.name, 0) + 1
     if not reads:
         return tree
     rows.set("expressions", [p for p in rows.expressions if p.alias in reads])
@@ -87,13 +99,13 @@ def inline_rows(tree: exp.Select) -> exp.Select:
 
 def _references(
     parts: list[exp.Expression], defined: dict[str, exp.Expression]
-) -> list[exp.Column] | None:
+) -> list[exp.Expr] | None:
     """Every column in ``parts``, or ``None`` when one is qualified or not a column of the
     rows, or when ``parts`` hold a subquery, a table or a ``*`` other than COUNT(*)'s.
 
     An explicit stack over ``args``, each node class's kind found once: this runs on every
     cold rewrite, and sqlglot's ``walk`` costs a little more."""
-    out: list[exp.Column] = []
+    out: list[exp.Expr] = []
     kinds = _KINDS
     stack: list[exp.Expr] = list(parts)
     while stack:
@@ -103,10 +115,9 @@ def _references(
         if k is None:
             k = kinds[kind] = _kind_of(kind)
         if k == _COLUMN:
-            column = typing.cast(exp.Column, node)
-            if column.table or column.name not in defined:
+            if node.text("table") or node.name not in defined:
                 return None
-            out.append(column)
+            out.append(node)
         elif k == _OTHER:
             if kind is not exp.Star or type(node.parent) is not exp.Count:
                 return None
@@ -131,6 +142,51 @@ def _kind_of(kind: type) -> int:
 
 
 _KINDS: dict[type, int] = {}
+
+
+def _counted_column(ref: exp.Expr, value: exp.Expression) -> exp.Column | None:
+    """The column x when ``ref`` is the argument of a COUNT and ``value``, its definition,
+    is a clamp of x: ``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END`` (either
+    WHEN alone too; ``rewrite/guard.clamp``), v being x or ``CAST(x AS DOUBLE)``, possibly
+    in ``CAST(… AS BIGINT)`` (``rewrite/wholesum.whole_row``). Such a value is NULL exactly
+    when x is: for a NULL x no comparison holds and the ELSE is NULL; for any other x every
+    result (a number literal or v) is not NULL (a cast of x to DOUBLE neither fails nor
+    gives NULL for a numeric column, and the BIGINT cast of a value the query's SUM already
+    casts fails on no row that COUNT(x) could skip: COUNT never evaluates it). So COUNT(m)
+    and COUNT(x) count the same rows, and COUNT(x) does not read m: flattened SQL (DuckDB,
+    1,000 rows, AVG grouped: 1.53 → 1.51 ms CPU, ``cte`` 1.61 → 1.57)."""
+    parent = ref.parent
+    if type(parent) is not exp.Count or ref.arg_key != "this":
+        return None
+    if type(value) is exp.Cast and value.to.this is exp.DataType.Type.BIGINT:
+        value = value.this
+    if type(value) is not exp.Case:
+        return None
+    leaf = value.args.get("default")
+    if not isinstance(leaf, exp.Expression):
+        return None
+    column = leaf.this if type(leaf) is exp.Cast else leaf
+    if type(column) is not exp.Column or column.table:
+        return None
+    if type(leaf) is exp.Cast and leaf.to.this is not exp.DataType.Type.DOUBLE:
+        return None
+    ifs = value.args.get("ifs") or []
+    if not 1 <= len(ifs) <= 2:
+        return None
+    key = tree_key(leaf)  # exact: sqlglot's == compares hashes, some of lowercased names
+    for branch in ifs:
+        test, result = branch.this, branch.args.get("true")
+        if type(test) not in (exp.LT, exp.GT) or key is None or tree_key(test.this) != key:
+            return None
+        if not (_number(test.expression) and result is not None and _number(result)):
+            return None
+    return column
+
+
+def _number(e: exp.Expression) -> bool:
+    """A number literal, or its negation."""
+    inner = e.this if type(e) is exp.Neg else e
+    return type(inner) is exp.Literal and not inner.is_string
 
 
 def _rows_read_once(tree: exp.Select) -> exp.Select | None:
@@ -169,7 +225,7 @@ def _flattened(
     tree: exp.Select,
     rows: exp.Select,
     defined: dict[str, exp.Expression],
-    references: list[exp.Column],
+    references: list[exp.Expr],
 ) -> exp.Select:
     placed: set[str] = set()
     for ref in references:
@@ -181,7 +237,7 @@ def _flattened(
         if isinstance(parent, exp.Select):  # a projection: it keeps its name
             ref.replace(exp.alias_(value, ref.name, copy=False))
             continue
-        if _same_cast(parent, value):  # CAST(CAST(x AS BIGINT) AS BIGINT): the identity
+        if isinstance(parent, exp.Cast) and _same_cast(parent, value):  # the identity
             parent.replace(value)
             continue
         if not isinstance(value, _ATOMIC) and not isinstance(parent, _ARGUMENT):
@@ -195,10 +251,10 @@ def _flattened(
     return tree
 
 
-def _same_cast(outer: exp.Expression | None, inner: exp.Expression) -> bool:
+def _same_cast(outer: exp.Cast, inner: exp.Expression) -> bool:
     """Is ``outer`` a CAST of ``inner`` to the very type ``inner`` is a CAST to (both plain
-    CASTs, not TRY_CAST)? A value of a type cast to that type is itself: the outer cast can
-    neither fail nor change it."""
+    CASTs, not TRY_CAST), as in ``CAST(CAST(x AS BIGINT) AS BIGINT)``? A value of a type
+    cast to that type is itself: the outer cast can neither fail nor change it."""
     return (
         type(outer) is exp.Cast
         and type(inner) is exp.Cast
