@@ -21,12 +21,7 @@ from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.catalog.public import attach_public
 from dpproxy.composed import Options, composed_key, run_composed
 from dpproxy.composed import plan_summary as _plan_summary
-from dpproxy.errors import (
-    BackendUnavailable,
-    CanceledBeforeStart,
-    DPProxyError,
-    InternalError,
-)
+from dpproxy.errors import BackendUnavailable, CanceledBeforeStart, DPProxyError, InternalError
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
@@ -42,6 +37,7 @@ from dpproxy.release.encoding import decode_released, encode_released
 from dpproxy.release.exact import ExactResult
 from dpproxy.release.failure import PASSED_ON, log_failure
 from dpproxy.release.failure import PrivateQueryFailed as PrivateQueryFailed
+from dpproxy.release.memo import per_plan
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
 from dpproxy.release.public import columns_of, public_failure, release_public
@@ -55,6 +51,7 @@ from dpproxy.values import Cost
 if TYPE_CHECKING:  # imported by union.py for a UNION only
     from dpproxy.planning.union_plan import UnionPlan
 log = logging.getLogger("dpproxy")
+_summary = per_plan(_plan_summary)  # the release log's plan text, once per plan object
 CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
 
 Composed = ComposedPlan | None
@@ -353,7 +350,7 @@ class Engine:
         plan = prepared.plan
         assert isinstance(plan, QueryPlan)  # public plans were answered above
         query_text, normalised = self._normalised(sql, plan, mechanism, method)
-        record = ReleaseRecord(query_text, _plan_summary(plan), self._noise_name(mechanism))
+        record = ReleaseRecord(query_text, _summary(plan), self._noise_name(mechanism))
         key = self.accountant.cache_key(analyst, normalised)
         return self._spend(
             analyst,
