@@ -52,8 +52,9 @@ basic composition; neighbours are those of the schema, add/remove or substitute 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from dpproxy.analysis import local
 from dpproxy.catalog.model import Neighbouring
@@ -390,42 +391,43 @@ def stat_plan(
     """Calibrate ``method`` for ``agg`` (see the module docstring for each argument)."""
     assert agg.measure is not None
     eps, dlt = budget.per_group
-    base = StatPlan(
-        method=method,
-        name=name,
-        kind=agg.kind,
-        measure=agg.measure,
-        second=agg.second,
-        bounds=bounds if bounds is not None else Interval(None, None),
-        epsilon=eps,
-        delta=Fraction(0),
-        rows=budget.rows,
-        groups=budget.groups,
-        neighbouring=budget.neighbouring,
-        bounded=bounded,
-        q=agg.q,
-        count=count,
-        total=total,
-        center=center,
-    )
+    # The fields every method shares; each method's own are added below and the plan is
+    # built once (dataclasses.replace of a 25-field plan re-ran __init__ per change: issue 21).
+    base: dict[str, Any] = {
+        "method": method,
+        "name": name,
+        "kind": agg.kind,
+        "measure": agg.measure,
+        "second": agg.second,
+        "bounds": bounds if bounds is not None else Interval(None, None),
+        "epsilon": eps,
+        "delta": Fraction(0),
+        "rows": budget.rows,
+        "groups": budget.groups,
+        "neighbouring": budget.neighbouring,
+        "bounded": bounded,
+        "q": agg.q,
+        "count": count,
+        "total": total,
+        "center": center,
+    }
     if method is Method.JOINT:
         sens = budget.total_rows * (2 if budget.neighbouring is Neighbouring.SUBSTITUTE else 1)
-        return replace(
-            base, epsilon=budget.epsilon, groups=1, scale=Fraction(sens) / budget.epsilon
-        )
+        base.update(epsilon=budget.epsilon, groups=1, scale=Fraction(sens) / budget.epsilon)
+        return StatPlan(**base)
     if method is Method.SAA:
         out = _saa_output(agg, bounds, opts)
         assert out is not None and out.lo is not None and out.hi is not None
         k = opts.saa_chunks or DEFAULT_CHUNKS
-        return replace(base, chunks=k, output=out, scale=(out.hi - out.lo) / (k * eps))
+        return StatPlan(**base, chunks=k, output=out, scale=(out.hi - out.lo) / (k * eps))
     assert bounds is not None and bounds.lo is not None and bounds.hi is not None
     width = bounds.hi - bounds.lo
     radius = local.row_radius(budget.neighbouring, budget.rows)
     if method is Method.EXPONENTIAL:
         cells = _cells(bounds, budget, opts)
         delta_score = local.score_sensitivity(budget.neighbouring, budget.rows, agg.q)
-        return replace(
-            base,
+        return StatPlan(
+            **base,
             cells=cells.count,
             integer_cells=cells.integer,
             scale=2 * Fraction(delta_score) / eps,
@@ -438,22 +440,17 @@ def stat_plan(
             b = _auto_ptr_bound(budget, width, pieces)
         if b is None or b <= 0:
             raise InvalidParameter("propose-test-release needs a positive ptr_bound")
-        plan = replace(
-            base,
-            delta=dlt_g,
-            bound=b,
-            test_scale=1 / eps_t,
-            threshold=threshold,
-            scale=b / eps_r,
+        base.update(
+            delta=dlt_g, bound=b, test_scale=1 / eps_t, threshold=threshold, scale=b / eps_r
         )
         if agg.kind.quantile:
             kmax = max(1, math.ceil(float(threshold) * 2 + _Z95 / float(eps_t)))
-            plan = replace(plan, kmax=kmax, window=(kmax + 1) * radius)
-        return plan
+            base.update(kmax=kmax, window=(kmax + 1) * radius)
+        return StatPlan(**base)
     # SMOOTH
     beta = _beta(budget)
-    plan = replace(base, delta=dlt, beta=beta, scale=2 / eps)
+    base.update(delta=dlt, beta=beta, scale=2 / eps)
     if agg.kind.quantile:
         kmax, window = local.smooth_window(radius, beta)
-        plan = replace(plan, kmax=kmax, window=window)
-    return plan
+        base.update(kmax=kmax, window=window)
+    return StatPlan(**base)

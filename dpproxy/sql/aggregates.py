@@ -138,6 +138,7 @@ class PostBuilder:
         self.aggregates = aggregates
         self.key_index = {k.expr: i for i, k in enumerate(keys)}
         self.windows: list[WindowItem] = []  # window functions over the released rows
+        self._typed: tuple[tuple[int, int], dict[str, SqlType]] | None = None
 
     def build(
         self,
@@ -350,10 +351,19 @@ class PostBuilder:
         return kind, item.this, q, None
 
     def type_of(self, expr: exp.Expression) -> SqlType:
-        types = dict.fromkeys(_released_names(len(self.aggregates)), SqlType.NUMERIC)
-        types.update({f"__key_{i}": k.type for i, k in enumerate(self.keys)})
-        types.update({f"__win_{i}": w.type for i, w in enumerate(self.windows)})
-        return type_of(expr, types, post_type)  # math over released values: sql/postmath.py
+        return type_of(expr, self._types(), post_type)  # math over released values: postmath
+
+    def _types(self) -> dict[str, SqlType]:
+        """The released columns' types: built again only when an aggregate or a window was
+        added since (the keys are fixed at construction, and items are only appended, each
+        with its type), not once per expression typed (issue 21)."""
+        size = (len(self.aggregates), len(self.windows))
+        if self._typed is None or self._typed[0] != size:
+            types = dict.fromkeys(_released_names(size[0]), SqlType.NUMERIC)
+            types.update({f"__key_{i}": k.type for i, k in enumerate(self.keys)})
+            types.update({f"__win_{i}": w.type for i, w in enumerate(self.windows)})
+            self._typed = (size, types)
+        return self._typed[1]
 
 
 @functools.lru_cache(maxsize=64)

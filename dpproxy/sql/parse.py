@@ -89,6 +89,31 @@ def check_nesting(tokens: list[Token]) -> None:
             raise too_complex(f"more than {MAX_NESTING} levels of nesting")
 
 
+def check_tokens(tokens: list[Token]) -> None:
+    """:func:`check_nesting`, then :func:`check_numbers`, in one pass over the tokens (issue
+    21): the same refusal as the two in turn, the nesting's first (a malformed number is
+    reported only when the nesting is within its limit)."""
+    depth = run = 0
+    bad: Token | None = None
+    unary, opening, closing, number = _UNARY, _OPEN, _CLOSE, TokenType.NUMBER
+    for tok in tokens:
+        kind = tok.token_type
+        if kind in unary:
+            run += 1
+        else:
+            run = 0
+            if kind in opening:
+                depth += 1
+            elif kind in closing:
+                depth = max(depth - 1, 0)
+            elif kind is number and bad is None and not _NUMBER.fullmatch(tok.text):
+                bad = tok
+        if depth + run > MAX_NESTING:
+            raise too_complex(f"more than {MAX_NESTING} levels of nesting")
+    if bad is not None:
+        check_numbers([bad])
+
+
 def check_numbers(tokens: list[Token]) -> None:
     """Number literals are PostgreSQL's (``1e`` or ``5e2.5`` is a syntax error there, not a
     number whose reading would fail later)."""
@@ -235,8 +260,7 @@ def _parse_with(pair: tuple[Tokenizer, Parser], sql: str) -> list[exp.Expr | Non
         raise too_complex("the tokenizer ran out of stack") from None
     except Exception as e:  # sqlglot on hostile input: a refusal
         raise SQLSyntaxError("syntax error", log_detail=f"{type(e).__name__}: {e}") from None
-    check_nesting(tokens)
-    check_numbers(tokens)
+    check_tokens(tokens)
     try:
         return parser.parse(tokens, sql)
     except ParseError as e:

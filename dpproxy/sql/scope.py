@@ -176,7 +176,10 @@ class Scope:
                 )
             return n
 
-        out = exp.Paren(this=clone(node).transform(sub, copy=False))
+        if isinstance(node, exp.Column):  # what ``transform`` gives for a bare name (its
+            out = exp.Paren(this=sub(node))  # root replaced), without copying ``node`` first
+        else:
+            out = exp.Paren(this=clone(node).transform(sub, copy=False))
         # converts string literals in typed contexts, in place; a Paren has its operand's type
         kind = type_of(out, self.column_types)
         check_allowed(out)  # the second line: nothing without a totality argument
