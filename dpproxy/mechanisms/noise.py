@@ -345,9 +345,13 @@ class OpenDPNoise:
             whole = False
         if not whole:
             for v in values:
-                on = math.ldexp(v, -k)
-                # an overflow to ±inf means |v| ≥ 2^(1024+k): v's last bit is far above 2^k
-                if not (on.is_integer() or (math.isinf(on) and math.isfinite(v))):
+                try:
+                    on_lattice = math.ldexp(v, -k).is_integer()  # False for NaN and ±inf
+                except OverflowError:
+                    # |v·2^-k| ≥ 2^1024, so a finite v has |v| ≥ 2^(1024+k) and its last bit,
+                    # ≥ 2^(1024+k−52), is a multiple of 2^k (math.ldexp raises, not ±inf)
+                    on_lattice = math.isfinite(v)
+                if not on_lattice:
                     raise InternalError("a value off the noise lattice")
         with _one_shot_imports():
             m = _lattice_measurement(_scale_up(scale), k, len(values))

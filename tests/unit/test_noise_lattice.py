@@ -112,6 +112,17 @@ def test_large_values_are_on_any_fine_lattice() -> None:
     assert len(drawn) == 2
 
 
+def test_values_whose_lattice_multiple_overflows_a_double_are_on_the_lattice() -> None:
+    """v·2^-k beyond a double's range (math.ldexp raises OverflowError there, it does not
+    return ±inf): a finite v that large is a multiple of 2^k, so it is drawn, not refused
+    with a raw Python exception. Beside it an infinity is still refused."""
+    big = [2.0**1000, -(2.0**1000), 0.5]
+    drawn = OpenDPNoise().laplace_lattice(big, Fraction(1), -100)
+    assert len(drawn) == 3 and all(math.isfinite(d) for d in drawn)
+    with pytest.raises(InternalError):
+        OpenDPNoise().laplace_lattice([2.0**1000, math.inf], Fraction(1), -100)
+
+
 def test_sources_without_a_lattice_draw_get_the_continuous_call() -> None:
     src = NoNoise()
     assert laplace_on_lattice(src, [1.0, 2.0], Fraction(2), -50) == [1.0, 2.0]
