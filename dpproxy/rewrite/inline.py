@@ -41,6 +41,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpproxy.sql.treekey import tree_key
+from dpproxy.sql.types import clone
 
 _ROWS = "__rows"
 _OUTER_ARGS = frozenset(("expressions", "from_", "group", "with_"))
@@ -82,7 +83,7 @@ def inline_rows(tree: exp.Select) -> exp.Select:
     if flat:
         for ref in references:
             if id(ref) in counted:
-                ref.replace(counted[id(ref)].copy())
+                ref.replace(clone(counted[id(ref)]))
         kept = [ref for ref in references if id(ref) not in counted]
         return _flattened(tree, rows, defined, kept)
     for ref in references:  # the derived table's column is read after all
@@ -231,7 +232,7 @@ def _flattened(
     for ref in references:
         value = defined[ref.name]
         if ref.name in placed:  # a plain column read twice
-            value = value.copy()
+            value = clone(value)  # sql/types.clone: without deepcopy's bookkeeping
         placed.add(ref.name)
         parent = ref.parent
         if isinstance(parent, exp.Select):  # a projection: it keeps its name
