@@ -88,6 +88,10 @@ def test_the_docs_state_the_committed_figures(committed: dict[str, Any]) -> None
     assert text in docs, "regenerate: python benchmarks/compare/accuracy_addendum.py --docs"
     for figure in ("0.462", f"{data['q14_law']['chance_median_zero']:.2f}", "tanh(ε/2)"):
         assert figure in text
+    # the lead sentence above the accuracy table states the same standing
+    now = data["now"]
+    standing = f"≤ the best peer's on {now['columns'] - len(now['above'])}/{now['columns']} output"
+    assert standing in " ".join(docs.split()), "update docs/performance.md's accuracy standing"
 
 
 @pytest.mark.parametrize("r", [Fraction(1, 3), Fraction(1, 2), Fraction(3, 8), Fraction(9, 10)])
