@@ -43,6 +43,8 @@ def test_the_checks_run_is_quoted() -> None:
     text = _paragraph()
     assert f"**{summary['met']} of {summary['queries']}** within 1.5×" in text
     assert f"geometric mean {summary['geomean_ratio']:.2f}×; above it:" in text
+    if summary["met"] == summary["queries"]:
+        assert f"geometric mean {summary['geomean_ratio']:.2f}×; above it: none." in text
     for q, r in rows.items():
         if not r["met"]:
             assert f"{q} {r['ratio']:.2f}×" in text
