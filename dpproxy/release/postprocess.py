@@ -303,7 +303,10 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
         else:
             bounds.append(bare_half_widths(name, kept_groups, values))
     rows: list[tuple[tuple[Any, ...], tuple[float | None, ...], dict[str, Any]]]
-    rows = list(zip(zip(*columns, strict=True), zip(*bounds, strict=True), envs, strict=True))
+    if columns:
+        rows = list(zip(zip(*columns, strict=True), zip(*bounds, strict=True), envs, strict=True))
+    else:  # no output column (`SELECT FROM t GROUP BY k`, as PostgreSQL allows): empty rows
+        rows = [((), (), env) for env in envs]
     for item in reversed(q.order):
         rows.sort(key=_order_key(item), reverse=item.desc)
     start = q.offset

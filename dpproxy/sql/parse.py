@@ -71,28 +71,12 @@ def check_length(sql: str) -> None:
         raise too_complex(f"{len(sql):,} characters")
 
 
-def check_nesting(tokens: list[Token]) -> None:
-    """Refuse more than :data:`MAX_NESTING` brackets (or unary operators in a row) inside one
-    another, on the tokens (iteratively: this runs before anything recursive)."""
-    depth = run = 0
-    for tok in tokens:
-        kind = tok.token_type
-        if kind in _UNARY:
-            run += 1
-        else:
-            run = 0
-        if kind in _OPEN:
-            depth += 1
-        elif kind in _CLOSE:
-            depth = max(depth - 1, 0)
-        if depth + run > MAX_NESTING:
-            raise too_complex(f"more than {MAX_NESTING} levels of nesting")
-
-
 def check_tokens(tokens: list[Token]) -> None:
-    """:func:`check_nesting`, then :func:`check_numbers`, in one pass over the tokens (issue
-    21): the same refusal as the two in turn, the nesting's first (a malformed number is
-    reported only when the nesting is within its limit)."""
+    """Refuse more than :data:`MAX_NESTING` brackets (or unary operators in a row) inside one
+    another, then a malformed number (:func:`check_numbers`), in one pass over the tokens
+    (iteratively: this runs before anything recursive; one pass since issue 21, its test
+    compares it with the two passes it replaced): the nesting's refusal first, a malformed
+    number reported only when the nesting is within its limit."""
     depth = run = 0
     bad: Token | None = None
     unary, opening, closing, number = _UNARY, _OPEN, _CLOSE, TokenType.NUMBER

@@ -1,26 +1,48 @@
 """``sql/parse.check_tokens`` (issue 21: one pass over the tokens) refuses the same token
-streams with the same error as :func:`check_nesting` then :func:`check_numbers`, the two
-passes it replaced in ``_parse_with``: nesting first, then the first malformed number."""
+streams with the same error as :func:`_check_nesting` (kept here as the oracle) then
+:func:`check_numbers`, the two passes it replaced in ``_parse_with``: nesting first, then the
+first malformed number."""
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
 from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.sql.parse import (
+    _CLOSE,
+    _OPEN,
+    _UNARY,
     INPUT_DIALECT,
     MAX_NESTING,
     _take_reader,
-    check_nesting,
     check_numbers,
     check_tokens,
+    too_complex,
 )
 
 
+def _check_nesting(tokens: list[Any]) -> None:
+    """The nesting pass as it was before issue 21 merged it into ``check_tokens``."""
+    depth = run = 0
+    for tok in tokens:
+        kind = tok.token_type
+        if kind in _UNARY:
+            run += 1
+        else:
+            run = 0
+        if kind in _OPEN:
+            depth += 1
+        elif kind in _CLOSE:
+            depth = max(depth - 1, 0)
+        if depth + run > MAX_NESTING:
+            raise too_complex(f"more than {MAX_NESTING} levels of nesting")
+
+
 def _two_passes(tokens: list[object]) -> None:
-    check_nesting(tokens)  # type: ignore[arg-type]
+    _check_nesting(tokens)
     check_numbers(tokens)  # type: ignore[arg-type]
 
 

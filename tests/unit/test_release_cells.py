@@ -44,3 +44,23 @@ def test_its_error_bounds_are_every_cell_through_half_width() -> None:
 def test_an_unbound_name_is_an_internal_error() -> None:
     with pytest.raises(InternalError):
         bare_column("__agg_3", [{"__agg_0": 1}])
+
+
+def test_a_query_without_output_columns_releases_one_empty_row_per_group() -> None:
+    """``SELECT FROM t GROUP BY k`` (PostgreSQL allows an empty select list): the column-wise
+    assembly has no column to transpose, so the rows are built from the groups themselves,
+    as before it (a regression the SQL fuzzer found: zip of no columns against the groups
+    raised ValueError after the database had answered, charged as an internal error)."""
+    import dpproxy
+
+    con = dpproxy.connect(budget_epsilon=1000, budget_delta="0.5")
+    try:
+        cur = con.cursor()
+        for sql in (
+            "SELECT FROM adult GROUP BY sex",
+            "SELECT FROM (SELECT * FROM adult WHERE age IS NULL) t GROUP BY sex",
+        ):
+            cur.execute(sql)
+            assert cur.description == () and cur.fetchall() == [(), ()]
+    finally:
+        con.close()
