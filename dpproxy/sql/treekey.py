@@ -8,8 +8,6 @@ types) and the same comments, so any function that reads only the tree gives the
 for both.
 
 >>> from sqlglot import exp
-
-from dpproxy.sql.types import clone
 >>> a, b = exp.maybe_parse("x + 1"), exp.maybe_parse("x + 1.0")
 >>> tree_key(a) == tree_key(b), tree_key(a) == tree_key(a.copy())
 (False, True)
