@@ -215,7 +215,7 @@ def test_explain_text(run: Run) -> None:
         "noisy primitives:",
         "Laplace",
         "rewritten SQL",
-        "AS __rows",  # the rows' derived table (rewrite/inline.py: its measure is read twice)
+        "AS __p1 FROM adult GROUP BY sex",  # the rewritten SQL (rewrite/inline.py: flattened)
     ):
         assert needle in out
     assert "budget left" not in proc.stderr  # explaining spends nothing
