@@ -479,8 +479,8 @@ def readme_section(data: dict[str, Any]) -> str:
             "—",
         ),
         (
-            "cold planning as above with every memo emptied (numbers-keyed ones too: a query's first plan "
-            "at its bounds and budget in a fresh process)",
+            "cold planning as above with every memo emptied (numbers-keyed ones too: a "
+            "query's first plan at its bounds and budget in a fresh process)",
             _range_of(base["plan"], "empty"),
             _range_of(now["plan"], "empty"),
             "—",

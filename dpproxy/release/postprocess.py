@@ -286,14 +286,14 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
     envs = [env for env, _ in kept_groups]
     columns: list[list[Any]] = []
     bounds: list[list[float | None]] = []
-    for o, name in zip(q.outputs, names.outputs, strict=True):
+    for o, bare in zip(q.outputs, names.outputs, strict=True):
         values = (
-            [evaluate(o.expr, env) for env in envs] if name is None else bare_column(name, envs)
+            [evaluate(o.expr, env) for env in envs] if bare is None else bare_column(bare, envs)
         )
         columns.append(values)
         if o.is_key:
             bounds.append([0.0] * len(values))
-        elif name is None:
+        elif bare is None:
             bounds.append(
                 [
                     _half_width(evaluate_span(o.expr, spans), v)
@@ -301,7 +301,7 @@ def postprocess(plan: QueryPlan, groups: list[NoisyGroup]) -> Released:
                 ]
             )
         else:
-            bounds.append(bare_half_widths(name, kept_groups, values))
+            bounds.append(bare_half_widths(bare, kept_groups, values))
     rows: list[tuple[tuple[Any, ...], tuple[float | None, ...], dict[str, Any]]]
     if columns:
         rows = list(zip(zip(*columns, strict=True), zip(*bounds, strict=True), envs, strict=True))
