@@ -199,7 +199,7 @@ class Cursor:
         from dpproxy.explain import explain_text  # not needed to answer a query
 
         c = self.connection
-        prepared = c.engine.prepare(
+        prepared = c.engine.canonical().prepare(
             sql, epsilon=c.epsilon, delta=c.delta, mechanism=c.mechanism, method=c.method
         )
         return explain_text(prepared.plan, ";\n".join(prepared.statements))

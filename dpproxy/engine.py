@@ -3,6 +3,7 @@ commit → post-process. The only owner of a backend, an accountant and a noise 
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -26,7 +27,7 @@ from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
 from dpproxy.planning.keyed import PublicPath
-from dpproxy.planning.plan import Method, QueryPlan
+from dpproxy.planning.plan import Method, QueryPlan, needs_choice, one_method
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.scalars import ComposedPlan, compose
@@ -108,6 +109,18 @@ class Engine:
         # value is post-processing, so a later query over the same rows pays nothing for it.
         self._chosen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self._chosen_lock = threading.Lock()
+        self._shown: Engine | None = None  # see canonical
+
+    def canonical(self) -> Engine:
+        """The engine planning without the facts read from the rows (``Column.scanned``,
+        ``Catalog.shown``): its SQL is the same on every database that satisfies the schema,
+        so EXPLAIN shows it (and tests that run one statement on many datasets use it). This
+        engine, or a copy sharing backend, accountant and noise, with a plan cache its own."""
+        if self._shown is None:
+            view = self.catalog.shown()
+            self._shown = self if view is self.catalog else copy.copy(self)
+            self._shown.catalog, self._shown._shown = view, self._shown
+        return self._shown
 
     @_before_the_data
     def prepare(
@@ -242,7 +255,7 @@ class Engine:
         sample-and-aggregate chunks to draw); and when its rows per unit are to be drawn with
         DP, the statement behind that choice (built once here, not per query)."""
         plan = self._plan_chosen(sql, epsilon, delta, mechanism, method)
-        if _needs_choice(plan):
+        if needs_choice(plan):
             return plan, None, truncation_sql(plan, self.backend.dialect)
         two_units = plan.query.source is not None and plan.query.source.sides is not None
         keyless = (
@@ -435,7 +448,7 @@ class Engine:
                     self._chosen.popitem(last=False)
             plan = self._plan_chosen(sql, *opts, tau, False)
             reserved = first.cost
-            if not reserved.covers(plan.cost) and (same := _one_method(first)):
+            if not reserved.covers(plan.cost) and (same := one_method(first)):
                 # At the drawn bound the planner preferred a dearer method (a smooth
                 # plan's δ): keep the method that was reserved for.
                 plan = self._plan_chosen(sql, *opts[:3], same, tau, False)
@@ -543,17 +556,6 @@ class Engine:
 def _poll(cancel: CancelToken | None) -> Callable[[], bool] | None:
     """Has ``cancel`` been cancelled? (for a query waiting on an identical one's answer)"""
     return None if cancel is None else lambda: cancel.cancelled
-
-
-def _one_method(plan: QueryPlan) -> Method | None:
-    """The method every statistic of ``plan`` uses, if they share one."""
-    methods = {st.method for st in plan.stats}
-    return methods.pop() if len(methods) == 1 else None
-
-
-def _needs_choice(plan: QueryPlan) -> bool:
-    t = plan.truncation
-    return t is not None and t.source == "dp" and not t.chosen
 
 
 def open_engine(

@@ -527,7 +527,12 @@ def explain_text(plan: AnyPlan, sql: str, budget: BudgetView | None = None) -> s
     lines += ["", "output columns (95% error):"]
     for c in d["columns"]:
         lines.append(f"  {c['name']}: {c['type']}, {c['error95']}")
-    lines += ["", "rewritten SQL (runs on the database; noise is added by dpproxy):"]
+    # The same text whatever the rows: on a DuckDB file the statement that runs may leave out
+    # clamps that its rows prove change nothing (backends/scanned.py), never anything else.
+    lines += [
+        "",
+        "rewritten SQL (the database computes exactly this; noise is added by dpproxy):",
+    ]
     lines += [f"  {statement}" for statement in sql.split(";\n")]
     return "\n".join(lines)
 

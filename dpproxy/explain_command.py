@@ -119,7 +119,7 @@ def explain_rows(
     from dpproxy.explain import BudgetView, explain_json, explain_text
 
     q = statement.query
-    prepared = engine.prepare(
+    prepared = engine.canonical().prepare(
         q, epsilon=epsilon, delta=delta, mechanism=mechanism, method=method, analyst=analyst
     )
     status = engine.accountant.status(analyst)

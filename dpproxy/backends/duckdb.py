@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb
     import duckdb  # type: ignore[no-redef]
 
 from dpproxy.backends import CancelToken, checks
+from dpproxy.backends import scanned as data_bounds
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import BackendUnavailable, InternalError, QueryCanceled, UndefinedTable
 from dpproxy.release.noise import ExactResult
@@ -138,7 +139,9 @@ class DuckDBBackend:
         Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column:
         metadata, not data, so reading it reveals nothing about any person. Bounded integer
         columns of private tables whose CHECK constraints prove them within the schema's
-        bounds are marked ``in_bounds`` (``backends/checks.py``).
+        bounds are marked ``in_bounds`` (``backends/checks.py``); in a file opened read-only,
+        the other such columns whose rows all lie within the bounds are marked ``scanned``
+        (``backends/scanned.py``: a fact about the rows, which EXPLAIN does not show).
 
         ``DESCRIBE`` per table rather than ``duckdb_columns()`` and ``duckdb_constraints()``
         over the whole database: the first call of those table functions costs ~10-20 ms of
@@ -190,6 +193,12 @@ class DuckDBBackend:
             # {stored table: its CHECK constraints}, asked only when some column could use them
             stored = self._stored_tables() if any(bounded.values()) else {}
             proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs}, stored)
+            # the other bounded columns, proved by the rows of a file no one can write
+            scanned = (
+                data_bounds.proven(self._con, catalog, bounded, stored, proven, _quote)
+                if stored and data_bounds.read_only(self._con)
+                else {}
+            )
         tables = []
         for t in catalog.tables:
             present = described[t.name]
@@ -208,6 +217,7 @@ class DuckDBBackend:
                 t.privacy_unit is not None and (t.name.lower(), t.privacy_unit.lower()) in unique
             )
             t = checks.mark(t, proven.get(t.name.lower(), set()))
+            t = data_bounds.mark(t, scanned.get(t.name.lower(), set()))
             if t.name.lower() in stored:  # a view over a CSV file has no zone maps to skip
                 t = checks.mark_bigint(t, types.get(t.name, {}))
             tables.append(replace(t, unit_is_unique=is_unique))

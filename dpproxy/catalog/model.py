@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from fractions import Fraction
 
@@ -46,6 +46,11 @@ class Column:
     # Set by a backend whose CHECK constraint proves every value within [lower, upper]
     # (backends/checks.py): the whole-number rewrite then leaves out the clamp.
     in_bounds: bool = False
+    # Set by the DuckDB backend when reading the data proved every value within [lower, upper]
+    # in a database file it holds read-only, which no one can write while it is open
+    # (backends/scanned.py): the rewrite leaves out the clamp as for ``in_bounds``, but the
+    # SQL that EXPLAIN shows keeps it (``Catalog.shown``), since this fact is about the rows.
+    scanned: bool = False
     # Set by the DuckDB backend when the database stores it in a signed integer type of at most
     # 64 bits or a smaller unsigned one (backends/checks.py): rewrite/unclamp.py may then cast
     # its unclamped values to BIGINT.
@@ -163,6 +168,21 @@ class Catalog:
     tables: tuple[Table, ...]
     policy: PrivacyPolicy
     source: str = "<memory>"
+
+    def shown(self) -> Catalog:
+        """This catalog as the analyst may see it planned: without the ``scanned`` marks,
+        which come from the rows (``backends/scanned.py``). EXPLAIN plans against it, so the
+        SQL it shows is the same whatever the data; the SQL that runs differs from it only in
+        clamps that the data proved to change nothing (the same numbers)."""
+        if not any(c.scanned for t in self.tables for c in t.columns):
+            return self
+        tables = tuple(
+            replace(t, columns=tuple(replace(c, scanned=False) for c in t.columns))
+            if any(c.scanned for c in t.columns)
+            else t
+            for t in self.tables
+        )
+        return replace(self, tables=tables)
 
     def table(self, name: str) -> Table | None:
         low = name.lower()

@@ -180,7 +180,7 @@ def explain(
             ledger=ledger_setting(ledger, durable=True) if analyst else MEMORY,
         ) as con:
             c = con
-            prepared = c.engine.prepare(
+            prepared = c.engine.canonical().prepare(
                 text,
                 epsilon=c.epsilon,
                 delta=c.delta,

@@ -229,3 +229,15 @@ def describe_mechanism(m: Mechanism) -> str:
     if isinstance(m, Gaussian):
         return f"Gaussian(σ={float(m.sigma):.6g})"
     raise InternalError("unknown mechanism")
+
+
+def one_method(plan: QueryPlan) -> Method | None:
+    """The method every statistic of ``plan`` uses, if they share one."""
+    methods = {st.method for st in plan.stats}
+    return methods.pop() if len(methods) == 1 else None
+
+
+def needs_choice(plan: QueryPlan) -> bool:
+    """Is ``plan``'s bound of rows per unit still to be drawn with DP?"""
+    t = plan.truncation
+    return t is not None and t.source == "dp" and not t.chosen

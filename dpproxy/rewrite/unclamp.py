@@ -64,10 +64,11 @@ tables, the rows CTE written in place (−0.09 to +0.05 over 101-151 runs: not k
 ``PREPARE``/``EXECUTE`` gains nothing: DuckDB rebinds at each EXECUTE. ``stats(x)`` in the
 CASE: 9.8 (evaluated per row). Disabling DuckDB's ``common_subplan`` optimiser: −0.07, for
 every query of the connection: not done. MIN/MAX of x in the same scan to test the bounds:
-+0.5. Not done on purpose: DuckDB's column statistics (or an exact check) read once when
-the read-only file is opened would let the SQL leave out both the CASE and the correction
-(≈ 1.4), but ``EXPLAIN`` shows the analyst the rewritten SQL, so SQL chosen by the data's
-minimum and maximum would disclose whether some person's value lies outside the bounds.
++0.5. An exact check read once when the read-only file is opened lets the SQL leave out
+both the CASE and the correction (≈ 1.4): ``backends/scanned.py`` does that, and this
+correction remains for a column with some value outside its bounds. ``EXPLAIN`` then plans
+without that check (``Engine.canonical``), since SQL chosen by the data's minimum and
+maximum, shown, would disclose whether some person's value lies outside the bounds.
 
 Timing. The statement's duration now depends on whether some values lie outside the
 bounds (the correction reads row groups then). The outcome does not: the released value is

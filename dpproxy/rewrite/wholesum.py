@@ -40,9 +40,10 @@ text would change with its type) and only when every primitive reading the measu
 can read a BIGINT: its COUNTs, COUNT(DISTINCT)s and SUMs that all take this path.
 
 *The clamp is left out* of a column the database's CHECK constraint keeps within its schema
-bounds (``Column.in_bounds``, ``backends/checks.py``): the clamp is then the identity on
-every row the table can hold (NULL included); the bounds of point 1 still hold, so the
-cast and the terms are unchanged.
+bounds (``Column.in_bounds``, ``backends/checks.py``), or whose rows in a DuckDB file held
+read-only all lie within them (``Column.scanned``, ``backends/scanned.py``; EXPLAIN shows the
+clamp): the clamp is then the identity on every row the table holds (NULL included); the
+bounds of point 1 still hold, so the cast and the terms are unchanged.
 
 *The clamp stays a CASE.* Other forms of the same clamp of a BIGINT column, SUM(clamp(income))
 over the 1 M rows of benchmarks/compare on DuckDB 2.0.1 (41 interleaved runs; raw SUM 1.1 ms,
@@ -221,7 +222,9 @@ def whole_row(
         if col is None or col.lower is None or col.upper is None:
             return None
         name = measure.name
-        if col.in_bounds:  # a CHECK constraint proves the clamp the identity (backends/checks.py)
+        if col.in_bounds or col.scanned:  # the clamp is the identity on every row the table
+            # holds: by a CHECK constraint (backends/checks.py) or by its read-only rows
+            # (backends/scanned.py)
             return _bigint(exp.column(name))
         value = _bigint(clamp(lambda: exp.column(name), col.lower, col.upper))
         if col.bigint:  # rewrite/unclamp.py may sum it unclamped plus a correction

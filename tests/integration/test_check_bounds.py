@@ -79,7 +79,9 @@ def _engine(path: Path, age_type: str = "integer") -> Engine:
 
 
 def _age_sql(e: Engine, sql: str = "SELECT SUM(age), AVG(age) FROM t") -> str:
-    prepared = e.prepare(sql, secret=SECRET)
+    # the canonical SQL: what the constraints alone leave out (backends/scanned.py may leave
+    # out more in the SQL that runs, from the rows of these small tables)
+    prepared = e.canonical().prepare(sql, secret=SECRET)
     assert prepared.sql is not None and not prepared.plan.needs_bounding
     return prepared.sql
 
@@ -135,7 +137,9 @@ def _clamped(catalog: Catalog) -> Catalog:
     return replace(
         catalog,
         tables=tuple(
-            replace(t, columns=tuple(replace(c, in_bounds=False) for c in t.columns))
+            replace(
+                t, columns=tuple(replace(c, in_bounds=False, scanned=False) for c in t.columns)
+            )
             for t in catalog.tables
         ),
     )

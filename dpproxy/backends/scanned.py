@@ -1,0 +1,104 @@
+"""Bounds proved by reading the data: the clamps a read-only DuckDB file cannot need.
+
+A whole-number measure is clamped to its schema bounds in the rewritten SQL
+(``rewrite/wholesum.py``); over 1 M rows the clamp costs DuckDB about as much again as the raw
+``SUM`` (its ``CASE`` is evaluated per row even when DuckDB's statistics fold both comparisons
+to false), and the correction of ``rewrite/unclamp.py`` still costs a second scan's binding
+and planning. When every value of the column already lies within the bounds, the clamp is the
+identity on every row, and the SQL without it gives exactly the same aggregates — as when a
+CHECK constraint proves it (``backends/checks.py``).
+
+Here the proof is the data itself: for each bounded ``integer`` column of a private table
+stored in the database file (not a view), one query asks DuckDB for a row outside the bounds,
+``SELECT 1 FROM t WHERE x < lo OR x > hi LIMIT 1``; no row, and the column is marked
+``Column.scanned``. DuckDB's column statistics usually settle it without reading a row (its
+optimiser turns both comparisons into ``false`` when the zone maps prove them), otherwise it
+reads until the first such row or to the end, once, when the database is opened.
+
+Why the proof stays true. Only a database the backend opened ``read_only`` (DuckDB's
+``access_mode``): DuckDB then holds a lock on the file that no writer can take, in this
+process or another, for as long as the backend is open (``tests/integration/
+test_scanned_bounds.py`` checks both), and dpproxy itself never writes. A view, a table
+of an in-memory database (files read through views) or another schema's table is never
+marked. PostgreSQL and Spark are never marked: their data can change under an open
+connection.
+
+What the analyst learns. The mark is a fact about the rows (whether some value lies outside
+its bounds), so it must not show: EXPLAIN plans against ``Catalog.shown()``, the catalog
+without these marks, and shows the SQL with the clamp whatever the data. The answer is the same
+number either way (the clamp changes no value), the refusals and the rows' shape depend on the
+query and the schema only, and the sensitivity still comes from the schema's bounds. What
+remains is timing: a query over in-bounds data runs faster, as ``rewrite/unclamp.py``'s
+correction already does, a side channel SECURITY.md leaves out of scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from dpproxy.catalog.model import Catalog, Table
+
+
+def read_only(con: Any) -> bool:
+    """Did DuckDB open ``con``'s database read-only (so that nobody can write it)?"""
+    row = con.execute("SELECT current_setting('access_mode')").fetchone()
+    return row is not None and str(row[0]).lower() == "read_only"
+
+
+def _integer(value: Any) -> int | None:
+    """A bound as an int, or None when it is not a whole number."""
+    if value is None or value.denominator != 1:
+        return None
+    return int(value)
+
+
+def proven(
+    con: Any,
+    catalog: Catalog,
+    bounded: dict[str, tuple[str, ...]],
+    stored: dict[str, int],
+    skip: dict[str, set[str]],
+    quote: Any,
+) -> dict[str, set[str]]:
+    """{table: its ``bounded`` columns (lower-case names, ``checks.candidates``) that no row
+    of the stored table puts outside their schema bounds}; columns in ``skip`` (already proved
+    by a CHECK constraint) are not read again. ``con``: a read-only DuckDB connection (the
+    caller checks :func:`read_only` and holds its lock); ``stored``: the tables stored in
+    the current database and schema (``DuckDBBackend._stored_tables``); ``quote``: the
+    backend's identifier quoting."""
+    out: dict[str, set[str]] = {}
+    for t in catalog.tables:
+        name = t.name.lower()
+        if name not in stored or not bounded.get(name):
+            continue
+        for column in bounded[name]:
+            if column in skip.get(name, set()):
+                continue
+            if _in_bounds(con, t, column, quote):
+                out.setdefault(name, set()).add(column)
+    return out
+
+
+def _in_bounds(con: Any, table: Table, column: str, quote: Any) -> bool:
+    col = next((c for c in table.columns if c.name.lower() == column), None)
+    if col is None:
+        return False
+    low, high = _integer(col.lower), _integer(col.upper)
+    if low is None or high is None:
+        return False
+    x = quote(col.name)
+    found = con.execute(
+        f"SELECT 1 FROM {quote(table.name)} WHERE {x} < {low} OR {x} > {high} LIMIT 1"
+    ).fetchall()
+    return not found
+
+
+def mark(table: Table, columns: set[str]) -> Table:
+    """``table`` with its columns named in ``columns`` (lower case) marked ``scanned``."""
+    if not columns:
+        return table
+    marked = tuple(
+        replace(c, scanned=True) if c.name.lower() in columns else c for c in table.columns
+    )
+    return replace(table, columns=marked)

@@ -1,0 +1,246 @@
+"""Bounds proved by the rows of a read-only DuckDB file (``backends/scanned.py``): the SQL
+that runs leaves out clamps that change nothing, EXPLAIN shows the same SQL whatever the
+rows, and the answers are the same numbers.
+
+On real DuckDB files, opened by real backends: which columns are marked, that the SQL
+without the clamp returns exactly the rows of the SQL with it (in bounds, on the bounds, NULL),
+that no writer can change the file while the backend holds it (the trust the mark rests on),
+and that nothing an analyst sees (EXPLAIN in all three forms, the answer's shape, a refusal)
+tells a file with a value outside the bounds from one without.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import dpproxy
+from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.backends.opener import open_database
+from dpproxy.catalog.load import parse_catalog
+from dpproxy.engine import Engine
+
+SECRET = 0x5CA
+
+SCHEMA = """\
+version: 1
+dataset: scanned
+privacy: {neighbouring: add_remove, epsilon: 1, delta: 1.0e-6}
+tables:
+  t:
+    private: true
+    privacy_unit: pid
+    public_rows: 1000000
+    columns:
+      pid: {type: integer}
+      g: {type: integer, lower: 0, upper: 3, domain: [0, 1, 2, 3]}
+      age: {type: integer, nullable: true, lower: 0, upper: 100}
+      score: {type: float, nullable: true, lower: 0, upper: 1}
+"""
+
+QUERIES = (
+    "SELECT SUM(age) FROM t",
+    "SELECT AVG(age), COUNT(age) FROM t",
+    "SELECT VAR_SAMP(age), STDDEV_POP(age) FROM t",
+    "SELECT g, SUM(age), AVG(age) FROM t GROUP BY g",
+    "SELECT AVG(age) FROM t WHERE g > 1",
+    "SELECT COUNT(DISTINCT age), SUM(age) FROM t",
+)
+
+
+def _database(path: Path, ages: list[int | None], *, view: bool = False) -> Path:
+    with duckdb.connect(str(path)) as con:
+        name = "stored" if view else "t"
+        con.execute(
+            f"CREATE TABLE {name}(pid INTEGER PRIMARY KEY, g INTEGER, age INTEGER, score DOUBLE)"
+        )
+        if ages:
+            con.executemany(
+                f"INSERT INTO {name} VALUES (?, ?, ?, ?)",
+                [(i, i % 4, a, (i % 10) / 10) for i, a in enumerate(ages)],
+            )
+        if view:
+            con.execute("CREATE VIEW t AS SELECT * FROM stored")
+    return path
+
+
+def _engine(path: Path) -> Engine:
+    return Engine(parse_catalog(SCHEMA), DuckDBBackend(path))
+
+
+def _age(e: Engine) -> tuple[bool, bool]:
+    t = e.catalog.table("t")
+    assert t is not None
+    col = t.column("age")
+    assert col is not None
+    return col.in_bounds, col.scanned
+
+
+IN_BOUNDS = [(i * 37) % 101 for i in range(500)] + [0, 100, None, None]
+
+
+@pytest.mark.parametrize(
+    ("ages", "scanned"),
+    [
+        (IN_BOUNDS, True),
+        ([], True),  # no row at all: none outside
+        ([None, None], True),  # NULL is no value outside the bounds (the clamp keeps it NULL)
+        ([*IN_BOUNDS, 101], False),
+        ([*IN_BOUNDS, -1], False),
+        ([2**31 - 1], False),
+    ],
+)
+def test_which_rows_prove_the_bounds(ages: list[int | None], scanned: bool, tmp_path: Path) -> None:
+    e = _engine(_database(tmp_path / "d.duckdb", ages))
+    try:
+        assert _age(e) == (False, scanned)  # no CHECK constraint: in_bounds stays False
+        score = e.catalog.table("t").column("score")  # type: ignore[union-attr]
+        assert score is not None and not score.scanned  # a float column is never marked
+        run = e.prepare("SELECT SUM(age) FROM t", secret=SECRET).sql
+        shown = e.canonical().prepare("SELECT SUM(age) FROM t", secret=SECRET).sql
+        assert run is not None and shown is not None
+        assert "CASE WHEN age < 0" in shown  # EXPLAIN's SQL keeps the clamp, always
+        assert ("CASE WHEN age < 0" not in run) is scanned
+        assert (run == shown) is not scanned
+    finally:
+        e.close()
+
+
+def test_stale_statistics_do_not_matter(tmp_path: Path) -> None:
+    """A value outside the bounds deleted again: DuckDB's zone maps may still admit it, the
+    query reads the rows and finds none."""
+    path = _database(tmp_path / "s.duckdb", [*IN_BOUNDS, 5000])
+    with duckdb.connect(str(path)) as con:
+        con.execute("DELETE FROM t WHERE age = 5000")
+        con.execute("CHECKPOINT")
+    e = _engine(path)
+    try:
+        assert _age(e) == (False, True)
+    finally:
+        e.close()
+
+
+def test_a_view_or_a_file_of_rows_is_never_marked(tmp_path: Path) -> None:
+    e = _engine(_database(tmp_path / "v.duckdb", IN_BOUNDS, view=True))
+    try:
+        assert _age(e) == (False, False)  # a view: its rows could come from anywhere
+    finally:
+        e.close()
+    csv = tmp_path / "t.csv"
+    csv.write_text(
+        "pid,g,age,score\n" + "".join(f"{i},{i % 4},{i % 90},0.5\n" for i in range(50)),
+        encoding="utf-8",
+    )
+    schema = tmp_path / "s.yaml"
+    schema.write_text(SCHEMA, encoding="utf-8")
+    backend = open_database(str(csv))  # an in-memory DuckDB over a view of the file
+    e = Engine(parse_catalog(SCHEMA), backend)
+    try:
+        assert _age(e) == (False, False)
+    finally:
+        e.close()
+
+
+def test_the_sql_that_runs_gives_the_rows_of_the_canonical_sql(tmp_path: Path) -> None:
+    """On 20 random files in bounds (values on both bounds and NULLs among them) every query's
+    two statements return the same rows, exactly."""
+    rng = random.Random(20261127)
+    for n in range(20):
+        ages = [rng.choice([0, 100, None, rng.randint(0, 100)]) for _ in range(rng.randint(0, 60))]
+        e = _engine(_database(tmp_path / f"r{n}.duckdb", ages))
+        try:
+            assert _age(e) == (False, True)
+            for sql in QUERIES:
+                run = e.prepare(sql, secret=SECRET).sql
+                shown = e.canonical().prepare(sql, secret=SECRET).sql
+                assert run is not None and shown is not None
+                assert "CASE WHEN age < 0" in shown and "CASE WHEN age < 0" not in run, sql
+                a, b = e.backend.execute(run), e.backend.execute(shown)
+                assert a.columns == b.columns
+                assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), (sql, ages)
+        finally:
+            e.close()
+
+
+def _explains(path: Path, schema: Path, sql: str) -> tuple[str, str, str]:
+    with dpproxy.connect(str(path), schema=str(schema)) as con:
+        text = con.cursor().explain(sql)
+        cur = con.cursor()
+        cur.execute("EXPLAIN " + sql)
+        statement = "\n".join(r[0] for r in cur.fetchall())
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpproxy",
+            "explain",
+            "--database",
+            str(path),
+            "--schema",
+            str(schema),
+            sql,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return text, statement, cli
+
+
+def test_nothing_the_analyst_sees_tells_the_files_apart(tmp_path: Path) -> None:
+    """Two files that differ in one person's value, inside the bounds or not: EXPLAIN (the
+    DB-API's, the SQL statement's, the CLI's) shows the same text, the answers have the same
+    shape, and a query refused on one is refused alike on the other."""
+    schema = tmp_path / "s.yaml"
+    schema.write_text(SCHEMA, encoding="utf-8")
+    inside = _database(tmp_path / "in.duckdb", [*IN_BOUNDS, 40])
+    outside = _database(tmp_path / "out.duckdb", [*IN_BOUNDS, 400])
+    for sql in QUERIES:
+        a, b = _explains(inside, schema, sql), _explains(outside, schema, sql)
+        assert a == b, sql
+        assert "CASE WHEN age < 0" in a[0]
+    shapes = []
+    for path in (inside, outside):
+        with dpproxy.connect(str(path), schema=str(schema), budget_epsilon=1000) as con:
+            cur = con.cursor()
+            got = []
+            for sql in QUERIES:
+                cur.execute(sql)
+                rows = cur.fetchall()
+                got.append(([d[0] for d in cur.description], len(rows), [len(r) for r in rows]))
+            with pytest.raises(dpproxy.DatabaseError) as refused:
+                cur.execute("SELECT MAX(age) FROM t WHERE age > (SELECT 1)")
+            got.append(getattr(refused.value, "sqlstate", None))
+            shapes.append(got)
+    assert shapes[0] == shapes[1]
+
+
+def test_no_one_can_write_the_file_while_the_backend_holds_it(tmp_path: Path) -> None:
+    """The trust the mark rests on: DuckDB's lock keeps every writer out, in another process
+    and in this one, for as long as the backend is open."""
+    path = _database(tmp_path / "w.duckdb", IN_BOUNDS)
+    e = _engine(path)
+    try:
+        assert _age(e) == (False, True)
+        other = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import duckdb; duckdb.connect({str(path)!r}).execute("
+                "'INSERT INTO t VALUES (9999, 0, 5000, 0)')",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert other.returncode != 0 and "lock" in other.stderr.lower(), other.stderr
+        with pytest.raises(duckdb.Error):
+            duckdb.connect(str(path))  # read-write, in this process
+    finally:
+        e.close()
+    with duckdb.connect(str(path)) as con:  # closed: writable again, and nothing changed
+        assert con.execute("SELECT MAX(age) FROM t").fetchone() == (100,)
