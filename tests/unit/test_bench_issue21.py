@@ -118,3 +118,18 @@ def test_merge_takes_one_task_and_names_its_run(tmp_path: Path) -> None:
     row = next(line for line in section.splitlines() if line.startswith("| 1,000 rows"))
     assert "baseline `fffffff`, 7 rounds, load average 1.5 at the start, 2.5 at the end" in row
     assert "1.00–1.00×" in row and "**met**" in row
+
+
+def test_the_amd_run_at_1000_rows_is_quoted() -> None:
+    """docs/performance.md's sentence on the 1,000-row run on the AMD machine quotes
+    ``benchmarks/ISSUE21_SMALL_AMD.json``: how many classes met 2×, in both checkouts, and
+    every class's ratio."""
+    data = json.loads((REPO / "benchmarks" / "ISSUE21_SMALL_AMD.json").read_text("utf-8"))
+    doc = " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    now, base = data["results"]["current"]["small"], data["results"]["base"]["small"]
+    ratios = {k: v["dpproxy"] / v["raw"] for k, v in now.items()}
+    met = sum(r <= 2 for r in ratios.values())
+    met_base = sum(v["dpproxy"] / v["raw"] <= 2 for v in base.values())
+    assert data["meta"]["machine"]["cpu"] == "AMD EPYC" and data["meta"]["rounds"] == 3
+    assert f"{met} of 10 classes meet it ({met_base} of 10 for `e1e8581`" in doc
+    assert ", ".join(f"{k} {r:.2f}×" for k, r in ratios.items()) + "." in doc
