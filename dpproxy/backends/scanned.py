@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import duckdb
+
 from dpproxy.catalog.model import Catalog, Table
 
 
@@ -88,9 +90,12 @@ def _in_bounds(con: Any, table: Table, column: str, quote: Any) -> bool:
     if low is None or high is None:
         return False
     x = quote(col.name)
-    found = con.execute(
-        f"SELECT 1 FROM {quote(table.name)} WHERE {x} < {low} OR {x} > {high} LIMIT 1"
-    ).fetchall()
+    try:
+        found = con.execute(
+            f"SELECT 1 FROM {quote(table.name)} WHERE {x} < {low} OR {x} > {high} LIMIT 1"
+        ).fetchall()
+    except duckdb.Error:  # anything DuckDB cannot answer proves nothing: the clamp stays
+        return False
     return not found
 
 

@@ -244,3 +244,16 @@ def test_no_one_can_write_the_file_while_the_backend_holds_it(tmp_path: Path) ->
         e.close()
     with duckdb.connect(str(path)) as con:  # closed: writable again, and nothing changed
         assert con.execute("SELECT MAX(age) FROM t").fetchone() == (100,)
+
+
+def test_a_query_duckdb_cannot_answer_proves_nothing(tmp_path: Path) -> None:
+    """``_in_bounds`` fails closed: a DuckDB error (here a table that is not there) leaves the
+    column unmarked instead of reaching the caller."""
+    from dpproxy.backends.scanned import _in_bounds
+
+    table = parse_catalog(SCHEMA).table("t")
+    assert table is not None
+    with duckdb.connect(str(tmp_path / "none.duckdb")) as con:
+        assert _in_bounds(con, table, "age", lambda n: f'"{n}"') is False
+        con.execute("CREATE TABLE t(pid INTEGER, g INTEGER, age INTEGER, score DOUBLE)")
+        assert _in_bounds(con, table, "age", lambda n: f'"{n}"') is True
