@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import sqlglot
 from sqlglot import exp
@@ -174,12 +174,19 @@ def proven_column(table: Table, column: str, texts: Iterable[str], dialect: str)
     )
 
 
-def mark(table: Table, columns: set[str]) -> Table:
-    """``table`` with its columns named in ``columns`` (lower case) marked ``in_bounds``."""
+def mark(
+    table: Table, columns: set[str], flag: Literal["in_bounds", "scanned"] = "in_bounds"
+) -> Table:
+    """``table`` with its columns named in ``columns`` (lower case) marked ``flag``:
+    ``in_bounds`` (a CHECK constraint proves the bounds) or ``scanned`` (the rows of a
+    read-only file do: ``backends/scanned.py``)."""
     if not columns:
         return table
     marked = tuple(
-        replace(c, in_bounds=True) if c.name.lower() in columns else c for c in table.columns
+        (replace(c, in_bounds=True) if flag == "in_bounds" else replace(c, scanned=True))
+        if c.name.lower() in columns
+        else c
+        for c in table.columns
     )
     return replace(table, columns=marked)
 

@@ -217,7 +217,7 @@ class DuckDBBackend:
                 t.privacy_unit is not None and (t.name.lower(), t.privacy_unit.lower()) in unique
             )
             t = checks.mark(t, proven.get(t.name.lower(), set()))
-            t = data_bounds.mark(t, scanned.get(t.name.lower(), set()))
+            t = checks.mark(t, scanned.get(t.name.lower(), set()), "scanned")
             if t.name.lower() in stored:  # a view over a CSV file has no zone maps to skip
                 t = checks.mark_bigint(t, types.get(t.name, {}))
             tables.append(replace(t, unit_is_unique=is_unique))

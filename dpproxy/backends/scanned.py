@@ -34,7 +34,6 @@ correction already does, a side channel SECURITY.md leaves out of scope.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -97,13 +96,3 @@ def _in_bounds(con: Any, table: Table, column: str, quote: Any) -> bool:
     except duckdb.Error:  # anything DuckDB cannot answer proves nothing: the clamp stays
         return False
     return not found
-
-
-def mark(table: Table, columns: set[str]) -> Table:
-    """``table`` with its columns named in ``columns`` (lower case) marked ``scanned``."""
-    if not columns:
-        return table
-    marked = tuple(
-        replace(c, scanned=True) if c.name.lower() in columns else c for c in table.columns
-    )
-    return replace(table, columns=marked)
