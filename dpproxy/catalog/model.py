@@ -174,11 +174,12 @@ class Catalog:
         which come from the rows (``backends/scanned.py``). EXPLAIN plans against it, so the
         SQL it shows is the same whatever the data; the SQL that runs differs from it only in
         clamps that the data proved to change nothing (the same numbers)."""
-        if not any(c.scanned for t in self.tables for c in t.columns):
+        marked = {id(t) for t in self.tables if any(c.scanned for c in t.columns)}
+        if not marked:
             return self
         tables = tuple(
             replace(t, columns=tuple(replace(c, scanned=False) for c in t.columns))
-            if any(c.scanned for c in t.columns)
+            if id(t) in marked
             else t
             for t in self.tables
         )
