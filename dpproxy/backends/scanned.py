@@ -36,7 +36,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import duckdb
+try:  # DuckDB's engine module, not the package's builders (see backends/duckdb.py)
+    import _duckdb as duckdb
+except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb.duckdb
+    import duckdb  # type: ignore[no-redef]
 
 from dpproxy.catalog.model import Catalog, Table
 
