@@ -63,3 +63,32 @@ def test_the_run_against_the_earlier_commit_is_quoted() -> None:
         f"from {base[q]['ratio']:.2f}× to {now[q]['ratio']:.2f}×" for q in ("Q03", "Q04", "Q15")
     )
     assert f"Q03 went {q03}, Q04 {q04}, Q15 {q15}:" in text
+
+
+def test_the_run_before_and_the_base_in_the_same_run_are_quoted() -> None:
+    """The paragraph's figures for the run before the last (``SPEED_1M_PREVIOUS.json``: the
+    count within 1.5× and the queries above it) and the last run's before → after ratios of
+    Q03–Q05 and Q15 against its ``--base`` checkout, with the SQL-alone ratios."""
+    text = _paragraph()
+    prev = json.loads(
+        (REPO / "benchmarks" / "SPEED_1M_PREVIOUS.json").read_text(encoding="utf-8")
+    )["checkouts"]["current"]
+    assert f"(commit `{prev['commit'][:7]}`" in text
+    assert f"gave {prev['summary']['met']} of {prev['summary']['queries']}" in text
+    above = [q for q, r in prev["rows"].items() if not r["met"]]
+    quoted = ", ".join(f"{q} {prev['rows'][q]['ratio']:.2f}×" for q in above[:-1])
+    assert f"{quoted} and {above[-1]} {prev['rows'][above[-1]]['ratio']:.2f}× above" in text
+
+    data = json.loads((REPO / "benchmarks" / "SPEED_1M.json").read_text(encoding="utf-8"))
+    base, now = data["checkouts"]["base"], data["checkouts"]["current"]
+    assert f"commit `{now['commit'][:7]}` on" in text and f"with `{base['commit'][:7]}`" in text
+    b, n = base["rows"], now["rows"]
+    assert f"against {base['summary']['met']} of 16 and {base['summary']['geomean_ratio']:.2f}×" in text
+    for q in ("Q03", "Q04", "Q05"):
+        assert (
+            f"{q} went from {b[q]['ratio']:.2f}× to {n[q]['ratio']:.2f}×" in text
+            or f"{q} from {b[q]['ratio']:.2f}× to {n[q]['ratio']:.2f}×" in text
+        )
+        assert f"{b[q]['sql_ratio']:.2f}× to {n[q]['sql_ratio']:.2f}×" in text
+    assert f"Q15 from {b['Q15']['ratio']:.2f}× to {n['Q15']['ratio']:.2f}×" in text
+    assert f"({b['Q12']['ratio']:.2f}× and {n['Q12']['ratio']:.2f}× in this run)" in text
