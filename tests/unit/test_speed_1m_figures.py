@@ -83,7 +83,8 @@ def test_the_run_before_and_the_base_in_the_same_run_are_quoted() -> None:
     base, now = data["checkouts"]["base"], data["checkouts"]["current"]
     assert f"commit `{now['commit'][:7]}` on" in text and f"with `{base['commit'][:7]}`" in text
     b, n = base["rows"], now["rows"]
-    assert f"against {base['summary']['met']} of 16 and {base['summary']['geomean_ratio']:.2f}×" in text
+    met, geomean = base["summary"]["met"], base["summary"]["geomean_ratio"]
+    assert f"against {met} of 16 and {geomean:.2f}×" in text
     for q in ("Q03", "Q04", "Q05"):
         assert (
             f"{q} went from {b[q]['ratio']:.2f}× to {n[q]['ratio']:.2f}×" in text
