@@ -191,7 +191,8 @@ class DuckDBBackend:
                 }
             bounded = {t.name.lower(): checks.candidates(t, types[t.name]) for t in catalog.tables}
             # {stored table: its CHECK constraints}, asked only when some column could use them
-            stored = self._stored_tables() if any(bounded.values()) else {}
+            floats = any(data_bounds.fractional(t) for t in catalog.tables)
+            stored = self._stored_tables() if floats or any(bounded.values()) else {}
             proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs}, stored)
             # the other bounded columns, proved by the rows of a file no one can write
             scanned = (

@@ -6,12 +6,16 @@ A whole-number measure is clamped to its schema bounds in the rewritten SQL
 to false), and the correction of ``rewrite/unclamp.py`` still costs a second scan's binding
 and planning. When every value of the column already lies within the bounds, the clamp is the
 identity on every row, and the SQL without it gives exactly the same aggregates — as when a
-CHECK constraint proves it (``backends/checks.py``).
+CHECK constraint proves it (``backends/checks.py``). The same holds for the DOUBLE clamps of
+row-level measures (``rewrite/noop_clamps.py``), over integer and float columns alike.
 
 Here the proof is the data itself: for each bounded ``integer`` column of a private table
 stored in the database file (not a view), one query asks DuckDB for a row outside the bounds,
 ``SELECT 1 FROM t WHERE x < lo OR x > hi LIMIT 1``; no row, and the column is marked
-``Column.scanned``. DuckDB's column statistics usually settle it without reading a row (its
+``Column.scanned``. For each bounded ``float`` column the query asks for a row that makes
+either comparison of the column's clamp true or holds a NaN, with the clamp's own comparison
+trees (``rewrite/noop_clamps.clamp_conditions``), so that it asks exactly what the clamp
+would. DuckDB's column statistics usually settle it without reading a row (its
 optimiser turns both comparisons into ``false`` when the zone maps prove them), otherwise it
 reads until the first such row or to the end, once, when the database is opened.
 
@@ -41,7 +45,8 @@ try:  # DuckDB's engine module, not the package's builders (see backends/duckdb.
 except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb.duckdb
     import duckdb  # type: ignore[no-redef]
 
-from dpproxy.catalog.model import Catalog, Table
+from dpproxy.catalog.model import Catalog, ColumnType, Table
+from dpproxy.rewrite.noop_clamps import clamp_conditions
 
 
 def read_only(con: Any) -> bool:
@@ -74,14 +79,45 @@ def proven(
     out: dict[str, set[str]] = {}
     for t in catalog.tables:
         name = t.name.lower()
-        if name not in stored or not bounded.get(name):
+        if name not in stored:
             continue
-        for column in bounded[name]:
+        for column in bounded.get(name, ()):
             if column in skip.get(name, set()):
                 continue
             if _in_bounds(con, t, column, quote):
                 out.setdefault(name, set()).add(column)
+        for column in fractional(t):
+            if _clamp_is_identity(con, t, column, quote):
+                out.setdefault(name, set()).add(column)
     return out
+
+
+def fractional(table: Table) -> tuple[str, ...]:
+    """The columns of private ``table`` whose clamp :func:`_clamp_is_identity` may prove a
+    no-op (lower-case names): schema type ``float`` with both bounds."""
+    if not table.private:
+        return ()
+    return tuple(
+        c.name.lower()
+        for c in table.columns
+        if c.type is ColumnType.FLOAT and c.lower is not None and c.upper is not None
+    )
+
+
+def _clamp_is_identity(con: Any, table: Table, column: str, quote: Any) -> bool:
+    """Does no row of ``table`` make either comparison of ``column``'s clamp true, nor hold
+    a NaN there (``rewrite/noop_clamps.py``)? The comparisons are the clamp's own trees, so the
+    scan asks DuckDB exactly what the clamp would."""
+    col = table.column(column)
+    if col is None or col.lower is None or col.upper is None:
+        return False
+    conditions = clamp_conditions(col.name, col.lower, col.upper)
+    where = " OR ".join(f"({c.sql('duckdb')})" for c in conditions)
+    try:
+        found = con.execute(f"SELECT 1 FROM {quote(table.name)} WHERE {where} LIMIT 1").fetchall()
+    except duckdb.Error:  # anything DuckDB cannot answer proves nothing: the clamp stays
+        return False
+    return not found
 
 
 def _in_bounds(con: Any, table: Table, column: str, quote: Any) -> bool:

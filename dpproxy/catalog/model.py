@@ -44,11 +44,13 @@ class Column:
     max_elements: int | None = None  # text split by UNNEST: at most this many elements used
     max_length: int | None = None  # text: at most this many characters (bounds LENGTH)
     # Set by a backend whose CHECK constraint proves every value within [lower, upper]
-    # (backends/checks.py): the whole-number rewrite then leaves out the clamp.
+    # (backends/checks.py): the rewrite then leaves out the clamp (rewrite/wholesum.py and,
+    # for the DOUBLE clamps of row-level measures, rewrite/noop_clamps.py).
     in_bounds: bool = False
     # Set by the DuckDB backend when reading the data proved every value within [lower, upper]
     # in a database file it holds read-only, which no one can write while it is open
-    # (backends/scanned.py): the rewrite leaves out the clamp as for ``in_bounds``, but the
+    # (backends/scanned.py; integer and float columns): the rewrite leaves out the clamp as
+    # for ``in_bounds`` (rewrite/wholesum.py, rewrite/noop_clamps.py), but the
     # SQL that EXPLAIN shows keeps it (``Catalog.shown``), since this fact is about the rows.
     scanned: bool = False
     # Set by the DuckDB backend when the database stores it in a signed integer type of at most

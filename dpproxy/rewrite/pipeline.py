@@ -37,6 +37,7 @@ from dpproxy.rewrite.guard import (
 )
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.inline import inline_rows
+from dpproxy.rewrite.noop_clamps import drop_noop_clamps, mark_noop_clamps
 from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
 from dpproxy.sql.parse import dialect_of
@@ -163,6 +164,7 @@ def _row_measure(
     clamps: set[int] = set()
     cases: list[exp.Expression] = []  # the clamp CASEs, held: their ids stay theirs
     clamped = clamp_values(measure, table, made=clamps, cases=cases)
+    mark_noop_clamps(cases, table)  # left out of the finished statement (rewrite/noop_clamps.py)
     guarded = guard_row_expression(clamped, table, copy=False, guarded=clamps)
     from dpproxy.rewrite.floats import finite_arithmetic  # not needed by COUNT(*) alone
 
@@ -315,6 +317,9 @@ def rewrite(
     tree = for_dialect(tree, ctx)
     if dialect == "duckdb":  # the rows CTE written in place: shorter SQL to bind
         tree = inline_rows(tree)
+    q = plan.query
+    if q.source is None and q.per_unit is None and q.union is None:  # one table's rows only
+        tree = drop_noop_clamps(tree)  # rewrite/noop_clamps.py: the last change to the tree
     return tree.sql(dialect=dialect_of(dialect), copy=False)
 
 

@@ -53,7 +53,16 @@ QUERIES = (
 )
 
 
-def _database(path: Path, ages: list[int | None], *, view: bool = False) -> Path:
+def _database(
+    path: Path,
+    ages: list[int | None],
+    *,
+    view: bool = False,
+    scores: list[float | None] | None = None,
+) -> Path:
+    """A file of ``t``: one row per age, with ``scores`` (default (i mod 10)/10, in bounds)."""
+    if scores is None:
+        scores = [(i % 10) / 10 for i in range(len(ages))]
     with duckdb.connect(str(path)) as con:
         name = "stored" if view else "t"
         con.execute(
@@ -62,7 +71,7 @@ def _database(path: Path, ages: list[int | None], *, view: bool = False) -> Path
         if ages:
             con.executemany(
                 f"INSERT INTO {name} VALUES (?, ?, ?, ?)",
-                [(i, i % 4, a, (i % 10) / 10) for i, a in enumerate(ages)],
+                [(i, i % 4, a, sc) for i, (a, sc) in enumerate(zip(ages, scores, strict=True))],
             )
         if view:
             con.execute("CREATE VIEW t AS SELECT * FROM stored")
@@ -100,7 +109,7 @@ def test_which_rows_prove_the_bounds(ages: list[int | None], scanned: bool, tmp_
     try:
         assert _age(e) == (False, scanned)  # no CHECK constraint: in_bounds stays False
         score = e.catalog.table("t").column("score")  # type: ignore[union-attr]
-        assert score is not None and not score.scanned  # a float column is never marked
+        assert score is not None and score.scanned  # its values (i mod 10)/10 lie in [0, 1]
         run = e.prepare("SELECT SUM(age) FROM t", secret=SECRET).sql
         shown = e.canonical().prepare("SELECT SUM(age) FROM t", secret=SECRET).sql
         assert run is not None and shown is not None
@@ -257,3 +266,112 @@ def test_a_query_duckdb_cannot_answer_proves_nothing(tmp_path: Path) -> None:
         assert _in_bounds(con, table, "age", lambda n: f'"{n}"') is False
         con.execute("CREATE TABLE t(pid INTEGER, g INTEGER, age INTEGER, score DOUBLE)")
         assert _in_bounds(con, table, "age", lambda n: f'"{n}"') is True
+
+
+# ------------------------------------------------------------------ float columns
+
+FLOAT_QUERIES = (
+    "SELECT SUM(score) FROM t",
+    "SELECT AVG(score), VAR_POP(score) FROM t",
+    "SELECT g, SUM(score * 2 + age), AVG(score) FROM t GROUP BY g",
+    "SELECT SUM(score / 4 + 1) FROM t WHERE age > 10",
+)
+CLAMP = "CASE WHEN CAST(score AS DOUBLE) < 0"
+
+
+def _score(e: Engine) -> bool:
+    col = e.catalog.table("t").column("score")  # type: ignore[union-attr]
+    assert col is not None
+    return col.scanned
+
+
+@pytest.mark.parametrize(
+    ("scores", "scanned"),
+    [
+        ([0.0, 1.0, 0.5, None, 1e-300, -0.0], True),  # the bounds themselves, NULL, tiny, -0
+        ([None, None], True),
+        ([0.5, float("nan")], False),  # NaN: unclamped, it would fail the fixed-point cast
+        ([0.5, float("inf")], False),
+        ([0.5, float("-inf")], False),
+        ([0.5, 1.0000000000000002], False),  # the next double above the bound
+        ([0.5, -5e-324], False),  # the smallest negative double
+    ],
+)
+def test_which_rows_prove_a_float_column(
+    scores: list[float | None], scanned: bool, tmp_path: Path
+) -> None:
+    """A float column is marked only when no row makes either comparison of its clamp true
+    and none is NaN (``rewrite/noop_clamps.clamp_conditions``); the SQL that runs then has no
+    clamp for it, the SQL EXPLAIN shows always has."""
+    e = _engine(_database(tmp_path / "f.duckdb", [1] * len(scores), scores=scores))
+    try:
+        assert _score(e) is scanned
+        for sql in FLOAT_QUERIES:
+            run = e.prepare(sql, secret=SECRET).sql
+            shown = e.canonical().prepare(sql, secret=SECRET).sql
+            assert run is not None and shown is not None
+            assert CLAMP in shown, sql
+            assert (CLAMP not in run) is scanned, sql
+    finally:
+        e.close()
+
+
+def test_float_sql_that_runs_gives_the_rows_of_the_canonical_sql(tmp_path: Path) -> None:
+    """On 20 random files whose scores lie in [0, 1] (the bounds, NULLs, subnormals, -0
+    among them), every float query's two statements return the same rows, exactly; and a
+    value outside in one more file leaves the clamp in."""
+    rng = random.Random(20261128)
+    pick = [0.0, 1.0, -0.0, None, 5e-324, 0.1, 1 - 2**-53]
+    for n in range(20):
+        size = rng.randint(0, 60)
+        scores = [rng.choice([*pick, rng.random()]) for _ in range(size)]
+        ages = [rng.randint(0, 100) for _ in range(size)]
+        e = _engine(_database(tmp_path / f"f{n}.duckdb", ages, scores=scores))
+        try:
+            assert _score(e) is True
+            for sql in FLOAT_QUERIES:
+                run = e.prepare(sql, secret=SECRET).sql
+                shown = e.canonical().prepare(sql, secret=SECRET).sql
+                assert run is not None and shown is not None and CLAMP not in run
+                a, b = e.backend.execute(run), e.backend.execute(shown)
+                assert a.columns == b.columns
+                assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), (sql, scores)
+        finally:
+            e.close()
+
+
+def test_a_float_value_outside_tells_nothing_to_the_analyst(tmp_path: Path) -> None:
+    """Two files that differ in one person's score, inside [0, 1] or NaN: the same EXPLAIN
+    in all three forms, and answers of the same shape."""
+    schema = tmp_path / "s.yaml"
+    schema.write_text(SCHEMA, encoding="utf-8")
+    scores = [(i % 10) / 10 for i in range(len(IN_BOUNDS))]
+    inside = _database(tmp_path / "in.duckdb", IN_BOUNDS, scores=[*scores[:-1], 0.25])
+    nan = _database(tmp_path / "nan.duckdb", IN_BOUNDS, scores=[*scores[:-1], float("nan")])
+    for sql in FLOAT_QUERIES[:2]:
+        a, b = _explains(inside, schema, sql), _explains(nan, schema, sql)
+        assert a == b, sql
+        assert CLAMP in a[0]
+    shapes = []
+    for path in (inside, nan):
+        with dpproxy.connect(str(path), schema=str(schema), budget_epsilon=1000) as con:
+            cur = con.cursor()
+            got = []
+            for sql in FLOAT_QUERIES:
+                cur.execute(sql)
+                rows = cur.fetchall()
+                got.append(([d[0] for d in cur.description], len(rows), [len(r) for r in rows]))
+            shapes.append(got)
+    assert shapes[0] == shapes[1]
+
+
+def test_a_float_query_duckdb_cannot_answer_proves_nothing(tmp_path: Path) -> None:
+    from dpproxy.backends.scanned import _clamp_is_identity
+
+    table = parse_catalog(SCHEMA).table("t")
+    assert table is not None
+    with duckdb.connect(str(tmp_path / "none.duckdb")) as con:
+        assert _clamp_is_identity(con, table, "score", lambda n: f'"{n}"') is False
+        con.execute("CREATE TABLE t(pid INTEGER, g INTEGER, age INTEGER, score VARCHAR)")
+        con.execute("INSERT INTO t VALUES (1, 0, 1, 'x')")  # CAST('x' AS DOUBLE) fails
+        assert _clamp_is_identity(con, table, "score", lambda n: f'"{n}"') is False
