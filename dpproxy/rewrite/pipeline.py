@@ -318,7 +318,12 @@ def rewrite(
     if dialect == "duckdb":  # the rows CTE written in place: shorter SQL to bind
         tree = inline_rows(tree)
     q = plan.query
-    if q.source is None and q.per_unit is None and q.union is None:  # one table's rows only
+    if (
+        q.source is None  # one table's rows only
+        and q.per_unit is None
+        and q.union is None
+        and any(c.scanned or c.in_bounds for c in q.table.columns)  # else nothing is marked
+    ):
         tree = drop_noop_clamps(tree)  # rewrite/noop_clamps.py: the last change to the tree
     return tree.sql(dialect=dialect_of(dialect), copy=False)
 
