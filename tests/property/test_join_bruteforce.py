@@ -475,7 +475,9 @@ class Harness:
     def prepare(self, schema: str, nation: str, sql: str) -> Prepared:
         key = (schema, nation, sql)
         if key not in self._prepared:
-            self._prepared[key] = self.engine(schema, nation).prepare(sql, secret=SECRET)
+            # canonical: the SQL is run on other data than the (empty) file it is planned on
+            engine = self.engine(schema, nation).canonical()
+            self._prepared[key] = engine.prepare(sql, secret=SECRET)
         return self._prepared[key]
 
     def load(self, nation: str, ds: Sequence[Db]) -> None:
