@@ -37,6 +37,8 @@ sep)`` (UNNEST)        ``sep``                      punctuation escaped (:func:`
                                                     → ``LOG10(x)``
 a number of > 38       a BIGNUM, compared as a      a DECIMAL beyond its 38 digits: fails →
 digits (10²⁵⁰)         DOUBLE                       a DOUBLE literal (:func:`_wide_number`)
+``FROM t WHERE (c)``   the table ``t``, filtered    ``t`` aliased ``WHERE`` with the columns
+                                                    ``(c)``: fails → ``FROM t AS t``
 =====================  ===========================  ==========================================
 
 sqlglot would print ``PERCENTILE_CONT … WITHIN GROUP`` as ``PERCENTILE_APPROX`` (an
@@ -389,6 +391,13 @@ def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
             new = _slice(node)
         elif isinstance(node, exp.Literal) and not node.is_string:
             new = _wide_number(node)
+        elif (
+            isinstance(node, exp.Table) and not node.alias and isinstance(node.this, exp.Identifier)
+        ):
+            # Spark reads ``FROM t WHERE (c)`` as the table ``t`` aliased ``WHERE`` with the
+            # column list ``(c)`` (WHERE is not reserved: ASSIGNMENT_ARITY_MISMATCH); an alias
+            # of its own name leaves no room for that, and names the same columns.
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
         if new is not node and parent is not None and key:
             parent.set(key, new, index)
     return tree

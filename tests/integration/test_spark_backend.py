@@ -263,3 +263,28 @@ def test_numbers_beyond_38_digits_run_as_doubles(backend: Any) -> None:
     assert wide not in tree.sql("spark")
     (got,) = backend.execute(tree.sql("spark")).rows
     assert [float(v) for v in got[:1]] == [float(want[0])] and got[1:] == want[1:], (got, want)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) FROM adult WHERE TRUE",
+        "SELECT SUM(age) FROM adult WHERE (age > 30) AND (hours_per_week < 60)",
+        "SELECT sex, AVG(hours_per_week) FROM adult WHERE (TRUE) GROUP BY sex",
+    ],
+)
+def test_a_where_clause_in_parentheses_is_not_read_as_an_alias(
+    backend: SparkBackend, demo_catalog: Catalog, sql: str
+) -> None:
+    """Spark reads ``FROM t WHERE (c)`` as ``t`` aliased ``WHERE`` with the column list
+    ``(c)`` (WHERE is not a reserved word): the query failed on every database with
+    ASSIGNMENT_ARITY_MISMATCH, charged. The Spark pass aliases every table by its own name
+    (rewrite/spark.py), and the statement runs."""
+    from dpproxy.engine import Engine
+    from tests.noise import NoNoise
+
+    engine = Engine(demo_catalog, backend, noise=NoNoise())
+    prepared = engine.prepare(sql)
+    assert prepared.sql is not None and " WHERE (" in prepared.sql
+    assert "FROM adult AS adult" in prepared.sql
+    assert backend.execute(prepared.sql).rows  # it runs: one row or more
