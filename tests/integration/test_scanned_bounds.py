@@ -213,20 +213,25 @@ def test_nothing_the_analyst_sees_tells_the_files_apart(tmp_path: Path) -> None:
         a, b = _explains(inside, schema, sql), _explains(outside, schema, sql)
         assert a == b, sql
         assert "CASE WHEN age < 0" in a[0]
-    shapes = []
-    for path in (inside, outside):
-        with dpproxy.connect(str(path), schema=str(schema), budget_epsilon=1000) as con:
-            cur = con.cursor()
-            got = []
-            for sql in QUERIES:
-                cur.execute(sql)
-                rows = cur.fetchall()
-                got.append(([d[0] for d in cur.description], len(rows), [len(r) for r in rows]))
-            with pytest.raises(dpproxy.DatabaseError) as refused:
-                cur.execute("SELECT MAX(age) FROM t WHERE age > (SELECT 1)")
-            got.append(getattr(refused.value, "sqlstate", None))
-            shapes.append(got)
-    assert shapes[0] == shapes[1]
+    refused = "SELECT MAX(age) FROM t WHERE age > (SELECT 1)"
+    assert _shapes(inside, schema, QUERIES, refused) == _shapes(outside, schema, QUERIES, refused)
+
+
+def _shapes(path: Path, schema: Path, queries: tuple[str, ...], refused: str | None = None) -> list:
+    """What an analyst sees of the answers but the numbers: the columns, the count of rows
+    and their lengths per query; and the SQLSTATE of ``refused``."""
+    with dpproxy.connect(str(path), schema=str(schema), budget_epsilon=1000) as con:
+        cur = con.cursor()
+        got: list = []
+        for sql in queries:
+            cur.execute(sql)
+            rows = cur.fetchall()
+            got.append(([d[0] for d in cur.description], len(rows), [len(r) for r in rows]))
+        if refused is not None:
+            with pytest.raises(dpproxy.DatabaseError) as error:
+                cur.execute(refused)
+            got.append(getattr(error.value, "sqlstate", None))
+    return got
 
 
 def test_no_one_can_write_the_file_while_the_backend_holds_it(tmp_path: Path) -> None:
@@ -352,17 +357,7 @@ def test_a_float_value_outside_tells_nothing_to_the_analyst(tmp_path: Path) -> N
         a, b = _explains(inside, schema, sql), _explains(nan, schema, sql)
         assert a == b, sql
         assert CLAMP in a[0]
-    shapes = []
-    for path in (inside, nan):
-        with dpproxy.connect(str(path), schema=str(schema), budget_epsilon=1000) as con:
-            cur = con.cursor()
-            got = []
-            for sql in FLOAT_QUERIES:
-                cur.execute(sql)
-                rows = cur.fetchall()
-                got.append(([d[0] for d in cur.description], len(rows), [len(r) for r in rows]))
-            shapes.append(got)
-    assert shapes[0] == shapes[1]
+    assert _shapes(inside, schema, FLOAT_QUERIES) == _shapes(nan, schema, FLOAT_QUERIES)
 
 
 def test_a_float_query_duckdb_cannot_answer_proves_nothing(tmp_path: Path) -> None:
