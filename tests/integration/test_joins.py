@@ -179,8 +179,8 @@ def test_the_dp_choice_lands_near_the_target_quantile(noisy_engine: Engine, tpch
 
     "Mostly": 400 draws on this data gave 85% inside (the rest just below the 99th
     percentile), so the count inside 40 draws is about Binomial(40, 0.85), mean 34, standard
-    deviation 2.3. At least 24 is 4.4 deviations below the mean (a chance of about 1 in
-    100,000 of failing for nothing), where 30 was 1.8 below and failed a CI run (26 of 40)."""
+    deviation 2.3. Requiring at least 24 fails for nothing with a chance of 2.7·10⁻⁵ (the
+    binomial tail), where the 30 required before failed 3% of runs, one of them in CI (26)."""
     con = duckdb.connect(str(tpch_db.path), read_only=True)
     try:
         p99, most = con.execute(
