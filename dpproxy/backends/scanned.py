@@ -112,12 +112,7 @@ def _clamp_is_identity(con: Any, table: Table, column: str, quote: Any) -> bool:
     if col is None or col.lower is None or col.upper is None:
         return False
     conditions = clamp_conditions(col.name, col.lower, col.upper)
-    where = " OR ".join(f"({c.sql('duckdb')})" for c in conditions)
-    try:
-        found = con.execute(f"SELECT 1 FROM {quote(table.name)} WHERE {where} LIMIT 1").fetchall()
-    except duckdb.Error:  # anything DuckDB cannot answer proves nothing: the clamp stays
-        return False
-    return not found
+    return _no_row(con, quote(table.name), " OR ".join(f"({c.sql('duckdb')})" for c in conditions))
 
 
 def _in_bounds(con: Any, table: Table, column: str, quote: Any) -> bool:
@@ -128,10 +123,13 @@ def _in_bounds(con: Any, table: Table, column: str, quote: Any) -> bool:
     if low is None or high is None:
         return False
     x = quote(col.name)
+    return _no_row(con, quote(table.name), f"{x} < {low} OR {x} > {high}")
+
+
+def _no_row(con: Any, table: str, where: str) -> bool:
+    """Does DuckDB find no row of ``table`` (quoted) where ``where`` holds?"""
     try:
-        found = con.execute(
-            f"SELECT 1 FROM {quote(table.name)} WHERE {x} < {low} OR {x} > {high} LIMIT 1"
-        ).fetchall()
+        found = con.execute(f"SELECT 1 FROM {table} WHERE {where} LIMIT 1").fetchall()
     except duckdb.Error:  # anything DuckDB cannot answer proves nothing: the clamp stays
         return False
     return not found
