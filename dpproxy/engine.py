@@ -31,6 +31,7 @@ from dpproxy.planning.plan import Method, QueryPlan, needs_choice, one_method
 from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import MAX_PUBLIC_ROWS, PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.scalars import ComposedPlan, compose
+from dpproxy.prefetch import prefetcher_for
 from dpproxy.release.answer import Answer as Answer
 from dpproxy.release.answer import Prepared as Prepared
 from dpproxy.release.answer import Progress
@@ -105,11 +106,11 @@ class Engine:
         )
         self.accountant = accountant or MemoryAccountant(catalog.policy.budget)
         self.noise = noise or OpenDPNoise()
-        # Rows-per-unit bounds drawn with DP, per analyst and relation: reusing a released
-        # value is post-processing, so a later query over the same rows pays nothing for it.
+        # DP rows-per-unit bounds by analyst and relation: reused at no cost (post-processing)
         self._chosen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self._chosen_lock = threading.Lock()
         self._shown: Engine | None = None  # see canonical
+        self._ahead = prefetcher_for(self.noise)  # noise drawn while the SQL runs, or None
 
     def canonical(self) -> Engine:
         """The engine planning without the facts read from the rows (``Column.scanned``,
@@ -387,8 +388,7 @@ class Engine:
         :meth:`run`. ``plan`` is the answer's plan when it comes from the cache."""
         accountant = self.accountant
         key, record = release
-        # Single flight (Accountant.claim): an identical query in flight, in this process or
-        # another on the same ledger, is waited for and its answer returned at no cost.
+        # Single flight (Accountant.claim): an identical query in flight (any process) is awaited
         hit = accountant.cached(key)
         claim = (
             hit if hit is not None else accountant.claim(analyst, cost, key, record, _poll(cancel))
@@ -457,6 +457,7 @@ class Engine:
             if not plan.requested.covers(plan.cost) or not reserved.covers(plan.cost):
                 raise InternalError("the chosen bound changed the cost of the plan")
             prepared = self._rewrite(plan, secrets.randbits(62))
+        ahead = self._ahead and self._ahead.start(prepared.sql, prepared.extra, self.noise)
         exact = None
         if prepared.sql is not None:
             exact = self.backend.execute(prepared.sql, cancel)
@@ -468,7 +469,7 @@ class Engine:
                 done[statement] = self.backend.execute(statement, cancel)
                 progress.touched = True
             extras[name] = done[statement]
-        groups = apply_noise(plan, exact, self.noise, extras)
+        groups = apply_noise(plan, exact, ahead or self.noise, extras)
         return postprocess(plan, groups), plan
 
     @_before_the_data

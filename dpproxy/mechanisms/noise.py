@@ -233,8 +233,11 @@ def _lattice_measurement(scale: float, k: int, size: int) -> Any:
     return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale, k=k)
 
 
-#: The lattice is at least this many binary orders of magnitude finer than the noise scale.
-LATTICE_MARGIN = 60
+#: The lattice is at least this many binary orders of magnitude finer than the noise scale:
+#: its step is then at most a few units in the last place of a double at the noise's scale,
+#: and the integer scale b·2^-k stays within what ``dpproxy/prefetch.py`` draws ahead (2^56)
+#: unless the values' own grid is finer.
+LATTICE_MARGIN = 50
 #: OpenDP's float Laplace refuses a granularity below 2^-1074 (the smallest subnormal).
 MIN_LATTICE_EXPONENT = -1074
 
@@ -243,7 +246,7 @@ MIN_LATTICE_EXPONENT = -1074
 def lattice_exponent(scale: Fraction, bits: int) -> int:
     """The exponent k of the lattice 2^k·ℤ a Laplace(``scale``) draw on values that are
     multiples of 2^-``bits`` is made on (:meth:`OpenDPNoise.laplace_lattice`): the values' own
-    grid or finer (k ≤ −bits), and 2^k ≤ scale·2^-60, so the lattice's step is far below both
+    grid or finer (k ≤ −bits), and 2^k ≤ scale·2^-50, so the lattice's step is far below both
     the noise and a double's precision at its scale — but never below 2^-1074, the finest step
     OpenDP accepts (and every double's last bit): a scale under about 2^-1014 (a SUM of a
     subnormal constant) is drawn on 2^-1074, still ≤ −bits since ``rewrite/fixed.py`` caps

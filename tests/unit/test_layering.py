@@ -12,12 +12,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpproxy"
 # Each layer may import itself and the layers before it.
 ORDER = [
     "errors", "pep249", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning",
-    "rewrite", "release", "explain_notes", "explain", "backends", "accounting", "demo", "tpch",
+    "rewrite", "release", "explain_notes", "explain", "backends", "accounting", "prefetch", "demo",
+    "tpch",
     "composed", "union", "engine",
     "explain_command", "dbapi", "notebook", "sqlalchemy_dialect", "output", "server",
     "console", "logsetup", "config", "cli",
 ]
-SHELL_ONLY = {"backends", "accounting", "demo", "tpch"}  # I/O: only engine, dbapi and cli use them
+# I/O: only engine, dbapi and cli use them
+SHELL_ONLY = {"backends", "accounting", "prefetch", "demo", "tpch"}
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",
         "explain_notes", "explain"}
 IMPURE_MODULES = {"duckdb", "psycopg", "psycopg_pool", "socket", "sqlite3", "subprocess",

@@ -1,7 +1,7 @@
 """The lattice Laplace draw (``mechanisms/noise.py``, ``OpenDPNoise.laplace_lattice``) and its
 use for fixed-point sums (``release/noise.py``) and JOINT means (``release/local.py``).
 
-* the lattice is a function of the plan: k ≤ −bits (the values' grid) and 2^k ≤ scale·2^-60,
+* the lattice is a function of the plan: k ≤ −bits (the values' grid) and 2^k ≤ scale·2^-50,
   checked exactly over many scales and grids;
 * values off the lattice are refused (an internal error, never a silent fallback), and the
   noise added to values on it is a multiple of 2^k;
@@ -28,6 +28,7 @@ from dpproxy.catalog.model import Catalog
 from dpproxy.engine import Engine
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.noise import (
+    LATTICE_MARGIN,
     OpenDPNoise,
     laplace_on_lattice,
     lattice_exponent,
@@ -60,7 +61,7 @@ def test_the_lattice_is_on_the_values_grid_and_far_below_the_scale() -> None:
         assert k <= -bits
         assert k >= -1074  # OpenDP's finest granularity
         if scale >= Fraction(2) ** -1010:
-            assert Fraction(2) ** k <= scale / Fraction(2) ** 60
+            assert Fraction(2) ** k <= scale / Fraction(2) ** LATTICE_MARGIN
 
 
 def test_a_subnormal_scale_is_drawn_on_the_finest_lattice_opendp_takes() -> None:

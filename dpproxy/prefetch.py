@@ -1,0 +1,295 @@
+"""Noise drawn while the database runs: OpenDP's Laplace draws for a plan that has run before,
+made on a worker thread during the query's SQL and added when the exact values arrive.
+
+Why. OpenDP's exact samplers cost about 5 µs a value (benchmarks/small_floor.py), whatever the
+scale: a grouped mean of 50 groups draws 100 values, half a millisecond, as long as DuckDB takes
+for the whole ``GROUP BY`` of 1,000 rows. The noise of an additive mechanism does not depend on
+the data, so it need not wait for it: OpenDP's call releases the GIL (ctypes), and the draw runs
+on the second core while the database computes the exact values.
+
+What is drawn ahead. The engine remembers, per prepared statement, the Laplace draws its last
+run asked for (:attr:`Prefetched.asked`: the law and the number of values), and at the next run
+submits the same draws to one worker thread before it sends the SQL (:class:`Prefetcher`).
+Two laws qualify, both from OpenDP's integer sampler (``make_laplace`` over ``Vec<i64>``):
+
+* integer Laplace (counts): D with P(D = d) ∝ e^{-|d|/b}, b the plan's scale rounded up;
+* the lattice Laplace of :meth:`~dpproxy.mechanisms.noise.OpenDPNoise.laplace_lattice` (sums,
+  JOINT means): 2^k·D with P(D = d) ∝ e^{-|d|·2^k/b}, which is the integer Laplace of scale
+  s = b·2^-k (exact: a power of two), drawn this way when s ≤ 2^56.
+
+Privacy argument. A release is x + Z with Z independent of x and of everything else released,
+of the law the planner calibrated (the same as OpenDP's ``make_laplace`` applied to x):
+
+* Z is drawn by OpenDP's sampler on a vector of zeros, before the data is read, and each drawn
+  value is used at most once, then dropped with the query (never kept for another query; a
+  forked child starts with none). Which values serve a release depends only on the plan and
+  on how many values the last run drew, never on a value drawn, so the values used are
+  independent draws of the law.
+* OpenDP saturates its i64 output, so a drawn v with |v| < T = 2^62 is D exactly; v ≥ T means
+  exactly D ≥ T, and then D = T + G with G geometric, P(G = j) = (1 − r)·r^j, r = e^{-1/s}
+  (the discrete Laplace's tail is memoryless: P(D = T + j | D ≥ T) ∝ r^j). G is drawn as the
+  first non-negative value of further OpenDP draws of the same law (P(L = j | L ≥ 0) =
+  (1 − r)·r^j), completed the same way if it is ≥ T itself; v ≤ −T by symmetry
+  (:func:`discrete_laplace`). So D has exactly the discrete Laplace law, without the bound.
+  At s ≤ 2^56, P(|D| ≥ T) ≤ e^{-64} per value: the completion exists for exactness.
+* x + Z is computed exactly (Python integers), then rounded to a double (the lattice) or
+  converted to one (counts), as OpenDP's own mechanism does: post-processing. A value off
+  the lattice or outside 64 bits is an internal error, as it is for OpenDP's call.
+
+The engine draws ahead only with the production noise source, never in a one-shot ``dpproxy``
+command (its single query has no last run), and falls back to drawing at release time, through
+OpenDP as before, whenever nothing fitting was drawn ahead (a first run, another law, more
+values than drawn, a worker that has not started yet or failed).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from dpproxy.errors import InternalError
+from dpproxy.mechanisms import noise as _noise
+
+if TYPE_CHECKING:  # concurrent.futures is imported with the worker (not by a one-shot command)
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+#: Below this magnitude OpenDP's i64 draw is the discrete Laplace value itself.
+T = 2**62
+#: The largest integer scale drawn ahead (P(|D| ≥ T) ≤ e^{-64} a value).
+MAX_SCALE = 2.0**56
+_I64 = 2**63
+#: Prepared statements whose draws are remembered (the oldest is forgotten first).
+REMEMBERED = 256
+
+#: ("int", b) or ("lattice", b, k): b the float scale the measurement is built with.
+Law = tuple[Any, ...]
+
+
+def integer_scale(law: Law) -> float | None:
+    """The scale of the integer Laplace a law is drawn as, or None if it is not drawn ahead."""
+    try:
+        s = law[1] if law[0] == "int" else math.ldexp(law[1], -law[2])
+    except OverflowError:  # far beyond 2^56
+        return None
+    return s if 0 < s <= MAX_SCALE else None
+
+
+def discrete_laplace(scale: float, n: int, threshold: int = T) -> list[int]:
+    """``n`` independent draws of the discrete Laplace law P(D = d) ∝ e^{-|d|/scale}, exactly,
+    as Python integers: OpenDP's i64 sampler, each value of magnitude ≥ ``threshold``
+    completed through the memoryless tail (the module's privacy argument). ``threshold`` is a
+    parameter for the tests only (≤ 2^62: below it, OpenDP's saturated output is exact)."""
+    if not 0 < threshold <= T:
+        raise ValueError("the threshold must lie in (0, 2^62]")
+    m = _noise._measurement("laplace", scale, True)
+    drawn: list[int] = _noise._call(m, [0] * n, True)
+    if all(-threshold < v < threshold for v in drawn):
+        return drawn
+    more = _stream(m)
+    return [v if -threshold < v < threshold else _tail(v, more, threshold) for v in drawn]
+
+
+def _stream(m: Any) -> Iterator[int]:
+    """Further independent draws of the same law, eight per OpenDP call."""
+    while True:
+        yield from _noise._call(m, [0] * 8, True)
+
+
+def _tail(v: int, more: Iterator[int], threshold: int) -> int:
+    """D given that the drawn value ``v`` says |D| ≥ threshold, with D's sign: ±(threshold + G)."""
+    g = 0
+    while True:
+        step = next(x for x in more if x >= 0)  # geometric: the first non-negative draw
+        if step < threshold:
+            g += step
+            break
+        g += threshold  # that draw is ≥ the threshold: memoryless again
+    return (1 if v > 0 else -1) * (threshold + g)
+
+
+def draw(demand: dict[Law, int]) -> dict[Law, list[int]]:
+    """Every law's values of a demand (the worker's job)."""
+    out: dict[Law, list[int]] = {}
+    for law, n in demand.items():
+        s = integer_scale(law)
+        if s is not None and n > 0:
+            out[law] = discrete_laplace(s, n)
+    return out
+
+
+def lattice_units(v: float, k: int) -> int:
+    """v·2^-k as an exact integer; a value off the lattice 2^k·ℤ (or not finite) is an internal
+    error, as it is for :meth:`~dpproxy.mechanisms.noise.OpenDPNoise.laplace_lattice`."""
+    try:
+        p, q = float(v).as_integer_ratio()  # q a power of two
+    except (ValueError, OverflowError):
+        raise InternalError("a value off the noise lattice") from None
+    num, den = (p << -k, q) if k <= 0 else (p, q << k)
+    units, rest = divmod(num, den)
+    if rest:
+        raise InternalError("a value off the noise lattice")
+    return units
+
+
+def lattice_double(units: int, k: int) -> float:
+    """units·2^k rounded to the nearest double (ties to even; ±inf beyond the largest)."""
+    try:
+        return units / (1 << -k) if k <= 0 else float(units << k)
+    except OverflowError:
+        return math.inf if units > 0 else -math.inf
+
+
+class Prefetched:
+    """A :class:`~dpproxy.mechanisms.noise.NoiseSource` for one query: the production source,
+    with the Laplace draws its plan made last time drawn ahead (module docstring). Records the
+    draws asked for (:attr:`asked`), for the next run."""
+
+    def __init__(
+        self,
+        source: Any,
+        future: Future[dict[Law, list[int]]] | None,
+        owner: Prefetcher | None = None,
+        key: str = "",
+    ) -> None:
+        self.source = source
+        self._owner, self._key = owner, key
+        self.asked: dict[Law, int] = {}
+        self.served = 0  # values served from the draws made ahead (for the tests and logs)
+        self._future = future
+        self._pid = os.getpid()
+        self._ready: dict[Law, list[int]] | None = None
+
+    def _take(self, law: Law, n: int) -> list[int] | None:
+        self.asked[law] = self.asked.get(law, 0) + n
+        if self._owner is not None:  # what this run draws, to be drawn ahead of the next
+            self._owner.remember(self._key, self)
+        if self._ready is None:
+            # a forked child (mid-query) has no worker: its copy of the future never ends
+            same = self._pid == os.getpid()
+            self._ready = _collect(self._future if same else None)
+            self._future = None
+        pool = self._ready.get(law)
+        if pool is None or len(pool) < n:
+            return None
+        taken = pool[:n]
+        del pool[:n]  # used once
+        self.served += n
+        if self._owner is not None:
+            self._owner.count_served(n)
+        return taken
+
+    def laplace(self, values: Sequence[float], scale: Fraction, *, integer: bool) -> list[float]:
+        if not integer or not values or scale <= 0:
+            return self.source.laplace(values, scale, integer=integer)  # type: ignore[no-any-return]
+        drawn = self._take(("int", _noise._scale_up(scale)), len(values))
+        if drawn is None:
+            return self.source.laplace(values, scale, integer=True)  # type: ignore[no-any-return]
+        exact = [int(v) for v in values]
+        if not all(-_I64 <= x < _I64 for x in exact):
+            raise InternalError("a value beyond 64 bits for the integer noise")
+        return [float(x + z) for x, z in zip(exact, drawn, strict=True)]
+
+    def laplace_lattice(self, values: Sequence[float], scale: Fraction, k: int) -> list[float]:
+        if not values or scale <= 0:
+            return self.source.laplace_lattice(values, scale, k)  # type: ignore[no-any-return]
+        drawn = self._take(("lattice", _noise._scale_up(scale), k), len(values))
+        if drawn is None:
+            return self.source.laplace_lattice(values, scale, k)  # type: ignore[no-any-return]
+        units = [lattice_units(v, k) for v in values]
+        return [lattice_double(u + z, k) for u, z in zip(units, drawn, strict=True)]
+
+    def gaussian(self, values: Sequence[float], sigma: Fraction, *, integer: bool) -> list[float]:
+        return self.source.gaussian(values, sigma, integer=integer)  # type: ignore[no-any-return]
+
+    def noisy_min_index(self, scores: Sequence[float], scale: Fraction) -> int:
+        return self.source.noisy_min_index(scores, scale)  # type: ignore[no-any-return]
+
+
+def _collect(future: Future[dict[Law, list[int]]] | None) -> dict[Law, list[int]]:
+    """The draws made ahead: none if there were none, if the worker had not started them (they
+    are cancelled: drawing now costs no more than waiting) or if it failed (logged by nobody:
+    the release draws through OpenDP as before)."""
+    if future is None or future.cancel():
+        return {}
+    try:
+        return future.result()
+    except Exception:
+        return {}
+
+
+def prefetcher_for(source: Any) -> Prefetcher | None:
+    """The engine's prefetcher: only with OpenDP's own source, never in a one-shot command."""
+    if type(source) is not _noise.OpenDPNoise or _noise.ONE_SHOT_PROCESS:
+        return None
+    return Prefetcher()
+
+
+class Prefetcher:
+    """The draws each prepared statement made last time (:attr:`Prefetched.asked`), and the
+    worker thread that draws them again ahead of the next run (module docstring)."""
+
+    def __init__(self) -> None:
+        self._demands: OrderedDict[str, dict[Law, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.served = 0  # values drawn ahead and released, over every run
+
+    def start(self, sql: str | None, extra: Sequence[tuple[str, str]], source: Any) -> Prefetched:
+        """A noise source for one run of a prepared statement (its main SQL and its extra
+        statements: a function of the plan), its last run's draws submitted to the worker."""
+        key = "\n".join([sql or "", *(statement for _, statement in extra)])
+        with self._lock:
+            demand = self._demands.get(key)
+            if demand is not None:
+                self._demands.move_to_end(key)
+        future = _worker().submit(draw, demand) if demand else None
+        return Prefetched(source, future, self, key)
+
+    def count_served(self, n: int) -> None:
+        with self._lock:
+            self.served += n
+
+    def remember(self, key: str, used: Prefetched) -> None:
+        """What a run draws so far, for the next: only the laws drawn ahead
+        (:func:`integer_scale`). Called at every draw of the run: a run that fails later
+        leaves what it drew until then, a hint like any other."""
+        demand = {law: n for law, n in used.asked.items() if integer_scale(law) is not None}
+        with self._lock:
+            if not demand:
+                self._demands.pop(key, None)
+                return
+            self._demands[key] = demand
+            self._demands.move_to_end(key)
+            while len(self._demands) > REMEMBERED:
+                self._demands.popitem(last=False)
+
+
+_WORKER: tuple[int, ThreadPoolExecutor] | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    """After a fork: the parent's thread and lock (which another thread may have held) are
+    not the child's."""
+    global _WORKER, _WORKER_LOCK
+    _WORKER, _WORKER_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _worker() -> ThreadPoolExecutor:
+    """One worker thread per process, started at the first draw ahead; a forked child starts
+    its own (a parent's thread does not survive a fork, and its draws are not the child's)."""
+    global _WORKER
+    pid = os.getpid()
+    with _WORKER_LOCK:
+        if _WORKER is None or _WORKER[0] != pid:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _WORKER = (pid, ThreadPoolExecutor(1, thread_name_prefix="dpproxy-noise"))
+        return _WORKER[1]

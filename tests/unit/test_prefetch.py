@@ -1,0 +1,237 @@
+"""Noise drawn ahead (``prefetch.py``), with OpenDP's real sampler throughout.
+
+* the exact discrete Laplace draw: with a small threshold, so that the memoryless completion
+  runs on a third of the values, the drawn law is the discrete Laplace's (every probability
+  of [-12, 12] and the tail beyond, within five standard errors of 60,000 draws);
+* the lattice arithmetic: exact units, off-lattice values refused, correct rounding;
+* a one-query source serves each drawn value once, falls back to OpenDP when nothing fits, and
+  gives exactly x + z;
+* the engine draws ahead from the second run of a statement on, never with a test source or
+  in a one-shot command, and a forked child draws its own;
+* the answers with values drawn ahead are those of OpenDP's own call: same law (a two-sample
+  test in ``tests/audit/test_audit_prefetch.py``) and, with no noise at all, the same values.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections import Counter
+from concurrent.futures import Future
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from dpproxy import prefetch
+from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.catalog.model import Catalog
+from dpproxy.engine import Engine
+from dpproxy.errors import InternalError
+from dpproxy.mechanisms import noise as noise_module
+from dpproxy.mechanisms.noise import OpenDPNoise, lattice_exponent
+from dpproxy.prefetch import (
+    MAX_SCALE,
+    Prefetched,
+    Prefetcher,
+    discrete_laplace,
+    draw,
+    integer_scale,
+    lattice_double,
+    lattice_units,
+)
+
+SIGMAS = 5
+
+
+def _pmf(d: int, scale: float) -> float:
+    r = math.exp(-1 / scale)
+    return (1 - r) / (1 + r) * r ** abs(d)
+
+
+def test_the_completed_draw_has_the_discrete_laplace_law() -> None:
+    scale, threshold, n = 3.0, 4, 60_000
+    drawn = discrete_laplace(scale, n, threshold=threshold)
+    assert len(drawn) == n and all(isinstance(v, int) for v in drawn)
+    seen = Counter(drawn)
+    beyond = sum(c for v, c in seen.items() if abs(v) >= threshold)
+    assert beyond > n / 4  # the completion ran on many values (P(|D| ≥ 4) ≈ 0.30)
+    for d in range(-12, 13):
+        p = _pmf(d, scale)
+        band = SIGMAS * math.sqrt(p * (1 - p) / n)
+        assert abs(seen[d] / n - p) <= band, (d, seen[d] / n, p)
+    tail = sum(c for v, c in seen.items() if abs(v) > 12) / n
+    p_tail = 1 - sum(_pmf(d, scale) for d in range(-12, 13))
+    assert abs(tail - p_tail) <= SIGMAS * math.sqrt(p_tail * (1 - p_tail) / n)
+    assert max(drawn) > 12 and min(drawn) < -12  # values past the threshold, both signs
+
+
+def test_the_default_threshold_leaves_opendp_values_as_they_are() -> None:
+    drawn = discrete_laplace(2.0**40, 500)
+    assert all(abs(v) < prefetch.T for v in drawn)
+    assert sum(abs(v) for v in drawn) / 500 == pytest.approx(2.0**40, rel=0.3)
+
+
+def test_a_threshold_beyond_what_opendp_gives_exactly_is_refused() -> None:
+    with pytest.raises(ValueError):
+        discrete_laplace(1.0, 1, threshold=2**63)
+    with pytest.raises(ValueError):
+        discrete_laplace(1.0, 1, threshold=0)
+
+
+def test_which_laws_are_drawn_ahead() -> None:
+    assert integer_scale(("int", 4.0)) == 4.0
+    assert integer_scale(("lattice", 1000.0, -43)) == math.ldexp(1000.0, 43)
+    assert integer_scale(("lattice", 1.0, -57)) is None  # 2^57 > 2^56
+    assert integer_scale(("lattice", 1.0, -56)) == MAX_SCALE
+    assert integer_scale(("lattice", 1e300, -1074)) is None  # overflows to inf
+    assert draw({("int", 2.0): 3, ("lattice", 1.0, -60): 5, ("int", 5.0): 0}).keys() == {
+        ("int", 2.0)
+    }
+
+
+def test_lattice_units_and_doubles_are_exact() -> None:
+    rng = random.Random(11)
+    for _ in range(3000):
+        k = rng.randint(-1074, 0) if rng.random() < 0.5 else rng.randint(-80, 10)
+        units = rng.randint(-(2**60), 2**60) >> rng.randint(0, 60)
+        v = lattice_double(units, k)
+        exact = Fraction(units) * Fraction(2) ** k
+        if math.isinf(v):
+            assert abs(exact) > Fraction(2) ** 1023
+            continue
+        assert v == float(exact)  # Python's Fraction → float is correctly rounded
+        if Fraction(v) == exact:
+            assert lattice_units(v, k) == units
+    assert lattice_units(-0.0, -3) == 0
+    assert lattice_units(1.5, -1) == 3 and lattice_units(8.0, 2) == 2
+    assert lattice_double(2**1100, -10) == math.inf
+    assert lattice_double(-(2**1100), 0) == -math.inf
+
+
+@pytest.mark.parametrize("value", [0.1, 1.5, math.nan, math.inf, -math.inf])
+def test_a_value_off_the_lattice_is_an_internal_error(value: float) -> None:
+    with pytest.raises(InternalError):
+        lattice_units(value, 0)
+
+
+def _ready(drawn: dict[prefetch.Law, list[int]]) -> Future[dict[prefetch.Law, list[int]]]:
+    f: Future[dict[prefetch.Law, list[int]]] = Future()
+    f.set_result(drawn)
+    return f
+
+
+def test_a_value_drawn_ahead_is_served_once_and_exactly() -> None:
+    b = Fraction(7, 3)
+    law = ("int", noise_module._scale_up(b))
+    source = Prefetched(OpenDPNoise(), _ready({law: [5, -2, 9]}))
+    assert source.laplace([10.0, 20.0], b, integer=True) == [15.0, 18.0]
+    assert source.served == 2
+    # one value left: a call for two draws them through OpenDP, and leaves it unused
+    out = source.laplace([0.0, 0.0], b, integer=True)
+    assert len(out) == 2 and all(v.is_integer() for v in out)
+    assert source.served == 2
+    assert source.laplace([1.0], b, integer=True) == [10.0]
+    assert source.served == 3
+    assert source.asked == {law: 5}
+    with pytest.raises(InternalError):  # as OpenDP's own call refuses it
+        Prefetched(OpenDPNoise(), _ready({law: [0]})).laplace([2.0**63], b, integer=True)
+
+
+def test_a_lattice_value_drawn_ahead_is_added_exactly() -> None:
+    b = Fraction(1000)
+    k = lattice_exponent(b, 43)
+    law = ("lattice", 1000.0, k)
+    z = [3 * 2**40 + 1, -(2**45)]
+    source = Prefetched(OpenDPNoise(), _ready({law: list(z)}))
+    values = [0.5, 123.25]
+    out = source.laplace_lattice(values, b, k)
+    assert out == [
+        float(Fraction(v) + Fraction(d) * Fraction(2) ** k) for v, d in zip(values, z, strict=True)
+    ]
+    with pytest.raises(InternalError):
+        Prefetched(OpenDPNoise(), _ready({law: [0]})).laplace_lattice([math.nan], b, k)
+
+
+def test_a_failed_or_unstarted_worker_leaves_the_draw_to_opendp() -> None:
+    failed: Future[dict[prefetch.Law, list[int]]] = Future()
+    failed.set_exception(RuntimeError("worker failed"))
+    pending: Future[dict[prefetch.Law, list[int]]] = Future()
+    for future in (failed, pending, None):
+        source = Prefetched(OpenDPNoise(), future)
+        assert len(source.laplace([1.0] * 3, Fraction(2), integer=True)) == 3
+        assert source.served == 0
+    assert pending.cancelled()
+
+
+def test_the_prefetcher_draws_what_the_last_run_asked_for() -> None:
+    prefetcher = Prefetcher()
+    first = prefetcher.start("q", (), OpenDPNoise())
+    first.laplace([1.0] * 4, Fraction(2), integer=True)
+    first.laplace_lattice([0.5], Fraction(1), -60)  # 2^60: never drawn ahead
+    assert prefetcher._demands["q"] == {("int", 2.0): 4}
+    second = prefetcher.start("q", (), OpenDPNoise())
+    prefetch._worker().submit(int).result()  # one worker, in order: the draw is made
+    second.laplace([1.0] * 4, Fraction(2), integer=True)
+    assert second.served == 4
+    assert prefetcher.served == 4
+    assert prefetcher.start("other", (), OpenDPNoise())._future is None
+
+
+def test_the_prefetcher_forgets_the_oldest_statements() -> None:
+    prefetcher = Prefetcher()
+    for i in range(prefetch.REMEMBERED + 3):
+        run = prefetcher.start(f"q{i}", (), OpenDPNoise())
+        run.laplace([1.0], Fraction(2), integer=True)
+    assert prefetcher.start("q0", (), OpenDPNoise())._future is None
+    assert prefetcher.start(f"q{prefetch.REMEMBERED + 2}", (), OpenDPNoise())._future is not None
+
+
+def _engine(db: Path, catalog: Catalog, noise: object = None) -> Engine:
+    return Engine(catalog, DuckDBBackend(db), noise=noise)  # type: ignore[arg-type]
+
+
+def test_the_engine_draws_ahead_from_the_second_run(demo_db: Path, demo_catalog: Catalog) -> None:
+    engine = _engine(demo_db, demo_catalog)
+    sql = "SELECT sex, COUNT(*), AVG(hours_per_week) FROM adult GROUP BY sex"
+    prefetcher = engine._ahead
+    assert prefetcher is not None
+    for i in range(30):  # a loaded machine may not start the worker before the release needs it
+        answer = engine.run(sql, analyst=f"analyst{i}")  # a repeat is answered from the cache
+        assert len(answer.released.rows) == 2
+        if prefetcher.served >= 6:
+            break
+    assert prefetcher.served >= 6  # a run: a count and two parts of the mean a sex
+
+
+def test_the_engine_never_draws_ahead_with_another_source(
+    demo_db: Path, demo_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Shifted(OpenDPNoise):  # a source of the tests' own: not OpenDP's, as such
+        pass
+
+    engine = _engine(demo_db, demo_catalog, Shifted())
+    engine.run("SELECT COUNT(*) FROM adult", analyst="alice")
+    assert engine._ahead is None
+    monkeypatch.setattr(noise_module, "ONE_SHOT_PROCESS", True)
+    engine = _engine(demo_db, demo_catalog)
+    engine.run("SELECT COUNT(*) FROM adult", analyst="alice")
+    assert engine._ahead is None
+
+
+def test_a_forked_child_draws_with_a_worker_of_its_own() -> None:
+    prefetcher = Prefetcher()
+    run = prefetcher.start("q", (), OpenDPNoise())
+    run.laplace([1.0] * 3, Fraction(2), integer=True)
+    prefetch._worker()  # the parent's worker exists
+    pid = os.fork()
+    if pid == 0:  # the child: a new worker, which draws
+        try:
+            child = prefetcher.start("q", (), OpenDPNoise())
+            child.laplace([1.0] * 3, Fraction(2), integer=True)
+            os._exit(0 if child.served == 3 else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
