@@ -163,11 +163,14 @@ class Prefetched:
         self._future = future
         self._pid = os.getpid()
         self._ready: dict[Law, list[int]] | None = None
+        self._told = False
 
     def _take(self, law: Law, n: int) -> list[int] | None:
-        self.asked[law] = self.asked.get(law, 0) + n
-        if self._owner is not None:  # what this run draws, to be drawn ahead of the next
-            self._owner.remember(self._key, self)
+        asked = self.asked
+        asked[law] = asked.get(law, 0) + n
+        if self._owner is not None and not self._told:  # drawn ahead of the next run
+            self._told = True
+            self._owner.remember(self._key, asked)  # the dict itself: it sees later draws
         if self._ready is None:
             # a forked child (mid-query) has no worker: its copy of the future never ends
             same = self._pid == os.getpid()
@@ -240,29 +243,29 @@ class Prefetcher:
 
     def start(self, sql: str | None, extra: Sequence[tuple[str, str]], source: Any) -> Prefetched:
         """A noise source for one run of a prepared statement (its main SQL and its extra
-        statements: a function of the plan), its last run's draws submitted to the worker."""
+        statements: a function of the plan), its last run's draws submitted to the worker:
+        only the laws drawn ahead (:func:`integer_scale`)."""
         key = "\n".join([sql or "", *(statement for _, statement in extra)])
         with self._lock:
-            demand = self._demands.get(key)
-            if demand is not None:
+            asked = self._demands.get(key)
+            if asked is not None:
                 self._demands.move_to_end(key)
-        future = _worker().submit(draw, demand) if demand else None
+        future = None
+        if asked:  # list(): one step under the GIL, while that run may still be drawing
+            demand = {law: n for law, n in list(asked.items()) if integer_scale(law) is not None}
+            future = _worker().submit(draw, demand) if demand else None
         return Prefetched(source, future, self, key)
 
     def count_served(self, n: int) -> None:
         with self._lock:
             self.served += n
 
-    def remember(self, key: str, used: Prefetched) -> None:
-        """What a run draws so far, for the next: only the laws drawn ahead
-        (:func:`integer_scale`). Called at every draw of the run: a run that fails later
-        leaves what it drew until then, a hint like any other."""
-        demand = {law: n for law, n in used.asked.items() if integer_scale(law) is not None}
+    def remember(self, key: str, asked: dict[Law, int]) -> None:
+        """What a run draws (:attr:`Prefetched.asked`, which it goes on filling), for the
+        next run of the same statement; a run that fails leaves what it drew until then, a
+        hint like any other."""
         with self._lock:
-            if not demand:
-                self._demands.pop(key, None)
-                return
-            self._demands[key] = demand
+            self._demands[key] = asked
             self._demands.move_to_end(key)
             while len(self._demands) > REMEMBERED:
                 self._demands.popitem(last=False)

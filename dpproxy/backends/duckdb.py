@@ -200,6 +200,7 @@ class DuckDBBackend:
                 if stored and data_bounds.read_only(self._con)
                 else {}
             )
+            least = data_bounds.magnitudes(self._con, catalog, scanned, _quote)
         tables = []
         for t in catalog.tables:
             present = described[t.name]
@@ -219,6 +220,7 @@ class DuckDBBackend:
             )
             t = checks.mark(t, proven.get(t.name.lower(), set()))
             t = checks.mark(t, scanned.get(t.name.lower(), set()), "scanned")
+            t = data_bounds.with_magnitudes(t, least.get(t.name.lower(), {}))
             if t.name.lower() in stored:  # a view over a CSV file has no zone maps to skip
                 t = checks.mark_bigint(t, types.get(t.name, {}))
             tables.append(replace(t, unit_is_unique=is_unique))

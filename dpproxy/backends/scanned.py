@@ -19,6 +19,11 @@ would. DuckDB's column statistics usually settle it without reading a row (its
 optimiser turns both comparisons into ``false`` when the zone maps prove them), otherwise it
 reads until the first such row or to the end, once, when the database is opened.
 
+For each float column so proved, one more query reads the least magnitude of its non-zero
+values (:func:`least_nonzero`, ``Column.least_nonzero``), and whether some row holds -0.0: with
+the bounds, it proves the taming of ``rewrite/floats.py`` an identity on every row
+(``rewrite/noop_clamps.taming_is_identity``), and the SQL that runs leaves it out as well.
+
 Why the proof stays true. Only a database the backend opened ``read_only`` (DuckDB's
 ``access_mode``): DuckDB then holds a lock on the file that no writer can take, in this
 process or another, for as long as the backend is open (``tests/integration/
@@ -38,6 +43,8 @@ correction already does, a side channel SECURITY.md leaves out of scope.
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Any
 
 try:  # DuckDB's engine module, not the package's builders (see backends/duckdb.py)
@@ -46,7 +53,7 @@ except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb
     import duckdb  # type: ignore[no-redef]
 
 from dpproxy.catalog.model import Catalog, ColumnType, Table
-from dpproxy.rewrite.noop_clamps import clamp_conditions
+from dpproxy.rewrite.noop_clamps import clamp_conditions, tamed_value
 
 
 def read_only(con: Any) -> bool:
@@ -113,6 +120,55 @@ def _clamp_is_identity(con: Any, table: Table, column: str, quote: Any) -> bool:
         return False
     conditions = clamp_conditions(col.name, col.lower, col.upper)
     return _no_row(con, quote(table.name), " OR ".join(f"({c.sql('duckdb')})" for c in conditions))
+
+
+def magnitudes(
+    con: Any, catalog: Catalog, scanned: dict[str, set[str]], quote: Any
+) -> dict[str, dict[str, float]]:
+    """{table: {float column marked ``scanned``: the least magnitude of its non-zero values}}
+    (``Column.least_nonzero``), one query per column (:func:`least_nonzero`)."""
+    out: dict[str, dict[str, float]] = {}
+    for t in catalog.tables:
+        proved = scanned.get(t.name.lower(), set())
+        for column in fractional(t):
+            if column in proved:
+                out.setdefault(t.name.lower(), {})[column] = least_nonzero(con, t, column, quote)
+    return out
+
+
+def least_nonzero(con: Any, table: Table, column: str, quote: Any) -> float:
+    """The least ``ABS(v)`` over the rows with ``v <> 0``, v the double the rewrite tames
+    (``floats.tamed_value``: ``CAST(column AS DOUBLE)``), as DuckDB computes it (exact: ABS and
+    MIN are); inf when no row has one. 0.0, which proves nothing, when a row holds -0.0 (the
+    taming maps it to +0.0: ``atan2(v, -1)`` is -π for -0.0 and π for +0.0) or when DuckDB
+    cannot answer."""
+    col = table.column(column)
+    if col is None:
+        return 0.0
+    v = tamed_value(col.name).sql("duckdb")
+    sql = (
+        f"SELECT MIN(ABS({v})) FILTER (WHERE {v} <> 0), "
+        f"COUNT(*) FILTER (WHERE {v} = 0 AND atan2({v}, -1.0) < 0) FROM {quote(table.name)}"
+    )
+    try:
+        row = con.execute(sql).fetchone()
+    except duckdb.Error:
+        return 0.0
+    if row is None or row[1]:
+        return 0.0
+    least = math.inf if row[0] is None else float(row[0])
+    return least if least > 0 else 0.0
+
+
+def with_magnitudes(table: Table, least: dict[str, float]) -> Table:
+    """``table`` with ``Column.least_nonzero`` set for the columns of ``least`` (lower case)."""
+    if not least:
+        return table
+    columns = tuple(
+        replace(c, least_nonzero=least[c.name.lower()]) if c.name.lower() in least else c
+        for c in table.columns
+    )
+    return replace(table, columns=columns)
 
 
 def _in_bounds(con: Any, table: Table, column: str, quote: Any) -> bool:

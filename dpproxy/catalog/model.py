@@ -53,6 +53,11 @@ class Column:
     # for ``in_bounds`` (rewrite/wholesum.py, rewrite/noop_clamps.py), but the
     # SQL that EXPLAIN shows keeps it (``Catalog.shown``), since this fact is about the rows.
     scanned: bool = False
+    # With ``scanned``, for a float column: the least magnitude of its non-zero values as
+    # doubles (inf when none; 0.0 when unknown or some value is -0.0), read the same way
+    # (backends/scanned.py): the rewrite leaves out the taming of rewrite/floats.py where it
+    # maps every row to itself (rewrite/noop_clamps.py). A fact about the rows, like ``scanned``.
+    least_nonzero: float = 0.0
     # Set by the DuckDB backend when the database stores it in a signed integer type of at most
     # 64 bits or a smaller unsigned one (backends/checks.py): rewrite/unclamp.py may then cast
     # its unclamped values to BIGINT.
@@ -180,7 +185,10 @@ class Catalog:
         if not marked:
             return self
         tables = tuple(
-            replace(t, columns=tuple(replace(c, scanned=False) for c in t.columns))
+            replace(
+                t,
+                columns=tuple(replace(c, scanned=False, least_nonzero=0.0) for c in t.columns),
+            )
             if id(t) in marked
             else t
             for t in self.tables

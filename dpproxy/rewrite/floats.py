@@ -36,6 +36,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
+from dpproxy.rewrite.noop_clamps import NOOP, taming_is_identity
 from dpproxy.sql.mathargs import log_base
 from dpproxy.sql.types import clone
 
@@ -415,6 +416,9 @@ def finite_arithmetic(
     for leaf in leaves:
         parent, key, index = leaf.parent, leaf.arg_key, leaf.index
         assert parent is not None and key
-        parent.set(key, _tame(leaf, lo), index)
+        tamed = _tame(leaf, lo)
+        if taming_is_identity(leaf, table, lo):  # the rows need no taming: left out at the end
+            tamed.meta[NOOP] = True  # (rewrite/noop_clamps.py, which has the argument)
+        parent.set(key, tamed, index)
     result: exp.Expression = root.this
     return result

@@ -19,6 +19,13 @@ its place. Two proofs count:
   unclamped, a NaN would reach the fixed-point cast of ``rewrite/fixed.py``, which it would
   make fail, so no column holding one is ever marked.
 
+The same holds for the *taming* of a float leaf under arithmetic (``rewrite/floats.py``: ``CASE
+WHEN ABS(v) < 1e-L THEN 0.0 WHEN 1eL < v ≤ max THEN 1eL WHEN −max ≤ v < −1eL THEN −1eL ELSE v
+END``, which keeps PostgreSQL's float arithmetic from raising): :func:`taming_is_identity`
+proves it maps every row of a scanned file to itself from the column's proved bounds and the
+least non-zero magnitude its rows hold (``Column.least_nonzero``, read by
+``backends/scanned.least_nonzero``), and ``floats.finite_arithmetic`` marks it the same way.
+
 Nothing else changes, and so nothing that depends on it can: the measure is guarded, typed,
 range-checked and refused or accepted (``rewrite/floats.py``, ``rewrite/guard.py``) with the
 clamps in place, exactly as EXPLAIN plans it (``Catalog.shown``), and only the finished tree
@@ -60,6 +67,37 @@ def _proved(table: Table, case: exp.Case) -> bool:
 
 
 NOOP = "dpproxy_noop_clamp"  # meta of a clamp CASE whose column is proved within its bounds
+
+
+def tamed_value(name: str) -> exp.Cast:
+    """``CAST(name AS DOUBLE)``: the form of a float column's value that ``rewrite/floats.py``
+    tames, and that ``backends/scanned.least_nonzero`` reads."""
+    return exp.Cast(this=exp.column(name), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+
+
+def taming_is_identity(leaf: exp.Expression, table: Table, exponent: int) -> bool:
+    """Does the taming of ``leaf`` at L = ``exponent`` (``floats._tame``: ``CASE WHEN ABS(v) <
+    1e-L THEN 0.0 WHEN 1e L < v ≤ max THEN 1e L WHEN −max ≤ v < −1e L THEN −1e L ELSE v END``)
+    map every row of the database to itself? Yes when ``leaf`` is ``CAST(c AS DOUBLE)`` of a
+    float column ``c`` marked ``scanned`` (every v within the clamp's bounds, rounded outward,
+    and never NaN: ``clamp_conditions``) with |lower|, |upper| ≤ 10^L / 2 (the outward
+    rounding moves a bound by a relative 2^-52 at most, so no v exceeds 10^L), and whose
+    least non-zero |v| is at least the double 1e-L (``Column.least_nonzero``, 0.0 when a row
+    holds -0.0, which the first branch would turn into +0.0): then on every row, NULL
+    included, the CASE takes no branch, or the first for v = +0.0, whose 0.0 is the same
+    double, and so equals its ELSE, ``v``."""
+    if type(leaf) is not exp.Cast or not isinstance(leaf.this, exp.Column):
+        return False
+    if leaf.to.this is not exp.DataType.Type.DOUBLE:
+        return False
+    col = table.column(leaf.this.name)
+    if col is None or col.type is not ColumnType.FLOAT or not col.scanned:
+        return False
+    if col.lower is None or col.upper is None:
+        return False
+    if 2 * max(abs(col.lower), abs(col.upper)) > Fraction(10) ** exponent:
+        return False
+    return col.least_nonzero >= float(f"1e-{exponent}")
 
 
 def mark_noop_clamps(cases: list[exp.Expression], table: Table) -> None:

@@ -370,3 +370,124 @@ def test_a_float_query_duckdb_cannot_answer_proves_nothing(tmp_path: Path) -> No
         con.execute("CREATE TABLE t(pid INTEGER, g INTEGER, age INTEGER, score VARCHAR)")
         con.execute("INSERT INTO t VALUES (1, 0, 1, 'x')")  # CAST('x' AS DOUBLE) fails
         assert _clamp_is_identity(con, table, "score", lambda n: f'"{n}"') is False
+
+
+# ------------------------------------------------------------------ the taming of float leaves
+
+TAME = "ABS(CAST(score AS DOUBLE)) < 1e-"  # rewrite/floats.py's first branch
+TAMED_QUERIES = FLOAT_QUERIES[2:]  # score under arithmetic
+
+
+def _text(score: float | None) -> str | None:
+    """A score as text for ``CAST(? AS DOUBLE)``, which stores -0.0 as such."""
+    return None if score is None else repr(score)
+
+
+def _least(e: Engine) -> float:
+    col = e.catalog.table("t").column("score")  # type: ignore[union-attr]
+    assert col is not None
+    return col.least_nonzero
+
+
+@pytest.mark.parametrize(
+    ("scores", "least"),
+    [
+        ([0.5, 0.25, 1.0, None], 0.25),
+        ([0.0, 0.0, None, 0.75], 0.75),  # +0.0 is mapped to the same +0.0
+        ([0.0, None], float("inf")),  # no non-zero value at all
+        ([0.5, 1e-300], 1e-300),  # below every 1e-L the taming can use (L ≤ 150)
+        ([0.5, 5e-324], 5e-324),
+        ([0.5, -0.0], 0.0),  # -0.0 would become +0.0: unproved
+        ([0.5, float("nan")], 0.0),  # not scanned at all: the clamp proof failed
+    ],
+)
+def test_which_rows_leave_the_taming_out(
+    scores: list[float | None], least: float, tmp_path: Path
+) -> None:
+    """``Column.least_nonzero`` is the least non-zero magnitude (0.0 when a row holds -0.0 or
+    the column is not proved within its bounds); the SQL that runs leaves out the taming of a
+    float leaf exactly when no row takes one of its branches but +0.0, while the SQL EXPLAIN
+    shows always has it."""
+    path = tmp_path / "m.duckdb"
+    with duckdb.connect(str(path)) as con:  # -0.0 stored as such: inserted by a cast of text
+        con.execute("CREATE TABLE t(pid INTEGER PRIMARY KEY, g INTEGER, age INTEGER, score DOUBLE)")
+        for i, sc in enumerate(scores):
+            con.execute("INSERT INTO t VALUES (?, 0, 1, CAST(? AS DOUBLE))", [i, _text(sc)])
+    e = _engine(path)
+    try:
+        assert _least(e) == least
+        left_out = least >= 1e-150  # L ≤ 150: a bound of the taming these queries use
+        for sql in TAMED_QUERIES:
+            run = e.prepare(sql, secret=SECRET).sql
+            shown = e.canonical().prepare(sql, secret=SECRET).sql
+            assert run is not None and shown is not None
+            assert TAME in shown, sql
+            assert (TAME not in run) is left_out, sql
+            a, b = e.backend.execute(run), e.backend.execute(shown)
+            assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), (sql, scores)
+    finally:
+        e.close()
+
+
+def test_sql_without_the_taming_gives_the_rows_of_the_canonical_sql(tmp_path: Path) -> None:
+    """On 20 random files in bounds, half of them holding a tiny value or -0.0: the SQL that
+    runs leaves out the taming exactly on the others, and returns the canonical SQL's rows,
+    exactly, for every query whose float leaf is tamed."""
+    rng = random.Random(20261128 + 1)
+    for n in range(20):
+        size = rng.randint(1, 60)
+        scores: list[float | None] = [
+            rng.choice([0.0, 1.0, None, 0.1, 1 - 2**-53, rng.random()]) for _ in range(size)
+        ]
+        tiny = n % 2 == 1
+        if tiny:
+            scores[rng.randrange(size)] = rng.choice([-0.0, 5e-324, 1e-200, 2.0**-600])
+        path = tmp_path / f"r{n}.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute(
+                "CREATE TABLE t(pid INTEGER PRIMARY KEY, g INTEGER, age INTEGER, score DOUBLE)"
+            )
+            for i, sc in enumerate(scores):
+                con.execute(
+                    "INSERT INTO t VALUES (?, ?, ?, CAST(? AS DOUBLE))",
+                    [i, i % 4, rng.randint(0, 100), _text(sc)],
+                )
+        e = _engine(path)
+        try:
+            for sql in TAMED_QUERIES:
+                run = e.prepare(sql, secret=SECRET).sql
+                shown = e.canonical().prepare(sql, secret=SECRET).sql
+                assert run is not None and shown is not None
+                assert (TAME in run) is tiny, (sql, scores)
+                a, b = e.backend.execute(run), e.backend.execute(shown)
+                assert a.columns == b.columns
+                assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), (sql, scores)
+        finally:
+            e.close()
+
+
+def test_a_tiny_value_tells_nothing_to_the_analyst(tmp_path: Path) -> None:
+    """Two files that differ in one person's score, 0.25 or 1e-300 (which keeps the taming in
+    the SQL that runs): the same EXPLAIN in all three forms, and answers of the same shape."""
+    schema = tmp_path / "s.yaml"
+    schema.write_text(SCHEMA, encoding="utf-8")
+    scores = [(i % 10) / 10 for i in range(len(IN_BOUNDS))]
+    plain = _database(tmp_path / "plain.duckdb", IN_BOUNDS, scores=[*scores[:-1], 0.25])
+    tiny = _database(tmp_path / "tiny.duckdb", IN_BOUNDS, scores=[*scores[:-1], 1e-300])
+    for sql in TAMED_QUERIES:
+        a, b = _explains(plain, schema, sql), _explains(tiny, schema, sql)
+        assert a == b, sql
+        assert TAME in a[0]
+    assert _shapes(plain, schema, TAMED_QUERIES) == _shapes(tiny, schema, TAMED_QUERIES)
+
+
+def test_a_magnitude_duckdb_cannot_read_proves_nothing(tmp_path: Path) -> None:
+    from dpproxy.backends.scanned import least_nonzero
+
+    table = parse_catalog(SCHEMA).table("t")
+    assert table is not None
+    with duckdb.connect(str(tmp_path / "none.duckdb")) as con:
+        assert least_nonzero(con, table, "score", lambda n: f'"{n}"') == 0.0  # no table
+        con.execute("CREATE TABLE t(pid INTEGER, g INTEGER, age INTEGER, score VARCHAR)")
+        con.execute("INSERT INTO t VALUES (1, 0, 1, 'x')")  # CAST('x' AS DOUBLE) fails
+        assert least_nonzero(con, table, "score", lambda n: f'"{n}"') == 0.0

@@ -170,9 +170,11 @@ def test_the_prefetcher_draws_what_the_last_run_asked_for() -> None:
     first = prefetcher.start("q", (), OpenDPNoise())
     first.laplace([1.0] * 4, Fraction(2), integer=True)
     first.laplace_lattice([0.5], Fraction(1), -60)  # 2^60: never drawn ahead
-    assert prefetcher._demands["q"] == {("int", 2.0): 4}
+    assert prefetcher._demands["q"] == {("int", 2.0): 4, ("lattice", 1.0, -60): 1}
     second = prefetcher.start("q", (), OpenDPNoise())
     prefetch._worker().submit(int).result()  # one worker, in order: the draw is made
+    assert second._future is not None
+    assert {law: len(v) for law, v in second._future.result().items()} == {("int", 2.0): 4}
     second.laplace([1.0] * 4, Fraction(2), integer=True)
     assert second.served == 4
     assert prefetcher.served == 4
