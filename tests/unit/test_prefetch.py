@@ -168,16 +168,16 @@ def test_a_failed_or_unstarted_worker_leaves_the_draw_to_opendp() -> None:
 def test_the_prefetcher_draws_what_the_last_run_asked_for() -> None:
     prefetcher = Prefetcher()
     first = prefetcher.start("q", (), OpenDPNoise())
-    first.laplace([1.0] * 4, Fraction(2), integer=True)
+    first.laplace([1.0] * 16, Fraction(2), integer=True)
     first.laplace_lattice([0.5], Fraction(1), -60)  # 2^60: never drawn ahead
-    assert prefetcher._demands["q"] == {("int", 2.0): 4, ("lattice", 1.0, -60): 1}
+    assert prefetcher._demands["q"] == {("int", 2.0): 16, ("lattice", 1.0, -60): 1}
     second = prefetcher.start("q", (), OpenDPNoise())
     prefetch._worker().submit(int).result()  # one worker, in order: the draw is made
     assert second._future is not None
-    assert {law: len(v) for law, v in second._future.result().items()} == {("int", 2.0): 4}
-    second.laplace([1.0] * 4, Fraction(2), integer=True)
-    assert second.served == 4
-    assert prefetcher.served == 4
+    assert {law: len(v) for law, v in second._future.result().items()} == {("int", 2.0): 16}
+    second.laplace([1.0] * 16, Fraction(2), integer=True)
+    assert second.served == 16
+    assert prefetcher.served == 16
     assert prefetcher.start("other", (), OpenDPNoise())._future is None
 
 
@@ -185,9 +185,21 @@ def test_the_prefetcher_forgets_the_oldest_statements() -> None:
     prefetcher = Prefetcher()
     for i in range(prefetch.REMEMBERED + 3):
         run = prefetcher.start(f"q{i}", (), OpenDPNoise())
-        run.laplace([1.0], Fraction(2), integer=True)
+        run.laplace([1.0] * prefetch.MIN_AHEAD, Fraction(2), integer=True)
     assert prefetcher.start("q0", (), OpenDPNoise())._future is None
     assert prefetcher.start(f"q{prefetch.REMEMBERED + 2}", (), OpenDPNoise())._future is not None
+
+
+def test_a_few_values_are_never_drawn_ahead() -> None:
+    """Below MIN_AHEAD values a run draws through OpenDP as before: handing a draw of one
+    value to the worker costs more than it saves."""
+    prefetcher = Prefetcher()
+    few = prefetch.MIN_AHEAD - 1
+    for _ in range(2):
+        run = prefetcher.start("q", (), OpenDPNoise())
+        assert run._future is None
+        assert len(run.laplace([1.0] * few, Fraction(2), integer=True)) == few
+    assert prefetcher.served == 0
 
 
 def _engine(db: Path, catalog: Catalog, noise: object = None) -> Engine:
@@ -196,15 +208,15 @@ def _engine(db: Path, catalog: Catalog, noise: object = None) -> Engine:
 
 def test_the_engine_draws_ahead_from_the_second_run(demo_db: Path, demo_catalog: Catalog) -> None:
     engine = _engine(demo_db, demo_catalog)
-    sql = "SELECT sex, COUNT(*), AVG(hours_per_week) FROM adult GROUP BY sex"
+    sql = "SELECT education, COUNT(*), AVG(hours_per_week) FROM adult GROUP BY education"
     prefetcher = engine._ahead
     assert prefetcher is not None
     for i in range(30):  # a loaded machine may not start the worker before the release needs it
         answer = engine.run(sql, analyst=f"analyst{i}")  # a repeat is answered from the cache
-        assert len(answer.released.rows) == 2
-        if prefetcher.served >= 6:
+        assert len(answer.released.rows) == 16  # the domain's levels
+        if prefetcher.served >= 48:
             break
-    assert prefetcher.served >= 6  # a run: a count and two parts of the mean a sex
+    assert prefetcher.served >= 48  # a run: a count and two parts of the mean per level
 
 
 def test_the_engine_never_draws_ahead_with_another_source(
@@ -225,14 +237,14 @@ def test_the_engine_never_draws_ahead_with_another_source(
 def test_a_forked_child_draws_with_a_worker_of_its_own() -> None:
     prefetcher = Prefetcher()
     run = prefetcher.start("q", (), OpenDPNoise())
-    run.laplace([1.0] * 3, Fraction(2), integer=True)
+    run.laplace([1.0] * 16, Fraction(2), integer=True)
     prefetch._worker()  # the parent's worker exists
     pid = os.fork()
     if pid == 0:  # the child: a new worker, which draws
         try:
             child = prefetcher.start("q", (), OpenDPNoise())
-            child.laplace([1.0] * 3, Fraction(2), integer=True)
-            os._exit(0 if child.served == 3 else 1)
+            child.laplace([1.0] * 16, Fraction(2), integer=True)
+            os._exit(0 if child.served == 16 else 1)
         except BaseException:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
