@@ -93,3 +93,21 @@ def test_the_run_before_and_the_base_in_the_same_run_are_quoted() -> None:
         assert f"{b[q]['sql_ratio']:.2f}× to {n[q]['sql_ratio']:.2f}×" in text
     assert f"Q15 from {b['Q15']['ratio']:.2f}× to {n['Q15']['ratio']:.2f}×" in text
     assert f"({b['Q12']['ratio']:.2f}× and {n['Q12']['ratio']:.2f}× in this run)" in text
+
+
+def test_the_run_on_the_xeon_is_quoted() -> None:
+    """The third run (``SPEED_1M_INTEL.json``, both checkouts in one run): its count within
+    1.5×, geometric mean, the base's count and the two queries closest to the line."""
+    data = json.loads((REPO / "benchmarks" / "SPEED_1M_INTEL.json").read_text(encoding="utf-8"))
+    now, base = data["checkouts"]["current"], data["checkouts"]["base"]
+    rows = now["rows"]
+    top = sorted(rows, key=lambda q: -rows[q]["ratio"])[:2]
+    text = _paragraph()
+    assert (
+        f"(commit `{now['commit'][:7]}` against `{base['commit'][:7]}`, 3 rounds of "
+        f"{data['runs']} runs; `benchmarks/SPEED_1M_INTEL.json`), gave {now['summary']['met']} "
+        f"of 16 again, geometric mean {now['summary']['geomean_ratio']:.2f}× "
+        f"({base['summary']['met']} of 16 for `{base['commit'][:7]}`), the closest "
+        f"{top[0]} {rows[top[0]]['ratio']:.2f}× and {top[1]} {rows[top[1]]['ratio']:.2f}×."
+    ) in text
+    assert all(r["met"] for r in rows.values()) == (now["summary"]["met"] == 16)
