@@ -23,6 +23,7 @@ import dpproxy
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.opener import open_database
 from dpproxy.catalog.load import parse_catalog
+from dpproxy.catalog.model import Column
 from dpproxy.engine import Engine
 
 SECRET = 0x5CA
@@ -284,10 +285,14 @@ FLOAT_QUERIES = (
 CLAMP = "CASE WHEN CAST(score AS DOUBLE) < 0"
 
 
-def _score(e: Engine) -> bool:
+def _score_column(e: Engine) -> Column:
     col = e.catalog.table("t").column("score")  # type: ignore[union-attr]
     assert col is not None
-    return col.scanned
+    return col
+
+
+def _score(e: Engine) -> bool:
+    return _score_column(e).scanned
 
 
 @pytest.mark.parametrize(
@@ -360,16 +365,21 @@ def test_a_float_value_outside_tells_nothing_to_the_analyst(tmp_path: Path) -> N
     assert _shapes(inside, schema, FLOAT_QUERIES) == _shapes(nan, schema, FLOAT_QUERIES)
 
 
-def test_a_float_query_duckdb_cannot_answer_proves_nothing(tmp_path: Path) -> None:
-    from dpproxy.backends.scanned import _clamp_is_identity
+@pytest.mark.parametrize("which", ["clamp", "magnitude"])
+def test_a_float_query_duckdb_cannot_answer_proves_nothing(which: str, tmp_path: Path) -> None:
+    """Both float scans fail closed: a DuckDB error (no table; a text that does not cast to
+    DOUBLE) leaves the clamp (``_clamp_is_identity``: False) and the taming
+    (``least_nonzero``: 0.0) in the SQL."""
+    from dpproxy.backends.scanned import _clamp_is_identity, least_nonzero
 
+    scan = _clamp_is_identity if which == "clamp" else least_nonzero
     table = parse_catalog(SCHEMA).table("t")
     assert table is not None
     with duckdb.connect(str(tmp_path / "none.duckdb")) as con:
-        assert _clamp_is_identity(con, table, "score", lambda n: f'"{n}"') is False
+        assert not scan(con, table, "score", lambda n: f'"{n}"')
         con.execute("CREATE TABLE t(pid INTEGER, g INTEGER, age INTEGER, score VARCHAR)")
         con.execute("INSERT INTO t VALUES (1, 0, 1, 'x')")  # CAST('x' AS DOUBLE) fails
-        assert _clamp_is_identity(con, table, "score", lambda n: f'"{n}"') is False
+        assert not scan(con, table, "score", lambda n: f'"{n}"')
 
 
 # ------------------------------------------------------------------ the taming of float leaves
@@ -378,15 +388,27 @@ TAME = "ABS(CAST(score AS DOUBLE)) < 1e-"  # rewrite/floats.py's first branch
 TAMED_QUERIES = FLOAT_QUERIES[2:]  # score under arithmetic
 
 
-def _text(score: float | None) -> str | None:
-    """A score as text for ``CAST(? AS DOUBLE)``, which stores -0.0 as such."""
-    return None if score is None else repr(score)
+def _text_scores(path: Path, scores: list[float | None], ages: list[int]) -> Path:
+    """A file of ``t`` whose scores are inserted as text cast to DOUBLE, which stores -0.0 as
+    such (a float parameter would not)."""
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t(pid INTEGER PRIMARY KEY, g INTEGER, age INTEGER, score DOUBLE)")
+        for i, (sc, age) in enumerate(zip(scores, ages, strict=True)):
+            text = None if sc is None else repr(sc)
+            con.execute("INSERT INTO t VALUES (?, ?, ?, CAST(? AS DOUBLE))", [i, i % 4, age, text])
+    return path
 
 
-def _least(e: Engine) -> float:
-    col = e.catalog.table("t").column("score")  # type: ignore[union-attr]
-    assert col is not None
-    return col.least_nonzero
+def _same_rows(e: Engine, sql: str) -> tuple[str, str]:
+    """The SQL that runs and the SQL EXPLAIN shows for ``sql``, after checking that both
+    return the same rows, exactly."""
+    run = e.prepare(sql, secret=SECRET).sql
+    shown = e.canonical().prepare(sql, secret=SECRET).sql
+    assert run is not None and shown is not None
+    a, b = e.backend.execute(run), e.backend.execute(shown)
+    assert a.columns == b.columns
+    assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), sql
+    return run, shown
 
 
 @pytest.mark.parametrize(
@@ -408,23 +430,14 @@ def test_which_rows_leave_the_taming_out(
     the column is not proved within its bounds); the SQL that runs leaves out the taming of a
     float leaf exactly when no row takes one of its branches but +0.0, while the SQL EXPLAIN
     shows always has it."""
-    path = tmp_path / "m.duckdb"
-    with duckdb.connect(str(path)) as con:  # -0.0 stored as such: inserted by a cast of text
-        con.execute("CREATE TABLE t(pid INTEGER PRIMARY KEY, g INTEGER, age INTEGER, score DOUBLE)")
-        for i, sc in enumerate(scores):
-            con.execute("INSERT INTO t VALUES (?, 0, 1, CAST(? AS DOUBLE))", [i, _text(sc)])
-    e = _engine(path)
+    e = _engine(_text_scores(tmp_path / "m.duckdb", scores, [1] * len(scores)))
     try:
-        assert _least(e) == least
+        assert _score_column(e).least_nonzero == least
         left_out = least >= 1e-150  # L ≤ 150: a bound of the taming these queries use
         for sql in TAMED_QUERIES:
-            run = e.prepare(sql, secret=SECRET).sql
-            shown = e.canonical().prepare(sql, secret=SECRET).sql
-            assert run is not None and shown is not None
+            run, shown = _same_rows(e, sql)
             assert TAME in shown, sql
             assert (TAME not in run) is left_out, sql
-            a, b = e.backend.execute(run), e.backend.execute(shown)
-            assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), (sql, scores)
     finally:
         e.close()
 
@@ -442,26 +455,12 @@ def test_sql_without_the_taming_gives_the_rows_of_the_canonical_sql(tmp_path: Pa
         tiny = n % 2 == 1
         if tiny:
             scores[rng.randrange(size)] = rng.choice([-0.0, 5e-324, 1e-200, 2.0**-600])
-        path = tmp_path / f"r{n}.duckdb"
-        with duckdb.connect(str(path)) as con:
-            con.execute(
-                "CREATE TABLE t(pid INTEGER PRIMARY KEY, g INTEGER, age INTEGER, score DOUBLE)"
-            )
-            for i, sc in enumerate(scores):
-                con.execute(
-                    "INSERT INTO t VALUES (?, ?, ?, CAST(? AS DOUBLE))",
-                    [i, i % 4, rng.randint(0, 100), _text(sc)],
-                )
-        e = _engine(path)
+        ages = [rng.randint(0, 100) for _ in range(size)]
+        e = _engine(_text_scores(tmp_path / f"r{n}.duckdb", scores, ages))
         try:
             for sql in TAMED_QUERIES:
-                run = e.prepare(sql, secret=SECRET).sql
-                shown = e.canonical().prepare(sql, secret=SECRET).sql
-                assert run is not None and shown is not None
+                run, _ = _same_rows(e, sql)
                 assert (TAME in run) is tiny, (sql, scores)
-                a, b = e.backend.execute(run), e.backend.execute(shown)
-                assert a.columns == b.columns
-                assert sorted(a.rows, key=repr) == sorted(b.rows, key=repr), (sql, scores)
         finally:
             e.close()
 
@@ -479,15 +478,3 @@ def test_a_tiny_value_tells_nothing_to_the_analyst(tmp_path: Path) -> None:
         assert a == b, sql
         assert TAME in a[0]
     assert _shapes(plain, schema, TAMED_QUERIES) == _shapes(tiny, schema, TAMED_QUERIES)
-
-
-def test_a_magnitude_duckdb_cannot_read_proves_nothing(tmp_path: Path) -> None:
-    from dpproxy.backends.scanned import least_nonzero
-
-    table = parse_catalog(SCHEMA).table("t")
-    assert table is not None
-    with duckdb.connect(str(tmp_path / "none.duckdb")) as con:
-        assert least_nonzero(con, table, "score", lambda n: f'"{n}"') == 0.0  # no table
-        con.execute("CREATE TABLE t(pid INTEGER, g INTEGER, age INTEGER, score VARCHAR)")
-        con.execute("INSERT INTO t VALUES (1, 0, 1, 'x')")  # CAST('x' AS DOUBLE) fails
-        assert least_nonzero(con, table, "score", lambda n: f'"{n}"') == 0.0

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "bench_issue21.py"
 
@@ -135,13 +137,17 @@ def test_the_amd_run_at_1000_rows_is_quoted() -> None:
     assert ", ".join(f"{k} {r:.2f}×" for k, r in ratios.items()) + "." in doc
 
 
-def test_the_amd_cold_planning_run_is_quoted() -> None:
-    """docs/performance.md's sentence on cold planning in the AMD session quotes
-    ``benchmarks/ISSUE21_PLAN_AMD.json``: how many classes were within 1 ms, and the others."""
-    data = json.loads((REPO / "benchmarks" / "ISSUE21_PLAN_AMD.json").read_text("utf-8"))
+@pytest.mark.parametrize(
+    ("run", "cpu"), [("ISSUE21_PLAN_AMD.json", "AMD EPYC"), ("ISSUE21_PLAN_INTEL.json", "Intel")]
+)
+def test_the_cold_planning_runs_are_quoted(run: str, cpu: str) -> None:
+    """docs/performance.md's sentences on cold planning in the AMD and the Xeon sessions quote
+    their ``benchmarks/`` runs: how many classes were within 1 ms, and the others."""
+    data = json.loads((REPO / "benchmarks" / run).read_text("utf-8"))
     doc = " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
     now = data["results"]["current"]["plan"]
     assert data["meta"]["rounds"] == 3 and data["meta"]["iterations"] == 50
+    assert data["meta"]["machine"]["cpu"].startswith(cpu)
     met = sum(v["total"] <= 1.0 for v in now.values())
     above = ", ".join(f"{k} {v['total']:.2f} ms" for k, v in now.items() if v["total"] > 1.0)
     assert f"was within 1 ms for {met} of 10 classes; above it: {above}." in doc
@@ -187,19 +193,6 @@ def test_the_xeon_run_at_1000_rows_is_quoted() -> None:
     )
     assert f"({floor['avg_grouped']['per_value_us']:.1f} µs a value in the floor run below)" in doc
     assert f"{floor['avg_grouped']['per_value_us']:.1f} µs each" in doc
-
-
-def test_the_xeon_cold_planning_run_is_quoted() -> None:
-    data = json.loads((REPO / "benchmarks" / "ISSUE21_PLAN_INTEL.json").read_text("utf-8"))
-    doc = " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
-    now = data["results"]["current"]["plan"]
-    assert data["meta"]["rounds"] == 3 and data["meta"]["iterations"] == 50
-    met = sum(v["total"] <= 1.0 for v in now.values())
-    above = ", ".join(f"{k} {v['total']:.2f} ms" for k, v in now.items() if v["total"] > 1.0)
-    assert (
-        f"In the same session cold planning (50 iterations a round, 3 rounds against "
-        f"`e1e8581`) was within 1 ms for {met} of 10 classes; above it: {above}."
-    ) in doc
 
 
 def test_the_floor_at_1000_rows_is_quoted() -> None:
