@@ -256,8 +256,12 @@ class Prefetcher:
             if asked is not None:
                 self._demands.move_to_end(key)
         future = None
-        if asked:  # list(): one step under the GIL, while that run may still be drawing
-            demand = {law: n for law, n in list(asked.items()) if integer_scale(law) is not None}
+        if asked:
+            try:  # list(): a copy in one step, while that run may still be drawing
+                laws = list(asked.items())
+            except RuntimeError:  # it added a law meanwhile (a thread switch in a GC pass)
+                laws = []
+            demand = {law: n for law, n in laws if integer_scale(law) is not None}
             if sum(demand.values()) >= MIN_AHEAD:
                 future = _worker().submit(draw, demand)
         return Prefetched(source, future, self, key)
