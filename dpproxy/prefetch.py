@@ -1,11 +1,12 @@
 """Noise drawn while the database runs: OpenDP's Laplace draws for a plan that has run before,
 made on a worker thread during the query's SQL and added when the exact values arrive.
 
-Why. OpenDP's exact samplers cost about 5 µs a value (benchmarks/small_floor.py), whatever the
-scale: a grouped mean of 50 groups draws 100 values, half a millisecond, as long as DuckDB takes
-for the whole ``GROUP BY`` of 1,000 rows. The noise of an additive mechanism does not depend on
-the data, so it need not wait for it: OpenDP's call releases the GIL (ctypes), and the draw runs
-on the second core while the database computes the exact values.
+Why. OpenDP's exact samplers cost 5–7.5 µs a value whatever the scale (7.5 on an AMD EPYC in
+benchmarks/small_floor.py): a grouped mean of 50 groups draws 100 values, over half a
+millisecond, about as long as DuckDB takes for the whole ``GROUP BY`` of 1,000 rows. The noise
+of an additive mechanism does not depend on the data, so it need not wait for it: OpenDP's call
+releases the GIL (ctypes), and the draw runs on the second core while the database computes the
+exact values.
 
 What is drawn ahead. The engine remembers, per prepared statement, the Laplace draws its last
 run asked for (:attr:`Prefetched.asked`: the law and the number of values), and at the next run
