@@ -52,6 +52,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from dpproxy.errors import InternalError
@@ -142,6 +143,21 @@ def lattice_units(v: float, k: int) -> int:
     return units
 
 
+def lattice_units_many(values: Sequence[float], k: int) -> list[int]:
+    """:func:`lattice_units` of each value. For k ≤ 0, ``math.ldexp(v, -k)`` multiplies by a
+    power of two ≥ 1, which is exact for a finite double or raises OverflowError: when every
+    product is integral (NaN and ±inf are not), its ``int`` is v·2^-k exactly, in one pass of
+    C-level maps; any other vector goes value by value, which refuses what is off the lattice."""
+    if k <= 0:
+        try:
+            scaled = list(map(math.ldexp, values, repeat(-k, len(values))))
+        except (OverflowError, TypeError):
+            scaled = None
+        if scaled is not None and all(map(float.is_integer, scaled)):
+            return list(map(int, scaled))
+    return [lattice_units(v, k) for v in values]
+
+
 def lattice_double(units: int, k: int) -> float:
     """units·2^k rounded to the nearest double (ties to even; ±inf beyond the largest)."""
     try:
@@ -209,7 +225,7 @@ class Prefetched:
         drawn = self._take(("lattice", _noise._scale_up(scale), k), len(values))
         if drawn is None:
             return self.source.laplace_lattice(values, scale, k)  # type: ignore[no-any-return]
-        units = [lattice_units(v, k) for v in values]
+        units = lattice_units_many(values, k)
         return [lattice_double(u + z, k) for u, z in zip(units, drawn, strict=True)]
 
     def gaussian(self, values: Sequence[float], sigma: Fraction, *, integer: bool) -> list[float]:

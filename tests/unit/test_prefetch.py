@@ -40,6 +40,7 @@ from dpproxy.prefetch import (
     integer_scale,
     lattice_double,
     lattice_units,
+    lattice_units_many,
 )
 
 SIGMAS = 5
@@ -108,6 +109,23 @@ def test_lattice_units_and_doubles_are_exact() -> None:
     assert lattice_units(1.5, -1) == 3 and lattice_units(8.0, 2) == 2
     assert lattice_double(2**1100, -10) == math.inf
     assert lattice_double(-(2**1100), 0) == -math.inf
+
+
+def test_many_lattice_units_are_each_ones() -> None:
+    """The one-pass form gives every value's units, and refuses a vector with a value off
+    the lattice, NaN or ±inf, as the value-by-value form does."""
+    rng = random.Random(13)
+    for _ in range(500):
+        k = rng.choice([-1074, -60, -43, -1, 0])
+        vs = [
+            lattice_double(rng.randint(-(2**70), 2**70) >> rng.randint(0, 70), k) for _ in range(5)
+        ]
+        vs = [v for v in vs if math.isfinite(v)]
+        assert lattice_units_many(vs, k) == [lattice_units(v, k) for v in vs]
+    for bad in (0.1, math.nan, math.inf, -math.inf):
+        with pytest.raises(InternalError):
+            lattice_units_many([1.0, bad], -1)
+    assert lattice_units_many([1e308], -100) == [lattice_units(1e308, -100)]  # past ldexp's range
 
 
 @pytest.mark.parametrize("value", [0.1, 1.5, math.nan, math.inf, -math.inf])
