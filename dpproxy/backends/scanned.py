@@ -138,7 +138,7 @@ def magnitudes(
 
 def least_nonzero(con: Any, table: Table, column: str, quote: Any) -> float:
     """The least ``ABS(v)`` over the rows with ``v <> 0``, v the double the rewrite tames
-    (``floats.tamed_value``: ``CAST(column AS DOUBLE)``), as DuckDB computes it (exact: ABS and
+    (``noop_clamps.tamed_value``: ``CAST(column AS DOUBLE)``), as DuckDB computes it (exact: ABS and
     MIN are); inf when no row has one. 0.0, which proves nothing, when a row holds -0.0 (the
     taming maps it to +0.0: ``atan2(v, -1)`` is -π for -0.0 and π for +0.0) or when DuckDB
     cannot answer."""
