@@ -46,13 +46,13 @@ values than drawn, a worker that has not started yet or failed).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
-from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from dpproxy.errors import InternalError
@@ -60,6 +60,8 @@ from dpproxy.mechanisms import noise as _noise
 
 if TYPE_CHECKING:  # concurrent.futures is imported with the worker (not by a one-shot command)
     from concurrent.futures import Future, ThreadPoolExecutor
+
+log = logging.getLogger("dpproxy")
 
 #: Below this magnitude OpenDP's i64 draw is the discrete Laplace value itself.
 T = 2**62
@@ -148,13 +150,9 @@ def lattice_units_many(values: Sequence[float], k: int) -> list[int]:
     power of two ≥ 1, which is exact for a finite double or raises OverflowError: when every
     product is integral (NaN and ±inf are not), its ``int`` is v·2^-k exactly, in one pass of
     C-level maps; any other vector goes value by value, which refuses what is off the lattice."""
-    if k <= 0:
-        try:
-            scaled = list(map(math.ldexp, values, repeat(-k, len(values))))
-        except (OverflowError, TypeError):
-            scaled = None
-        if scaled is not None and all(map(float.is_integer, scaled)):
-            return list(map(int, scaled))
+    scaled = _noise.scaled_to_lattice(values, k) if k <= 0 else None
+    if scaled is not None:
+        return list(map(int, scaled))
     return [lattice_units(v, k) for v in values]
 
 
@@ -237,13 +235,14 @@ class Prefetched:
 
 def _collect(future: Future[dict[Law, list[int]]] | None) -> dict[Law, list[int]]:
     """The draws made ahead: none if there were none, if the worker had not started them (they
-    are cancelled: drawing now costs no more than waiting) or if it failed (logged by nobody:
-    the release draws through OpenDP as before)."""
+    are cancelled: drawing now costs no more than waiting) or if it failed (logged for the
+    operator: the release draws through OpenDP as before, so no answer depends on it)."""
     if future is None or future.cancel():
         return {}
     try:
         return future.result()
-    except Exception:
+    except Exception as e:
+        log.warning("noise drawn ahead failed; drawn at release time instead", exc_info=e)
         return {}
 
 

@@ -285,6 +285,18 @@ def laplace_on_lattice(
     return drawn
 
 
+def scaled_to_lattice(values: Sequence[float], k: int) -> list[float] | None:
+    """``math.ldexp(v, -k)`` of each value when every one is an integral double, else None
+    (a value off the lattice, NaN, ±inf, or a product beyond the doubles): one pass of C-level
+    maps, the common case of :meth:`OpenDPNoise.laplace_lattice`'s check and of
+    ``dpproxy/prefetch.lattice_units_many``."""
+    try:
+        scaled = list(map(math.ldexp, values, repeat(-k, len(values))))
+    except (OverflowError, TypeError):
+        return None
+    return scaled if all(map(float.is_integer, scaled)) else None
+
+
 @lru_cache(maxsize=256)
 def _selector(scale: float, size: int) -> Any:
     """OpenDP's report-noisy-min (``make_noisy_max``, ``negate=True``, pure DP): exponential
@@ -342,11 +354,7 @@ class OpenDPNoise:
             return []
         # One pass of C-level map for the common case (every v·2^-k an integral double);
         # only a vector with a value that is not goes through the exact per-value test.
-        try:
-            whole = all(map(float.is_integer, map(math.ldexp, values, repeat(-k, len(values)))))
-        except OverflowError:  # the loop below meets it again, in order
-            whole = False
-        if not whole:
+        if scaled_to_lattice(values, k) is None:  # the loop below meets an error again, in order
             for v in values:
                 try:
                     on_lattice = math.ldexp(v, -k).is_integer()  # False for NaN and ±inf
