@@ -16,8 +16,10 @@ DuckDB, without bounding, ``rewrite/inline.py`` then writes ``__rows`` in place 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -411,7 +413,13 @@ def build(ctx: RewriteContext) -> exp.Select:
     outputs: list[exp.Expr] = [exp.column(key_alias(i)) for i in range(len(q.keys))]
     for p in ctx.plan.primitives:
         outputs.append(
-            exp.alias_(_aggregate(p, alias_of, ctx.plan, whole_aliases, terms), p.name, copy=False)
+            exp.alias_(
+                _aggregate(
+                    p, alias_of, ctx.plan, whole_aliases, terms, nearest=ctx.dialect in NEAREST_CAST
+                ),
+                p.name,
+                copy=False,
+            )
         )
     query = select_from(outputs, table_ref(source))
     if q.keys:
@@ -497,6 +505,10 @@ def _with(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Sele
 
 
 SUM_LIMIT = Fraction(10) ** 250  # 2⁶³ summands of this size stay below 10³⁰⁰
+#: The backends whose ``CAST(double AS BIGINT)`` rounds to the nearest integer, ties to even
+#: (DuckDB's ``nearbyint``, PostgreSQL's ``rint``; ``tests/integration/test_fixed_sums.py``
+#: checks both). Spark's cast truncates, so a Spark summand keeps ``FLOOR(y + 0.5)``.
+NEAREST_CAST = frozenset({"duckdb", "postgres"})
 
 
 def _aggregate(
@@ -505,7 +517,11 @@ def _aggregate(
     plan: QueryPlan,
     whole: set[str] | None = None,
     terms: dict[int, WholeTerm | None] | None = None,
+    *,
+    nearest: bool = False,
 ) -> exp.Expression:
+    """The aggregate that computes primitive ``p``; ``nearest``: the backend's CAST of a double
+    to BIGINT rounds to nearest (:data:`NEAREST_CAST`, ``rewrite/fixed.summand``)."""
     if p.kind is PrimitiveKind.UNITS:
         if plan.query.table.unit_is_unique:
             # One row per unit (a PRIMARY KEY/UNIQUE constraint): counting non-NULL units is
@@ -515,7 +531,10 @@ def _aggregate(
     if p.measure is None:
         return exp.Count(this=exp.Star())
     column = alias_of[p.name]
-    term_of = whole_summand if whole and column in whole else summand
+    if whole and column in whole:
+        term_of: Callable[[Primitive, str, Table], exp.Expression] = whole_summand
+    else:
+        term_of = partial(summand, nearest=nearest)
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
     if p.kind is PrimitiveKind.DISTINCT and p.distinct:  # AVG(DISTINCT): its sum's terms q
@@ -533,7 +552,7 @@ def _aggregate(
         )
     # Integers on a fixed-point grid (rewrite/fixed.py): an exact, order-independent total.
     # SUM(DISTINCT ...): the distinct terms q (planning/plan.py Primitive), on both engines.
-    known = terms.get(id(p)) if terms and term_of is whole_summand else None
+    known = terms.get(id(p)) if terms and whole and column in whole else None
     if known is not None:
         term = whole_summand(p, column, plan.query.table, known)
     else:

@@ -209,7 +209,7 @@ def test_the_grid_sum_is_exact_order_independent_and_within_delta(engines: Engin
     }
     g = _grid_of(duck["first"], sql)
     assert g == Grid(0, 0, BIG)  # [0, 2^52]: the integers
-    model = BIG + M * math.floor(SMALL + 0.5)
+    model = BIG + M * round(SMALL)  # each value's term: SMALL is above ½, so 1
     for order, engine in duck.items():
         want = model - (BIG if order == "without" else 0)
         assert _raw(engine, sql) == want
@@ -239,7 +239,7 @@ def test_random_doubles_sum_to_the_model_on_both_engines_in_either_order(
     g = _grid_of(forward, sql)
     assert g == Grid(52, 0, 2**52)  # [0, 1]: 52 fraction bits
     values = [min(max(v, 0.0), 1.0) for _, v in rows if v is not None]
-    model = sum(math.floor(v * 2.0**52 + 0.5) for v in values)
+    model = sum(round(v * 2.0**52) for v in values)  # the engines' cast: nearest, ties even
     assert _raw(forward, sql) == _raw(backward, sql) == model
     pg = engines.postgres({"unit": rows})
     assert _raw(pg, sql) == model
@@ -289,6 +289,9 @@ AWKWARD: list[float | None] = [
     1e-300, -1e-300, 1e-150, 1e150, 1e190, -1e190, 1e200, 1e250, 1e300, -1e300,
     1.7976931348623157e308, -1.7976931348623157e308, math.inf, -math.inf, math.nan, None,
     17.0, 42.5, 99.0, 100.0, 100.5, 101.0, 2.0**52, 2.0**53 + 2, 4.4e15,
+    # On the unit grid 2^-52: y = ½ and 2½ (ties) and y just below ½, where the two roundings
+    # of rewrite/fixed.py differ (FLOOR(y + 0.5) gives 1, 3 and 1; the nearest 0, 2 and 0).
+    2.0**-53, 5 * 2.0**-53, 0.49999999999999994 * 2.0**-52,
 ]
 PRIMITIVES = {
     "unit": Primitive("p", PrimitiveKind.SUM, F, Interval(Fraction(0), Fraction(1))),
@@ -307,8 +310,10 @@ PRIMITIVES = {
 }
 
 
-def _model(p: Primitive, g: Grid, v: float | None) -> int | None:
-    """The term the docstring of rewrite/fixed.py defines, in IEEE doubles as the engines."""
+def _model(p: Primitive, g: Grid, v: float | None, nearest: bool = False) -> int | None:
+    """The term the docstring of rewrite/fixed.py defines, in IEEE doubles as the engines;
+    ``nearest``: rounded by the engine's cast (to nearest, ties to even: Python's ``round``
+    of a float is exactly that), else ``FLOOR(y + 0.5)``."""
     if v is None:
         return None
     s = v - float(p.center) if p.center else v
@@ -320,7 +325,8 @@ def _model(p: Primitive, g: Grid, v: float | None) -> int | None:
         return g.low
     if g.bits < 0 and abs(s) < 2.0 ** (-g.bits - 2):
         return 0
-    return math.floor(s * 2.0**g.bits + 0.5)
+    y = s * 2.0**g.bits
+    return round(y) if nearest else math.floor(y + 0.5)
 
 
 def test_the_grids_chosen() -> None:
@@ -350,14 +356,19 @@ def awkward(pg_dsn: str) -> Iterator[tuple[duckdb.DuckDBPyConnection, psycopg.Co
     pg.close()
 
 
+@pytest.mark.parametrize("nearest", [False, True], ids=["floor", "nearest"])
 @pytest.mark.parametrize("name", list(PRIMITIVES))
 def test_every_term_is_the_models_on_both_engines(
-    name: str, awkward: tuple[duckdb.DuckDBPyConnection, psycopg.Connection[Any]]
+    name: str, nearest: bool, awkward: tuple[duckdb.DuckDBPyConnection, psycopg.Connection[Any]]
 ) -> None:
+    """Both forms of the rounding (``summand(nearest=...)``) on both engines: with
+    ``nearest`` this is the check that DuckDB's and PostgreSQL's ``CAST(double AS BIGINT)``
+    round to nearest, ties to even, on which ``rewrite/pipeline.NEAREST_CAST`` relies."""
     duck, pg = awkward
     p = PRIMITIVES[name]
     g = grid(p, TABLE)
-    select = exp.select(exp.column("i"), exp.alias_(summand(p, "v", TABLE), "q")).from_("vals")
+    term = summand(p, "v", TABLE, nearest=nearest)
+    select = exp.select(exp.column("i"), exp.alias_(term, "q")).from_("vals")
     # A measure's value lies in its interval up to rounding, and a SUM's bounds are at most
     # 1e250 (rewrite/pipeline.py): a finite square never overflows. Raw 1e300 would.
     kept = [
@@ -366,12 +377,21 @@ def test_every_term_is_the_models_on_both_engines(
     ]
     select = select.where(exp.In(this=exp.column("i"), expressions=[
         exp.Literal.number(i) for i, _ in kept]))
-    want = {i: _model(p, g, v) for i, v in kept}
+    want = {i: _model(p, g, v, nearest) for i, v in kept}
     got_duck = dict(duck.execute(select.sql(dialect="duckdb")).fetchall())
     got_pg = dict(pg.execute(to_postgres(select.copy(), {}).sql(dialect="postgres")).fetchall())
     assert got_duck == want
     assert got_pg == want
     assert all(q is None or g.low <= q <= g.high for q in want.values())
+
+
+def test_the_two_roundings_differ_on_the_awkward_values() -> None:
+    """The test above has power: on the unit grid the ties and the value just below ½ are
+    rounded differently by the two forms (so each form's model is checked, not one of them)."""
+    p = PRIMITIVES["unit"]
+    g = grid(p, TABLE)
+    differ = [v for v in AWKWARD if _model(p, g, v) != _model(p, g, v, nearest=True)]
+    assert differ == [2.0**-53, 5 * 2.0**-53, 0.49999999999999994 * 2.0**-52]
 
 
 def test_unscale_is_exact() -> None:
