@@ -19,11 +19,12 @@ Differentially Private Libraries and How to Fix It", CCS 2022). So every noisy S
 * **Each row** adds the BIGINT q = Q_lo if s < Q_lo·2^-k, Q_hi if s > Q_hi·2^-k (NaN too: both
   engines order it above every number), else y = s·2^k rounded to an integer, where s is the
   measure's value (centred and squared as planned) in double precision; for k < 0 also 0 when
-  |s| < 2^(-k-2). The rounding is the engine's own ``CAST(y AS BIGINT)`` where that rounds to
-  the nearest integer, ties to even (DuckDB: ``nearbyint``; PostgreSQL: ``rint``), and
-  ``CAST(FLOOR(y + 0.5) AS BIGINT)`` elsewhere (Spark's cast truncates). The cast alone is
-  also cheaper for DuckDB to bind and plan (1,000 rows: ≈ 0.1–0.5 ms a query,
-  docs/performance.md).
+  |s| < 2^(-k-2). y is rounded to the nearest integer, ties to even: by the engine's own
+  ``CAST(y AS BIGINT)`` on DuckDB (``nearbyint``) and PostgreSQL (``rint``), and by
+  ``CAST(RINT(y) AS BIGINT)`` on Spark, whose cast truncates (Java's ``Math.rint``). So the
+  three engines compute the same q. (Until 2026-11-28 this was ``CAST(FLOOR(y + 0.5) AS
+  BIGINT)``: the same bounds, but it rounds a y just below ½ up, and DuckDB spends about
+  0.1–0.3 ms more binding and planning it at 1,000 rows, docs/performance.md.)
   A NULL stays NULL. When the value is known to lie in [Q_lo·2^-k, Q_hi·2^-k] already (a
   clamped column; :func:`computed_range`), the comparisons are left out.
 * **The engine** sums the BIGINTs: DuckDB into a HUGEINT, PostgreSQL into a NUMERIC.
@@ -36,16 +37,15 @@ Privacy argument.
    In the last, Q_lo ≤ s·2^k ≤ Q_hi, and each operation is exact: a product by a power of
    two is exact unless it overflows or underflows, and here |s·2^k| ≤ 2^52 (no overflow) and
    either k ≥ 0 or |s·2^k| ≥ ¼ (no underflow, which PostgreSQL would raise as an error, and
-   the skipped values round to 0 anyway). Both roundings are monotone and leave integers as
-   they are, so Q_lo ≤ round(y) ≤ Q_hi as both are integers: ⌊fl(y + ½)⌋, since rounded
-   addition and ⌊·⌋ are both monotone; the nearest integer, which ``nearbyint`` and ``rint``
-   compute from y exactly. |round(y)| ≤ 2^52, far inside the BIGINT range, so neither cast
-   can fail, and a BIGINT cast of an integer is exact. Where the comparisons are left out,
-   s ∈ [Q_lo·2^-k, Q_hi·2^-k] was proved for every row (:func:`computed_range`: the exact
-   range of the clamped column, pushed through the IEEE subtraction and squaring the
-   database performs, which are monotone), and the same steps apply. So row i contributes
-   x_i = q_i·2^-k ∈ [lo, hi] — or, for an interval I without grid points, a value between I
-   and 0.
+   the skipped values round to 0 anyway). Rounding to the nearest integer (computed from y
+   exactly by ``nearbyint``, ``rint`` and ``Math.rint``) is monotone and leaves integers as they are, so
+   Q_lo ≤ round(y) ≤ Q_hi as both are integers. |round(y)| ≤ 2^52, far inside the BIGINT
+   range, so the cast cannot fail, and a BIGINT cast of an integral double is exact. Where
+   the comparisons are left out, s ∈ [Q_lo·2^-k, Q_hi·2^-k] was proved for every row
+   (:func:`computed_range`: the exact range of the clamped column, pushed through the IEEE
+   subtraction and squaring the database performs, which are monotone), and the same steps
+   apply. So row i contributes x_i = q_i·2^-k ∈ [lo, hi] — or, for an interval I without
+   grid points, a value between I and 0.
 2. *The released sum has sensitivity at most the planned Δ.* ``analysis/sensitivity.py``
    derives Δ (L1, L2 and L∞; add/remove or substitution) from I through max|x| and through
    min(0, K·lo) and max(0, K·hi) only; every x_i lies in hull(I ∪ {0}), which has the same
@@ -63,8 +63,7 @@ Privacy argument.
    times larger — the same mechanism.
 
 What the grid costs in accuracy: with rounding (k = 52 − e) each value moves by at most
-2^-(k+1) ≤ M·2^-52 (to the nearest; ⌊fl(y + ½)⌋ can also round a y just below ½ up), a
-relative error of one double's precision per row, the same in every
+2^-(k+1) ≤ M·2^-52, a relative error of one double's precision per row, the same in every
 order (integer-valued measures are not rounded at all).
 """
 
@@ -238,11 +237,11 @@ def _integer(q: int) -> exp.Expression:
     return exp.Neg(this=lit(-q)) if q < 0 else lit(q)
 
 
-def summand(p: Primitive, column: str, table: Table, *, nearest: bool = False) -> exp.Expression:
+def summand(p: Primitive, column: str, table: Table, *, dialect: str = "duckdb") -> exp.Expression:
     """What SUM adds up for primitive ``p`` whose measure is ``column``: the BIGINT q of the
-    module docstring (centred, squared and clamped onto the grid as planned). ``nearest``: the
-    engine's own cast rounds a double to the nearest integer (DuckDB, PostgreSQL), so q is
-    written ``CAST(y AS BIGINT)`` rather than ``CAST(FLOOR(y + 0.5) AS BIGINT)``."""
+    module docstring (centred, squared and clamped onto the grid as planned), rounded to the
+    nearest integer, ties to even, as ``dialect``'s SQL writes it: ``CAST(y AS BIGINT)`` on
+    DuckDB and PostgreSQL, ``CAST(RINT(y) AS BIGINT)`` on Spark (whose cast truncates)."""
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
     assert p.measure is not None
     g = grid(p, table)
@@ -271,10 +270,9 @@ def summand(p: Primitive, column: str, table: Table, *, nearest: bool = False) -
             v = exp.Mul(this=_operand(v), expression=_double(_pow2(g.bits)))
         # The type built directly: DataType.build parses its text (≈ 0.1 ms per call).
         bigint = exp.DataType(this=exp.DataType.Type.BIGINT, nested=False)
-        if nearest:  # the cast rounds to nearest, ties to even (module docstring, step 1)
-            return exp.Cast(this=v, to=bigint)
-        rounded = exp.Floor(this=exp.Add(this=v, expression=lit("0.5")))
-        return exp.Cast(this=rounded, to=bigint)
+        if dialect == "spark":  # Java's Math.rint: to nearest, ties to even, as a double
+            v = exp.Anonymous(this="RINT", expressions=[v])
+        return exp.Cast(this=v, to=bigint)  # DuckDB, PostgreSQL: the cast rounds so itself
 
     low, high = g.point(g.low), g.point(g.high)
     span = computed_range(p, table)

@@ -414,9 +414,7 @@ def build(ctx: RewriteContext) -> exp.Select:
     for p in ctx.plan.primitives:
         outputs.append(
             exp.alias_(
-                _aggregate(
-                    p, alias_of, ctx.plan, whole_aliases, terms, nearest=ctx.dialect in NEAREST_CAST
-                ),
+                _aggregate(p, alias_of, ctx.plan, whole_aliases, terms, dialect=ctx.dialect),
                 p.name,
                 copy=False,
             )
@@ -505,10 +503,6 @@ def _with(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Sele
 
 
 SUM_LIMIT = Fraction(10) ** 250  # 2⁶³ summands of this size stay below 10³⁰⁰
-#: The backends whose ``CAST(double AS BIGINT)`` rounds to the nearest integer, ties to even
-#: (DuckDB's ``nearbyint``, PostgreSQL's ``rint``; ``tests/integration/test_fixed_sums.py``
-#: checks both). Spark's cast truncates, so a Spark summand keeps ``FLOOR(y + 0.5)``.
-NEAREST_CAST = frozenset({"duckdb", "postgres"})
 
 
 def _aggregate(
@@ -518,10 +512,10 @@ def _aggregate(
     whole: set[str] | None = None,
     terms: dict[int, WholeTerm | None] | None = None,
     *,
-    nearest: bool = False,
+    dialect: str = "duckdb",
 ) -> exp.Expression:
-    """The aggregate that computes primitive ``p``; ``nearest``: the backend's CAST of a double
-    to BIGINT rounds to nearest (:data:`NEAREST_CAST`, ``rewrite/fixed.summand``)."""
+    """The aggregate that computes primitive ``p`` in ``dialect``'s SQL (a fixed-point sum's
+    rounding: ``rewrite/fixed.summand``)."""
     if p.kind is PrimitiveKind.UNITS:
         if plan.query.table.unit_is_unique:
             # One row per unit (a PRIMARY KEY/UNIQUE constraint): counting non-NULL units is
@@ -534,7 +528,7 @@ def _aggregate(
     if whole and column in whole:
         term_of: Callable[[Primitive, str, Table], exp.Expression] = whole_summand
     else:
-        term_of = partial(summand, nearest=nearest)
+        term_of = partial(summand, dialect=dialect)
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
     if p.kind is PrimitiveKind.DISTINCT and p.distinct:  # AVG(DISTINCT): its sum's terms q

@@ -310,10 +310,10 @@ PRIMITIVES = {
 }
 
 
-def _model(p: Primitive, g: Grid, v: float | None, nearest: bool = False) -> int | None:
-    """The term the docstring of rewrite/fixed.py defines, in IEEE doubles as the engines;
-    ``nearest``: rounded by the engine's cast (to nearest, ties to even: Python's ``round``
-    of a float is exactly that), else ``FLOOR(y + 0.5)``."""
+def _model(p: Primitive, g: Grid, v: float | None, nearest: bool = True) -> int | None:
+    """The term the docstring of rewrite/fixed.py defines, in IEEE doubles as the engines:
+    y rounded to nearest, ties to even (Python's ``round`` of a float is exactly that);
+    ``nearest=False``: the earlier ``FLOOR(y + 0.5)``, which the next test tells apart."""
     if v is None:
         return None
     s = v - float(p.center) if p.center else v
@@ -356,19 +356,17 @@ def awkward(pg_dsn: str) -> Iterator[tuple[duckdb.DuckDBPyConnection, psycopg.Co
     pg.close()
 
 
-@pytest.mark.parametrize("nearest", [False, True], ids=["floor", "nearest"])
 @pytest.mark.parametrize("name", list(PRIMITIVES))
 def test_every_term_is_the_models_on_both_engines(
-    name: str, nearest: bool, awkward: tuple[duckdb.DuckDBPyConnection, psycopg.Connection[Any]]
+    name: str, awkward: tuple[duckdb.DuckDBPyConnection, psycopg.Connection[Any]]
 ) -> None:
-    """Both forms of the rounding (``summand(nearest=...)``) on both engines: with
-    ``nearest`` this is the check that DuckDB's and PostgreSQL's ``CAST(double AS BIGINT)``
-    round to nearest, ties to even, on which ``rewrite/pipeline.NEAREST_CAST`` relies."""
+    """Every term on both engines is the model's, rounded to nearest, ties to even: the check
+    that DuckDB's and PostgreSQL's ``CAST(double AS BIGINT)`` round so, which
+    ``rewrite/fixed.summand`` relies on (Spark's ``RINT`` form: test_spark_differential)."""
     duck, pg = awkward
     p = PRIMITIVES[name]
     g = grid(p, TABLE)
-    term = summand(p, "v", TABLE, nearest=nearest)
-    select = exp.select(exp.column("i"), exp.alias_(term, "q")).from_("vals")
+    select = exp.select(exp.column("i"), exp.alias_(summand(p, "v", TABLE), "q")).from_("vals")
     # A measure's value lies in its interval up to rounding, and a SUM's bounds are at most
     # 1e250 (rewrite/pipeline.py): a finite square never overflows. Raw 1e300 would.
     kept = [
@@ -377,7 +375,7 @@ def test_every_term_is_the_models_on_both_engines(
     ]
     select = select.where(exp.In(this=exp.column("i"), expressions=[
         exp.Literal.number(i) for i, _ in kept]))
-    want = {i: _model(p, g, v, nearest) for i, v in kept}
+    want = {i: _model(p, g, v) for i, v in kept}
     got_duck = dict(duck.execute(select.sql(dialect="duckdb")).fetchall())
     got_pg = dict(pg.execute(to_postgres(select.copy(), {}).sql(dialect="postgres")).fetchall())
     assert got_duck == want
@@ -386,11 +384,11 @@ def test_every_term_is_the_models_on_both_engines(
 
 
 def test_the_two_roundings_differ_on_the_awkward_values() -> None:
-    """The test above has power: on the unit grid the ties and the value just below ½ are
-    rounded differently by the two forms (so each form's model is checked, not one of them)."""
+    """The test above has power against the earlier rounding: on the unit grid the ties and
+    the value just below ½ are rounded differently by ``FLOOR(y + 0.5)``."""
     p = PRIMITIVES["unit"]
     g = grid(p, TABLE)
-    differ = [v for v in AWKWARD if _model(p, g, v) != _model(p, g, v, nearest=True)]
+    differ = [v for v in AWKWARD if _model(p, g, v) != _model(p, g, v, nearest=False)]
     assert differ == [2.0**-53, 5 * 2.0**-53, 0.49999999999999994 * 2.0**-52]
 
 
