@@ -109,6 +109,12 @@ def safe_cast(node: exp.TryCast, source: SqlType) -> exp.Expression:
             if target in _INTS:
                 whole = exp.TryCast(this=value.copy(), to=_decimal38())
                 return _when(condition, exp.TryCast(this=whole, to=_type(target)))
+            if target is exp.DataType.Type.DATE:
+                # The pattern admits impossible dates ('2024-02-30', month 13), on which
+                # Spark's ANSI CAST raises: TRY_CAST (``safe``: sqlglot prints a TryCast as
+                # CAST for Spark otherwise) gives NULL, as DuckDB's TRY_CAST does.
+                safe = exp.TryCast(this=value.copy(), to=_type(target), safe=True)
+                return _when(condition, safe)
             return _when(condition, exp.TryCast(this=value.copy(), to=_type(target)))
     if source is SqlType.NUMERIC:
         if target in _FLOATS:

@@ -22,7 +22,7 @@ from dpproxy.engine import Engine
 from tests.noise import NoNoise
 from tests.property.test_totality import _check_totality
 from tests.spark import small_data
-from tests.totality import Row, catalog, write_duckdb
+from tests.totality import Row, catalog, check_queries, write_duckdb
 
 SPARK_EXAMPLES = 20
 
@@ -93,3 +93,15 @@ def spark_world(
 
 def test_accepted_queries_never_fail_on_spark(spark_world: SparkWorld) -> None:
     _check_totality(spark_world, SPARK_EXAMPLES)  # type: ignore[arg-type]
+
+
+def test_an_impossible_date_from_a_column_is_null_on_spark(spark_world: SparkWorld) -> None:
+    """Found by the property test: text that matches the date pattern but is no date
+    (``'2024-02-30'``) reached Spark's ANSI ``CAST`` through a column expression (a literal
+    alone is folded before) and raised; the Spark pass now writes ``TRY_CAST`` there."""
+    rows = [(u, 1, 1, 1, 0.0, 1.0, "2024-03-01", None, True, None) for u in (1, 2)]
+    engine, neighbour = spark_world.engines("rows", True, rows, rows[:1])
+    sql = "SELECT COUNT(CAST(LEAST(CAST(cat AS VARCHAR), TRIM('2024-02-30')) AS DATE)) FROM t"
+    problems = check_queries(engine, neighbour, [sql], label="spark")
+    assert not problems, "\n\n".join(problems)
+    assert "TRY_CAST(" in (engine.prepare(sql).sql or "")
