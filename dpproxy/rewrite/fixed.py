@@ -38,10 +38,10 @@ Privacy argument.
    two is exact unless it overflows or underflows, and here |s·2^k| ≤ 2^52 (no overflow) and
    either k ≥ 0 or |s·2^k| ≥ ¼ (no underflow, which PostgreSQL would raise as an error, and
    the skipped values round to 0 anyway). Rounding to the nearest integer (computed from y
-   exactly by ``nearbyint``, ``rint`` and ``Math.rint``) is monotone and leaves integers as they are, so
-   Q_lo ≤ round(y) ≤ Q_hi as both are integers. |round(y)| ≤ 2^52, far inside the BIGINT
-   range, so the cast cannot fail, and a BIGINT cast of an integral double is exact. Where
-   the comparisons are left out, s ∈ [Q_lo·2^-k, Q_hi·2^-k] was proved for every row
+   exactly by ``nearbyint``, ``rint`` and ``Math.rint``) is monotone and leaves integers as
+   they are, so Q_lo ≤ round(y) ≤ Q_hi as both are integers. |round(y)| ≤ 2^52, far inside
+   the BIGINT range, so the cast cannot fail, and a BIGINT cast of an integral double is
+   exact. Where the comparisons are left out, s ∈ [Q_lo·2^-k, Q_hi·2^-k] was proved for every row
    (:func:`computed_range`: the exact range of the clamped column, pushed through the IEEE
    subtraction and squaring the database performs, which are monotone), and the same steps
    apply. So row i contributes x_i = q_i·2^-k ∈ [lo, hi] — or, for an interval I without

@@ -1,0 +1,72 @@
+"""``benchmarks/sql_ab.py``: a smoke run (this checkout as its own baseline) times every class
+with the same SQL on both sides, and docs/performance.md quotes the committed run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "sql_ab.py"
+RUN = REPO / "benchmarks" / "SQL_AB_ROUNDING.json"
+
+
+def test_smoke_run(tmp_path: Path) -> None:
+    out = tmp_path / "ab.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--base", str(REPO), "--runs", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sql_ab: var_stddev base" in done.stderr  # progress goes to stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert len(data["classes"]) == 10
+    for r in data["classes"].values():
+        assert r["same_sql"] and r["raw"] > 0 and r["base"] > 0 and r["now"] > 0
+    assert data["sql"]["base"] == data["sql"]["now"]
+    assert "| var_stddev (same SQL) |" in done.stdout
+
+
+def test_a_base_that_is_not_a_checkout_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--base", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "is not a dpproxy checkout" in done.stderr
+
+
+def test_the_rounding_run_is_quoted() -> None:
+    """The paragraph on the fixed-point rounding quotes ``benchmarks/SQL_AB_ROUNDING.json``:
+    every changed class's SQL time before and after, and the unchanged classes' range; the
+    run compared exactly the FLOOR form with the cast."""
+    data = json.loads(RUN.read_text(encoding="utf-8"))
+    doc = " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    rows = data["classes"]
+    changed = [k for k, r in rows.items() if not r["same_sql"]]
+    assert changed == [
+        "sum",
+        "avg_grouped",
+        "var_stddev",
+        "having_order_limit",
+        "cte",
+        "expression_aggregates",
+    ]
+    for k in changed:
+        assert "FLOOR(" in data["sql"]["base"][k] and "FLOOR(" not in data["sql"]["now"][k]
+        assert (
+            data["sql"]["base"][k].replace("FLOOR(", "").replace(" + 0.5)", "")
+            == (data["sql"]["now"][k])
+        )
+        r = rows[k]
+        assert (
+            f"{k} {r['base']:.3f} → {r['now']:.3f} ms ({r['base'] / r['raw']:.2f}× → "
+            f"{r['now'] / r['raw']:.2f}× raw)" in doc
+        )
+    same = [rows[k]["now"] / rows[k]["base"] for k in rows if rows[k]["same_sql"]]
+    assert f"the four classes whose SQL did not change took {min(same):.2f}–{max(same):.2f}" in doc
