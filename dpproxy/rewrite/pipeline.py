@@ -16,10 +16,8 @@ DuckDB, without bounding, ``rewrite/inline.py`` then writes ``__rows`` in place 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -525,14 +523,18 @@ def _aggregate(
     if p.measure is None:
         return exp.Count(this=exp.Star())
     column = alias_of[p.name]
-    if whole and column in whole:
-        term_of: Callable[[Primitive, str, Table], exp.Expression] = whole_summand
-    else:
-        term_of = partial(summand, dialect=dialect)
+    table = plan.query.table
+    is_whole = whole is not None and column in whole
+
+    def term_of(prim: Primitive) -> exp.Expression:
+        if is_whole:
+            return whole_summand(prim, column, table)
+        return summand(prim, column, table, dialect=dialect)
+
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))
     if p.kind is PrimitiveKind.DISTINCT and p.distinct:  # AVG(DISTINCT): its sum's terms q
-        q = term_of(replace(p, kind=PrimitiveKind.SUM), column, plan.query.table)
+        q = term_of(replace(p, kind=PrimitiveKind.SUM))
         return exp.Count(this=exp.Distinct(expressions=[q]))
     if p.kind is PrimitiveKind.DISTINCT:  # over the bounded rows: at most K values per unit
         return exp.Count(this=exp.Distinct(expressions=[exp.column(column)]))
@@ -546,11 +548,8 @@ def _aggregate(
         )
     # Integers on a fixed-point grid (rewrite/fixed.py): an exact, order-independent total.
     # SUM(DISTINCT ...): the distinct terms q (planning/plan.py Primitive), on both engines.
-    known = terms.get(id(p)) if terms and whole and column in whole else None
-    if known is not None:
-        term = whole_summand(p, column, plan.query.table, known)
-    else:
-        term = term_of(p, column, plan.query.table)
+    known = terms.get(id(p)) if terms and is_whole else None
+    term = whole_summand(p, column, table, known) if known is not None else term_of(p)
     summed = exp.Sum(this=exp.Distinct(expressions=[term]) if p.distinct else term)
     return exp.Coalesce(this=summed, expressions=[lit(0)])
 
