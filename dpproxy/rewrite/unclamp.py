@@ -171,12 +171,9 @@ def unclamp(tree: exp.Select, table: Table) -> exp.Select:
         if len(terms) != 1:
             continue
         term = terms[0]
-        total = term.parent.parent if isinstance(term.parent, exp.Sum) else None
+        total = term.parent if isinstance(term.parent, exp.Sum) else None
         if (
-            not isinstance(total, exp.Coalesce)
-            or total.this is not term.parent
-            or len(total.expressions) != 1
-            or total.expressions[0] != lit(0)
+            total is None
             or not isinstance(total.parent, exp.Alias)
             or total.parent.parent is not tree
         ):
@@ -199,7 +196,8 @@ def _corrected(
     scale: int,
     offset: int,
 ) -> exp.Expression:
-    """(COALESCE(SUM(m), 0) + COALESCE((correction), 0))·s − CAST(a AS HUGEINT)·COUNT(m)."""
+    """(SUM(m) + COALESCE((correction), 0))·s − CAST(a AS HUGEINT)·COUNT(m): NULL when no
+    row has a value, as the clamped SUM it replaces (``pipeline._aggregate``) is."""
     case, low, high, x = parts
     fix = rows.copy()
     fix.set(
@@ -209,7 +207,7 @@ def _corrected(
     fix.where(exp.Paren(this=exp.Or(this=low.copy(), expression=high.copy())), copy=False)
     total: exp.Expression = exp.Paren(
         this=exp.Add(
-            this=exp.Coalesce(this=exp.Sum(this=exp.column(alias)), expressions=[lit(0)]),
+            this=exp.Sum(this=exp.column(alias)),
             expression=exp.Coalesce(this=exp.Subquery(this=fix), expressions=[lit(0)]),
         )
     )
