@@ -70,8 +70,12 @@ MAX_SCALE = 2.0**56
 _I64 = 2**63
 #: The fewest values worth drawing ahead: below it, OpenDP's call (about 15 µs for one value)
 #: costs no more than handing the draw to the worker, and the second thread disturbs the
-#: database's own (a 1 M-row COUNT(*) ran 0.2 ms slower with one value drawn ahead).
-MIN_AHEAD = 16
+#: database's own (a 1 M-row COUNT(*) ran 0.2 ms slower with one value drawn ahead). From 4
+#: values on it pays at 1,000 rows, where DuckDB binds and plans on one thread: VARIANCE +
+#: STDDEV (6 values) 0.19 ms faster with 4 than with 16, SUM + AVG + COUNT (4 values) 0.12 ms;
+#: at 1 M rows a grouped AVG (4 values) and a HAVING over 6 groups moved by +0.07 and −0.12 ms
+#: of 7-10 ms (``benchmarks/min_ahead_ab.py``, ``benchmarks/MIN_AHEAD_AB.json``).
+MIN_AHEAD = 4
 #: Prepared statements whose draws are remembered (the oldest is forgotten first).
 REMEMBERED = 256
 

@@ -551,8 +551,8 @@ def _aggregate(
     known = terms.get(id(p)) if terms and is_whole else None
     term = whole_summand(p, column, table, known) if known is not None else term_of(p)
     # A bare SUM: NULL over no rows (or only NULL terms), read as 0 by the release
-    # (release/noise.py, apply_noise). COALESCE(SUM(…), 0) cost DuckDB 0.05 ms a sum to bind
-    # and optimise at 1,000 rows (benchmarks/SQL_AB_COALESCE.json).
+    # (release/noise.py, apply_noise). COALESCE(SUM(…), 0) cost DuckDB 0.05-0.1 ms a sum to
+    # bind and optimise at 1,000 rows (benchmarks/SQL_AB_COALESCE.json).
     return exp.Sum(this=exp.Distinct(expressions=[term]) if p.distinct else term)
 
 
