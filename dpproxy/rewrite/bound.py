@@ -53,7 +53,8 @@ def bounding_ctes(
 
     >>> # see tests/fixtures/rewrite/*.sql for the full SQL of each case
     """
-    from dpproxy.rewrite.pipeline import UNIT, key_alias
+    from dpproxy.rewrite.aggregate import UNIT
+    from dpproxy.rewrite.pipeline import key_alias
 
     ranked, limit = bound_contributions(ctx, measures)
     columns = [
@@ -114,7 +115,8 @@ def bound_contributions(
 ) -> tuple[exp.Select, int]:
     """``SELECT * FROM (__rows + ranks) WHERE ranks within the bound``, and the smallest
     limit (a unit with at most that many rows keeps them all)."""
-    from dpproxy.rewrite.pipeline import UNIT, key_alias
+    from dpproxy.rewrite.aggregate import UNIT
+    from dpproxy.rewrite.pipeline import key_alias
 
     plan = ctx.plan
     bound = plan.query.table.bound
@@ -192,7 +194,7 @@ def count_per_unit() -> exp.Select:
     them is the same as Σ_u min(n_u, K): no row has to be chosen, so no hash and no sort. The
     per-unit count depends only on the unit's own rows, like the ranking it replaces.
     """
-    from dpproxy.rewrite.pipeline import UNIT
+    from dpproxy.rewrite.aggregate import UNIT
 
     count = exp.alias_(exp.Count(this=exp.Star()), "__n", copy=False)
     return (
@@ -204,7 +206,7 @@ def count_per_unit() -> exp.Select:
 
 def counted_rows(units: bool, limit: int) -> exp.Expression:
     """The bounded row count Σ min(__n, K), or the number of units, over ``count_per_unit``."""
-    from dpproxy.rewrite.pipeline import UNIT
+    from dpproxy.rewrite.aggregate import UNIT
 
     if units:
         return exp.Count(this=exp.column(UNIT))

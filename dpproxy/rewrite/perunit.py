@@ -25,7 +25,7 @@ from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, is_
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.sql.perunit import UNIT_OF_ROW, Derived, PerUnit
 
-SUM_LIMIT = Fraction(10) ** 250  # as rewrite/pipeline.py: 2⁶³ summands stay below 10³⁰⁰
+SUM_LIMIT = Fraction(10) ** 250  # as rewrite/aggregate.py: 2⁶³ summands stay below 10³⁰⁰
 
 _DOUBLE = exp.DataType.Type.DOUBLE
 

@@ -16,36 +16,33 @@ DuckDB, without bounding, ``rewrite/inline.py`` then writes ``__rows`` in place 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from fractions import Fraction
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlglot import exp
 
 from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.catalog.model import ColumnType, Table
-from dpproxy.errors import UnsupportedQuery
 from dpproxy.planning.plan import Primitive, QueryPlan
+from dpproxy.rewrite.aggregate import UNIT, primitive_aggregate
 from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows, two_sided
 from dpproxy.rewrite.dialect import to_postgres
-from dpproxy.rewrite.fixed import summand
+from dpproxy.rewrite.fixed import centred_measures, operand
 from dpproxy.rewrite.guard import (
     clamp_values,
     guard_row_expression,
     is_double,
     lit,
+    number,
 )
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.inline import inline_rows
 from dpproxy.rewrite.noop_clamps import drop_noop_clamps, mark_noop_clamps
 from dpproxy.rewrite.unclamp import unclamp
-from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row, whole_summand
+from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row
 from dpproxy.sql.parse import dialect_of
 from dpproxy.sql.treekey import TreeMemo
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
-
-UNIT = "__unit"
-
 
 DIALECTS = ("duckdb", "postgres", "spark")
 
@@ -355,6 +352,9 @@ def build(ctx: RewriteContext) -> exp.Select:
         else whole_measures(ctx.plan.primitives, table, terms, folds)
     )
     whole_aliases: set[str] = set()
+    # DOUBLE measures written centred once for all their sums (rewrite/fixed.py)
+    centred = {} if ctx.plan.needs_bounding else centred_measures(ctx.plan.primitives, whole)
+    centred_aliases: set[str] = set()
     for p in ctx.plan.primitives:
         if p.measure is None:
             continue
@@ -362,7 +362,7 @@ def build(ctx: RewriteContext) -> exp.Select:
             w = None
             if p.measure in whole and isinstance(p.measure, exp.Column):
                 # a column's BIGINT value is its own clamp: its DOUBLE one is not needed
-                w = whole_row(p.measure, p.measure, table)
+                w = whole_row(p.measure, p.measure, table, folds.get(p.measure))
             m = w if w is not None else _raw_measure(p, ctx)
             assert m is not None
             if w is None and p.measure in whole and not isinstance(p.measure, exp.Column):
@@ -371,6 +371,9 @@ def build(ctx: RewriteContext) -> exp.Select:
                     m = w
             if w is not None:
                 whole_aliases.add(measure_alias(p))
+            elif p.measure in centred:
+                m = exp.Sub(this=operand(m), expression=number(centred[p.measure]))
+                centred_aliases.add(measure_alias(p))
             measures[p.measure] = measure_alias(p)
             columns.append((m, measure_alias(p)))
         alias_of[p.name] = measures[p.measure]
@@ -412,7 +415,15 @@ def build(ctx: RewriteContext) -> exp.Select:
     for p in ctx.plan.primitives:
         outputs.append(
             exp.alias_(
-                _aggregate(p, alias_of, ctx.plan, whole_aliases, terms, dialect=ctx.dialect),
+                primitive_aggregate(
+                    p,
+                    alias_of,
+                    ctx.plan,
+                    whole_aliases,
+                    terms,
+                    dialect=ctx.dialect,
+                    centred=centred_aliases,
+                ),
                 p.name,
                 copy=False,
             )
@@ -498,62 +509,6 @@ def _with(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Sele
         ),
     )
     return query
-
-
-SUM_LIMIT = Fraction(10) ** 250  # 2⁶³ summands of this size stay below 10³⁰⁰
-
-
-def _aggregate(
-    p: Primitive,
-    alias_of: dict[str, str],
-    plan: QueryPlan,
-    whole: set[str] | None = None,
-    terms: dict[int, WholeTerm | None] | None = None,
-    *,
-    dialect: str = "duckdb",
-) -> exp.Expression:
-    """The aggregate that computes primitive ``p`` in ``dialect``'s SQL (a fixed-point sum's
-    rounding: ``rewrite/fixed.summand``)."""
-    if p.kind is PrimitiveKind.UNITS:
-        if plan.query.table.unit_is_unique:
-            # One row per unit (a PRIMARY KEY/UNIQUE constraint): counting non-NULL units is
-            # counting distinct ones, without DISTINCT's hash table (≈ 16x faster at 1M rows).
-            return exp.Count(this=exp.column(UNIT))
-        return exp.Count(this=exp.Distinct(expressions=[exp.column(UNIT)]))
-    if p.measure is None:
-        return exp.Count(this=exp.Star())
-    column = alias_of[p.name]
-    table = plan.query.table
-    is_whole = whole is not None and column in whole
-
-    def term_of(prim: Primitive) -> exp.Expression:
-        if is_whole:
-            return whole_summand(prim, column, table)
-        return summand(prim, column, table, dialect=dialect)
-
-    if p.kind is PrimitiveKind.COUNT:
-        return exp.Count(this=exp.column(column))
-    if p.kind is PrimitiveKind.DISTINCT and p.distinct:  # AVG(DISTINCT): its sum's terms q
-        q = term_of(replace(p, kind=PrimitiveKind.SUM))
-        return exp.Count(this=exp.Distinct(expressions=[q]))
-    if p.kind is PrimitiveKind.DISTINCT:  # over the bounded rows: at most K values per unit
-        return exp.Count(this=exp.Distinct(expressions=[exp.column(column)]))
-    assert p.values is not None and p.values.lo is not None and p.values.hi is not None
-    if p.values.max_abs() > SUM_LIMIT:
-        # PostgreSQL raises when a float8 SUM overflows (rewrite/floats.py): refuse a sum
-        # whose terms could get near the double range, on every backend alike.
-        raise UnsupportedQuery(
-            "the bounds of this sum are too wide for double precision",
-            hint="narrow the column's lower/upper bounds in the schema (to within ±1e250)",
-        )
-    # Integers on a fixed-point grid (rewrite/fixed.py): an exact, order-independent total.
-    # SUM(DISTINCT ...): the distinct terms q (planning/plan.py Primitive), on both engines.
-    known = terms.get(id(p)) if terms and is_whole else None
-    term = whole_summand(p, column, table, known) if known is not None else term_of(p)
-    # A bare SUM: NULL over no rows (or only NULL terms), read as 0 by the release
-    # (release/noise.py, apply_noise). COALESCE(SUM(…), 0) cost DuckDB 0.05-0.1 ms a sum to
-    # bind and optimise at 1,000 rows (benchmarks/SQL_AB_COALESCE.json).
-    return exp.Sum(this=exp.Distinct(expressions=[term]) if p.distinct else term)
 
 
 def truncation_sql(plan: QueryPlan, dialect: str = "duckdb") -> str:

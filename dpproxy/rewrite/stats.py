@@ -22,12 +22,12 @@ from sqlglot import exp
 
 from dpproxy.errors import InternalError
 from dpproxy.planning.plan import Method, StatPlan
+from dpproxy.rewrite.aggregate import UNIT
 from dpproxy.rewrite.bound import bounding_ctes
 from dpproxy.rewrite.dialect import row_hash
 from dpproxy.rewrite.guard import clamp, lit, number, table
 from dpproxy.rewrite.pipeline import (
     DIALECTS,
-    UNIT,
     RewriteContext,
     for_dialect,
     key_alias,

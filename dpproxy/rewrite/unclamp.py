@@ -197,7 +197,7 @@ def _corrected(
     offset: int,
 ) -> exp.Expression:
     """(SUM(m) + COALESCE((correction), 0))·s − CAST(a AS HUGEINT)·COUNT(m): NULL when no
-    row has a value, as the clamped SUM it replaces (``pipeline._aggregate``) is."""
+    row has a value, as the clamped SUM it replaces (``aggregate.primitive_aggregate``) is."""
     case, low, high, x = parts
     fix = rows.copy()
     fix.set(

@@ -39,6 +39,7 @@ from dpproxy.engine import Engine
 from dpproxy.planning.plan import Primitive
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.fixed import Grid, grid, summand, unscale
+from dpproxy.rewrite.guard import number
 from dpproxy.values import Cost, Interval
 from tests.noise import NoNoise
 
@@ -381,6 +382,35 @@ def test_every_term_is_the_models_on_both_engines(
     assert got_duck == want
     assert got_pg == want
     assert all(q is None or g.low <= q <= g.high for q in want.values())
+
+
+@pytest.mark.parametrize("name", ["centred", "squared", "halves"])
+def test_a_measure_written_centred_gives_the_same_terms(
+    name: str, awkward: tuple[duckdb.DuckDBPyConnection, psycopg.Connection[Any]]
+) -> None:
+    """``summand(..., centred=True)`` over a column that holds v − c already, computed in the
+    rows (``fixed.centred_measures``), gives every term the model gives for v, on both
+    engines: the same double subtraction, done once per row."""
+    duck, pg = awkward
+    p = PRIMITIVES[name]
+    g = grid(p, TABLE)
+    rows = exp.select(
+        exp.column("i"), exp.alias_(exp.Sub(this=exp.column("v"), expression=number(p.center)), "c")
+    ).from_("vals")
+    kept = [  # as above: a finite square of a value in range never overflows
+        (i, v) for i, v in enumerate(AWKWARD)
+        if not p.squared or v is None or not math.isfinite(v) or abs(v) < 1e150
+    ]
+    rows = rows.where(exp.In(this=exp.column("i"), expressions=[
+        exp.Literal.number(i) for i, _ in kept]))
+    select = exp.select(
+        exp.column("i"), exp.alias_(summand(p, "c", TABLE, centred=True), "q")
+    ).from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier("r"))))
+    want = {i: _model(p, g, v) for i, v in kept}
+    got_duck = dict(duck.execute(select.sql(dialect="duckdb")).fetchall())
+    got_pg = dict(pg.execute(to_postgres(select.copy(), {}).sql(dialect="postgres")).fetchall())
+    assert got_duck == want
+    assert got_pg == want
 
 
 def test_the_two_roundings_differ_on_the_awkward_values() -> None:
