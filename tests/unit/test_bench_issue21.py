@@ -168,8 +168,69 @@ def test_the_second_amd_run_at_1000_rows_is_quoted() -> None:
     v = floor["var_stddev"]
     assert f"about {floor['avg_grouped']['per_value_us']:.0f} µs a value on this machine" in doc
     assert f"its SQL alone took {v['sql'] / v['raw']:.2f}× the raw query in that floor" in doc
-    assert f"its six noisy values (fewer than the 16 drawn ahead) {v['noise']:.2f} ms" in doc
+    assert f"its six noisy values (fewer than the 16 then drawn ahead) {v['noise']:.2f} ms" in doc
     assert v["values"] == 6
+
+
+def _ab_changes(name: str) -> tuple[str, str]:
+    """An ``sql_ab.py`` run as the docs quote it: each changed class's SQL time before and
+    after (and as a multiple of the raw query's), and the range of the unchanged ones."""
+    data = json.loads((REPO / "benchmarks" / name).read_text("utf-8"))["classes"]
+    changed = ", ".join(
+        f"{k} {r['base']:.3f} → {r['now']:.3f} ms ({r['base'] / r['raw']:.2f}× → "
+        f"{r['now'] / r['raw']:.2f}× raw)"
+        for k, r in data.items()
+        if not r["same_sql"]
+    )
+    same = [r["now"] / r["base"] for r in data.values() if r["same_sql"]]
+    return changed, f"{min(same):.2f}–{max(same):.2f}"
+
+
+def test_the_second_intel_run_at_1000_rows_is_quoted() -> None:
+    """docs/performance.md's paragraph on the second Xeon machine quotes
+    ``benchmarks/ISSUE21_SMALL_INTEL2.json`` (every class's ratio, the classes within 2× in
+    both checkouts), the run at that session's start (``ISSUE21_SMALL_INTEL2_START.json``)
+    and the three changes' own runs: ``SQL_AB_COALESCE.json``, ``SQL_AB_FOLD.json`` (which
+    compared exactly the commits named) and ``MIN_AHEAD_AB.json``."""
+    bench = REPO / "benchmarks"
+    now_run = json.loads((bench / "ISSUE21_SMALL_INTEL2.json").read_text("utf-8"))
+    start = json.loads((bench / "ISSUE21_SMALL_INTEL2_START.json").read_text("utf-8"))
+    doc = " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    for run in (now_run, start):
+        assert run["meta"]["machine"]["cpu"].startswith("Intel") and run["meta"]["rounds"] == 5
+        assert run["meta"]["base_commit"].startswith("e1e8581")
+
+    def ratios(run: dict, side: str = "current") -> dict[str, float]:
+        return {k: v["dpproxy"] / v["raw"] for k, v in run["results"][side]["small"].items()}
+
+    now, before, base = ratios(now_run), ratios(start), ratios(now_run, "base")
+    met, met_base = sum(r <= 2 for r in now.values()), sum(r <= 2 for r in base.values())
+    assert (
+        f"{met} of 10 classes meet the target in wall time ({met_base} of 10 for `e1e8581` in "
+        "the same run): " + ", ".join(f"{k} {r:.2f}×" for k, r in now.items()) + "."
+    ) in doc
+    above = ", ".join(f"{k} {r:.2f}×" for k, r in before.items() if r > 2)
+    assert f"{sum(r <= 2 for r in before.values())} of 10 did: {above} above the line." in doc
+    raw_count = now_run["results"]["current"]["small"]["count"]["raw"]
+    assert f"(raw `COUNT(*)` {raw_count:.2f} ms;" in doc
+    for name, commits, others in (
+        ("SQL_AB_COALESCE.json", ("aafb11a", "9cf8610"), "the other four"),
+        ("SQL_AB_FOLD.json", ("d8bd047", "709cf66"), "the other nine"),
+    ):
+        meta = json.loads((bench / name).read_text("utf-8"))["meta"]
+        assert (meta["base_commit"][:7], meta["commit"][:7]) == commits
+        changed, same = _ab_changes(name)
+        assert f"`{commits[0]}` against `{commits[1]}`" in doc
+        assert f"{changed}; {others} {same}" in doc
+    ahead = json.loads((bench / "MIN_AHEAD_AB.json").read_text("utf-8"))["results"]
+
+    def gain(r: dict) -> str:
+        return f"{r['min_ahead_4'] - r['min_ahead_16']:+.2f}".replace("-", "−")
+
+    assert f"var_stddev (6 values) {gain(ahead['small']['var_stddev'])} ms," in doc
+    expression = gain(ahead["small"]["expression_aggregates"])
+    assert f"expression_aggregates (4 values) {expression} ms" in doc
+    assert f"Q10 (4 values) {gain(ahead['1m']['Q10'])} ms and Q14 (6 values)" in doc
 
 
 @pytest.mark.parametrize(
