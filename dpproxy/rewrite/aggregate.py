@@ -48,13 +48,12 @@ def primitive_aggregate(
     column = alias_of[p.name]
     table = plan.query.table
     is_whole = whole is not None and column in whole
+    is_centred = centred is not None and column in centred
 
     def term_of(prim: Primitive) -> exp.Expression:
         if is_whole:
             return whole_summand(prim, column, table)
-        return summand(
-            prim, column, table, dialect=dialect, centred=centred is not None and column in centred
-        )
+        return summand(prim, column, table, dialect=dialect, centred=is_centred)
 
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))

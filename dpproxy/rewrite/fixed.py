@@ -320,7 +320,7 @@ def centred_measures(
     sums: dict[exp.Expression, int] = {}
     for p in primitives:
         m = p.measure
-        if m is None or m in skip or (p.kind is PrimitiveKind.COUNT and not p.distinct):
+        if m is None or m in skip or p.kind is PrimitiveKind.COUNT:
             continue
         mine: Fraction | None = None
         if p.kind is PrimitiveKind.SUM and not p.distinct and p.center:

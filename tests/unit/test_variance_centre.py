@@ -17,22 +17,22 @@ from dpproxy.catalog.load import parse_catalog
 from dpproxy.engine import Engine
 from tests.noise import NoNoise
 
-SCHEMA = """\
+HEADER = """\
 version: 1
 dataset: sym
 privacy:
   neighbouring: add_remove
   epsilon: 1.0
   delta: 1e-5
-  budget: {{epsilon: 1000, delta: 1e-3}}
+  budget: {epsilon: 1000, delta: 1e-3}
 tables:
   t:
     privacy_unit: id
     max_rows_per_unit: 1
     columns:
-      id: {{type: integer}}
-      x: {{type: integer, lower: {lo}, upper: {hi}}}
+      id: {type: integer}
 """
+X_COLUMN = "      x: {{type: integer, lower: {lo}, upper: {hi}}}\n"
 
 
 @pytest.mark.parametrize(("lo", "hi"), [(-10, 10), (0, 20), (-30, 10), (5, 6)])
@@ -48,7 +48,7 @@ def test_moments_are_exact_without_noise(tmp_path: Path, lo: int, hi: int, agg: 
     clamped = f"LEAST(GREATEST(x, {lo}), {hi})"
     exact = con.execute(f"SELECT {agg}({clamped}) FROM t").fetchone()[0]
     con.close()
-    catalog = parse_catalog(SCHEMA.format(lo=lo, hi=hi), source="sym.yaml")
+    catalog = parse_catalog(HEADER + X_COLUMN.format(lo=lo, hi=hi), source="sym.yaml")
     engine = Engine(catalog, DuckDBBackend(path), noise=NoNoise())
     try:
         (got,) = engine.run(f"SELECT {agg}(x) FROM t", analyst="a").released.rows[0]
@@ -57,23 +57,10 @@ def test_moments_are_exact_without_noise(tmp_path: Path, lo: int, hi: int, agg: 
     assert math.isclose(got, exact, rel_tol=1e-9, abs_tol=1e-9), (got, exact)
 
 
-FLOAT_SCHEMA = """\
-version: 1
-dataset: sym
-privacy:
-  neighbouring: add_remove
-  epsilon: 1.0
-  delta: 1e-5
-  budget: {epsilon: 1000, delta: 1e-3}
-tables:
-  t:
-    privacy_unit: id
-    max_rows_per_unit: 1
-    columns:
-      id: {type: integer}
-      x: {type: integer, lower: 0, upper: 100, nullable: true}
-      y: {type: float, lower: -2.5, upper: 7.25, nullable: true}
-"""
+FLOAT_SCHEMA = HEADER + (
+    "      x: {type: integer, lower: 0, upper: 100, nullable: true}\n"
+    "      y: {type: float, lower: -2.5, upper: 7.25, nullable: true}\n"
+)
 
 
 @pytest.mark.parametrize("outside", [False, True])
