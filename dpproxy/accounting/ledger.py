@@ -26,7 +26,9 @@ processes serialise and can never overspend. A reservation left by a crashed pro
 spent: it stays *reserved* until :meth:`Ledger.recover` (run when a ledger is opened) finds its
 process gone — same host, and no process with that pid and start time — and turns it into
 *spent*; it is never refunded. (A reservation from a host whose name changed, such as a
-recreated container, stays reserved: never refunded, never spendable.)
+recreated container, stays reserved: never refunded, never spendable.) Reservations are
+written without an fsync of their own (``Ledger._write``): a power loss before the query's
+commit may undo one, never a charge, since no answer leaves before its durable commit.
 ``dpproxy budget verify`` replays the log and recomputes the hash chain, so an edited, inserted
 or deleted entry — or an account row edited behind the log's back — is detected.
 
@@ -350,19 +352,50 @@ class Ledger:
         return con
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction, holding SQLite's write lock from its first statement. Any
         failure, the COMMIT's included (a full disk), rolls it back: the lock is never kept
-        (SQLite may already have rolled back on its own)."""
+        (SQLite may already have rolled back on its own).
+
+        ``durable=False`` is for reservations only (:meth:`reserve`, :meth:`claim`): the
+        transaction commits at ``synchronous = NORMAL``, without an fsync of its own. In WAL
+        mode it is then atomic, isolated and visible at once to every connection and process
+        (so concurrent reservations still cannot overspend), and it survives a crash of the
+        process (the WAL is written before COMMIT returns), but a power loss or a crash of
+        the operating system before the next durable transaction may undo it. That loses no
+        spending: no answer leaves before its reservation is turned into spent budget by
+        :meth:`commit`, a durable transaction, and the fsync of the WAL that ends it makes
+        every earlier transaction durable too (the WAL is one append-only file, recovered
+        only as a prefix). A reservation undone so held no answer that was released. What
+        it saves is one fsync per query: a query costs one (its commit) instead of two."""
         con = self._con()
-        con.execute("BEGIN IMMEDIATE")
+        if not durable:
+            con.execute("PRAGMA synchronous = NORMAL")
         try:
-            yield con
-            con.execute("COMMIT")
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    with contextlib.suppress(DPProxyError):
+                        con.execute("ROLLBACK")
+                raise
+        finally:
+            if not durable:
+                self._full(con)
+
+    def _full(self, con: sqlite3.Connection) -> None:
+        """Back to ``synchronous = FULL`` after a reservation; a connection that cannot be
+        set back is closed and forgotten, so no later transaction commits on it undurably
+        (the next :meth:`_con` opens one at FULL)."""
+        try:
+            con.execute("PRAGMA synchronous = FULL")
         except BaseException:
-            if con.in_transaction:
-                with contextlib.suppress(DPProxyError):
-                    con.execute("ROLLBACK")
+            if getattr(self._local, "con", None) is con:
+                self._local.con = None
+            with contextlib.suppress(Exception):
+                con.close()
             raise
 
     def probe(self) -> None:
@@ -483,7 +516,7 @@ class Ledger:
 
     def reserve(self, analyst: str, cost: Cost, record: ReleaseRecord | None = None) -> Reservation:
         """Hold ``cost`` for ``analyst`` (and every group of theirs), or raise ZD001."""
-        with self._write() as con:
+        with self._write(durable=False) as con:
             token = self._reserve(con, analyst, cost, record)
         return self._reserved(analyst, cost, token, record, None)
 
@@ -533,7 +566,7 @@ class Ledger:
         state = self._flight(self._con(), key, repair=False)
         if state is not False:
             return state if isinstance(state, str) else None
-        with self._write() as con:
+        with self._write(durable=False) as con:
             state = self._flight(con, key, repair=True)
             if state is not False:
                 return state if isinstance(state, str) else None
