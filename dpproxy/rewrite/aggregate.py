@@ -33,10 +33,12 @@ def primitive_aggregate(
     *,
     dialect: str = "duckdb",
     centred: set[str] | None = None,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> exp.Expression:
     """The aggregate that computes primitive ``p`` in ``dialect``'s SQL (a fixed-point sum's
     rounding: ``rewrite/fixed.summand``); ``centred``: the measure columns written centred
-    (``fixed.centred_measures``)."""
+    (``fixed.centred_measures``); ``ranges``: measure column → an interval of doubles
+    holding each row's value of its measure (``rewrite/ranges.row_range``)."""
     if p.kind is PrimitiveKind.UNITS:
         if plan.query.table.unit_is_unique:
             # One row per unit (a PRIMARY KEY/UNIQUE constraint): counting non-NULL units is
@@ -53,7 +55,8 @@ def primitive_aggregate(
     def term_of(prim: Primitive) -> exp.Expression:
         if is_whole:
             return whole_summand(prim, column, table)
-        return summand(prim, column, table, dialect=dialect, centred=is_centred)
+        row = ranges.get(column) if ranges else None
+        return summand(prim, column, table, dialect=dialect, centred=is_centred, row=row)
 
     if p.kind is PrimitiveKind.COUNT:
         return exp.Count(this=exp.column(column))

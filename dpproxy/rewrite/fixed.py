@@ -26,7 +26,8 @@ Differentially Private Libraries and How to Fix It", CCS 2022). So every noisy S
   BIGINT)``: the same bounds, but it rounds a y just below ½ up, and DuckDB spends about
   0.1–0.3 ms more binding and planning it at 1,000 rows, docs/performance.md.)
   A NULL stays NULL. When the value is known to lie in [Q_lo·2^-k, Q_hi·2^-k] already (a
-  clamped column; :func:`computed_range`), the comparisons are left out.
+  clamped column, or arithmetic over clamped columns; :func:`computed_range`), the
+  comparisons are left out.
 * **The engine** sums the BIGINTs: DuckDB into a HUGEINT, PostgreSQL into a NUMERIC.
 * **The proxy** turns the integer total T back into T·2^-k exactly (:func:`unscale`) before
   the noise (``release/noise.py``).
@@ -42,7 +43,8 @@ Privacy argument.
    they are, so Q_lo ≤ round(y) ≤ Q_hi as both are integers. |round(y)| ≤ 2^52, far inside
    the BIGINT range, so the cast cannot fail, and a BIGINT cast of an integral double is
    exact. Where the comparisons are left out, s ∈ [Q_lo·2^-k, Q_hi·2^-k] was proved for every row
-   (:func:`computed_range`: the exact range of the clamped column, pushed through the IEEE
+   (:func:`computed_range`: the exact range of the clamped column, or the interval of doubles
+   ``rewrite/ranges.row_range`` proves for the row expression, pushed through the IEEE
    subtraction and squaring the database performs, which are monotone), and the same steps
    apply. So row i contributes x_i = q_i·2^-k ∈ [lo, hi] — or, for an interval I without
    grid points, a value between I and 0.
@@ -239,14 +241,21 @@ def _integer(q: int) -> exp.Expression:
 
 
 def summand(
-    p: Primitive, column: str, table: Table, *, dialect: str = "duckdb", centred: bool = False
+    p: Primitive,
+    column: str,
+    table: Table,
+    *,
+    dialect: str = "duckdb",
+    centred: bool = False,
+    row: tuple[float, float] | None = None,
 ) -> exp.Expression:
     """What SUM adds up for primitive ``p`` whose measure is ``column``: the BIGINT q of the
     module docstring (centred, squared and clamped onto the grid as planned), rounded to the
     nearest integer, ties to even, as ``dialect``'s SQL writes it: ``CAST(y AS BIGINT)`` on
     DuckDB and PostgreSQL, ``CAST(RINT(y) AS BIGINT)`` on Spark (whose cast truncates).
     ``centred``: ``column`` holds the measure minus ``p.center`` already
-    (:func:`centred_measures`)."""
+    (:func:`centred_measures`). ``row``: an interval of doubles holding every value of the
+    measure's row expression (``rewrite/ranges.row_range``), for :func:`computed_range`."""
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
     assert p.measure is not None
     g = grid(p, table)
@@ -281,7 +290,7 @@ def summand(
         return exp.Cast(this=v, to=bigint)  # DuckDB, PostgreSQL: the cast rounds so itself
 
     low, high = g.point(g.low), g.point(g.high)
-    span = computed_range(p, table)
+    span = computed_range(p, table, row)
     if g.bits >= 0 and span is not None and low <= span[0] and span[1] <= high:
         return scaled()  # the comparisons could never hold
     if g.bits == 0:  # the grid's ends are integers of at most 52 bits: _double is number
@@ -368,17 +377,23 @@ def exact_range(measure: exp.Expression, table: Table) -> tuple[Fraction, Fracti
     return None
 
 
-def computed_range(p: Primitive, table: Table) -> tuple[Fraction, Fraction] | None:
+def computed_range(
+    p: Primitive, table: Table, row: tuple[float, float] | None = None
+) -> tuple[Fraction, Fraction] | None:
     """An exact interval holding every value of ``measure − centre`` (squared, if so planned)
     as the database computes it, or ``None`` when that is not known in advance.
 
     Computed in IEEE doubles, as the database does: the centre as written (:func:`number`),
-    both ends of the measure's exact range, and rounding being monotone, so every value in
-    between lands between the two results (1 M rows: leaving out the clamp of an AVG's
-    centred sum over a clamped column takes 4.5 ms against 7.9 ms on DuckDB). Any doubt (a
-    range not known exactly, integers past 2⁵³) gives ``None``."""
+    both ends of the measure's exact range (:func:`exact_range`, else ``row``: doubles that
+    bound every value of the measure's row expression, ``rewrite/ranges.py``), and rounding
+    being monotone, so every value in between lands between the two results (1 M rows:
+    leaving out the clamp of an AVG's centred sum over a clamped column takes 4.5 ms against
+    7.9 ms on DuckDB). Any doubt (a range not known exactly, integers past 2⁵³) gives
+    ``None``."""
     assert p.measure is not None
     span = exact_range(p.measure, table)
+    if span is None and row is not None:
+        span = (Fraction(row[0]), Fraction(row[1]))
     if span is None or any(abs(v) > _EXACT_DOUBLE for v in span):
         return None
     if p.center.denominator == 1:  # an integer centre is written as it is

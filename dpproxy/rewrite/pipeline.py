@@ -38,6 +38,7 @@ from dpproxy.rewrite.guard import (
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.inline import inline_rows
 from dpproxy.rewrite.noop_clamps import drop_noop_clamps, mark_noop_clamps
+from dpproxy.rewrite.ranges import row_range
 from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row
 from dpproxy.sql.parse import dialect_of
@@ -355,6 +356,7 @@ def build(ctx: RewriteContext) -> exp.Select:
     # DOUBLE measures written centred once for all their sums (rewrite/fixed.py)
     centred = {} if ctx.plan.needs_bounding else centred_measures(ctx.plan.primitives, whole)
     centred_aliases: set[str] = set()
+    ranges: dict[str, tuple[float, float]] = {}  # measure column → its rows' values' range
     for p in ctx.plan.primitives:
         if p.measure is None:
             continue
@@ -369,6 +371,10 @@ def build(ctx: RewriteContext) -> exp.Select:
                 w = whole_row(p.measure, m, table, folds.get(p.measure))
                 if w is not None:
                     m = w
+            if w is None and _fixed_sums(p.measure, ctx.plan.primitives):
+                found = row_range(m, table)  # before centring: summand centres the range
+                if found is not None:
+                    ranges[measure_alias(p)] = found
             if w is not None:
                 whole_aliases.add(measure_alias(p))
             elif p.measure in centred:
@@ -423,6 +429,7 @@ def build(ctx: RewriteContext) -> exp.Select:
                     terms,
                     dialect=ctx.dialect,
                     centred=centred_aliases,
+                    ranges=ranges,
                 ),
                 p.name,
                 copy=False,
@@ -436,6 +443,14 @@ def build(ctx: RewriteContext) -> exp.Select:
     if late_domain and not groups_left_to_release(ctx):
         query = _in_domain_groups(query, q.keys)
     return _with(query, ctes)
+
+
+def _fixed_sums(measure: exp.Expression, primitives: tuple[Primitive, ...]) -> bool:
+    """Is ``measure`` summed on the fixed-point grid (a SUM primitive of it) and not a bare
+    column (whose range ``fixed.exact_range`` knows without walking a tree)?"""
+    if isinstance(measure, exp.Column):
+        return False
+    return any(p.kind is PrimitiveKind.SUM and p.measure == measure for p in primitives)
 
 
 def groups_left_to_release(ctx: RewriteContext) -> bool:

@@ -357,11 +357,14 @@ class _Reached(Exception):
 @pytest.mark.parametrize("family", sorted(FAMILY_PATTERNS))
 def test_the_generator_reaches_every_family(family: str) -> None:
     """The property test's strategy draws queries of every known family over a database that
-    is not empty, within the first 300 examples (no data needed: the queries only)."""
+    is not empty, within the first 300 examples (no data needed: the queries only). The
+    examples are derandomized, as under CI: with a random seed the rarest family was missed
+    now and then."""
     pattern = re.compile(FAMILY_PATTERNS[family])
 
     @settings(
         max_examples=300,
+        derandomize=True,
         phases=[Phase.generate],
         database=None,
         deadline=None,
