@@ -1,18 +1,19 @@
 """The SQL two checkouts send for the 1,000-row classes, timed side by side on one connection.
 
 For each class of ``bench_embedded.SYNTH_QUERIES`` on the 1,000-row ``people`` table (the
-``small`` task of ``bench_issue21.py``), this checkout and the one in ``--base DIR`` (a ``git
+``small`` task of ``bench_issue21.py``; ``--rows N`` for another size), this checkout and the one in ``--base DIR`` (a ``git
 worktree``) each print the SQL their engine prepares for it (``engine.prepare(query).sql``,
 in a child process with that checkout on ``PYTHONPATH``). The three statements — the raw
 query, the base's SQL and this checkout's SQL — then run interleaved, run by run, on one
 read-only DuckDB connection, each parsed once beforehand as dpproxy's backend keeps a
 repeated statement (``backends/duckdb._parsed``; the raw query is sent as text, as a user
-would). p50 over ``--runs`` runs after 20 warm-up runs, in ms of wall time. Only the SQL
-differs: no planning, noise or accounting is timed, so a change to the rewrite is measured
-without the rest of dpproxy's (noisier) time around it. Classes whose SQL is the same in both
+would). p50 over ``--runs`` runs after 20 warm-up runs (3 above 100,000 rows), in ms of
+wall time. Only the SQL differs: no planning, noise or accounting is timed, so a change to
+the rewrite is measured without the rest of dpproxy's (noisier) time around it. Classes whose SQL is the same in both
 checkouts are timed too, as a check of the method (their ratio should be about 1).
 
-    python benchmarks/sql_ab.py --base /tmp/wt-base [--runs 400] [--out benchmarks/X.json]
+    python benchmarks/sql_ab.py --base /tmp/wt-base [--runs 400] [--rows 1000]
+        [--out benchmarks/X.json]
 
 Progress on stderr, a markdown table on stdout.
 """
@@ -38,7 +39,7 @@ import json, sys
 sys.path.insert(0, {bench!r})
 from bench_embedded import SYNTH_QUERIES, dataset
 import dpproxy
-db, schema = dataset(1000)
+db, schema = dataset({rows})
 dp = dpproxy.connect(str(db), schema=str(schema), budget_epsilon=10**9, budget_delta="0.5",
                      cache="off")
 out = {{c: dp.engine.prepare(q.replace("FROM events", "FROM people")).sql
@@ -48,10 +49,10 @@ print(json.dumps({{"dpproxy": dpproxy.__file__, "sql": out}}))
 """
 
 
-def prepared_sql(checkout: Path) -> dict[str, str]:
+def prepared_sql(checkout: Path, rows: int = 1000) -> dict[str, str]:
     """{class: the SQL ``checkout``'s engine prepares for it}, from a child process."""
     env = dict(os.environ, PYTHONPATH=str(checkout))
-    code = _PRINT.format(bench=str(REPO / "benchmarks"))
+    code = _PRINT.format(bench=str(REPO / "benchmarks"), rows=rows)
     # From /tmp: ``python -c`` puts the working directory first on sys.path.
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/tmp"
@@ -73,11 +74,13 @@ def commit_of(checkout: Path) -> str:
     return done.stdout.strip()
 
 
-def measure(base: dict[str, str], now: dict[str, str], runs: int) -> dict[str, Any]:
+def measure(
+    base: dict[str, str], now: dict[str, str], runs: int, rows: int = 1000
+) -> dict[str, Any]:
     import duckdb
     from bench_embedded import SYNTH_QUERIES, dataset
 
-    db, _ = dataset(1000)
+    db, _ = dataset(rows)
     con = duckdb.connect(str(db), read_only=True)
     out: dict[str, Any] = {}
     try:
@@ -89,11 +92,12 @@ def measure(base: dict[str, str], now: dict[str, str], runs: int) -> dict[str, A
                 "now": con.extract_statements(now[name])[0],
             }
             times: dict[str, list[float]] = {k: [] for k in statements}
-            for i in range(runs + 20):
+            warmup = 20 if rows <= 100_000 else 3
+            for i in range(runs + warmup):
                 for k, statement in statements.items():
                     t = time.perf_counter()
                     con.execute(statement).fetchall()
-                    if i >= 20:
+                    if i >= warmup:
                         times[k].append(time.perf_counter() - t)
             r = {k: statistics.median(v) * 1000 for k, v in times.items()}
             r["same_sql"] = base[name] == now[name]
@@ -125,17 +129,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, required=True, help="a git worktree of the baseline")
     ap.add_argument("--runs", type=int, default=400, help="timed runs per statement (p50)")
+    ap.add_argument("--rows", type=int, default=1000, help="rows of the synthetic table")
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args()
     if not (args.base / "dpproxy").is_dir():
         ap.error(f"--base {args.base} is not a dpproxy checkout (no dpproxy/ in it)")
     started = time.perf_counter()
-    base_sql, now_sql = prepared_sql(args.base), prepared_sql(REPO)
-    rows = measure(base_sql, now_sql, args.runs)
+    if args.rows < 1:
+        ap.error("--rows must be at least 1")
+    base_sql, now_sql = prepared_sql(args.base, args.rows), prepared_sql(REPO, args.rows)
+    rows = measure(base_sql, now_sql, args.runs, args.rows)
     data = {
         "meta": {
             "machine": machine(),
             "runs": args.runs,
+            "rows": args.rows,
             "base_commit": commit_of(args.base),
             "commit": commit_of(REPO),
             "minutes": (time.perf_counter() - started) / 60,

@@ -24,11 +24,21 @@ def test_smoke_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "sql_ab: var_stddev base" in done.stderr  # progress goes to stderr
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert len(data["classes"]) == 10
+    assert len(data["classes"]) == 10 and data["meta"]["rows"] == 1000
     for r in data["classes"].values():
         assert r["same_sql"] and r["raw"] > 0 and r["base"] > 0 and r["now"] > 0
     assert data["sql"]["base"] == data["sql"]["now"]
     assert "| var_stddev (same SQL) |" in done.stdout
+
+
+def test_rows_must_be_positive(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--base", str(REPO), "--rows", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--rows must be at least 1" in done.stderr
 
 
 def test_a_base_that_is_not_a_checkout_is_refused(tmp_path: Path) -> None:
