@@ -1,9 +1,10 @@
 """The SQL two checkouts send for the 1,000-row classes, timed side by side on one connection.
 
 For each class of ``bench_embedded.SYNTH_QUERIES`` on the 1,000-row ``people`` table (the
-``small`` task of ``bench_issue21.py``; ``--rows N`` for another size), this checkout and the one in ``--base DIR`` (a ``git
-worktree``) each print the SQL their engine prepares for it (``engine.prepare(query).sql``,
-in a child process with that checkout on ``PYTHONPATH``). The three statements — the raw
+``small`` task of ``bench_issue21.py``; ``--rows N`` for another size), this checkout and
+the one in ``--base DIR`` (a ``git worktree``) each print the SQL their engine prepares for
+it (``engine.prepare(query).sql``, in a child process with that checkout on
+``PYTHONPATH``). The three statements — the raw
 query, the base's SQL and this checkout's SQL — then run interleaved, run by run, on one
 read-only DuckDB connection, each parsed once beforehand as dpproxy's backend keeps a
 repeated statement (``backends/duckdb._parsed``; the raw query is sent as text, as a user
