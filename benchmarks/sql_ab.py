@@ -10,8 +10,9 @@ read-only DuckDB connection, each parsed once beforehand as dpproxy's backend ke
 repeated statement (``backends/duckdb._parsed``; the raw query is sent as text, as a user
 would). p50 over ``--runs`` runs after 20 warm-up runs (3 above 100,000 rows), in ms of
 wall time. Only the SQL differs: no planning, noise or accounting is timed, so a change to
-the rewrite is measured without the rest of dpproxy's (noisier) time around it. Classes whose SQL is the same in both
-checkouts are timed too, as a check of the method (their ratio should be about 1).
+the rewrite is measured without the rest of dpproxy's (noisier) time around it. Classes
+whose SQL is the same in both checkouts are timed too, as a check of the method (their
+ratio should be about 1).
 
     python benchmarks/sql_ab.py --base /tmp/wt-base [--runs 400] [--rows 1000]
         [--out benchmarks/X.json]
