@@ -15,7 +15,10 @@ whose SQL is the same in both checkouts are timed too, as a check of the method 
 ratio should be about 1).
 
     python benchmarks/sql_ab.py --base /tmp/wt-base [--runs 400] [--rows 1000]
-        [--out benchmarks/X.json]
+        [--dsn postgresql://…/dpproxy_bench] [--out benchmarks/X.json]
+
+``--dsn``: the statements run on PostgreSQL instead, in a database that holds the rows
+(``bench_postgres.py --rows N --keep`` loads it), each checkout preparing its PostgreSQL SQL.
 
 Progress on stderr, a markdown table on stdout.
 """
@@ -42,8 +45,8 @@ sys.path.insert(0, {bench!r})
 from bench_embedded import SYNTH_QUERIES, dataset
 import dpproxy
 db, schema = dataset({rows})
-dp = dpproxy.connect(str(db), schema=str(schema), budget_epsilon=10**9, budget_delta="0.5",
-                     cache="off")
+dp = dpproxy.connect({dsn!r} or str(db), schema=str(schema), budget_epsilon=10**9,
+                     budget_delta="0.5", cache="off")
 out = {{c: dp.engine.prepare(q.replace("FROM events", "FROM people")).sql
         for c, q in SYNTH_QUERIES.items()}}
 dp.close()
@@ -51,10 +54,11 @@ print(json.dumps({{"dpproxy": dpproxy.__file__, "sql": out}}))
 """
 
 
-def prepared_sql(checkout: Path, rows: int = 1000) -> dict[str, str]:
-    """{class: the SQL ``checkout``'s engine prepares for it}, from a child process."""
+def prepared_sql(checkout: Path, rows: int = 1000, dsn: str = "") -> dict[str, str]:
+    """{class: the SQL ``checkout``'s engine prepares for it}, from a child process (for
+    PostgreSQL at ``dsn`` when given)."""
     env = dict(os.environ, PYTHONPATH=str(checkout))
-    code = _PRINT.format(bench=str(REPO / "benchmarks"), rows=rows)
+    code = _PRINT.format(bench=str(REPO / "benchmarks"), rows=rows, dsn=dsn)
     # From /tmp: ``python -c`` puts the working directory first on sys.path.
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/tmp"
@@ -76,23 +80,37 @@ def commit_of(checkout: Path) -> str:
     return done.stdout.strip()
 
 
+def _postgres(dsn: str) -> Any:
+    """A connection to the benchmark database at ``dsn``, which must hold ``people``."""
+    import psycopg
+
+    try:
+        con = psycopg.connect(dsn, autocommit=True)
+        con.execute("SELECT 1 FROM people LIMIT 1")
+    except psycopg.Error as e:
+        raise SystemExit(
+            f"--dsn {dsn}: no table people there ({e}); load it first with "
+            "python benchmarks/bench_postgres.py --rows N --keep"
+        ) from None
+    return con
+
+
 def measure(
-    base: dict[str, str], now: dict[str, str], runs: int, rows: int = 1000
+    base: dict[str, str], now: dict[str, str], runs: int, rows: int = 1000, dsn: str = ""
 ) -> dict[str, Any]:
     import duckdb
     from bench_embedded import SYNTH_QUERIES, dataset
 
     db, _ = dataset(rows)
-    con = duckdb.connect(str(db), read_only=True)
+    con = _postgres(dsn) if dsn else duckdb.connect(str(db), read_only=True)
     out: dict[str, Any] = {}
     try:
         for name, query in SYNTH_QUERIES.items():
             raw = query.replace("FROM events", "FROM people")
-            statements = {
-                "raw": raw,
-                "base": con.extract_statements(base[name])[0],
-                "now": con.extract_statements(now[name])[0],
-            }
+            statements: dict[str, Any] = {"raw": raw, "base": base[name], "now": now[name]}
+            if not dsn:  # parsed once, as dpproxy's DuckDB backend keeps a repeated statement
+                statements["base"] = con.extract_statements(base[name])[0]
+                statements["now"] = con.extract_statements(now[name])[0]
             times: dict[str, list[float]] = {k: [] for k in statements}
             warmup = 20 if rows <= 100_000 else 3
             for i in range(runs + warmup):
@@ -132,6 +150,11 @@ def main() -> None:
     ap.add_argument("--base", type=Path, required=True, help="a git worktree of the baseline")
     ap.add_argument("--runs", type=int, default=400, help="timed runs per statement (p50)")
     ap.add_argument("--rows", type=int, default=1000, help="rows of the synthetic table")
+    ap.add_argument(
+        "--dsn",
+        default="",
+        help="run on PostgreSQL: a database holding the rows (bench_postgres.py --keep)",
+    )
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args()
     if not (args.base / "dpproxy").is_dir():
@@ -139,13 +162,17 @@ def main() -> None:
     started = time.perf_counter()
     if args.rows < 1:
         ap.error("--rows must be at least 1")
-    base_sql, now_sql = prepared_sql(args.base, args.rows), prepared_sql(REPO, args.rows)
-    rows = measure(base_sql, now_sql, args.runs, args.rows)
+    if args.dsn:
+        _postgres(args.dsn).close()  # the rows are there before any checkout plans for them
+    base_sql = prepared_sql(args.base, args.rows, args.dsn)
+    now_sql = prepared_sql(REPO, args.rows, args.dsn)
+    rows = measure(base_sql, now_sql, args.runs, args.rows, args.dsn)
     data = {
         "meta": {
             "machine": machine(),
             "runs": args.runs,
             "rows": args.rows,
+            "engine": "postgres" if args.dsn else "duckdb",
             "base_commit": commit_of(args.base),
             "commit": commit_of(REPO),
             "minutes": (time.perf_counter() - started) / 60,

@@ -41,6 +41,45 @@ def test_rows_must_be_positive(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--rows must be at least 1" in done.stderr
 
 
+def test_a_dsn_without_the_rows_says_how_to_load_them(pg_dsn: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--base", str(REPO), "--runs", "2", "--dsn", pg_dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "no table people there" in done.stderr and "bench_postgres.py" in done.stderr
+
+
+def test_smoke_run_on_postgresql(tmp_path: Path, pg_server: object, pg_dsn: str) -> None:
+    """``--dsn``: the 1,000 rows loaded as ``bench_postgres.py`` loads them, every class's SQL
+    prepared for PostgreSQL by both sides and run there."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_embedded import dataset
+    from bench_postgres import database_url, load
+    from psycopg.conninfo import conninfo_to_dict
+
+    db, _ = dataset(1000)
+    name = str(conninfo_to_dict(pg_dsn)["dbname"])
+    admin = pg_server.admin_dsn  # type: ignore[attr-defined]
+    load(admin, name, db, 1000, keep=False)
+    url = database_url(admin, name)  # a postgresql:// URL, as dpproxy takes one
+    out = tmp_path / "ab.json"
+    args = ["--base", str(REPO), "--runs", "2", "--dsn", url, "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["meta"]["engine"] == "postgres" and len(data["classes"]) == 10
+    assert all(r["same_sql"] and r["now"] > 0 for r in data["classes"].values())
+    assert "DOUBLE PRECISION" in data["sql"]["now"]["sum"]  # PostgreSQL's SQL, not DuckDB's
+
+
 def test_a_base_that_is_not_a_checkout_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--base", str(tmp_path)],
