@@ -43,12 +43,9 @@ def test_privacy_doc_quotes_the_ledger_run() -> None:
     assert f"against {memory[2].split(' ')[0]} µs in memory" in doc
     assert (
         f"a demo COUNT query end to end {_ms(ledger[3])} ms with the ledger against "
-        f"{_ms(memory[3])} ms without; a query answered from the cache {_ms(ledger[4])} ms"
-        in doc
+        f"{_ms(memory[3])} ms without; a query answered from the cache {_ms(ledger[4])} ms" in doc
     )
-    assert (
-        f"it cost {_op_ms(durable[2])} ms ({durable[0]}) and {_ms(durable[3])} ms a query" in doc
-    )
+    assert f"it cost {_op_ms(durable[2])} ms ({durable[0]}) and {_ms(durable[3])} ms a query" in doc
     # one fsync a query is what the faster ledger measures against the durable one
     assert float(ledger[0].rstrip("/s").replace(",", "")) > float(
         durable[0].rstrip("/s").replace(",", "")
