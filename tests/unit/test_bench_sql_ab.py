@@ -119,3 +119,31 @@ def test_the_rounding_run_is_quoted() -> None:
         )
     same = [rows[k]["now"] / rows[k]["base"] for k in rows if rows[k]["same_sql"]]
     assert f"the four classes whose SQL did not change took {min(same):.2f}–{max(same):.2f}" in doc
+
+
+def test_the_ranges_runs_are_quoted() -> None:
+    """docs/performance.md's paragraph on arithmetic over clamped columns quotes the two
+    1 M-row runs (DuckDB and PostgreSQL): the commits compared, the changed class's SQL time
+    before and after, and the unchanged classes' range; only expression_aggregates changed."""
+    doc = " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
+    for name, engine in (
+        ("SQL_AB_RANGES_1M.json", "duckdb"),
+        ("SQL_AB_RANGES_PG_1M.json", "postgres"),
+    ):
+        data = json.loads((REPO / "benchmarks" / name).read_text(encoding="utf-8"))
+        meta, rows = data["meta"], data["classes"]
+        assert (meta["rows"], meta["engine"]) == (1_000_000, engine)
+        assert (
+            f"`{meta['base_commit'][:7]}` against `{meta['commit'][:7]}`, {meta['runs']} runs"
+            in doc
+        )
+        changed = [k for k, r in rows.items() if not r["same_sql"]]
+        assert changed == ["expression_aggregates"]
+        r = rows["expression_aggregates"]
+        assert (
+            f"`benchmarks/{name}`): expression_aggregates {r['base']:.3f} → {r['now']:.3f} ms "
+            f"({r['base'] / r['raw']:.2f}× → {r['now'] / r['raw']:.2f}× raw); the other nine "
+            in doc
+        )
+        same = [r["now"] / r["base"] for r in rows.values() if r["same_sql"]]
+        assert f"the other nine {min(same):.2f}–{max(same):.2f}" in doc
