@@ -47,9 +47,13 @@ def bounding_ctes(
     under any ranking. So ``__light`` lists those units, their rows pass whole, and only the
     other units' rows (and rows with a NULL unit, which rank together as one unit) are ranked.
     The kept rows are exactly those of ranking everything, so the stability argument above is
-    unchanged; on TPC-H SF1 line items this made the bounding about 5x faster
-    (benchmarks/JOINS.md). DuckDB tests membership with IN (a hash semi-join); PostgreSQL with
-    EXISTS, which it plans as a semi/anti-join where NOT IN would be a per-row subplan.
+    unchanged; on TPC-H SF1 line items this made the bounding about 5x faster on DuckDB
+    (benchmarks/JOINS.md). DuckDB tests membership with IN (a hash semi-join); Spark with
+    EXISTS. PostgreSQL ranks every row instead (only ``__bounded``): it materialises a CTE read
+    three times and aggregates it before the joins, and at its default ``work_mem`` the split
+    took 2-3x the single ranking's time on 1 M rows whether most units were above their bound
+    (~10 rows a unit, bound 5: ``SUM(amount)`` 1.34 s against 0.70 s) or none was (one row a
+    unit: 1.89 s against 0.64 s; docs/performance.md).
 
     >>> # see tests/fixtures/rewrite/*.sql for the full SQL of each case
     """
@@ -62,6 +66,9 @@ def bounding_ctes(
         *(key_alias(i) for i in range(len(ctx.plan.query.keys))),
         *(m for m, _ in measures),
     ]
+    if ctx.dialect == "postgres":
+        ranked.set("expressions", [exp.column(c) for c in columns])
+        return [("__bounded", ranked)]
     light = (
         exp.select(exp.column(UNIT))
         .from_(table("__rows"), copy=False)
@@ -70,8 +77,8 @@ def bounding_ctes(
     )
 
     def member(negated: bool) -> exp.Expression:
-        # Spark too: its NOT IN is a null-aware anti-join that broadcasts all light units.
-        if ctx.dialect in ("postgres", "spark"):
+        # Spark: its NOT IN is a null-aware anti-join that broadcasts all light units.
+        if ctx.dialect == "spark":
             probe = exp.Exists(
                 this=exp.select(lit(1))
                 .from_(table("__light"), copy=False)
