@@ -38,7 +38,7 @@ def _bytewise(e: exp.Expression, ctx: RewriteContext) -> exp.Expression:
 
 
 def bounding_ctes(
-    ctx: RewriteContext, measures: list[tuple[str, SqlType]]
+    ctx: RewriteContext, measures: list[tuple[str, SqlType]], *, split: bool | None = None
 ) -> list[tuple[str, exp.Expression]]:
     """``__light`` and ``__bounded``: the contribution-bounded rows.
 
@@ -51,9 +51,10 @@ def bounding_ctes(
     (benchmarks/JOINS.md). DuckDB tests membership with IN (a hash semi-join); Spark with
     EXISTS. PostgreSQL ranks every row instead (only ``__bounded``): it materialises a CTE read
     three times and aggregates it before the joins, and at its default ``work_mem`` the split
-    took 2-3x the single ranking's time on 1 M rows whether most units were above their bound
-    (~10 rows a unit, bound 5: ``SUM(amount)`` 1.34 s against 0.70 s) or none was (one row a
-    unit: 1.89 s against 0.64 s; docs/performance.md).
+    took 1.8-3.0x the single ranking's time on 1 M rows whether most units were above their
+    bound (~10 rows a unit, bound 5: ``SUM(amount)`` 1.25 s against 0.65 s) or none was (one
+    row a unit: 1.86 s against 0.63 s; ``benchmarks/bounding_ab.py``, docs/performance.md).
+    ``split`` overrides that choice (for that benchmark); the rows kept are the same.
 
     >>> # see tests/fixtures/rewrite/*.sql for the full SQL of each case
     """
@@ -66,7 +67,7 @@ def bounding_ctes(
         *(key_alias(i) for i in range(len(ctx.plan.query.keys))),
         *(m for m, _ in measures),
     ]
-    if ctx.dialect == "postgres":
+    if not (ctx.dialect != "postgres" if split is None else split):
         ranked.set("expressions", [exp.column(c) for c in columns])
         return [("__bounded", ranked)]
     light = (
@@ -77,8 +78,9 @@ def bounding_ctes(
     )
 
     def member(negated: bool) -> exp.Expression:
-        # Spark: its NOT IN is a null-aware anti-join that broadcasts all light units.
-        if ctx.dialect == "spark":
+        # Spark: its NOT IN is a null-aware anti-join that broadcasts all light units;
+        # PostgreSQL (when split): NOT IN would be a per-row subplan.
+        if ctx.dialect in ("postgres", "spark"):
             probe = exp.Exists(
                 this=exp.select(lit(1))
                 .from_(table("__light"), copy=False)
