@@ -337,3 +337,30 @@ def test_a_variance_sums_five_parts(tmp_path: Path) -> None:
         sql = con.engine.prepare(query).sql
     assert sql is not None and query.count("(") == 2  # the raw query: two aggregates
     assert sql.count("SUM(") == 4 and sql.count("COUNT(") == 1 and "COUNT(*)" in sql
+
+
+def test_the_third_intel_run_at_1000_rows_is_quoted() -> None:
+    """docs/performance.md's paragraph on the third Xeon machine quotes
+    ``benchmarks/ISSUE21_SMALL_INTEL3.json`` and its session's start, the two classes that
+    changed between them, and the cold-planning run of the same session
+    (``ISSUE21_PLAN_INTEL3.json``: the classes within 1 ms, those above and the baseline's)."""
+    bench = REPO / "benchmarks"
+    doc = _doc()
+    raw_count = _small_pair_quoted(doc, "ISSUE21_SMALL_INTEL3", "Intel")
+    assert f"(raw `COUNT(*)` {raw_count:.2f} ms; 2026-11-28, commit `9b07b9c`" in doc
+
+    def ratio(name: str, cls: str) -> float:
+        run = json.loads((bench / f"{name}.json").read_text("utf-8"))
+        v = run["results"]["current"]["small"][cls]
+        return float(v["dpproxy"] / v["raw"])
+
+    for cls in ("expression_aggregates", "var_stddev"):
+        before, after = ratio("ISSUE21_SMALL_INTEL3_START", cls), ratio("ISSUE21_SMALL_INTEL3", cls)
+        assert after < before
+        assert f"{before:.2f}× → {after:.2f}×" in doc
+    plan = json.loads((bench / "ISSUE21_PLAN_INTEL3.json").read_text("utf-8"))["results"]
+    now, base = plan["current"]["plan"], plan["base"]["plan"]
+    within = sum(v["total"] <= 1 for v in now.values())
+    above = ", ".join(f"{k} {v['total']:.2f} ms" for k, v in now.items() if v["total"] > 1)
+    assert f"was within 1 ms for {within} of 10 classes; above it: {above}" in doc
+    assert f"(`e1e8581` {base['expression_aggregates']['total']:.2f} ms in the same run)" in doc
