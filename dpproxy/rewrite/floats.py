@@ -39,6 +39,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.rewrite.noop_clamps import NOOP, taming_is_identity
+from dpproxy.sql.buckets import literal_number
 from dpproxy.sql.mathargs import log_base
 from dpproxy.sql.types import clone
 
@@ -343,20 +344,6 @@ def _safe(
     return not m.violations
 
 
-def _number(node: exp.Expression | None) -> float | None:
-    """The value of a number literal, or of ``-`` one (how ``guard.number`` writes a bound)."""
-    negative = isinstance(node, exp.Neg)
-    if negative:
-        node = node.this  # type: ignore[union-attr]
-    if not isinstance(node, exp.Literal) or node.is_string:
-        return None
-    try:
-        value = float(node.name)
-    except ValueError:
-        return None
-    return -value if negative else value
-
-
 def _clamped_within(leaf: exp.Expression, L: int) -> bool:
     """Is ``leaf`` the ELSE of a clamp, ``CASE WHEN v < a THEN … WHEN v > b THEN … ELSE v
     END`` with ``v`` the leaf itself (``guard.clamp`` writes them, and copies of them), whose
@@ -380,7 +367,7 @@ def _clamped_within(leaf: exp.Expression, L: int) -> bool:
         return False
     limit = 10.0**L / 2
     for condition in (low, high):
-        bound = _number(condition.expression)
+        bound = literal_number(condition.expression)  # how guard.number writes a bound
         if bound is None or not abs(bound) <= limit or condition.this != leaf:
             return False
     return True

@@ -43,7 +43,8 @@ MAX_BUCKETS = 1000
 MAX_BOUND = 1e300
 
 
-def _number(node: exp.Expression | None) -> float | None:
+def literal_number(node: exp.Expression | None) -> float | None:
+    """The value of a number literal, of ``-`` one, or of either in parentheses; else None."""
     negative = isinstance(node, exp.Neg)
     value = node.this if isinstance(node, exp.Neg) else node
     while isinstance(value, exp.Paren):
@@ -60,14 +61,14 @@ def _number(node: exp.Expression | None) -> float | None:
 def bucket_spec(node: exp.Expression) -> tuple[float, float, int]:
     """(lo, hi, n) of a WIDTH_BUCKET call, checked: literals, n in 1 … MAX_BUCKETS, lo ≠ hi,
     |lo|, |hi| ≤ 1e300 (0A000, 2201G, 22003 otherwise)."""
-    lo, hi = _number(node.args.get("min_value")), _number(node.args.get("max_value"))
+    lo, hi = literal_number(node.args.get("min_value")), literal_number(node.args.get("max_value"))
     count = node.args.get("num_buckets")
     if lo is None or hi is None:
         raise UnsupportedQuery(
             "WIDTH_BUCKET takes literal numbers as its bounds",
             hint="e.g. WIDTH_BUCKET(age, 17, 90, 8)",
         )
-    n = _number(count)
+    n = literal_number(count)
     text = count.sql().lower() if count is not None else ""
     if n is None or not n.is_integer() or "." in text or "e" in text:
         raise UnsupportedQuery(
