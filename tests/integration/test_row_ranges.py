@@ -5,11 +5,13 @@ out its two comparisons (``rewrite/fixed.summand``).
 Random measures (arithmetic over a FLOAT and two INTEGER columns and literals, CASEs, ABS,
 NULLIF, division) are built into row measures exactly as the rewrite builds them
 (``pipeline._row_measure``: clamps, guards, tamings), then evaluated per row over values at,
-inside and beyond the bounds, ±0, subnormals, near the double range, NaN, ±inf and NULL, in
-every combination; each non-NULL value must lie within [L, H], and L, H must be values some
-row reaches up to the rounding of the endpoints' arithmetic (not a vacuous interval). Also
-checked: the SUM's comparisons are left out exactly when the range proves them useless, and
-the exact sums equal those with the comparisons kept.
+inside and beyond the bounds, ±0, subnormals, near the double range, NaN, ±inf and NULL
+(each combination of the special values, and random rows); each non-NULL value must lie
+within [L, H], and most of the corpus must be proved, not skipped. For a few measures the
+range is exactly the arithmetic of the bounds (not merely some wider interval), and a
+column bounded on one side, a divisor that may be 0 or a function gets none. Through the
+engine, fewer SUMs keep their comparisons, and the exact sums equal those with every
+comparison kept.
 """
 
 from __future__ import annotations
