@@ -74,17 +74,14 @@ def derivable_counts(query: ValidQuery) -> dict[int, int]:
             if c.kind is AggKind.COUNT and c.measure is not None and c.measure == a.measure:
                 out[i] = j
                 break
-            if c.kind is AggKind.COUNT_STAR and never_null(query, a.measure):
+            if c.kind is AggKind.COUNT_STAR and _never_null(query, a.measure):
                 out[i] = j
                 break
     return out
 
 
-def never_null(query: ValidQuery, measure: exp.Expression) -> bool:
-    """Is ``measure`` a column of the query's one table that the schema says holds no NULL
-    (no ``nullable: true``; ``catalog/check.py`` notes a promise the database does not
-    enforce)? Then COUNT(measure) is COUNT(*) over the same rows."""
-    if query.source is not None or query.per_unit is not None or query.union is not None:
+def _never_null(query: ValidQuery, measure: exp.Expression) -> bool:
+    if query.source is not None or query.per_unit is not None:
         return False
     if not isinstance(measure, exp.Column):
         return False

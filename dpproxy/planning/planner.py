@@ -821,16 +821,6 @@ class _PrimitiveBuilder:
         self.primitives.append(p)
         return p.name
 
-    def _count(self, measure: exp.Expression) -> Primitive:
-        """COUNT(measure), or COUNT(*) when the measure never holds NULL
-        (``derived.never_null``): the same number over the same rows, so the counts of
-        several such columns, of an AVG and a VAR, and a COUNT(*) beside them are one
-        primitive, computed and released once with the sum of their shares (an AVG's
-        exact count included)."""
-        if derived.never_null(self.query, measure):
-            return Primitive("", PrimitiveKind.COUNT, None)
-        return Primitive("", PrimitiveKind.COUNT, measure)
-
     def _bounds(self, measure: exp.Expression, what: str) -> Interval:
         iv = self.memo.bounds(measure)
         if iv is None:
@@ -851,7 +841,9 @@ class _PrimitiveBuilder:
             return AggregatePlan(k, (self._add(Primitive("", PrimitiveKind.UNITS, None)),), None)
         assert agg.measure is not None
         if k is AggKind.COUNT:
-            return AggregatePlan(k, (self._add(self._count(agg.measure)),), None)
+            return AggregatePlan(
+                k, (self._add(Primitive("", PrimitiveKind.COUNT, agg.measure)),), None
+            )
         if k is AggKind.COUNT_DISTINCT:
             return AggregatePlan(
                 k, (self._add(Primitive("", PrimitiveKind.DISTINCT, agg.measure)),), None
@@ -867,7 +859,7 @@ class _PrimitiveBuilder:
             n = Primitive("", PrimitiveKind.DISTINCT, agg.measure, centred, center, distinct=True)
             s = Primitive("", PrimitiveKind.SUM, agg.measure, centred, center, distinct=True)
             return AggregatePlan(k, (self._add(n), self._add(s)), iv, center)
-        count = self._add(self._count(agg.measure))
+        count = self._add(Primitive("", PrimitiveKind.COUNT, agg.measure))
         s1 = self._add(Primitive("", PrimitiveKind.SUM, agg.measure, centred, center))
         if k is AggKind.AVG:
             return AggregatePlan(k, (count, s1), iv, center)
