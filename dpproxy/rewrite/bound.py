@@ -67,7 +67,9 @@ def bounding_ctes(
         *(key_alias(i) for i in range(len(ctx.plan.query.keys))),
         *(m for m, _ in measures),
     ]
-    if not (ctx.dialect != "postgres" if split is None else split):
+    if split is None:
+        split = ctx.dialect != "postgres"
+    if not split:
         ranked.set("expressions", [exp.column(c) for c in columns])
         return [("__bounded", ranked)]
     light = (

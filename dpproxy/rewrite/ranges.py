@@ -92,8 +92,8 @@ def _range(node: exp.Expression, table: Table, env: _Env) -> _Range | None:
         return _literal(typing.cast(exp.Literal, node))
     if kind is exp.Paren:
         return _range(node.this, table, env)
-    if kind is exp.Case:
-        return _case(typing.cast(exp.Case, node), table, env)
+    if isinstance(node, exp.Case):
+        return _case(node, table, env)
     if isinstance(node, exp.Neg):
         inner = _range(node.this, table, env)
         return None if inner is None else _Range(-inner.hi, -inner.lo, inner.exact)
@@ -110,8 +110,6 @@ def _range(node: exp.Expression, table: Table, env: _Env) -> _Range | None:
         return _cast(node, table, env)
     if isinstance(node, exp.Nullif):
         return _range(node.this, table, env)
-    if isinstance(node, exp.Case):
-        return _case(node, table, env)
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
         return _arithmetic(node, table, env)
     return None
