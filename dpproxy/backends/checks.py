@@ -175,15 +175,24 @@ def proven_column(table: Table, column: str, texts: Iterable[str], dialect: str)
 
 
 def mark(
-    table: Table, columns: set[str], flag: Literal["in_bounds", "scanned"] = "in_bounds"
+    table: Table,
+    columns: set[str],
+    flag: Literal["in_bounds", "scanned", "not_null"] = "in_bounds",
 ) -> Table:
     """``table`` with its columns named in ``columns`` (lower case) marked ``flag``:
-    ``in_bounds`` (a CHECK constraint proves the bounds) or ``scanned`` (the rows of a
-    read-only file do: ``backends/scanned.py``)."""
+    ``in_bounds`` (a CHECK constraint proves the bounds), ``scanned`` (the rows of a
+    read-only file do: ``backends/scanned.py``) or ``not_null`` (the database declares the
+    column NOT NULL)."""
     if not columns:
         return table
     marked = tuple(
-        (replace(c, in_bounds=True) if flag == "in_bounds" else replace(c, scanned=True))
+        (
+            replace(c, in_bounds=True)
+            if flag == "in_bounds"
+            else replace(c, scanned=True)
+            if flag == "scanned"
+            else replace(c, not_null=True)
+        )
         if c.name.lower() in columns
         else c
         for c in table.columns
@@ -224,15 +233,19 @@ def mark_bigint(table: Table, db_types: dict[str, str]) -> Table:
 # no other relation on the search path has (pg_temp and pg_catalog included): the table an
 # unqualified name resolves to.
 _PG_PATH = "SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas({}))"
+# The relation named c that an unqualified name resolves to, for certain: no other relation
+# on the search path (pg_temp and pg_catalog included) has its name.
+_PG_ALONE = (
+    "(SELECT count(*) FROM pg_catalog.pg_class o WHERE lower(o.relname) = lower(c.relname) "
+    "AND o.relkind IN ('r', 'p', 'v', 'm', 'f') "
+    f"AND o.relnamespace = ANY ({_PG_PATH.format('true')})) = 1"
+)
 _PG_CHECKS = (
     "SELECT lower(c.relname), pg_catalog.pg_get_expr(k.conbin, k.conrelid) "
     "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
     "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
     "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
-    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) "
-    "AND (SELECT count(*) FROM pg_catalog.pg_class o WHERE lower(o.relname) = lower(c.relname) "
-    "AND o.relkind IN ('r', 'p', 'v', 'm', 'f') "
-    f"AND o.relnamespace = ANY ({_PG_PATH.format('true')})) = 1"
+    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
 )
 _PG_TYPES = (
     "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "
@@ -240,6 +253,44 @@ _PG_TYPES = (
     "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped "
     f"AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({_PG_PATH.format('false')})"
 )
+
+
+# PostgreSQL: the single columns of full, non-expression unique indexes (a PRIMARY KEY or
+# UNIQUE constraint) of the relation the name resolves to. A plain table with inheritance
+# children is left out: its index holds only its own rows, and a SELECT of it reads the
+# children's too (the same unit in parent and child: two rows). A partitioned table's unique
+# index holds across its partitions.
+PG_UNIQUE = (
+    "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_index i "
+    "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
+    "WHERE i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL "
+    "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
+    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
+)
+# PostgreSQL: the NOT NULL columns of plain tables without inheritance children, resolved as
+# for the CHECK constraints above. A partitioned table or a parent is left out: before
+# PostgreSQL 18 a child of plain inheritance may drop a NOT NULL its parent has, and a
+# foreign table's (a partition may be one) is not enforced.
+_PG_NOT_NULL = (
+    "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped "
+    "AND c.relkind = 'r' AND NOT c.relhassubclass AND lower(c.relname) = ANY (%s) "
+    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
+)
+
+
+def postgres_not_null(
+    catalog: Catalog, fetch: Callable[[str, tuple[Any, ...]], Sequence[Sequence[Any]]]
+) -> dict[str, set[str]]:
+    """{table: its columns PostgreSQL declares NOT NULL} (lower-case names; ``_PG_NOT_NULL``)
+    of the catalog's private tables: one catalog query, none without a private table."""
+    wanted = [t.name.lower() for t in catalog.tables if t.private]
+    out: dict[str, set[str]] = {}
+    for name, column in fetch(_PG_NOT_NULL, (wanted,)) if wanted else ():
+        out.setdefault(str(name), set()).add(str(column))
+    return out
 
 
 def postgres_proven(

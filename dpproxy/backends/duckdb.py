@@ -136,12 +136,17 @@ class DuckDBBackend:
     def attach_catalog(self, catalog: Catalog) -> Catalog:
         """Check every schema table and column exists; mark unit columns that are provably unique.
 
-        Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column:
-        metadata, not data, so reading it reveals nothing about any person. Bounded integer
-        columns of private tables whose CHECK constraints prove them within the schema's
-        bounds are marked ``in_bounds`` (``backends/checks.py``); in a file opened read-only,
-        the other such columns whose rows all lie within the bounds are marked ``scanned``
-        (``backends/scanned.py``: a fact about the rows, which EXPLAIN does not show).
+        Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column
+        of a stored table: metadata, not data, so reading it reveals nothing about any person.
+        A view's ``DESCRIBE`` does not count: it shows the key and the NOT NULL of the table
+        it reads however it joins it (``SELECT t.* FROM t JOIN u ON true`` shows t's key,
+        each unit |u| times; a LEFT JOIN's missing side shows NOT NULL). The columns of
+        stored private tables that ``DESCRIBE`` shows NOT NULL are marked ``not_null``. Bounded
+        integer columns of private tables whose CHECK constraints prove them within the
+        schema's bounds are marked ``in_bounds`` (``backends/checks.py``); in a file opened
+        read-only, the other such columns whose rows all lie within the bounds are marked
+        ``scanned`` (``backends/scanned.py``: a fact about the rows, which EXPLAIN does not
+        show).
 
         ``DESCRIBE`` per table rather than ``duckdb_columns()`` and ``duckdb_constraints()``
         over the whole database: the first call of those table functions costs ~10-20 ms of
@@ -155,6 +160,7 @@ class DuckDBBackend:
         """
         described: dict[str, dict[str, str | None]] = {}
         types: dict[str, dict[str, str]] = {}
+        not_null: dict[str, set[str]] = {}  # DESCRIBE's ``null`` is NO: declared NOT NULL
         with self._lock:
             for t in catalog.tables:
                 try:
@@ -169,6 +175,7 @@ class DuckDBBackend:
                     ) from e
                 described[t.name] = {str(r[0]).lower(): r[3] for r in rows}
                 types[t.name] = {str(r[0]).lower(): str(r[1]) for r in rows}
+                not_null[t.name] = {str(r[0]).lower() for r in rows if r[2] == "NO"}
             unique: set[tuple[str, str]] = set()
             keyed = False  # a unit column in a key that DESCRIBE alone cannot tell is its own
             for t in catalog.tables:
@@ -185,14 +192,24 @@ class DuckDBBackend:
                     (r[0].lower(), r[1][0].lower())
                     for r in self._con.execute(
                         "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
-                        "WHERE constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+                        "WHERE constraint_type IN ('PRIMARY KEY', 'UNIQUE') "
+                        "AND database_name = current_database() "
+                        "AND schema_name = current_schema()"
                     ).fetchall()
                     if len(r[1]) == 1
                 }
             bounded = {t.name.lower(): checks.candidates(t, types[t.name]) for t in catalog.tables}
             # {stored table: its CHECK constraints}, asked only when some column could use them
             floats = any(data_bounds.fractional(t) for t in catalog.tables)
-            stored = self._stored_tables() if floats or any(bounded.values()) else {}
+            keys_or_nulls = bool(unique) or any(not_null.values())
+            stored = (
+                self._stored_tables() if floats or any(bounded.values()) or keys_or_nulls else {}
+            )
+            # Only a stored table's DESCRIBE speaks for its rows: a view's shows the key and
+            # NOT NULL of the table it reads, through a join that repeats or misses its rows
+            # (``SELECT t.* FROM t JOIN u ON true`` shows t's PRIMARY KEY: each unit |u| times).
+            unique = {(n, u) for n, u in unique if n in stored}
+            not_null = {n: cs for n, cs in not_null.items() if n.lower() in stored}
             proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs}, stored)
             # the other bounded columns, proved by the rows of a file no one can write
             scanned = (
@@ -220,6 +237,8 @@ class DuckDBBackend:
             )
             t = checks.mark(t, proven.get(t.name.lower(), set()))
             t = checks.mark(t, scanned.get(t.name.lower(), set()), "scanned")
+            if t.private:
+                t = checks.mark(t, not_null.get(t.name, set()), "not_null")
             t = data_bounds.with_magnitudes(t, least.get(t.name.lower(), {}))
             if t.name.lower() in stored:  # a view over a CSV file has no zone maps to skip
                 t = checks.mark_bigint(t, types.get(t.name, {}))

@@ -184,7 +184,9 @@ class PostgresBackend:
     def attach_catalog(self, catalog: Catalog) -> Catalog:
         """Check every schema table and column is visible and readable; mark unit columns
         that a single-column PRIMARY KEY or UNIQUE constraint (a full, non-expression unique
-        index) proves unique. Reads metadata only."""
+        index of the relation the name resolves to, not a parent of inheritance children:
+        ``checks.PG_UNIQUE``) proves unique, and the columns of private tables declared NOT NULL
+        (``checks.postgres_not_null``). Reads metadata only."""
         columns_q = sql.SQL(
             "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
             "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
@@ -192,14 +194,7 @@ class PostgresBackend:
             "WHERE nspname = ANY (current_schemas(false))) "
             "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped"
         )
-        unique_q = sql.SQL(
-            "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_index i "
-            "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
-            "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
-            "WHERE i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL "
-            "AND i.indexprs IS NULL AND c.relnamespace = ANY (SELECT oid FROM "
-            "pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas(false)))"
-        )
+        unique_q = sql.SQL(checks.PG_UNIQUE)
         try:
             with self._pool.connection(timeout=self.connect_timeout) as conn:
                 with conn.transaction():
@@ -208,6 +203,9 @@ class PostgresBackend:
                     present = set(conn.execute(columns_q).fetchall())
                     unique = set(conn.execute(unique_q).fetchall())
                     proven = checks.postgres_proven(  # CHECKs of bounded integer columns
+                        catalog, lambda q, params: conn.execute(q, params).fetchall()
+                    )
+                    not_null = checks.postgres_not_null(
                         catalog, lambda q, params: conn.execute(q, params).fetchall()
                     )
                     readable = {
@@ -248,6 +246,7 @@ class PostgresBackend:
                 )
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
             t = checks.mark(t, proven.get(name, set()))
+            t = checks.mark(t, not_null.get(name, set()), "not_null")
             tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 

@@ -62,6 +62,12 @@ class Column:
     # 64 bits or a smaller unsigned one (backends/checks.py): rewrite/unclamp.py may then cast
     # its unclamped values to BIGINT.
     bigint: bool = False
+    # Set by a backend whose database declares the column NOT NULL (DuckDB's DESCRIBE,
+    # PostgreSQL's ``attnotnull`` of a plain table without children: backends/checks.py):
+    # metadata the database enforces on every row, unlike the schema's ``nullable: false``, a
+    # promise it trusts. ``COUNT(x)`` is then ``COUNT(*)`` over the same rows
+    # (planning/planner.py, ``_PrimitiveBuilder._count``).
+    not_null: bool = False
 
     @property
     def bounds(self) -> Interval:

@@ -89,6 +89,20 @@ def _never_null(query: ValidQuery, measure: exp.Expression) -> bool:
     return col is not None and not col.nullable
 
 
+def declared_not_null(query: ValidQuery, measure: exp.Expression) -> bool:
+    """Is ``measure`` a column of the query's one stored table that the database declares
+    NOT NULL (``Column.not_null``, set by the backend from its metadata)? Then COUNT(measure)
+    is COUNT(*) over the same rows, whatever the rows are. The schema's ``nullable: false``
+    is not enough here: a COUNT(*) in place of an AVG's count would silently divide by the
+    rows where the column is NULL too if that promise is false (a CSV declares nothing)."""
+    if query.source is not None or query.per_unit is not None or query.union is not None:
+        return False
+    if not isinstance(measure, exp.Column):
+        return False
+    col = query.table.column(measure.name)
+    return col is not None and col.not_null
+
+
 @functools.lru_cache(maxsize=64)
 def separate_score(counts: int) -> tuple[float, Fraction]:
     """The best split's predicted normalised variance c/f² + 1/(1 − f)², and f (the count's

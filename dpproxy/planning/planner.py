@@ -821,6 +821,17 @@ class _PrimitiveBuilder:
         self.primitives.append(p)
         return p.name
 
+    def _count(self, measure: exp.Expression) -> Primitive:
+        """COUNT(measure), or COUNT(*) when the database declares the measure's column NOT
+        NULL (``derived.declared_not_null``): the same number over the same rows, so the
+        counts of several such columns, of an AVG and a VAR, and a COUNT(*) beside them are
+        one primitive, computed once and released once with the sum of their shares of ε.
+        Its sensitivity is the same (one row per row a unit may hold), and reading one
+        release several times is post-processing."""
+        if derived.declared_not_null(self.query, measure):
+            return Primitive("", PrimitiveKind.COUNT, None)
+        return Primitive("", PrimitiveKind.COUNT, measure)
+
     def _bounds(self, measure: exp.Expression, what: str) -> Interval:
         iv = self.memo.bounds(measure)
         if iv is None:
@@ -841,9 +852,7 @@ class _PrimitiveBuilder:
             return AggregatePlan(k, (self._add(Primitive("", PrimitiveKind.UNITS, None)),), None)
         assert agg.measure is not None
         if k is AggKind.COUNT:
-            return AggregatePlan(
-                k, (self._add(Primitive("", PrimitiveKind.COUNT, agg.measure)),), None
-            )
+            return AggregatePlan(k, (self._add(self._count(agg.measure)),), None)
         if k is AggKind.COUNT_DISTINCT:
             return AggregatePlan(
                 k, (self._add(Primitive("", PrimitiveKind.DISTINCT, agg.measure)),), None
@@ -859,7 +868,7 @@ class _PrimitiveBuilder:
             n = Primitive("", PrimitiveKind.DISTINCT, agg.measure, centred, center, distinct=True)
             s = Primitive("", PrimitiveKind.SUM, agg.measure, centred, center, distinct=True)
             return AggregatePlan(k, (self._add(n), self._add(s)), iv, center)
-        count = self._add(Primitive("", PrimitiveKind.COUNT, agg.measure))
+        count = self._add(self._count(agg.measure))
         s1 = self._add(Primitive("", PrimitiveKind.SUM, agg.measure, centred, center))
         if k is AggKind.AVG:
             return AggregatePlan(k, (count, s1), iv, center)

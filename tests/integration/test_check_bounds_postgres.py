@@ -21,6 +21,9 @@ from dpproxy.sql.validate import validate
 from tests.integration.test_check_bounds import QUERIES, SCHEMA, SECRET
 
 CLAMP = "CASE WHEN age < 0 THEN 0 WHEN age > 100 THEN 100"
+# the clamp as a bounded plan writes it (a unit not proved unique: another relation of the
+# same name on the search path leaves its key uncertain too, backends/checks.PG_UNIQUE)
+CLAMP_BOUNDED = "CASE WHEN CAST(age AS DOUBLE PRECISION) < 0 THEN 0"
 
 # (statements after "CREATE TABLE t(pid INTEGER PRIMARY KEY, other INTEGER, " + the first,
 #  does it prove age within [0, 100]?)
@@ -104,7 +107,8 @@ def test_which_postgres_constraints_leave_out_the_clamp(
         assert not any(c.in_bounds for c in pub.columns)
         prepared = e.prepare("SELECT SUM(age), AVG(age) FROM t", secret=SECRET)
         assert prepared.sql is not None
-        assert (CLAMP in prepared.sql) is not proves, prepared.sql
+        clamped = CLAMP in prepared.sql or CLAMP_BOUNDED in prepared.sql
+        assert clamped is not proves, prepared.sql
     finally:
         e.close()
 

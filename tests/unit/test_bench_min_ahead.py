@@ -25,14 +25,15 @@ def test_smoke_run(tmp_path: Path) -> None:
     out = tmp_path / "ab.json"
     done = _run("--runs", "2", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "min_ahead_ab: var_stddev (6 values)" in done.stderr  # progress goes to stderr
+    # five values: the two columns are NOT NULL, so their counts are one COUNT(*)
+    assert "min_ahead_ab: var_stddev (5 values)" in done.stderr  # progress goes to stderr
     data = json.loads(out.read_text(encoding="utf-8"))
     rows = data["results"]["small"]
     assert list(rows) == ["var_stddev", "expression_aggregates", "sum", "count"]
-    assert [r["values"] for r in rows.values()] == [6, 4, 1, 1]
+    assert [r["values"] for r in rows.values()] == [5, 4, 1, 1]
     for r in rows.values():
         assert r["raw"] > 0 and r["min_ahead_4"] > 0 and r["min_ahead_16"] > 0
-    assert "| var_stddev | 6 |" in done.stdout
+    assert "| var_stddev | 5 |" in done.stdout
 
 
 def test_bad_settings_are_refused() -> None:

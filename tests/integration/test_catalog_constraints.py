@@ -1,0 +1,194 @@
+"""What a backend reads from its database's constraints, and where it must not trust them:
+``Table.unit_is_unique`` (a PRIMARY KEY or UNIQUE unit column: contribution bounding is left
+out) and ``Column.not_null`` (a NOT NULL column: its COUNT is COUNT(*), shared with the
+others: ``tests/unit/test_shared_count.py``).
+
+Only a stored table's constraints speak for the rows a query reads. On DuckDB, a view's
+``DESCRIBE`` shows the key and NOT NULL of the table it reads however it joins it: a view
+``SELECT t.* FROM t JOIN u ON true`` shows t's PRIMARY KEY with each unit |u| times, and was
+once taken as unique (sensitivity 1 where a unit held five rows). On PostgreSQL, a parent
+table's PRIMARY KEY holds only its own rows while a SELECT of it reads its inheritance
+children's too, a child may drop a NOT NULL its parent has (before PostgreSQL 18), and a
+constraint of another relation of the same name on the search path proves nothing about the
+one the name resolves to. Each case runs a query end to end with the noise off: a unit
+repeated by a view or a child keeps only its bounded rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import psycopg
+import pytest
+from psycopg import sql as pgsql
+
+from dpproxy.backends.duckdb import DuckDBBackend
+from dpproxy.backends.postgres import PostgresBackend
+from dpproxy.catalog.load import parse_catalog
+from dpproxy.catalog.model import Table
+from dpproxy.engine import Engine
+from tests.noise import NoNoise
+
+SCHEMA = """
+version: 1
+dataset: constraints
+privacy: {epsilon: 1, delta: "1e-6"}
+tables:
+  w:
+    privacy_unit: uid
+    max_rows_per_unit: 1
+    columns:
+      uid: {type: integer}
+      a: {type: float, lower: 0, upper: 100}
+"""
+UNITS = 100
+
+
+def _engine(backend: DuckDBBackend | PostgresBackend) -> Engine:
+    return Engine(parse_catalog(SCHEMA), backend, noise=NoNoise())
+
+
+def _facts(e: Engine) -> tuple[bool, bool]:
+    w = e.catalog.table("w")
+    assert isinstance(w, Table)
+    a = w.column("a")
+    assert a is not None
+    return w.unit_is_unique, a.not_null
+
+
+def _count(e: Engine) -> int:
+    (row,) = e.run("SELECT COUNT(*) FROM w", analyst="a").released.rows
+    return int(row[0])  # type: ignore[call-overload]
+
+
+# (DDL after the stored table t(uid PRIMARY KEY, a NOT NULL) and u(k) with 5 rows, unique?,
+#  not null?, the released COUNT(*) with the noise off: one row per unit kept)
+DUCKDB_CASES = [
+    (
+        "CREATE TABLE w (uid BIGINT PRIMARY KEY, a DOUBLE NOT NULL); INSERT INTO w SELECT * FROM t",
+        True,
+        True,
+    ),
+    ("CREATE TABLE w (uid BIGINT UNIQUE, a DOUBLE); INSERT INTO w SELECT * FROM t", True, False),
+    ("CREATE TABLE w (uid BIGINT, a DOUBLE NOT NULL); INSERT INTO w SELECT * FROM t", False, True),
+    ("CREATE VIEW w AS SELECT * FROM t", False, False),
+    ("CREATE VIEW w AS SELECT t.* FROM t JOIN u ON true", False, False),  # each unit 5 times
+    ("CREATE VIEW w AS SELECT t.uid, t.a FROM u LEFT JOIN t ON u.k = t.uid", False, False),
+]
+
+
+@pytest.mark.parametrize(("ddl", "unique", "not_null"), DUCKDB_CASES)
+def test_duckdb_trusts_the_constraints_of_stored_tables_only(
+    tmp_path: Path, ddl: str, unique: bool, not_null: bool
+) -> None:
+    path = tmp_path / "c.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t (uid BIGINT PRIMARY KEY, a DOUBLE NOT NULL)")
+        con.execute(f"INSERT INTO t SELECT i, i % 100 FROM range({UNITS}) r(i)")
+        con.execute("CREATE TABLE u (k BIGINT)")
+        con.execute("INSERT INTO u SELECT i FROM range(5) r(i)")
+        for statement in ddl.split("; "):
+            con.execute(statement)
+        rows, units = con.execute("SELECT COUNT(*), COUNT(DISTINCT uid) FROM w").fetchone()  # type: ignore[misc]
+    e = _engine(DuckDBBackend(path))
+    try:
+        assert _facts(e) == (unique, not_null)
+        assert _count(e) == units  # max_rows_per_unit: 1, bounded or proven unique
+        assert rows == units or not unique
+    finally:
+        e.close()
+
+
+def _postgres(dsn: str, statements: list[str]) -> None:
+    with psycopg.connect(dsn, autocommit=True) as con:
+        for s in statements:
+            if s.startswith("SET search_path"):  # for every later connection to the database
+                db = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+                con.execute(
+                    pgsql.SQL("ALTER DATABASE {} ").format(pgsql.Identifier(db)) + pgsql.SQL(s)
+                )
+            else:
+                con.execute(s)
+
+
+ROWS = f"SELECT i, i % 100 FROM generate_series(1, {UNITS}) i"
+# (statements, unique?, not null?, units: the COUNT(*) released with the noise off)
+POSTGRES_CASES = [
+    (
+        ["CREATE TABLE w (uid INT PRIMARY KEY, a FLOAT8 NOT NULL)", f"INSERT INTO w {ROWS}"],
+        True,
+        True,
+    ),
+    (["CREATE TABLE w (uid INT UNIQUE, a FLOAT8)", f"INSERT INTO w {ROWS}"], True, False),
+    (  # inheritance: the parent's key holds its own rows; a SELECT of it reads the child's
+        [
+            "CREATE TABLE w (uid INT PRIMARY KEY, a FLOAT8 NOT NULL)",
+            "CREATE TABLE w_child () INHERITS (w)",
+            f"INSERT INTO w {ROWS}",
+            f"INSERT INTO w_child {ROWS}",
+            "ALTER TABLE w_child ALTER COLUMN a DROP NOT NULL",
+            "INSERT INTO w_child VALUES (1, NULL)",
+        ],
+        False,
+        False,
+    ),
+    (  # partitioned: the key holds across partitions; NOT NULL is not read (a partition may
+        # be a foreign table)
+        [
+            "CREATE TABLE w (uid INT PRIMARY KEY, a FLOAT8 NOT NULL) PARTITION BY RANGE (uid)",
+            "CREATE TABLE w_low PARTITION OF w FOR VALUES FROM (MINVALUE) TO (50)",
+            "CREATE TABLE w_high PARTITION OF w FOR VALUES FROM (50) TO (MAXVALUE)",
+            f"INSERT INTO w {ROWS}",
+        ],
+        True,
+        False,
+    ),
+    (
+        [
+            "CREATE TABLE t (uid INT PRIMARY KEY, a FLOAT8 NOT NULL)",
+            f"INSERT INTO t {ROWS}",
+            "CREATE TABLE u (k INT)",
+            "INSERT INTO u SELECT generate_series(1, 5)",
+            "CREATE VIEW w AS SELECT t.* FROM t JOIN u ON true",
+        ],
+        False,
+        False,
+    ),
+    (
+        [
+            "CREATE TABLE t (uid INT, a FLOAT8 NOT NULL)",
+            f"INSERT INTO t {ROWS}",
+            "CREATE MATERIALIZED VIEW w AS SELECT * FROM t",
+            "CREATE UNIQUE INDEX ON w (uid)",
+        ],
+        True,
+        False,
+    ),
+    (  # another relation named w on the search path: the key may not be the one read
+        [
+            "CREATE TABLE w (uid INT PRIMARY KEY, a FLOAT8 NOT NULL)",
+            f"INSERT INTO w {ROWS}",
+            "CREATE SCHEMA other_w",
+            "CREATE TABLE other_w.w (uid INT, a FLOAT8)",
+            "SET search_path = public, other_w",
+        ],
+        False,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("statements", "unique", "not_null"), POSTGRES_CASES)
+def test_postgres_trusts_the_constraints_that_hold_for_the_rows_read(
+    pg_dsn: str, statements: list[str], unique: bool, not_null: bool
+) -> None:
+    _postgres(pg_dsn, statements)
+    with psycopg.connect(pg_dsn) as con:
+        units = con.execute("SELECT COUNT(DISTINCT uid) FROM w").fetchone()[0]  # type: ignore[index]
+    e = _engine(PostgresBackend(pg_dsn))
+    try:
+        assert _facts(e) == (unique, not_null)
+        assert _count(e) == units
+    finally:
+        e.close()
