@@ -112,6 +112,65 @@ def test_declared_key_checked_on_every_row(
     ok(run("dpproxy data copy visits.csv --to visits.duckdb", tmp_path, env))
 
 
+def test_declared_not_null_columns_are_checked_and_share_one_count(
+    people: Path, env: dict[str, str]
+) -> None:
+    """``--not-null``: DuckDB checks every row; ``schema init`` drafts those columns without
+    ``nullable: true``; their counts are one COUNT(*), released once (five noisy values for a
+    VARIANCE and a STDDEV, six from the copy without the constraint)."""
+    p = ok(
+        run(
+            "dpproxy data copy people.csv --to people.duckdb --primary-key id "
+            "--not-null age,SEX --not-null age",
+            people,
+            env,
+        )
+    )
+    assert "2,000 rows, PRIMARY KEY (id), NOT NULL (age, sex)" in p.stderr
+    assert [c for c in _tables(people / "people.duckdb")["people"]] == [
+        ("id", "BIGINT", False),
+        ("age", "BIGINT", False),
+        ("sex", "VARCHAR", False),
+        ("income", "DOUBLE", True),
+    ]
+    draft = ok(run("dpproxy schema init --database people.duckdb", people, env)).stdout
+    assert "age: {type: integer}" in draft and "income: {type: float, nullable: true}" in draft
+    ok(run("dpproxy data copy people.csv --to plain.duckdb --primary-key id", people, env))
+    schema = draft.replace(
+        "age: {type: integer}", "age: {type: integer, lower: 0, upper: 100}"
+    ).replace("income: {type: float, nullable: true}", "income: {type: float, nullable: false}")
+    (people / "people.yaml").write_text(schema)
+    sql = "'SELECT VARIANCE(age), STDDEV(age), COUNT(sex) FROM people'"
+    for db, counts in (
+        ("people.duckdb", ["count *"]),
+        ("plain.duckdb", ["count age", "count sex"]),
+    ):
+        shown = ok(run(f"dpproxy explain -d {db} -s people.yaml {sql}", people, env)).stdout
+        lines = [
+            ln.split(":")[0].split(maxsplit=1)[1] for ln in shown.splitlines() if " count " in ln
+        ]
+        assert sorted(lines) == counts, shown
+        # README: "draws three noisy values, not four"
+        assert sum(ln.startswith("  __p") for ln in shown.splitlines()) == len(counts) + 2
+
+
+@pytest.mark.parametrize(
+    ("option", "state", "said"),
+    [
+        ("--not-null age", "23502", "--not-null age: the column is NULL on some row"),
+        ("--not-null nope", "42703", "--not-null nope: no such column"),
+    ],
+)
+def test_a_not_null_column_with_a_null_or_unknown_refuses_the_copy(
+    tmp_path: Path, env: dict[str, str], option: str, state: str, said: str
+) -> None:
+    (tmp_path / "visits.csv").write_text("id,age\n1,30\n2,\n")
+    p = run(f"dpproxy data copy visits.csv --to visits.duckdb {option}", tmp_path, env)
+    assert sqlstate(p) == state and said in p.stderr, p.stderr
+    assert not (tmp_path / "visits.duckdb").exists()
+    assert not list(tmp_path.glob(".visits.duckdb*"))
+
+
 def test_unknown_key_column_and_bad_table_options(people: Path, env: dict[str, str]) -> None:
     p = run("dpproxy data copy people.csv --to x.duckdb --primary-key nope", people, env)
     assert sqlstate(p) == "42703" and "id, age, sex, income" in p.stderr
