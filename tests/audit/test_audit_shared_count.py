@@ -19,6 +19,7 @@ standard deviations above the claim of 1) and the shared count's 0.90 ± 0.01.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -42,6 +43,7 @@ from tests.audit.harness import (
     run_audit,
     tails,
 )
+from tests.audit.test_audit_unique_join import _exact
 
 SCHEMA = """\
 version: 1
@@ -66,14 +68,6 @@ def _database(path: Path, units: int) -> Path:
         con.execute("CREATE TABLE t (uid BIGINT PRIMARY KEY, a DOUBLE NOT NULL, b INT NOT NULL)")
         con.execute(f"INSERT INTO t SELECT i, i % 100, i % 50 FROM range({units}) r(i)")
     return path
-
-
-def _exact(path: Path, sql: str) -> ExactResult:
-    backend = DuckDBBackend(path)
-    try:
-        return backend.execute(sql)
-    finally:
-        backend.close()
 
 
 def _columns(plan: QueryPlan, exact: ExactResult) -> tuple[float, float]:
@@ -107,17 +101,22 @@ def _prepared(tmp: Path) -> tuple[QueryPlan, ExactResult, ExactResult]:
     return plan, _exact(d, prepared.sql), _exact(d2, prepared.sql)
 
 
-@functools.cache
-def shared_count_audit(tmp: Path) -> Audit:
+def _audit(name: str, release: Callable[[QueryPlan, ExactResult], float], tmp: Path) -> Audit:
+    """``release`` of the plan on D and on D', bounded against the ε the plan charges."""
     plan, e1, e2 = _prepared(tmp)
     pair = Neighbours(
-        "one COUNT(*) for COUNT(a), COUNT(b)",
-        repeat(lambda: _shared(plan, e1)),
-        repeat(lambda: _shared(plan, e2)),
+        name,
+        repeat(lambda: release(plan, e1)),
+        repeat(lambda: release(plan, e2)),
         float(plan.cost.epsilon),
         float(plan.cost.delta),
     )
     return run_audit(pair, pilot=2_000, main=15_000, candidates=tails)
+
+
+@functools.cache
+def shared_count_audit(tmp: Path) -> Audit:
+    return _audit("one COUNT(*) for COUNT(a), COUNT(b)", _shared, tmp)
 
 
 def test_shared_count_within_claim(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -127,13 +126,5 @@ def test_shared_count_within_claim(tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_a_count_drawn_once_per_output_is_caught(tmp_path: Path) -> None:
-    plan, e1, e2 = _prepared(tmp_path)
-    pair = Neighbours(
-        "COUNT(a), COUNT(b) drawn twice",
-        repeat(lambda: _twice(plan, e1)),
-        repeat(lambda: _twice(plan, e2)),
-        float(plan.cost.epsilon),
-        float(plan.cost.delta),
-    )
-    audit = run_audit(pair, pilot=2_000, main=15_000, candidates=tails)
+    audit = _audit("COUNT(a), COUNT(b) drawn twice", _twice, tmp_path)
     assert audit.bound.epsilon > audit.pair.epsilon, f"not caught: {audit}"

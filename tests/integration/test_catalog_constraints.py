@@ -21,13 +21,13 @@ from pathlib import Path
 import duckdb
 import psycopg
 import pytest
-from psycopg import sql as pgsql
 
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.catalog.model import Table
 from dpproxy.engine import Engine
+from tests.integration.test_check_bounds_postgres import run_statements
 from tests.noise import NoNoise
 
 SCHEMA = """
@@ -98,18 +98,6 @@ def test_duckdb_trusts_the_constraints_of_stored_tables_only(
         assert rows == units or not unique
     finally:
         e.close()
-
-
-def _postgres(dsn: str, statements: list[str]) -> None:
-    with psycopg.connect(dsn, autocommit=True) as con:
-        for s in statements:
-            if s.startswith("SET search_path"):  # for every later connection to the database
-                db = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
-                con.execute(
-                    pgsql.SQL("ALTER DATABASE {} ").format(pgsql.Identifier(db)) + pgsql.SQL(s)
-                )
-            else:
-                con.execute(s)
 
 
 ROWS = f"SELECT i, i % 100 FROM generate_series(1, {UNITS}) i"
@@ -183,7 +171,7 @@ POSTGRES_CASES = [
 def test_postgres_trusts_the_constraints_that_hold_for_the_rows_read(
     pg_dsn: str, statements: list[str], unique: bool, not_null: bool
 ) -> None:
-    _postgres(pg_dsn, statements)
+    run_statements(pg_dsn, statements)
     with psycopg.connect(pg_dsn) as con:
         units = con.execute("SELECT COUNT(DISTINCT uid) FROM w").fetchone()[0]  # type: ignore[index]
     e = _engine(PostgresBackend(pg_dsn))

@@ -71,13 +71,24 @@ CASES = [
 
 
 def _load(dsn: str, statements: tuple[str, ...]) -> None:
+    first, *rest = statements
+    run_statements(
+        dsn,
+        [
+            f"CREATE TABLE t(pid INTEGER PRIMARY KEY, other INTEGER, {first}",
+            "CREATE TABLE pub(age INTEGER CHECK (age BETWEEN 0 AND 100))",
+            "INSERT INTO pub VALUES (3)",
+            *rest,
+        ],
+    )
+
+
+def run_statements(dsn: str, statements: list[str]) -> None:
+    """Each statement on ``dsn``; a ``SET search_path`` is set for the database, so that every
+    later connection (the backend's) has it."""
     with psycopg.connect(dsn, autocommit=True) as con:
-        first, *rest = statements
-        con.execute(f"CREATE TABLE t(pid INTEGER PRIMARY KEY, other INTEGER, {first}")
-        con.execute("CREATE TABLE pub(age INTEGER CHECK (age BETWEEN 0 AND 100))")
-        con.execute("INSERT INTO pub VALUES (3)")
-        for s in rest:
-            if s.startswith("SET search_path"):  # for every later connection to this database
+        for s in statements:
+            if s.startswith("SET search_path"):
                 db = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
                 con.execute(
                     pgsql.SQL("ALTER DATABASE {} ").format(pgsql.Identifier(db)) + pgsql.SQL(s)
