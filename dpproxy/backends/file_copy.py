@@ -238,10 +238,11 @@ def _copy_one(
         if "NOT NULL" in str(e):
             # DuckDB names the column ("NOT NULL constraint failed: t.c"): metadata, no value
             failed = str(e).rsplit(".", 1)[-1].strip().lower()
-            named = [c for c in required if c.lower() == failed]
-            if named and named[0] != key:
+            if key is None or failed != key.lower():
+                named = [c for c in required if c.lower() == failed] or list(required)
                 raise NotNullViolation(
-                    f"--not-null {named[0]}: the column is NULL on some row of {source.given}",
+                    f"--not-null {','.join(named)}: the column is NULL on some row of "
+                    f"{source.given}",
                     hint="copy without --not-null for that column, and give it nullable: true "
                     "in the schema",
                     log_detail=str(e),

@@ -158,6 +158,7 @@ def test_declared_not_null_columns_are_checked_and_share_one_count(
     ("option", "state", "said"),
     [
         ("--not-null age", "23502", "--not-null age: the column is NULL on some row"),
+        ("--primary-key id --not-null age", "23502", "--not-null age: the column is NULL"),
         ("--not-null nope", "42703", "--not-null nope: no such column"),
     ],
 )
