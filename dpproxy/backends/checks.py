@@ -229,7 +229,8 @@ def mark_bigint(table: Table, db_types: dict[str, str]) -> Table:
 # PostgreSQL: validated (convalidated; a NOT VALID constraint proves nothing about the rows
 # already there), inherited (a NO INHERIT constraint does not hold for the rows of child
 # tables, which a SELECT of the parent reads) CHECK constraints of plain and partitioned tables
-# (a foreign table's constraints are not enforced) on the search path, of a table whose name
+# (a foreign table's constraints are not enforced: neither its own nor, as a child or a
+# partition, its parent's) on the search path, of a table whose name
 # no other relation on the search path has (pg_temp and pg_catalog included): the table an
 # unqualified name resolves to.
 _PG_PATH = "SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas({}))"
@@ -240,12 +241,23 @@ _PG_ALONE = (
     "AND o.relkind IN ('r', 'p', 'v', 'm', 'f') "
     f"AND o.relnamespace = ANY ({_PG_PATH.format('true')})) = 1"
 )
+# No foreign table among c's descendants, inheritance children and partitions at any depth
+# (both are in pg_inherits): a foreign table holds its parent's CHECK constraints without
+# enforcing them, and a SELECT of the parent reads its rows (file_fdw: a partition of a table
+# with CHECK (age BETWEEN 0 AND 100) returned age = 1000, and the clamp was left out).
+_PG_NO_FOREIGN = (
+    "NOT EXISTS (WITH RECURSIVE d(oid) AS (SELECT inhrelid FROM pg_catalog.pg_inherits "
+    "WHERE inhparent = c.oid UNION SELECT i.inhrelid FROM pg_catalog.pg_inherits i "
+    "JOIN d ON i.inhparent = d.oid) SELECT 1 FROM d JOIN pg_catalog.pg_class f "
+    "ON f.oid = d.oid WHERE f.relkind = 'f')"
+)
 _PG_CHECKS = (
     "SELECT lower(c.relname), pg_catalog.pg_get_expr(k.conbin, k.conrelid) "
     "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
     "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
     "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
-    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
+    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE} "
+    f"AND {_PG_NO_FOREIGN}"
 )
 _PG_TYPES = (
     "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "

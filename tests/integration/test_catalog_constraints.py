@@ -10,8 +10,11 @@ once taken as unique (sensitivity 1 where a unit held five rows). On PostgreSQL,
 table's PRIMARY KEY holds only its own rows while a SELECT of it reads its inheritance
 children's too, a child may drop a NOT NULL its parent has (before PostgreSQL 18), and a
 constraint of another relation of the same name on the search path proves nothing about the
-one the name resolves to. Each case runs a query end to end with the noise off: a unit
-repeated by a view or a child keeps only its bounded rows.
+one the name resolves to. A foreign table that is a child or a partition holds its parent's
+CHECK constraints without enforcing them (``Column.in_bounds``: the clamp is left out), and a
+SELECT of the parent reads its rows. Each case runs a query end to end with the noise off: a
+unit repeated by a view or a child keeps only its bounded rows, and a foreign row's value
+outside the bounds is clamped.
 """
 
 from __future__ import annotations
@@ -178,5 +181,66 @@ def test_postgres_trusts_the_constraints_that_hold_for_the_rows_read(
     try:
         assert _facts(e) == (unique, not_null)
         assert _count(e) == units
+    finally:
+        e.close()
+
+
+CHECK_SCHEMA = SCHEMA.replace(
+    "a: {type: float, lower: 0, upper: 100}", "a: {type: integer, lower: 0, upper: 100}"
+)
+FOREIGN = [
+    "CREATE EXTENSION IF NOT EXISTS file_fdw",
+    "CREATE SERVER rows FOREIGN DATA WRAPPER file_fdw",
+]
+# a foreign table that reads one row, a = 1000, outside the parent's CHECK
+FAR = "SERVER rows OPTIONS (program 'echo 500,1000', format 'csv')"
+
+
+@pytest.mark.parametrize(
+    ("statements", "proves"),
+    [
+        (["CREATE TABLE w (uid INT, a INT CHECK (a BETWEEN 0 AND 100))"], True),
+        (
+            [
+                "CREATE TABLE w (uid INT, a INT CHECK (a BETWEEN 0 AND 100))",
+                "CREATE TABLE w_child () INHERITS (w)",  # inherits the CHECK, cannot drop it
+            ],
+            True,
+        ),
+        (
+            [
+                *FOREIGN,
+                "CREATE TABLE w (uid INT, a INT CHECK (a BETWEEN 0 AND 100)) "
+                "PARTITION BY RANGE (uid)",
+                "CREATE TABLE w_low PARTITION OF w FOR VALUES FROM (MINVALUE) TO (100)",
+                f"CREATE FOREIGN TABLE w_far PARTITION OF w FOR VALUES FROM (100) TO (MAXVALUE) "
+                f"{FAR}",
+            ],
+            False,
+        ),
+        (
+            [
+                *FOREIGN,
+                "CREATE TABLE w (uid INT, a INT CHECK (a BETWEEN 0 AND 100))",
+                "CREATE TABLE w_mid () INHERITS (w)",
+                f"CREATE FOREIGN TABLE w_far (uid INT, a INT) INHERITS (w_mid) {FAR}",
+            ],
+            False,
+        ),
+    ],
+)
+def test_postgres_trusts_no_check_that_a_foreign_descendant_holds_unenforced(
+    pg_dsn: str, statements: list[str], proves: bool
+) -> None:
+    """A foreign table holds its parent's CHECK constraints without enforcing them, and a
+    SELECT of the parent reads its rows: the clamp stays, and the sum counts a = 1000 as the
+    bound 100 (it was once left out: 1000 where the sensitivity is 100)."""
+    run_statements(pg_dsn, [*statements, "INSERT INTO w VALUES (1, 50)"])
+    e = Engine(parse_catalog(CHECK_SCHEMA), PostgresBackend(pg_dsn), noise=NoNoise())
+    try:
+        w = e.catalog.table("w")
+        assert w is not None and w.column("a").in_bounds is proves  # type: ignore[union-attr]
+        (row,) = e.run("SELECT SUM(a) FROM w", analyst="a").released.rows
+        assert row[0] == (50 if proves else 150)
     finally:
         e.close()
