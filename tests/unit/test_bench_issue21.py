@@ -375,3 +375,26 @@ def test_the_third_intel_run_at_1000_rows_is_quoted() -> None:
         f"(`benchmarks/ISSUE21_SMALL_INTEL3_LOADED.json`), gave "
         f"{ratio('ISSUE21_SMALL_INTEL3_LOADED', 'var_stddev'):.2f}×" in doc
     )
+
+
+def test_the_shared_count_run_is_quoted() -> None:
+    """docs/performance.md's paragraph on one count for NOT NULL columns quotes
+    ``ISSUE21_SMALL_SHARED_COUNT.json`` (var_stddev against 000a3c5, and the load) and
+    ``SQL_AB_SHARED_COUNT.json`` (its SQL alone)."""
+    bench = REPO / "benchmarks"
+    doc = _doc()
+    run = json.loads((bench / "ISSUE21_SMALL_SHARED_COUNT.json").read_text("utf-8"))
+    assert run["meta"]["base_commit"].startswith("000a3c5") and run["meta"]["rounds"] == 3
+
+    def ratio(side: str) -> float:
+        v = run["results"][side]["small"]["var_stddev"]
+        return float(v["dpproxy"] / v["raw"])
+
+    assert f"var_stddev went from {ratio('base'):.2f}× to {ratio('current'):.2f}× raw" in doc
+    assert f"load average {run['meta']['load_start'][0]:.1f} at the start" in doc
+    assert f"{run['meta']['load_end'][0]:.1f} at the end" in doc
+    sql = json.loads((bench / "SQL_AB_SHARED_COUNT.json").read_text("utf-8"))
+    v = sql["classes"]["var_stddev"]
+    assert f"{v['base']:.3f} → {v['now']:.3f} ms ({v['now'] / v['base']:.2f};" in doc
+    same = [c["now"] / c["base"] for c in sql["classes"].values() if c["same_sql"]]
+    assert f"whose SQL did not change {min(same):.2f}–{max(same):.2f})" in doc
