@@ -825,9 +825,9 @@ class _PrimitiveBuilder:
         """COUNT(measure), or COUNT(*) when the database declares the measure's column NOT
         NULL (``derived.declared_not_null``): the same number over the same rows, so the
         counts of several such columns, of an AVG and a VAR, and a COUNT(*) beside them are
-        one primitive, computed once and released once with the sum of their shares of ε.
-        Its sensitivity is the same (one row per row a unit may hold), and reading one
-        release several times is post-processing."""
+        one primitive, computed once and released once, with the share of ε the query's split
+        gives it (fewer primitives: a larger share each). Its sensitivity is the same (one row
+        per row a unit may hold), and reading one release several times is post-processing."""
         if derived.declared_not_null(self.query, measure):
             return Primitive("", PrimitiveKind.COUNT, None)
         return Primitive("", PrimitiveKind.COUNT, measure)

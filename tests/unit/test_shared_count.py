@@ -109,7 +109,7 @@ def test_a_nullable_column_or_an_expression_keeps_its_own_count(engine: Engine) 
     assert None in counts and len(counts) <= 2
 
 
-def test_the_shared_count_is_released_once_with_the_sum_of_the_shares(engine: Engine) -> None:
+def test_the_shared_count_is_one_release_and_the_cost_is_unchanged(engine: Engine) -> None:
     """Five primitives of a variance of each of two columns, each at ε/5 where six each had
     ε/6; the query's cost is unchanged."""
     plan = engine.prepare("SELECT VARIANCE(a), STDDEV(b) FROM t").plan
