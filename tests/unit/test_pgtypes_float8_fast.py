@@ -1,4 +1,4 @@
-"""The float8 text fast path (``pgtypes._float8_text``, Python's repr when it is PostgreSQL's
+"""The float8 text fast path (``pgfloat._float8_text``, Python's repr when it is PostgreSQL's
 digits) prints exactly what the exact route (``_float_text`` with ``_float8_digits``) prints."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpproxy.server import pgtypes
-from dpproxy.server.pgtypes import FLOAT8_OID, _float8_digits, _float8_text, _float_text
+from dpproxy.server.pgfloat import _float8_digits, _float8_text, _float_text
+from dpproxy.server.pgtypes import FLOAT8_OID
 
 
 def _exact(x: float) -> str:
