@@ -572,7 +572,12 @@ def _fixed_bound(q: ValidQuery) -> str:
         return "the sum of the UNION ALL branches' bounds declared in the schema"
     if q.table.unit_is_unique:
         if q.source is not None:  # sql/joins.py JoinBuilder._unit_unique
-            return "every joined table's unit column is a PRIMARY KEY or UNIQUE in the database"
+            return (
+                "every joined table's unit column is a PRIMARY KEY or UNIQUE NOT NULL in the "
+                "database"
+            )
         # Spark: the schema's unit_unique, checked against the data (backends/spark_unique.py)
-        return "the unit column is a PRIMARY KEY or UNIQUE in the database, or checked unique"
+        return (
+            "the unit column is a PRIMARY KEY or UNIQUE NOT NULL in the database, or checked unique"
+        )
     return "declared in the schema"

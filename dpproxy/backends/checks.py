@@ -267,16 +267,21 @@ _PG_TYPES = (
 )
 
 
-# PostgreSQL: the single columns of full, non-expression unique indexes (a PRIMARY KEY or
-# UNIQUE constraint) of the relation the name resolves to. A plain table with inheritance
-# children is left out: its index holds only its own rows, and a SELECT of it reads the
-# children's too (the same unit in parent and child: two rows). A partitioned table's unique
-# index holds across its partitions.
+# PostgreSQL: the single NOT NULL columns of full, non-expression, valid unique indexes (a
+# PRIMARY KEY or UNIQUE constraint) of the relation the name resolves to. NOT NULL: a unique
+# index admits any number of NULLs, and the rows whose unit is NULL are one unit
+# (``rewrite/bound.py``). Valid: a CREATE UNIQUE INDEX CONCURRENTLY that failed, on a
+# duplicate say, leaves an index marked unique but not valid over rows that repeat a key. A
+# plain table with inheritance children is left out: its index holds only its own rows, and
+# a SELECT of it reads the children's too (the same unit in parent and child: two rows). A
+# partitioned table's unique index holds across its partitions, none of which can be a
+# foreign table, and so does its NOT NULL (a partition cannot drop it).
 PG_UNIQUE = (
     "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_index i "
     "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
-    "WHERE i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL "
+    "WHERE i.indisunique AND i.indisvalid AND a.attnotnull "
+    "AND i.indnkeyatts = 1 AND i.indpred IS NULL "
     "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
 )

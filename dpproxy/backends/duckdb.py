@@ -137,7 +137,9 @@ class DuckDBBackend:
         """Check every schema table and column exists; mark unit columns that are provably unique.
 
         Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column
-        of a stored table: metadata, not data, so reading it reveals nothing about any person.
+        of a stored table, the column NOT NULL as well (a UNIQUE column admits any number of
+        NULLs, and the rows whose unit is NULL are one unit: ``rewrite/bound.py``): metadata,
+        not data, so reading it reveals nothing about any person.
         A view's ``DESCRIBE`` does not count: it shows the key and the NOT NULL of the table
         it reads however it joins it (``SELECT t.* FROM t JOIN u ON true`` shows t's key,
         each unit |u| times; a LEFT JOIN's missing side shows NOT NULL). The columns of
@@ -208,8 +210,12 @@ class DuckDBBackend:
             # Only a stored table's DESCRIBE speaks for its rows: a view's shows the key and
             # NOT NULL of the table it reads, through a join that repeats or misses its rows
             # (``SELECT t.* FROM t JOIN u ON true`` shows t's PRIMARY KEY: each unit |u| times).
-            unique = {(n, u) for n, u in unique if n in stored}
             not_null = {n: cs for n, cs in not_null.items() if n.lower() in stored}
+            # A UNIQUE column holds any number of NULLs, and rows whose unit is NULL form one
+            # unit (``rewrite/bound.py`` ranks them together): unique only when NOT NULL too
+            # (a PRIMARY KEY is); 500 NULL-unit rows were once counted with sensitivity 1.
+            declared = {n.lower(): cs for n, cs in not_null.items()}
+            unique = {(n, u) for n, u in unique if n in stored and u in declared.get(n, ())}
             proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs}, stored)
             # the other bounded columns, proved by the rows of a file no one can write
             scanned = (

@@ -183,10 +183,11 @@ class PostgresBackend:
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
         """Check every schema table and column is visible and readable; mark unit columns
-        that a single-column PRIMARY KEY or UNIQUE constraint (a full, non-expression unique
-        index of the relation the name resolves to, not a parent of inheritance children:
-        ``checks.PG_UNIQUE``) proves unique, and the columns of private tables declared NOT NULL
-        (``checks.postgres_not_null``). Reads metadata only."""
+        that a single-column PRIMARY KEY or UNIQUE constraint (a full, non-expression, valid
+        unique index of the relation the name resolves to, not a parent of inheritance
+        children, on a NOT NULL column: ``checks.PG_UNIQUE``) proves unique, and the columns
+        of private tables declared NOT NULL (``checks.postgres_not_null``). Reads metadata
+        only."""
         columns_q = sql.SQL(
             "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
             "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "

@@ -631,8 +631,8 @@ class JoinBuilder:
         """Does the database prove at most one joined row per unit, so that contribution
         bounding would provably remove nothing (``planning/planner.py`` then skips it)?
 
-        Yes when every table of the inner join is private, its unit column is UNIQUE or the
-        PRIMARY KEY in the database (``Table.unit_is_unique``, read from the backend's
+        Yes when every table of the inner join is private, its unit column is UNIQUE NOT NULL or
+        the PRIMARY KEY in the database (``Table.unit_is_unique``, read from the backend's
         constraints when it attaches the catalog) and it is joined on that column (the column
         is in the unit's class of equalities); no public table, flat map, table joined only to
         reach a unit, or outer join. Proof: a joined row combines one row of each table, all

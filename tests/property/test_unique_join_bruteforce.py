@@ -78,12 +78,12 @@ tables:
 DDL_UNIQUE = (
     "CREATE TABLE person(pid INTEGER PRIMARY KEY, age INTEGER, sex TEXT)",
     "CREATE TABLE account(pid INTEGER PRIMARY KEY, balance DOUBLE)",
-    "CREATE TABLE card(pid INTEGER UNIQUE, credit INTEGER)",
+    "CREATE TABLE card(pid INTEGER UNIQUE NOT NULL, credit INTEGER)",
 )
 DDL_PLAIN = (  # account without its key: several rows per person are possible
     "CREATE TABLE person(pid INTEGER PRIMARY KEY, age INTEGER, sex TEXT)",
     "CREATE TABLE account(pid INTEGER, balance DOUBLE)",
-    "CREATE TABLE card(pid INTEGER UNIQUE, credit INTEGER)",
+    "CREATE TABLE card(pid INTEGER UNIQUE NOT NULL, credit INTEGER)",
 )
 
 QUERIES = {
@@ -336,5 +336,5 @@ def test_explain_says_where_the_bound_comes_from(engine: Engine) -> None:
     bound = data["contribution_bound"]
     assert not bound["enforced_in_sql"]
     assert bound["how"] == (
-        "every joined table's unit column is a PRIMARY KEY or UNIQUE in the database"
+        "every joined table's unit column is a PRIMARY KEY or UNIQUE NOT NULL in the database"
     )

@@ -3,7 +3,8 @@
 ``DESCRIBE`` decides a unit column that is its table's only ``PRI`` column; any other unit
 column in a key is decided by ``duckdb_constraints()``. Each case is checked against the
 constraints themselves: unique exactly when one PRIMARY KEY or UNIQUE constraint holds the unit
-column alone.
+column alone and the column is NOT NULL (a UNIQUE column admits any number of NULLs, and the
+rows whose unit is NULL are one unit).
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ CASES = [
     "x INTEGER PRIMARY KEY, y INTEGER, z INTEGER",
     "x INTEGER, y INTEGER, z INTEGER, PRIMARY KEY (x, y)",
     "x INTEGER UNIQUE, y INTEGER, z INTEGER",
+    "x INTEGER UNIQUE NOT NULL, y INTEGER, z INTEGER",
+    "x INTEGER NOT NULL, y INTEGER NOT NULL, z INTEGER, UNIQUE (x, y)",
     "x INTEGER, y INTEGER, z INTEGER, UNIQUE (x, y)",
     "x INTEGER PRIMARY KEY, y INTEGER UNIQUE, z INTEGER",
+    "x INTEGER PRIMARY KEY, y INTEGER UNIQUE NOT NULL, z INTEGER",
     "x INTEGER, y INTEGER, z INTEGER, PRIMARY KEY (x, y), UNIQUE (x)",
     "x INTEGER UNIQUE, y INTEGER, z INTEGER, PRIMARY KEY (x, y)",
     "x INTEGER PRIMARY KEY, y INTEGER, z INTEGER, UNIQUE (x, y)",
@@ -65,7 +69,14 @@ def test_a_unit_column_is_unique_exactly_when_a_key_holds_it_alone(
             "SELECT constraint_column_names FROM duckdb_constraints() "
             "WHERE table_name = 't' AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
         ).fetchall()
-    expected = [unit] in [list(k[0]) for k in keys]
+        not_null = {
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM duckdb_columns() "
+                "WHERE table_name = 't' AND NOT is_nullable"
+            ).fetchall()
+        }
+    expected = [unit] in [list(k[0]) for k in keys] and unit in not_null
     backend = DuckDBBackend(path)
     try:
         catalog = backend.attach_catalog(parse_catalog(_schema(unit)))
