@@ -155,7 +155,8 @@ def _query_memos() -> list[Any]:
     return memos
 
 
-NUMBER_MEMOS = (("dpproxy.planning.planner", "_SCORED"),)  # module-level dicts memoising numbers
+# module-level dicts memoising numbers (planner's until the split of 2026-11-29, then choosing's)
+NUMBER_MEMOS = (("dpproxy.planning.planner", "_SCORED"), ("dpproxy.planning.choosing", "_SCORED"))
 
 
 def _every_memo() -> list[Any]:

@@ -14,7 +14,7 @@ makes the copy:
 - NOT NULL only on the columns the user names (``--not-null``): DuckDB checks each row as it
   inserts, and a NULL refuses the copy (23502). ``schema init`` then drafts those columns
   without ``nullable: true``, and the counts of such columns are one ``COUNT(*)`` released
-  once (``planning/planner._PrimitiveBuilder._count``): a VARIANCE and a STDDEV of two of
+  once (``planning/builder.PrimitiveBuilder._count``): a VARIANCE and a STDDEV of two of
   them cost five noisy values instead of six;
 - the copy is written to a temporary file beside the target and renamed over it only once
   every table is in, so a failed copy leaves no half-written database; an existing target is

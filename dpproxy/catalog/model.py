@@ -66,7 +66,7 @@ class Column:
     # PostgreSQL's ``attnotnull`` of a plain table without children: backends/checks.py):
     # metadata the database enforces on every row, unlike the schema's ``nullable: false``, a
     # promise it trusts. ``COUNT(x)`` is then ``COUNT(*)`` over the same rows
-    # (planning/planner.py, ``_PrimitiveBuilder._count``).
+    # (planning/builder.py, ``PrimitiveBuilder._count``).
     not_null: bool = False
 
     @property

@@ -17,8 +17,8 @@ from dpproxy.analysis.sensitivity import PrimitiveKind, sensitivity
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
+from dpproxy.planning.builder import total_cost
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan
-from dpproxy.planning.planner import total_cost
 from dpproxy.values import Cost, exp_down, float_up, ln_down, ln_up
 
 

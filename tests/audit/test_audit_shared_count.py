@@ -1,5 +1,5 @@
 """Audit of one count shared by the COUNTs of columns the database declares NOT NULL
-(``planning/planner._PrimitiveBuilder._count``).
+(``planning/builder.PrimitiveBuilder._count``).
 
 ``SELECT COUNT(a), COUNT(b) FROM t`` over a DuckDB file whose a and b are NOT NULL is planned
 (:meth:`dpproxy.engine.Engine.prepare`) as one ``COUNT(*)`` primitive at the query's whole ε:

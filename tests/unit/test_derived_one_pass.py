@@ -1,4 +1,4 @@
-"""A COUNT read off a JOINT mean is planned in one pass (``planner._derived_first``): the plan,
+"""A COUNT read off a JOINT mean is planned in one pass (``choosing.derived_first``): the plan,
 or the error, is the one the planner's two passes give (a plan at the weights, then one at the
 split ``derived.split`` draws from it), which the tests get by turning the shortcut off."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from dpproxy.catalog.model import MechanismKind, Neighbouring
 from dpproxy.errors import DPProxyError
-from dpproxy.planning import planner
+from dpproxy.planning import choosing, planner
 from dpproxy.planning.methods import MethodOptions
 from dpproxy.planning.plan import Method
 from dpproxy.sql.parse import parse
@@ -59,7 +59,7 @@ def test_one_pass_plan_is_the_two_passes_plan(
 ) -> None:
     policy = replace(demo_catalog.policy, neighbouring=relation)
     methods = (None, Method.JOINT, Method.PTR, Method.SMOOTH)
-    original = planner._derived_first
+    original = choosing.derived_first
     taken: list[bool] = []
 
     def counted(*args: Any) -> Any:
@@ -77,10 +77,10 @@ def test_one_pass_plan_is_the_two_passes_plan(
             )
 
         with monkeypatch.context() as m:
-            m.setattr(planner, "_derived_first", counted)
+            m.setattr(planner, "derived_first", counted)
             one = _outcome(plan)
         with monkeypatch.context() as m:
-            m.setattr(planner, "_derived_first", lambda *args: None)
+            m.setattr(planner, "derived_first", lambda *args: None)
             two = _outcome(plan)
         assert one == two, (sql, eps, dlt, method)
     if mechanism is MechanismKind.LAPLACE:

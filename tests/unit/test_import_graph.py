@@ -43,7 +43,6 @@ KNOWN_CYCLE_EDGES = {
 KNOWN_LONG_MODULES = {
     "accounting/budget_cli.py",
     "accounting/ledger.py",
-    "planning/planner.py",
     "server/session.py",
     "sql/joins.py",
 }

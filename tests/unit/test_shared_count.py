@@ -1,4 +1,4 @@
-"""One count for columns the database declares NOT NULL (``planning/planner._PrimitiveBuilder
+"""One count for columns the database declares NOT NULL (``planning/builder.PrimitiveBuilder
 ._count``, ``planning/derived.declared_not_null``).
 
 ``COUNT(x)`` of a column the database declares NOT NULL (``Column.not_null``, read by the
