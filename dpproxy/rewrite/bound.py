@@ -234,7 +234,7 @@ def two_sided(ctx: RewriteContext) -> exp.Select:
     keyed hash; DropNonUnique keeps a key value's row only if it is the only one. Then the two
     truncated sides are joined on the keys."""
     from dpproxy.catalog.model import ColumnType
-    from dpproxy.sql.joins import SIDE_UNIT
+    from dpproxy.sql.joinparts import SIDE_UNIT
     from dpproxy.sql.types import COLUMN_TYPES
 
     plan = ctx.plan

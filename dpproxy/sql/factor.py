@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpproxy.sql.joins import conjuncts
+from dpproxy.sql.joinparts import conjuncts
 
 
 def factor_or(cond: exp.Expression) -> exp.Expression:

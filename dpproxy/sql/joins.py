@@ -40,96 +40,29 @@ a join, and flat maps over anything but a split string.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sqlglot import exp
 
 from dpproxy.catalog.model import Catalog, Column, ColumnType, ContributionBound, Table
 from dpproxy.errors import AmbiguousColumn, Forbidden, UndefinedTable, UnsupportedQuery
+from dpproxy.sql.joinparts import (
+    SIDE_UNIT,
+    UNIT_OF_ROW,
+    Instance,
+    JoinSource,
+    OuterJoin,
+    Side,
+    UnionFind,
+    column_names,
+    column_of,
+    conjuncts,
+    derived_bound,
+    from_item,
+    has_column,
+    slice_bounds,
+    unique_key,
+)
 
-UNIT_OF_ROW = "__unit_of_row"
-SIDE_UNIT = "__side_unit"
 MAX_INSTANCES = 12
-
-
-@dataclass
-class _Instance:
-    alias: str
-    table: Table | None  # None: a flat map
-    hidden: bool = False  # joined by dpproxy to reach a unit
-    unnest: exp.Expression | None = None  # the array expression of a flat map
-    element: str = ""  # the flat map's column name
-    fan_out: int | None = None  # a flat map's most elements per row (schema or slice)
-
-
-@dataclass(frozen=True, slots=True)
-class Side:
-    """One side of a join between two units' rows: its rows (SQL), the columns it projects
-    (virtual names), its join key columns (aligned with the other side's), its rows per unit
-    M from the schema, and whether its key is unique (DropNonUnique) or not (DropExcess)."""
-
-    select: exp.Select  # SELECT <columns AS virtual names>, <unit> AS __side_unit FROM …
-    columns: tuple[str, ...]
-    keys: tuple[str, ...]
-    rows_per_unit: int
-    unique_key: bool
-    description: str
-
-    def truncation(self, join_rows: int) -> tuple[int, int]:
-        """(T, S): rows kept per key value and the strategy's stability (reading/002)."""
-        return (1, 1) if self.unique_key else (join_rows, 2)
-
-
-@dataclass(frozen=True, slots=True)
-class JoinSource:
-    """The joined relation as SQL, with what explain shows about it."""
-
-    select: exp.Select  # SELECT <columns AS virtual names>, <unit> AS __unit_of_row FROM …
-    description: str  # "lineitem l ⋈ orders o ⋈ nation n"
-    derived: int | None  # rows per unit from the schema; None when some fan-out is unknown
-    derivation: str  # how ``derived`` was computed, or why it is unknown
-    hidden: tuple[str, ...] = ()  # tables joined only to reach the unit
-    # A join of two units' rows on other columns: both sides, truncated per join key in the
-    # rewrite (``rewrite/pipeline.py``), instead of one relation bounded per unit.
-    sides: tuple[Side, Side] | None = None
-    # (virtual name, schema table, column) of every visible column: what ``sql/semijoins.py``
-    # needs to tie a subquery to the unit of the outer row.
-    origins: tuple[tuple[str, str, str], ...] = ()
-
-    def stability(self, join_rows: int) -> int:
-        """Rows of the joined relation that one unit can change (reading/002):
-        T_a·S_b·M_b + T_b·S_a·M_a, with T, S = 1, 1 for DropNonUnique and T, 2 for
-        DropExcess(T); M is a side's rows per unit."""
-        assert self.sides is not None
-        a, b = self.sides
-        (ta, sa), (tb, sb) = a.truncation(join_rows), b.truncation(join_rows)
-        return ta * sb * b.rows_per_unit + tb * sa * a.rows_per_unit
-
-
-@dataclass(frozen=True, slots=True)
-class OuterJoin:
-    """``… LEFT|RIGHT|FULL JOIN <alias> ON <edges>``: the equalities of its ON (or USING)."""
-
-    side: str
-    alias: str
-    edges: tuple[tuple[tuple[str, str], tuple[str, str]], ...]
-
-
-@dataclass
-class _UnionFind:
-    parent: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-
-    def find(self, x: tuple[str, str]) -> tuple[str, str]:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: tuple[str, str], b: tuple[str, str]) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[ra] = rb
 
 
 def needs_join(select: exp.Select, catalog: Catalog) -> bool:
@@ -143,24 +76,14 @@ def needs_join(select: exp.Select, catalog: Catalog) -> bool:
     return t is not None and t.private and t.unit_via is not None
 
 
-def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    if isinstance(node, exp.Paren):
-        return conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return conjuncts(node.this) + conjuncts(node.expression)
-    return [node]
-
-
 class JoinBuilder:
     """Collects the FROM items and equalities of one SELECT and builds the joined relation."""
 
     def __init__(self, select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expression]):
         self.catalog = catalog
         self.ctes = ctes
-        self.instances: list[_Instance] = []
-        self.uf = _UnionFind()
+        self.instances: list[Instance] = []
+        self.uf = UnionFind()
         self.edges: list[tuple[tuple[str, str], tuple[str, str]]] = []
         self.flat_links: list[tuple[str, str]] = []  # (flat map, the table whose column it splits)
         self.filters: list[exp.Expression] = []  # ON conjuncts other than join equalities
@@ -177,7 +100,7 @@ class JoinBuilder:
 
     # -- FROM items ----------------------------------------------------------------------
 
-    def _add_item(self, item: exp.Expression) -> _Instance:
+    def _add_item(self, item: exp.Expression) -> Instance:
         if isinstance(item, exp.Lateral):
             item = item.this
         if isinstance(item, exp.Unnest):
@@ -212,9 +135,9 @@ class JoinBuilder:
                 f'self-joins are not supported: the private table "{table.name}" appears twice',
                 hint="one unit's rows joined with themselves have no useful bound",
             )
-        return self._register(_Instance(alias, table))
+        return self._register(Instance(alias, table))
 
-    def _register(self, inst: _Instance) -> _Instance:
+    def _register(self, inst: Instance) -> Instance:
         if any(i.alias == inst.alias for i in self.instances):
             raise AmbiguousColumn(f'table name "{inst.alias}" specified more than once')
         if len(self.instances) >= MAX_INSTANCES:
@@ -222,12 +145,12 @@ class JoinBuilder:
         self.instances.append(inst)
         return inst
 
-    def _add_unnest(self, item: exp.Unnest) -> _Instance:
+    def _add_unnest(self, item: exp.Unnest) -> Instance:
         args = item.expressions
         requested: int | None = None
         first = 1  # the first element used (1-based), from a slice in the query
         if len(args) == 1 and isinstance(args[0], exp.Bracket):
-            first, requested = _slice_bounds(args[0])
+            first, requested = slice_bounds(args[0])
             inner = args[0].this
             args = [inner.this if isinstance(inner, exp.Paren) else inner]
         if len(args) != 1 or not isinstance(
@@ -271,7 +194,7 @@ class JoinBuilder:
             raise UnsupportedQuery(
                 f'UNNEST must split a column of a table before it: "{parts[0].sql("postgres")}"'
             )
-        column = _column(self._inst(owner[0]), owner[1])
+        column = column_of(self._inst(owner[0]), owner[1])
         if column.type is not ColumnType.TEXT:
             raise UnsupportedQuery(f'UNNEST splits text; "{column.name}" is {column.type.value}')
         split: exp.Expression = exp.StringToArray(
@@ -290,7 +213,7 @@ class JoinBuilder:
                 ],
             )
         inst = self._register(
-            _Instance(name or element, None, unnest=split, element=element, fan_out=most)
+            Instance(name or element, None, unnest=split, element=element, fan_out=most)
         )
         self.flat_links.append((inst.alias, owner[0]))
         return inst
@@ -332,7 +255,7 @@ class JoinBuilder:
         for ident in join.args.get("using") or []:
             self._using(ident.name.lower(), inst)
 
-    def _using(self, column: str, right: _Instance) -> None:
+    def _using(self, column: str, right: Instance) -> None:
         left = [
             i
             for i in self.instances
@@ -352,9 +275,9 @@ class JoinBuilder:
         if col.table:
             for i in self.instances:
                 if i.alias == col.table.lower():
-                    return (i.alias, name) if _has(i, name) else None
+                    return (i.alias, name) if has_column(i, name) else None
             return None
-        owners = [i for i in self.instances if _has(i, name)]
+        owners = [i for i in self.instances if has_column(i, name)]
         return (owners[0].alias, name) if len(owners) == 1 else None
 
     def _equality(self, cond: exp.Expression, *, from_where: bool) -> bool:
@@ -379,7 +302,7 @@ class JoinBuilder:
 
     # -- units ---------------------------------------------------------------------------
 
-    def _unit_of(self, inst: _Instance, depth: int = 0) -> tuple[str, str]:
+    def _unit_of(self, inst: Instance, depth: int = 0) -> tuple[str, str]:
         """The (alias, column) holding this private instance's unit, joining tables as needed."""
         assert inst.table is not None
         t = inst.table
@@ -399,7 +322,7 @@ class JoinBuilder:
                 return self._unit_of(other, depth + 1)
         target = self.catalog.table(via.table)
         assert target is not None  # the loader checked the references
-        hidden = self._register(_Instance(f"__via{len(self.instances)}", target, hidden=True))
+        hidden = self._register(Instance(f"__via{len(self.instances)}", target, hidden=True))
         self._edge((inst.alias, via.column.lower()), (hidden.alias, via.key.lower()))
         return self._unit_of(hidden, depth + 1)
 
@@ -473,16 +396,17 @@ class JoinBuilder:
                 )
             keys = tuple(vnames[pair[n]] for pair in pairs)
             unique = any(
-                (t := self._inst(pair[n][0]).table) is not None and self._unique(t, pair[n][1])
+                (t := self._inst(pair[n][0]).table) is not None
+                and unique_key(t, pair[n][1], self.catalog)
                 for pair in pairs
             )
-            own = [vnames[(i.alias, c)] for i in members if not i.hidden for c in _column_names(i)]
+            own = [vnames[(i.alias, c)] for i in members if not i.hidden for c in column_names(i)]
             select = exp.select()
             for inst in members:
                 if inst.hidden:
                     continue
-                for c in _column_names(inst):
-                    value = exp.column(_column(inst, c).name, table=inst.alias)
+                for c in column_names(inst):
+                    value = exp.column(column_of(inst, c).name, table=inst.alias)
                     select = select.select(exp.alias_(value, vnames[(inst.alias, c)]), copy=False)
             unit = units.get(members[0].alias) or self._unit_of(members[0])
             select = select.select(
@@ -503,7 +427,7 @@ class JoinBuilder:
         )
         first = groups[0][0]
         root = units.get(first.alias) or self._unit_of(first)
-        unit_type = _column(self._inst(root[0]), root[1]).type
+        unit_type = column_of(self._inst(root[0]), root[1]).type
         columns.append(Column(UNIT_OF_ROW, unit_type))
         table = Table(
             name=described,
@@ -518,21 +442,21 @@ class JoinBuilder:
         return table, source, names, ambiguous
 
     def _virtual_columns(
-        self, visible: list[_Instance]
+        self, visible: list[Instance]
     ) -> tuple[dict[tuple[str, str], str], dict[str, exp.Expression], set[str], list[Column]]:
         counts: dict[str, int] = {}
         for inst in visible:
-            for name in _column_names(inst):
+            for name in column_names(inst):
                 counts[name] = counts.get(name, 0) + 1
         vnames: dict[tuple[str, str], str] = {}
         names: dict[str, exp.Expression] = {}
         ambiguous: set[str] = set()
         columns: list[Column] = []
         for inst in visible:
-            for name in _column_names(inst):
+            for name in column_names(inst):
                 vname = name if counts[name] == 1 else f"{inst.alias}__{name}"
                 vnames[(inst.alias, name)] = vname
-                c = _column(inst, name)
+                c = column_of(inst, name)
                 columns.append(Column(vname, c.type, c.lower, c.upper, c.nullable, c.domain))
                 names[f"{inst.alias}.{name}"] = exp.column(vname)
                 if counts[name] == 1:
@@ -541,13 +465,13 @@ class JoinBuilder:
                     ambiguous.add(name)
         return vnames, names, ambiguous, columns
 
-    def _from_where(self, select: exp.Select, members: list[_Instance]) -> exp.Select:
+    def _from_where(self, select: exp.Select, members: list[Instance]) -> exp.Select:
         """FROM the members, WHERE the equalities among them (dpproxy's own, never the text)."""
         aliases = {i.alias for i in members}
-        select = select.from_(_from_item(members[0]), copy=False)
+        select = select.from_(from_item(members[0]), copy=False)
         for inst in members[1:]:
             select = select.join(
-                _from_item(inst), join_type="CROSS" if inst.unnest else None, copy=False
+                from_item(inst), join_type="CROSS" if inst.unnest else None, copy=False
             )
         done: set[frozenset[tuple[str, str]]] = set()
         for a, b in self.edges:
@@ -555,17 +479,17 @@ class JoinBuilder:
                 continue
             done.add(frozenset((a, b)))
             cond = exp.EQ(
-                this=exp.column(_column(self._inst(a[0]), a[1]).name, table=a[0]),
-                expression=exp.column(_column(self._inst(b[0]), b[1]).name, table=b[0]),
+                this=exp.column(column_of(self._inst(a[0]), a[1]).name, table=a[0]),
+                expression=exp.column(column_of(self._inst(b[0]), b[1]).name, table=b[0]),
             )
             select = select.where(cond, copy=False)
         return select
 
-    def _inst(self, alias: str) -> _Instance:
+    def _inst(self, alias: str) -> Instance:
         return next(i for i in self.instances if i.alias == alias)
 
     def _check_connected(self) -> None:
-        groups = _UnionFind()
+        groups = UnionFind()
         for a, b in self.edges:
             groups.union((a[0], ""), (b[0], ""))
         for flat, owner in self.flat_links:
@@ -588,11 +512,11 @@ class JoinBuilder:
         select = exp.select()
         for (alias, name), vname in vnames.items():
             inst = self._inst(alias)
-            source = inst.element if inst.unnest is not None else _column(inst, name).name
+            source = inst.element if inst.unnest is not None else column_of(inst, name).name
             select = select.select(
                 exp.alias_(exp.column(source, table=alias), vname, copy=False), copy=False
             )
-        unit_type = _column(self._inst(root_unit[0]), root_unit[1]).type
+        unit_type = column_of(self._inst(root_unit[0]), root_unit[1]).type
         select = select.select(
             exp.alias_(exp.column(root_unit[1], table=root_unit[0]), UNIT_OF_ROW, copy=False),
             copy=False,
@@ -654,162 +578,7 @@ class JoinBuilder:
                 return False
         return True
 
-    def _derived_bound(self, subset: list[_Instance] | None = None) -> tuple[int | None, str]:
-        """Rows of one unit in the joined relation, from the schema and the public data.
-
-        Start from one private table (its declared rows per unit) and add the others along the
-        equalities: a table joined on a column that is unique in it (a referenced key, or the
-        unit of a one-row-per-unit table) adds a factor 1; a public table adds the most rows
-        sharing one value of its join column; another private table its rows per unit; a flat
-        map an unknown factor. The smallest product over the possible starting tables wins."""
+    def _derived_bound(self, subset: list[Instance] | None = None) -> tuple[int | None, str]:
+        """:func:`~dpproxy.sql.joinparts.derived_bound` of the instances (or ``subset``)."""
         members = self.instances if subset is None else subset
-        best: tuple[int, str] | None = None
-        reason = ""
-        for start in members:
-            if start.table is None or not start.table.private:
-                continue
-            k = start.table.bound.rows_total()
-            if k is None:
-                reason = f"{start.table.name} declares no max_rows_per_unit"
-                continue
-            total, parts = k, [f"{start.table.name} {k}"]
-            joined = {start.alias}
-            ok = True
-            while ok and len(joined) < len(members):
-                step = self._next_factor(joined, members)
-                if step is None:
-                    ok = False
-                    break
-                alias, factor, why = step
-                joined.add(alias)
-                if factor is None:
-                    reason = why
-                    ok = False
-                    break
-                total *= factor
-                parts.append(why)
-            if ok and (best is None or total < best[0]):
-                best = (total, " × ".join(parts))
-        if best is None:
-            return None, reason or "no table declares its rows per unit"
-        return best
-
-    def _next_factor(
-        self, joined: set[str], members: list[_Instance]
-    ) -> tuple[str, int | None, str] | None:
-        """The cheapest instance to add next: (alias, its fan-out, why)."""
-        options: list[tuple[str, int | None, str]] = []
-        for inst in members:
-            if inst.alias in joined:
-                continue
-            if inst.unnest is not None:
-                if any(f == inst.alias and o in joined for f, o in self.flat_links):
-                    if inst.fan_out is None:
-                        options.append((inst.alias, None, "UNNEST has no declared fan-out"))
-                    else:
-                        why = f"UNNEST {inst.fan_out} (elements per row)"
-                        options.append((inst.alias, inst.fan_out, why))
-                continue
-            cols = {
-                mine[1]
-                for a, b in self.edges
-                for mine, other in ((a, b), (b, a))
-                if mine[0] == inst.alias and other[0] in joined
-            }
-            if not cols:
-                continue
-            assert inst.table is not None
-            options.append((inst.alias, *self._factor(inst, cols)))
-        if not options:
-            return None
-        known = [o for o in options if o[1] is not None]
-        if known:
-            return min(known, key=lambda o: o[1] or 0)
-        return options[0]
-
-    def _factor(self, inst: _Instance, cols: set[str]) -> tuple[int | None, str]:
-        t = inst.table
-        assert t is not None
-        if any(self._unique(t, c) for c in cols):
-            return 1, f"{t.name} 1 (unique key)"
-        if not t.private:
-            fan = [m for c in cols if (m := t.fan_out(c)) is not None]
-            if fan:
-                return min(fan), f"{t.name} {min(fan)} (most rows per {sorted(cols)[0]})"
-            return None, f"the fan-out of public table {t.name} was not measured"
-        k = t.bound.rows_total()
-        if k is None:
-            return None, f"{t.name} declares no max_rows_per_unit"
-        return k, f"{t.name} {k}"
-
-    def _unique(self, t: Table, column: str) -> bool:
-        """Is the column a key of the table (from the schema, or measured on public data)?"""
-        if not t.private:
-            return t.fan_out(column) == 1
-        if t.privacy_unit and t.privacy_unit.lower() == column and t.bound.rows_total() == 1:
-            return True
-        return any(
-            o.unit_via is not None
-            and o.unit_via.table.lower() == t.name.lower()
-            and o.unit_via.key.lower() == column
-            for o in self.catalog.tables
-        )
-
-
-def _slice_bounds(bracket: exp.Bracket) -> tuple[int, int]:
-    """The first element and the number of elements of ``array[lo:hi]``, with positive literal
-    bounds (1-based, both included)."""
-    slices = bracket.expressions
-    if len(slices) == 1 and isinstance(slices[0], exp.Slice):
-        lo, hi = slices[0].this, slices[0].expression
-        if (
-            isinstance(lo, exp.Literal)
-            and isinstance(hi, exp.Literal)
-            and lo.is_int
-            and hi.is_int
-            and 1 <= int(lo.name) <= int(hi.name)
-        ):
-            return int(lo.name), int(hi.name) - int(lo.name) + 1
-    raise UnsupportedQuery(
-        "UNNEST of a slice needs literal bounds: UNNEST((string_to_array(c, ','))[1:5])"
-    )
-
-
-def _has(inst: _Instance, name: str) -> bool:
-    if inst.unnest is not None:
-        return name == inst.element
-    assert inst.table is not None
-    return inst.table.column(name) is not None
-
-
-def _column_names(inst: _Instance) -> list[str]:
-    if inst.unnest is not None:
-        return [inst.element]
-    assert inst.table is not None
-    return [c.name.lower() for c in inst.table.columns]
-
-
-def _column(inst: _Instance, name: str) -> Column:
-    if inst.unnest is not None:
-        return Column(inst.element, ColumnType.TEXT, nullable=True)
-    assert inst.table is not None
-    for c in inst.table.columns:
-        if c.name.lower() == name:
-            return c
-    raise UnsupportedQuery(f'column "{name}" is not in {inst.table.name}')
-
-
-def _from_item(inst: _Instance) -> exp.Expression:
-    if inst.unnest is not None:
-        return exp.Unnest(
-            expressions=[inst.unnest.copy()],
-            alias=exp.TableAlias(
-                this=exp.to_identifier(inst.alias),
-                columns=[exp.to_identifier(inst.element)],
-            ),
-        )
-    assert inst.table is not None
-    return exp.Table(
-        this=exp.to_identifier(inst.table.name),
-        alias=exp.TableAlias(this=exp.to_identifier(inst.alias)),
-    )
+        return derived_bound(members, self.edges, self.flat_links, self.catalog)

@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Column, Table
 from dpproxy.errors import GroupingError, UnsupportedQuery
-from dpproxy.sql.joins import conjuncts
+from dpproxy.sql.joinparts import conjuncts
 from dpproxy.sql.scope import Scope
 from dpproxy.sql.types import COLUMN_TYPES
 

@@ -54,15 +54,16 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Catalog, Column, ContributionBound, Table
 from dpproxy.errors import UnsupportedQuery
-from dpproxy.sql.joins import (
+from dpproxy.sql.joinparts import (
     UNIT_OF_ROW,
-    JoinBuilder,
+    Instance,
     JoinSource,
     OuterJoin,
-    _column,
-    _from_item,
-    _Instance,
+    column_of,
+    factor,
+    from_item,
 )
+from dpproxy.sql.joins import JoinBuilder
 from dpproxy.sql.unitkeys import unit_key
 
 Built = tuple[Table, JoinSource, dict[str, exp.Expression], set[str]]
@@ -159,7 +160,7 @@ def _outer(b: JoinBuilder, select: exp.Select) -> Built:
 
 
 def _tied(
-    catalog: Catalog, b: JoinBuilder, oj: OuterJoin, inst: _Instance, others: list[_Instance]
+    catalog: Catalog, b: JoinBuilder, oj: OuterJoin, inst: Instance, others: list[Instance]
 ) -> bool:
     """Does an equality of the ON clause tie ``inst``'s unit to the unit of one of ``others``?"""
     aliases = {o.alias for o in others}
@@ -177,7 +178,7 @@ def _tied(
 
 
 def _check_public_preserved(
-    b: JoinBuilder, select: exp.Select, preserved: list[_Instance], nullable: list[_Instance]
+    b: JoinBuilder, select: exp.Select, preserved: list[Instance], nullable: list[Instance]
 ) -> None:
     """Case 3 of the module docstring: every aggregate reads a column of the private side, and
     every group key is a column of the public side with a declared domain."""
@@ -224,8 +225,8 @@ def _check_public_preserved(
 def _relation(
     b: JoinBuilder,
     oj: OuterJoin,
-    preserved: list[_Instance],
-    nullable: list[_Instance],
+    preserved: list[Instance],
+    nullable: list[Instance],
     roots: list[tuple[str, str]],
     kind: str,
 ) -> Built:
@@ -236,7 +237,7 @@ def _relation(
     columns = [replace(c, nullable=True) if c.name in nullable_names else c for c in columns]
     select = exp.select()
     for (alias, name), vname in vnames.items():
-        source = _column(b._inst(alias), name).name
+        source = column_of(b._inst(alias), name).name
         select = select.select(exp.alias_(exp.column(source, table=alias), vname), copy=False)
     unit_exprs = [exp.column(r[1], table=r[0]) for r in roots]
     unit: exp.Expression = (
@@ -251,13 +252,13 @@ def _relation(
     on = exp.and_(
         *(
             exp.EQ(
-                this=exp.column(_column(b._inst(x[0]), x[1]).name, table=x[0]),
-                expression=exp.column(_column(b._inst(y[0]), y[1]).name, table=y[0]),
+                this=exp.column(column_of(b._inst(x[0]), x[1]).name, table=x[0]),
+                expression=exp.column(column_of(b._inst(y[0]), y[1]).name, table=y[0]),
             )
             for x, y in oj.edges
         )
     )
-    select = select.join(_from_item(last), on=on, join_type=oj.side, copy=False)
+    select = select.join(from_item(last), on=on, join_type=oj.side, copy=False)
     derived, derivation = _bound(b, oj, preserved, nullable, kind)
     mark = {"LEFT": "⟕", "RIGHT": "⟖", "FULL": "⟗"}[oj.side]
     described = " ⋈ ".join(_name(i) for i in first) + f" {mark} {_name(last)}"
@@ -299,13 +300,13 @@ def _relation(
     return table, joined, names, ambiguous
 
 
-def _name(inst: _Instance) -> str:
+def _name(inst: Instance) -> str:
     assert inst.table is not None
     return inst.table.name + ("" if inst.alias == inst.table.name.lower() else f" {inst.alias}")
 
 
 def _bound(
-    b: JoinBuilder, oj: OuterJoin, preserved: list[_Instance], nullable: list[_Instance], kind: str
+    b: JoinBuilder, oj: OuterJoin, preserved: list[Instance], nullable: list[Instance], kind: str
 ) -> tuple[int | None, str]:
     """Rows of one unit in the outer join (module docstring): k_p · max(1, f), FULL + k_n;
     public preserved rows: those of the inner join (the unmatched rows belong to no unit)."""
@@ -322,7 +323,9 @@ def _bound(
                 return None, f"{p.table.name} declares no max_rows_per_unit"
             parts.append(k)
         ka, kc = parts
-        f, why = b._factor(c, {m[1] for x, y in oj.edges for m in (x, y) if m[0] == c.alias})
+        f, why = factor(
+            c, {m[1] for x, y in oj.edges for m in (x, y) if m[0] == c.alias}, b.catalog
+        )
         if f is None:
             return None, why
         total = ka * max(1, f) + kc
@@ -333,7 +336,7 @@ def _bound(
         return None, why
     last = b._inst(oj.alias) if oj.side == "LEFT" else b.instances[0]
     cols = {m[1] for x, y in oj.edges for m in (x, y) if m[0] == last.alias}
-    f, fwhy = b._factor(last, cols)
+    f, fwhy = factor(last, cols, b.catalog)
     if f is None:
         return None, fwhy
     return k * max(1, f), f"{why} × max(1, {fwhy}) ({oj.side} JOIN: an unmatched row once)"

@@ -48,7 +48,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import Column, ColumnType, ContributionBound, Table
 from dpproxy.errors import GroupingError, UnsupportedQuery
 from dpproxy.sql.aggregates import default_name
-from dpproxy.sql.joins import JoinSource
+from dpproxy.sql.joinparts import JoinSource
 from dpproxy.sql.leftjoin import FromScope, LeftJoin, left_join_scope, no_subqueries, row_level
 from dpproxy.sql.scope import Scope, expect_bool
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of

@@ -24,7 +24,7 @@ from dpproxy.errors import (
     UnsupportedQuery,
     WindowingError,
 )
-from dpproxy.sql.joins import JoinSource
+from dpproxy.sql.joinparts import JoinSource
 from dpproxy.sql.totality import check_allowed
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, clone, type_of
 

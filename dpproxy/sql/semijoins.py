@@ -79,7 +79,7 @@ from dpproxy.errors import (
     UnsupportedQuery,
 )
 from dpproxy.sql.factor import and_all, bare
-from dpproxy.sql.joins import conjuncts
+from dpproxy.sql.joinparts import conjuncts
 from dpproxy.sql.scope import SUBQUERY_HINT, Scope, no_aggregates, parenthesised
 from dpproxy.sql.totality import check_allowed
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of

@@ -43,7 +43,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Column, ColumnType, ContributionBound, Table
 from dpproxy.errors import DatatypeMismatch, UnsupportedQuery
-from dpproxy.sql.joins import JoinSource
+from dpproxy.sql.joinparts import JoinSource
 from dpproxy.sql.perunit import UNIT_OF_ROW
 from dpproxy.sql.scope import Scope, expect_bool
 from dpproxy.sql.types import COLUMN_TYPES

@@ -29,7 +29,8 @@ from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
 from dpproxy.sql.buckets import bucket_spec
 from dpproxy.sql.domains import listed_domain, narrow_domain
 from dpproxy.sql.factor import factor_where
-from dpproxy.sql.joins import JoinBuilder, JoinSource, needs_join
+from dpproxy.sql.joinparts import JoinSource
+from dpproxy.sql.joins import JoinBuilder, needs_join
 from dpproxy.sql.scope import (
     AggKind,
     Aggregate,

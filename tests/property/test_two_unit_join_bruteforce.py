@@ -27,7 +27,7 @@ from dpproxy.catalog.load import load_catalog
 from dpproxy.engine import Engine, Prepared
 from dpproxy.errors import DPProxyError
 from dpproxy.rewrite.fixed import sum_grids, unscale
-from dpproxy.sql.joins import Side
+from dpproxy.sql.joinparts import Side
 from dpproxy.values import Cost
 from tests.noise import NoNoise
 

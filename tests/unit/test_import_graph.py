@@ -43,7 +43,6 @@ KNOWN_CYCLE_EDGES = {
 KNOWN_LONG_MODULES = {
     "accounting/ledger.py",
     "server/session.py",
-    "sql/joins.py",
 }
 
 
