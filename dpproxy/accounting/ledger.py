@@ -33,12 +33,15 @@ commit may undo one, never a charge, since no answer leaves before its durable c
 or deleted entry — or an account row edited behind the log's back — is detected.
 
 Amounts are exact fractions stored as text (``"3/2"``); nothing is rounded.
+
+This module holds the accountant (:class:`Ledger`: reserving, committing, single flight,
+recovery); ``accounting/ledger_store.py`` the tables, records and hash chain;
+``accounting/ledger_admin.py`` administration and ``budget verify``'s replay.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -49,28 +52,54 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from dpproxy.accounting.composition import tightest
+from dpproxy.accounting.ledger_admin import LedgerAdmin
+from dpproxy.accounting.ledger_store import (
+    DDL,
+    GENESIS,
+    Account,
+    LedgerConnection,
+    LogEntry,
+    ReleaseRecord,
+    Verification,
+    body_cost,
+    cost_body,
+    entry_hash,
+    frac_of,
+    process_alive,
+    process_started,
+    storage_error,
+    text_of,
+)
 from dpproxy.accounting.memory import BudgetStatus, Reservation, Spending
 from dpproxy.errors import (
     BudgetExhausted,
     DPProxyError,
     InternalError,
     InvalidParameter,
-    LedgerFull,
     LedgerLocked,
-    LedgerReadOnly,
-    LedgerUnavailable,
     QueryCanceled,
 )
 from dpproxy.values import Cost
 
+# The ledger's API, with the records of accounting/ledger_store.py it takes and returns.
+__all__ = [
+    "LEDGER_ENV",
+    "MEMORY",
+    "SCHEMA_VERSION",
+    "Account",
+    "Ledger",
+    "LogEntry",
+    "ReleaseRecord",
+    "Verification",
+    "default_ledger_path",
+    "ledger_setting",
+]
+
 SCHEMA_VERSION = 1
-GENESIS = "0" * 64
 MEMORY = "memory"  # instead of a path: budgets kept in the process only (MemoryAccountant)
 LEDGER_ENV = "DPPROXY_LEDGER"
 
@@ -95,174 +124,7 @@ def default_ledger_path() -> Path:
     return Path(base) / "dpproxy" / "ledger.sqlite"
 
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS accounts (
-    dataset TEXT NOT NULL, principal TEXT NOT NULL, kind TEXT NOT NULL,
-    total_eps TEXT NOT NULL, total_delta TEXT NOT NULL,
-    spent_eps TEXT NOT NULL, spent_delta TEXT NOT NULL, spent_rho TEXT NOT NULL,
-    reserved_eps TEXT NOT NULL, reserved_delta TEXT NOT NULL, reserved_rho TEXT NOT NULL,
-    period_seconds INTEGER, period_start REAL NOT NULL,
-    PRIMARY KEY (dataset, principal, kind));
-CREATE TABLE IF NOT EXISTS members (
-    dataset TEXT NOT NULL, grp TEXT NOT NULL, analyst TEXT NOT NULL,
-    PRIMARY KEY (dataset, grp, analyst));
-CREATE TABLE IF NOT EXISTS reservations (
-    token TEXT PRIMARY KEY, dataset TEXT NOT NULL, analyst TEXT NOT NULL,
-    groups TEXT NOT NULL, eps TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT NOT NULL,
-    host TEXT NOT NULL, pid INTEGER NOT NULL, started TEXT NOT NULL, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS log (
-    seq INTEGER PRIMARY KEY, time REAL NOT NULL, kind TEXT NOT NULL, dataset TEXT NOT NULL,
-    principal TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS cache (
-    key TEXT PRIMARY KEY, dataset TEXT NOT NULL, analyst TEXT NOT NULL,
-    payload TEXT NOT NULL, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS flights (
-    key TEXT PRIMARY KEY, dataset TEXT NOT NULL, token TEXT NOT NULL);
-"""
-
-
-def _frac(text: str) -> Fraction:
-    return Fraction(text)
-
-
-def _text(f: Fraction) -> str:
-    return f"{f.numerator}/{f.denominator}"
-
-
-# SQLite's primary result codes (https://sqlite.org/rescode.html) behind a LedgerUnavailable.
-_SQLITE_CODES: dict[int, type[LedgerUnavailable]] = {
-    3: LedgerReadOnly,  # SQLITE_PERM
-    5: LedgerLocked,  # SQLITE_BUSY (after the busy timeout)
-    6: LedgerLocked,  # SQLITE_LOCKED
-    8: LedgerReadOnly,  # SQLITE_READONLY (a read-only file, directory or file system)
-    13: LedgerFull,  # SQLITE_FULL (no space left, or a file size limit)
-}
-_OS_CODES: dict[int, type[LedgerUnavailable]] = {
-    errno.ENOSPC: LedgerFull,
-    errno.EDQUOT: LedgerFull,
-    errno.EROFS: LedgerReadOnly,
-    errno.EACCES: LedgerReadOnly,
-    errno.EPERM: LedgerReadOnly,
-}
-_WHAT = {
-    LedgerFull: "is full (no space left on its disk)",
-    LedgerReadOnly: "is read-only",
-    LedgerLocked: "is locked by another process",
-    LedgerUnavailable: "cannot be read or written",
-}
-
-
-def storage_error(e: BaseException, path: Path | None = None) -> DPProxyError:
-    """The error a failure of the ledger's storage (a ``sqlite3.Error`` or an ``OSError``)
-    becomes: PostgreSQL's closest SQLSTATE — 53100 disk full, 25006 read-only, 55P03 locked,
-    else 58030 I/O error (22023 for a file that is not a SQLite database). With ``path``
-    (opening the ledger, for the operator) the message names the file and the cause; without
-    (a query, for a client) the cause goes to ``log_detail`` only."""
-    if isinstance(e, DPProxyError):
-        if path is None or not isinstance(e.__cause__, sqlite3.Error | OSError):
-            return e
-        e = e.__cause__
-    if isinstance(e, OSError):
-        cls = _OS_CODES.get(e.errno or 0, LedgerUnavailable)
-        cause = e.strerror or str(e)
-    else:
-        code = getattr(e, "sqlite_errorcode", 0) & 0xFF
-        cause = f"{e} ({getattr(e, 'sqlite_errorname', type(e).__name__)})"
-        if code == 26:  # SQLITE_NOTADB
-            where = f"{path}" if path is not None else "the budget ledger file"
-            return InvalidParameter(
-                f"{where} is not a dpproxy ledger (a SQLite database): {cause}",
-                hint="--ledger (or $DPPROXY_LEDGER) must name a dpproxy ledger",
-            )
-        cls = _SQLITE_CODES.get(code, LedgerUnavailable)
-    if path is not None:
-        return cls(f"the budget ledger {path} {_WHAT[cls]}: {cause}", log_detail=cause)
-    return cls(
-        f"the budget ledger {_WHAT[cls]}: no charge can be recorded, so nothing is released",
-        log_detail=cause,
-    )
-
-
-class _Connection(sqlite3.Connection):
-    """A connection to the ledger whose failures are DPProxyErrors (:func:`storage_error`):
-    a client gets a SQLSTATE, never a raw ``sqlite3`` exception or a dropped session."""
-
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        try:
-            return super().execute(sql, parameters)
-        except sqlite3.Error as e:
-            raise storage_error(e) from e
-
-    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
-        try:
-            return super().executescript(sql_script)
-        except sqlite3.Error as e:
-            raise storage_error(e) from e
-
-
-@dataclass(frozen=True, slots=True)
-class Account:
-    """One principal's budget on one dataset."""
-
-    principal: str
-    kind: str  # "analyst" | "group"
-    total: Cost
-    spent: Cost
-    reserved: Cost
-    period_seconds: int | None
-    period_start: float
-
-    @property
-    def remaining(self) -> Cost:
-        return self.total - (self.spent + self.reserved)
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntry:
-    seq: int
-    time: float
-    kind: str
-    principal: str
-    body: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """``head`` is the hash of the last entry: keep it elsewhere to detect a truncated log
-    (removing the newest entries leaves a consistent chain that only the head can expose)."""
-
-    ok: bool
-    entries: int
-    problems: tuple[str, ...]
-    head: str = GENESIS
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseRecord:
-    """What the log keeps about a release: never a value, only what was asked and how."""
-
-    query: str
-    plan: str
-    mechanism: str
-
-
-def _cost_body(c: Cost) -> dict[str, str]:
-    return {"eps": _text(c.epsilon), "delta": _text(c.delta), "rho": _text(c.rho)}
-
-
-def _body_cost(b: dict[str, Any]) -> Cost:
-    return Cost(_frac(b["eps"]), _frac(b["delta"]), _frac(b.get("rho", "0")))
-
-
-def _entry_hash(
-    prev: str, seq: int, t: float, kind: str, dataset: str, principal: str, body: str
-) -> str:
-    canon = json.dumps([prev, seq, repr(t), kind, dataset, principal, body], ensure_ascii=False)
-    return hashlib.sha256(canon.encode()).hexdigest()
-
-
-class Ledger:
+class Ledger(LedgerAdmin):
     """The durable accountant (see the module docstring); thread-safe, multi-process safe."""
 
     def __init__(
@@ -305,7 +167,7 @@ class Ledger:
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         con0 = self._con()
-        con0.executescript(_DDL)
+        con0.executescript(DDL)
         row = con0.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
         if row is None:
             con0.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)", (str(SCHEMA_VERSION),))
@@ -326,7 +188,7 @@ class Ledger:
                     timeout=self._busy,
                     isolation_level=None,
                     check_same_thread=True,
-                    factory=_Connection,
+                    factory=LedgerConnection,
                 )
             except sqlite3.Error as e:
                 raise storage_error(e) from e
@@ -425,7 +287,7 @@ class Ledger:
         seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
         t = float(self._clock())
         text = json.dumps(body, sort_keys=True, ensure_ascii=False)
-        h = _entry_hash(prev, seq, t, kind, self.dataset, principal, text)
+        h = entry_hash(prev, seq, t, kind, self.dataset, principal, text)
         con.execute(
             "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (seq, t, kind, self.dataset, principal, text, prev, h),
@@ -446,9 +308,9 @@ class Ledger:
         return Account(
             principal,
             kind,
-            Cost(_frac(row[0]), _frac(row[1])),
-            Cost(_frac(row[2]), _frac(row[3]), _frac(row[4])),
-            Cost(_frac(row[5]), _frac(row[6]), _frac(row[7])),
+            Cost(frac_of(row[0]), frac_of(row[1])),
+            Cost(frac_of(row[2]), frac_of(row[3]), frac_of(row[4])),
+            Cost(frac_of(row[5]), frac_of(row[6]), frac_of(row[7])),
             row[8],
             row[9],
         )
@@ -460,14 +322,14 @@ class Ledger:
                 self.dataset,
                 a.principal,
                 a.kind,
-                _text(a.total.epsilon),
-                _text(a.total.delta),
-                _text(a.spent.epsilon),
-                _text(a.spent.delta),
-                _text(a.spent.rho),
-                _text(a.reserved.epsilon),
-                _text(a.reserved.delta),
-                _text(a.reserved.rho),
+                text_of(a.total.epsilon),
+                text_of(a.total.delta),
+                text_of(a.spent.epsilon),
+                text_of(a.spent.delta),
+                text_of(a.spent.rho),
+                text_of(a.reserved.epsilon),
+                text_of(a.reserved.delta),
+                text_of(a.reserved.rho),
                 a.period_seconds,
                 a.period_start,
             ),
@@ -486,7 +348,7 @@ class Ledger:
                 None,
                 float(self._clock()),
             )
-            body = {"kind": "analyst", "period_start": repr(a.period_start), **_cost_body(a.total)}
+            body = {"kind": "analyst", "period_start": repr(a.period_start), **cost_body(a.total)}
             self._append(con, "open", analyst, body)
             self._store(con, a)
         return self._renewed(con, a)
@@ -592,8 +454,8 @@ class Ledger:
             return False
         token, host, pid, started = row
         if host is not None and token not in self._abandoned:
-            me = (os.getpid(), _started(os.getpid()))
-            if host != self._host or (pid, started) == me or _alive(pid, started):
+            me = (os.getpid(), process_started(os.getpid()))
+            if host != self._host or (pid, started) == me or process_alive(pid, started):
                 return True
         if repair:
             if host is not None:
@@ -658,16 +520,16 @@ class Ledger:
                 self.dataset,
                 analyst,
                 json.dumps(groups),
-                _text(cost.epsilon),
-                _text(cost.delta),
-                _text(cost.rho),
+                text_of(cost.epsilon),
+                text_of(cost.delta),
+                text_of(cost.rho),
                 self._host,
                 os.getpid(),
-                _started(os.getpid()),
+                process_started(os.getpid()),
                 float(self._clock()),
             ),
         )
-        body: dict[str, Any] = {"token": token, "groups": groups, **_cost_body(cost)}
+        body: dict[str, Any] = {"token": token, "groups": groups, **cost_body(cost)}
         if record is not None:
             body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
         self._append(con, "reserve", analyst, body)
@@ -696,13 +558,13 @@ class Ledger:
             raise InternalError("unknown or already closed budget reservation")
         con.execute("DELETE FROM reservations WHERE token = ?", (token,))
         con.execute("DELETE FROM flights WHERE token = ?", (token,))
-        return row[0], json.loads(row[1]), Cost(_frac(row[2]), _frac(row[3]), _frac(row[4]))
+        return row[0], json.loads(row[1]), Cost(frac_of(row[2]), frac_of(row[3]), frac_of(row[4]))
 
     def _expire(self, con: sqlite3.Connection, token: str) -> None:
         """A reservation whose process is gone becomes spent (never refunded)."""
         analyst, groups, cost = self._close(con, token)
         self._move(con, analyst, groups, cost, spend=True)
-        self._append(con, "expire", analyst, {"token": token, "groups": groups, **_cost_body(cost)})
+        self._append(con, "expire", analyst, {"token": token, "groups": groups, **cost_body(cost)})
 
     def _move(
         self, con: sqlite3.Connection, analyst: str, groups: list[str], cost: Cost, spend: bool
@@ -742,7 +604,7 @@ class Ledger:
         with self._landing(r), self._write() as con:
             analyst, groups, cost = self._close(con, r.token)
             self._move(con, analyst, groups, cost, spend=True)
-            body: dict[str, Any] = {"token": r.token, "groups": groups, **_cost_body(cost)}
+            body: dict[str, Any] = {"token": r.token, "groups": groups, **cost_body(cost)}
             if record is not None:
                 body.update(query=record.query, plan=record.plan, mechanism=record.mechanism)
             if failed is not None:
@@ -764,7 +626,7 @@ class Ledger:
         with self._landing(r), self._write() as con:
             analyst, groups, cost = self._close(con, r.token)
             self._move(con, analyst, groups, cost, spend=False)
-            self._append(con, "rollback", analyst, {"token": r.token, **_cost_body(cost)})
+            self._append(con, "rollback", analyst, {"token": r.token, **cost_body(cost)})
 
     def remaining(self, analyst: str) -> Cost:
         """What the analyst can still spend: their own account's and every group's remaining,
@@ -822,7 +684,7 @@ class Ledger:
                         str(e.body.get("query", "")),
                         str(e.body.get("plan", "")),
                         str(e.body.get("mechanism", "")),
-                        _body_cost(e.body),
+                        body_cost(e.body),
                         None if failed is None else str(failed),
                     )
                 )
@@ -857,9 +719,9 @@ class Ledger:
                 "SELECT token, pid, started FROM reservations WHERE dataset = ? AND host = ?",
                 (self.dataset, self._host),
             ).fetchall()
-            me = (os.getpid(), _started(os.getpid()))
+            me = (os.getpid(), process_started(os.getpid()))
             for token, pid, started in rows:
-                if (pid, started) == me or _alive(pid, started):
+                if (pid, started) == me or process_alive(pid, started):
                     continue
                 self._expire(con, token)
                 expired += 1
@@ -869,266 +731,3 @@ class Ledger:
                 (self.dataset,),
             )
         return expired
-
-    # ------------------------------------------------------------------ administration
-
-    def grant(
-        self,
-        principal: str,
-        total: Cost,
-        *,
-        group: bool = False,
-        period_seconds: int | None = None,
-    ) -> Account:
-        """Set a principal's total budget (creating the account), optionally renewing."""
-        kind = "group" if group else "analyst"
-        if period_seconds is not None and period_seconds <= 0:
-            raise InvalidParameter("a renewal period must be positive")
-        with self._write() as con:
-            a = self._account(con, principal, kind)
-            now = float(self._clock())
-            if a is None:
-                a = Account(principal, kind, total, Cost.zero(), Cost.zero(), period_seconds, now)
-            else:
-                # A period given to an account that had none starts now.
-                start = a.period_start if a.period_seconds or not period_seconds else now
-                a = Account(principal, kind, total, a.spent, a.reserved, period_seconds, start)
-            body: dict[str, Any] = {
-                "kind": kind,
-                "period_seconds": period_seconds,
-                "period_start": repr(a.period_start),
-                **_cost_body(total),
-            }
-            self._append(con, "grant", principal, body)
-            self._store(con, a)
-            return a
-
-    def reset(self, principal: str, *, group: bool = False) -> Account:
-        """Forget what a principal spent (a new budget period, by hand). Logged."""
-        kind = "group" if group else "analyst"
-        with self._write() as con:
-            a = self._account(con, principal, kind)
-            if a is None:
-                raise InvalidParameter(f"no {kind} {principal!r} in the ledger")
-            a = Account(
-                a.principal,
-                a.kind,
-                a.total,
-                Cost.zero(),
-                a.reserved,
-                a.period_seconds,
-                float(self._clock()),
-            )
-            self._append(
-                con, "reset", principal, {"kind": kind, "period_start": repr(a.period_start)}
-            )
-            self._store(con, a)
-            return a
-
-    def add_member(self, group: str, analyst: str) -> None:
-        with self._write() as con:
-            if self._account(con, group, "group") is None:
-                raise InvalidParameter(
-                    f"no group {group!r}", hint="create it with dpproxy budget grant --group"
-                )
-            added = con.execute(
-                "INSERT OR IGNORE INTO members VALUES (?, ?, ?)", (self.dataset, group, analyst)
-            ).rowcount
-            if added:
-                self._append(con, "join", analyst, {"group": group})
-
-    def remove_member(self, group: str, analyst: str) -> None:
-        with self._write() as con:
-            removed = con.execute(
-                "DELETE FROM members WHERE dataset = ? AND grp = ? AND analyst = ?",
-                (self.dataset, group, analyst),
-            ).rowcount
-            if removed:
-                self._append(con, "leave", analyst, {"group": group})
-
-    def members(self) -> list[tuple[str, str]]:
-        """(group, analyst) pairs of this dataset."""
-        rows = (
-            self._con()
-            .execute(
-                "SELECT grp, analyst FROM members WHERE dataset = ? ORDER BY grp, analyst",
-                (self.dataset,),
-            )
-            .fetchall()
-        )
-        return [(r[0], r[1]) for r in rows]
-
-    def accounts(self) -> list[Account]:
-        rows = (
-            self._con()
-            .execute(
-                "SELECT principal, kind FROM accounts WHERE dataset = ? ORDER BY kind, principal",
-                (self.dataset,),
-            )
-            .fetchall()
-        )
-        con = self._con()
-        return [a for p, k in rows if (a := self._account(con, p, k)) is not None]
-
-    def account(self, principal: str, *, group: bool = False) -> Account | None:
-        return self._account(self._con(), principal, "group" if group else "analyst")
-
-    def entries(self, principal: str | None = None, limit: int | None = None) -> list[LogEntry]:
-        sql = "SELECT seq, time, kind, principal, body FROM log WHERE dataset = ?"
-        args: list[Any] = [self.dataset]
-        if principal is not None:
-            sql += " AND principal = ?"
-            args.append(principal)
-        sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        rows = self._con().execute(sql, args).fetchall()
-        return [LogEntry(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in reversed(rows)]
-
-    # ------------------------------------------------------------------ verification
-
-    def verify(self) -> Verification:
-        """Recompute the hash chain over the whole file and replay this dataset's log."""
-        con = self._con()
-        problems: list[str] = []
-        prev, expected_seq = GENESIS, 1
-        rows = con.execute(
-            "SELECT seq, time, kind, dataset, principal, body, prev, hash FROM log ORDER BY seq"
-        ).fetchall()
-        for seq, t, kind, dataset, principal, body, stored_prev, stored in rows:
-            if seq != expected_seq:
-                problems.append(f"entry {expected_seq} is missing (next is {seq})")
-            if stored_prev != prev:
-                problems.append(f"entry {seq}: the link to the previous entry is broken")
-            if _entry_hash(stored_prev, seq, t, kind, dataset, principal, body) != stored:
-                problems.append(f"entry {seq}: its contents do not match its hash")
-            prev, expected_seq = stored, seq + 1
-        entries: list[tuple[str, str, dict[str, Any]]] = []
-        for seq, _t, kind, dataset, principal, body, _p, _h in rows:
-            if dataset != self.dataset:
-                continue
-            try:
-                parsed = json.loads(body)
-                if not isinstance(parsed, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                problems.append(f"entry {seq}: its body cannot be read")
-                continue
-            entries.append((kind, principal, parsed))
-        try:
-            problems += self._replay(entries)
-        except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:
-            problems.append(f"the log cannot be replayed: {type(e).__name__}: {e}")
-        return Verification(not problems, len(rows), tuple(problems), prev)
-
-    def _replay(self, entries: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
-        """The accounts, periods, memberships and open reservations the log implies, against
-        the tables."""
-        accounts: dict[tuple[str, str], dict[str, Any]] = {}
-        open_: dict[str, tuple[str, list[str], Cost]] = {}
-        members: set[tuple[str, str]] = set()
-
-        def acct(p: str, k: str) -> dict[str, Any]:
-            return accounts.setdefault(
-                (p, k),
-                {
-                    "total": Cost.zero(),
-                    "spent": Cost.zero(),
-                    "reserved": Cost.zero(),
-                    "period_seconds": None,
-                    "period_start": None,
-                },
-            )
-
-        for kind, principal, b in entries:
-            if kind in ("open", "grant"):
-                a = acct(principal, b["kind"])
-                a["total"] = Cost(_frac(b["eps"]), _frac(b["delta"]))
-                if kind == "grant":
-                    a["period_seconds"] = b.get("period_seconds")
-                a["period_start"] = b.get("period_start")  # the account's start afterwards
-            elif kind in ("reset", "renew"):
-                a = acct(principal, b["kind"])
-                a["spent"] = Cost.zero()
-                a["period_start"] = b.get("period_start")
-            elif kind == "reserve":
-                cost = _body_cost(b)
-                open_[b["token"]] = (principal, b["groups"], cost)
-                for p, k in [(principal, "analyst"), *((g, "group") for g in b["groups"])]:
-                    acct(p, k)["reserved"] = acct(p, k)["reserved"] + cost
-            elif kind in ("release", "rollback", "expire"):
-                if b["token"] not in open_:
-                    return [f"the log closes reservation {b['token'][:8]}… it never opened"]
-                who, groups, cost = open_.pop(b["token"])
-                for p, k in [(who, "analyst"), *((g, "group") for g in groups)]:
-                    a = acct(p, k)
-                    a["reserved"] = a["reserved"] - cost
-                    if kind != "rollback":
-                        a["spent"] = a["spent"] + cost
-            elif kind == "join":
-                members.add((b["group"], principal))
-            elif kind == "leave":
-                members.discard((b["group"], principal))
-        problems = []
-        con = self._con()
-        for (p, k), want in accounts.items():
-            row = self._account(con, p, k)
-            if row is None:
-                problems.append(f"{k} {p!r}: the account row is missing")
-                continue
-            for what, have in (
-                ("total", row.total),
-                ("spent", row.spent),
-                ("reserved", row.reserved),
-            ):
-                w = want[what]
-                same = (have.epsilon, have.delta) == (w.epsilon, w.delta)
-                if what != "total":
-                    same = same and have.rho == w.rho
-                if not same:
-                    problems.append(f"{k} {p!r}: {what} {have} but the log says {w}")
-            if row.period_seconds != want["period_seconds"]:
-                problems.append(f"{k} {p!r}: the renewal period differs from the log's")
-            if want["period_start"] is not None and repr(row.period_start) != want["period_start"]:
-                problems.append(f"{k} {p!r}: the period start differs from the log's")
-        tables = con.execute(
-            "SELECT principal, kind FROM accounts WHERE dataset = ?", (self.dataset,)
-        ).fetchall()
-        for p, k in tables:
-            if (p, k) not in accounts:
-                problems.append(f"{k} {p!r}: an account with no entry in the log")
-        held = {
-            r[0]
-            for r in con.execute(
-                "SELECT token FROM reservations WHERE dataset = ?", (self.dataset,)
-            ).fetchall()
-        }
-        if held != set(open_):
-            problems.append("the open reservations differ from the log's")
-        if set(self.members()) != members:
-            problems.append("the group memberships differ from the log's")
-        return problems
-
-
-def _started(pid: int) -> str:
-    """When process ``pid`` started (clock ticks since boot, from /proc), or "" where /proc is
-    unavailable: with the pid it names one run of a process, so a later process that got the
-    same pid — dpproxy as PID 1 in a restarted container — is not taken for the one that made
-    a reservation."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _alive(pid: int, started: str) -> bool:
-    """Is the process that made a reservation still running?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return not started or _started(pid) == started
