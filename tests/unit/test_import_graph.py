@@ -44,7 +44,6 @@ KNOWN_LONG_MODULES = {
     "accounting/budget_cli.py",
     "accounting/ledger.py",
     "planning/planner.py",
-    "server/session.py",
     "sql/joins.py",
 }
 
