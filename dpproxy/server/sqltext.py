@@ -172,7 +172,7 @@ def infer_parameter_types(
     return oids
 
 
-# Session statements (``session.py``): classified by their first words, no parser
+# Session statements (``session_commands.py``): classified by their first words, no parser
 
 _TEXT_OID = 25
 
