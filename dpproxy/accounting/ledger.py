@@ -34,15 +34,15 @@ or deleted entry — or an account row edited behind the log's back — is detec
 
 Amounts are exact fractions stored as text (``"3/2"``); nothing is rounded.
 
-This module holds the accountant (:class:`Ledger`: reserving, committing, single flight,
-recovery); ``accounting/ledger_store.py`` the tables, records and hash chain;
+This module holds the accountant (:class:`Ledger`: connections, accounts, reserving and
+committing); ``accounting/ledger_flight.py`` single flight, the answer cache and crash
+recovery; ``accounting/ledger_store.py`` the tables, records and hash chain;
 ``accounting/ledger_admin.py`` administration and ``budget verify``'s replay.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
@@ -50,13 +50,14 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dpproxy.accounting.composition import tightest
 from dpproxy.accounting.ledger_admin import LedgerAdmin
+from dpproxy.accounting.ledger_flight import LedgerFlights
 from dpproxy.accounting.ledger_store import (
     DDL,
     GENESIS,
@@ -69,7 +70,6 @@ from dpproxy.accounting.ledger_store import (
     cost_body,
     entry_hash,
     frac_of,
-    process_alive,
     process_started,
     storage_error,
     text_of,
@@ -81,7 +81,6 @@ from dpproxy.errors import (
     InternalError,
     InvalidParameter,
     LedgerLocked,
-    QueryCanceled,
 )
 from dpproxy.values import Cost
 
@@ -124,7 +123,7 @@ def default_ledger_path() -> Path:
     return Path(base) / "dpproxy" / "ledger.sqlite"
 
 
-class Ledger(LedgerAdmin):
+class Ledger(LedgerFlights, LedgerAdmin):
     """The durable accountant (see the module docstring); thread-safe, multi-process safe."""
 
     def __init__(
@@ -382,104 +381,6 @@ class Ledger(LedgerAdmin):
             token = self._reserve(con, analyst, cost, record)
         return self._reserved(analyst, cost, token, record, None)
 
-    def claim(
-        self,
-        analyst: str,
-        cost: Cost,
-        key: str,
-        record: ReleaseRecord | None = None,
-        cancelled: Callable[[], bool] | None = None,
-    ) -> Reservation | str:
-        """Single flight for the answer ``key``, across the threads and processes sharing
-        this file: the answer kept for it (a ``str``, at no cost); else, while another
-        reservation computes it, wait for that one; else a reservation that holds ``key``
-        (a ``flights`` row written with it, in one transaction) until it is committed or
-        rolled back.
-
-        Waiting is free. A flight that ends without an answer (a failure, charged to its own
-        analyst) lets the first waiter to look reserve and run the query itself. A flight
-        whose process is gone (same host, as in :meth:`recover`), or whose end this process
-        could not record, is taken over: its reservation becomes spent, never refunded. A
-        holder on another host cannot be told dead and is waited for. Waiters in this
-        process wake when the flight lands; others poll the file (at most every 50 ms).
-        ``cancelled`` is polled while waiting (``QueryCanceled``, nothing charged)."""
-        if self.cache_scope == "off":
-            return self.reserve(analyst, cost, record)
-        pause = 0.001
-        while True:
-            with self._flights_lock:
-                here = self._flights.get(key)
-            if here is not None:
-                here[1].wait(0.05)  # a thread of this process computes it
-            else:
-                got = self._try_claim(analyst, cost, key, record)
-                if got is not None:
-                    return got
-                time.sleep(pause)  # another process computes it
-                pause = min(2 * pause, 0.05)
-            if cancelled is not None and cancelled():
-                raise QueryCanceled("canceling statement due to user request")
-
-    def _try_claim(
-        self, analyst: str, cost: Cost, key: str, record: ReleaseRecord | None
-    ) -> Reservation | str | None:
-        """One look: the answer; ``None`` while a live flight computes it; else a reservation
-        holding ``key``. Looks without the write lock first."""
-        state = self._flight(self._con(), key, repair=False)
-        if state is not False:
-            return state if isinstance(state, str) else None
-        with self._write(durable=False) as con:
-            state = self._flight(con, key, repair=True)
-            if state is not False:
-                return state if isinstance(state, str) else None
-            token = self._reserve(con, analyst, cost, record)
-            con.execute("INSERT INTO flights VALUES (?, ?, ?)", (key, self.dataset, token))
-        with self._flights_lock:
-            self._flights[key] = (token, threading.Event())
-        return self._reserved(analyst, cost, token, record, key)
-
-    def _flight(self, con: sqlite3.Connection, key: str, *, repair: bool) -> str | bool:
-        """The answer kept for ``key``; else whether a live flight computes it. ``repair``
-        (in a write transaction): a dead or abandoned flight is removed, its reservation
-        expired (spent)."""
-        row = con.execute("SELECT payload FROM cache WHERE key = ?", (key,)).fetchone()
-        if row is not None:
-            return str(row[0])
-        row = con.execute(
-            "SELECT f.token, r.host, r.pid, r.started FROM flights f "
-            "LEFT JOIN reservations r ON r.token = f.token WHERE f.key = ?",
-            (key,),
-        ).fetchone()
-        if row is None:
-            return False
-        token, host, pid, started = row
-        if host is not None and token not in self._abandoned:
-            me = (os.getpid(), process_started(os.getpid()))
-            if host != self._host or (pid, started) == me or process_alive(pid, started):
-                return True
-        if repair:
-            if host is not None:
-                self._expire(con, token)
-            con.execute("DELETE FROM flights WHERE key = ?", (key,))
-        return False
-
-    @contextmanager
-    def _landing(self, r: Reservation) -> Iterator[None]:
-        """Around the end of ``r`` (commit or rollback): waiters in this process wake; if the
-        end cannot be recorded (a full or read-only ledger), its flight is abandoned."""
-        try:
-            yield
-        except BaseException:
-            self._abandoned.add(r.token)
-            raise
-        finally:
-            if r.key is not None:
-                with self._flights_lock:
-                    here = self._flights.get(r.key)
-                    if here is not None and here[0] == r.token:
-                        del self._flights[r.key]
-                        here[1].set()
-
     def _reserve(
         self, con: sqlite3.Connection, analyst: str, cost: Cost, record: ReleaseRecord | None
     ) -> str:
@@ -696,38 +597,3 @@ class Ledger(LedgerAdmin):
             if e.kind in ("reset", "renew") and e.body.get("kind") == "analyst":
                 since = e.seq
         return [s for s in self.releases(analyst) if s.seq > since]
-
-    # ------------------------------------------------------------------ the answer cache
-
-    def cache_key(self, analyst: str, normalised: str) -> str:
-        scope = analyst if self.cache_scope == "analyst" else "*"
-        return hashlib.sha256(json.dumps([self.dataset, scope, normalised]).encode()).hexdigest()
-
-    def cached(self, key: str) -> str | None:
-        if self.cache_scope == "off":
-            return None
-        row = self._con().execute("SELECT payload FROM cache WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    # ------------------------------------------------------------------ crash recovery
-
-    def recover(self) -> int:
-        """Reservations whose process is gone (same host, no such pid) become spent."""
-        expired = 0
-        with self._write() as con:
-            rows = con.execute(
-                "SELECT token, pid, started FROM reservations WHERE dataset = ? AND host = ?",
-                (self.dataset, self._host),
-            ).fetchall()
-            me = (os.getpid(), process_started(os.getpid()))
-            for token, pid, started in rows:
-                if (pid, started) == me or process_alive(pid, started):
-                    continue
-                self._expire(con, token)
-                expired += 1
-            con.execute(
-                "DELETE FROM flights WHERE dataset = ? AND token NOT IN "
-                "(SELECT token FROM reservations)",
-                (self.dataset,),
-            )
-        return expired

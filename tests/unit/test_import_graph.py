@@ -39,10 +39,6 @@ KNOWN_CYCLE_EDGES = {
     ("dpproxy.rewrite.bound", "dpproxy.rewrite.pipeline"),
 }
 
-# Modules over MAX_LINES today (paths under dpproxy/). Split them; do not add to this list.
-KNOWN_LONG_MODULES = {
-    "accounting/ledger.py",
-}
 
 
 def module_name(path: Path) -> str:
@@ -171,16 +167,7 @@ def test_known_cycle_edges_still_exist(edge: tuple[str, str]) -> None:
     "path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
 )
 def test_module_is_at_most_600_lines(path: Path) -> None:
+    """Every module, with no exception since the last long ones were split (2026-11-29)."""
     rel = path.relative_to(PACKAGE).as_posix()
-    if rel in KNOWN_LONG_MODULES:
-        return
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"dpproxy/{rel} has {lines} lines (at most {MAX_LINES}): split it"
-
-
-@pytest.mark.parametrize("rel", sorted(KNOWN_LONG_MODULES))
-def test_known_long_modules_are_still_long(rel: str) -> None:
-    path = PACKAGE / rel
-    assert path.exists(), f"dpproxy/{rel} is gone: delete it from KNOWN_LONG_MODULES"
-    lines = len(path.read_text().splitlines())
-    assert lines > MAX_LINES, f"dpproxy/{rel} has {lines} lines now: delete it from the list"
