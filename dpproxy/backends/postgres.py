@@ -33,6 +33,7 @@ from psycopg import conninfo, errors, sql
 from psycopg.types.datetime import DateLoader
 
 from dpproxy.backends import CancelToken, checks
+from dpproxy.backends.fardate import FarDate
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
@@ -263,7 +264,7 @@ class _TotalDateLoader(DateLoader):
     Python cannot hold (±infinity, BC, beyond 9999), so a date column in a group key failed the
     whole query when one row held such a date — an error decided by one person's value. As
     DuckDB: ``infinity`` is ``date.max``, ``-infinity`` ``date.min``, any other the text the
-    engine prints (DuckDB writes BC as ``(BC)``)."""
+    engine prints (DuckDB writes BC as ``(BC)``), a :class:`FarDate` that orders as a date."""
 
     def load(self, data: Any) -> Any:
         try:
@@ -274,4 +275,4 @@ class _TotalDateLoader(DateLoader):
                 return datetime.date.max
             if text == "-infinity":
                 return datetime.date.min
-            return text.replace(" BC", " (BC)")
+            return FarDate(text.replace(" BC", " (BC)"))
