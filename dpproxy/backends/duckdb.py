@@ -6,6 +6,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 try:
     # DuckDB's engine module itself (the ``_duckdb`` extension the ``duckdb`` package
@@ -18,6 +19,7 @@ except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb
 
 from dpproxy.backends import CancelToken, checks
 from dpproxy.backends import scanned as data_bounds
+from dpproxy.backends.fardate import FarDate
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import BackendUnavailable, InternalError, QueryCanceled, UndefinedTable
 from dpproxy.release.noise import ExactResult
@@ -116,6 +118,7 @@ class DuckDBBackend:
                 cur.execute(self._parsed(cur, sql))
                 rows = cur.fetchall()
                 cols = tuple(d[0] for d in cur.description or ())
+                rows = _far_dates(rows, cur.description or ())
                 ok = True
             finally:
                 if cancel is not None:
@@ -301,3 +304,19 @@ class DuckDBBackend:
 def _quote(name: str) -> str:
     """A DuckDB identifier for ``name`` (case-insensitive, like the catalog's lookups)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def _far_dates(rows: list[Any], description: Any) -> list[Any]:
+    """A DATE value the client gives as text (a date beyond 0001…9999) as a :class:`FarDate`,
+    which orders among the dates (``backends/fardate.py``)."""
+    dates = [i for i, d in enumerate(description) if str(d[1]) == "DATE"]
+    if not dates:
+        return rows
+    out = []
+    for row in rows:
+        if any(isinstance(row[i], str) for i in dates):
+            row = tuple(
+                FarDate(v) if i in dates and isinstance(v, str) else v for i, v in enumerate(row)
+            )
+        out.append(row)
+    return out

@@ -21,6 +21,7 @@ cause for the operator.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from dataclasses import replace
 from decimal import Decimal
@@ -29,8 +30,10 @@ from typing import Any
 import psycopg
 import psycopg_pool
 from psycopg import conninfo, errors, sql
+from psycopg.types.datetime import DateLoader
 
 from dpproxy.backends import CancelToken, checks
+from dpproxy.backends.fardate import FarDate
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
@@ -124,6 +127,7 @@ class PostgresBackend:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Session settings of every pooled connection."""
+        conn.adapters.register_loader("date", _TotalDateLoader)
         conn.read_only = True
         ms = max(1, round(self.statement_timeout * 1000))
         conn.execute(f"SET statement_timeout = {ms}")
@@ -253,3 +257,22 @@ class PostgresBackend:
 
     def close(self) -> None:
         self._pool.close()
+
+
+class _TotalDateLoader(DateLoader):
+    """Dates as DuckDB's client gives them, never an error: psycopg raises DataError for a date
+    Python cannot hold (±infinity, BC, beyond 9999), so a date column in a group key failed the
+    whole query when one row held such a date — an error decided by one person's value. As
+    DuckDB: ``infinity`` is ``date.max``, ``-infinity`` ``date.min``, any other the text the
+    engine prints (DuckDB writes BC as ``(BC)``), a :class:`FarDate` that orders as a date."""
+
+    def load(self, data: Any) -> Any:
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            text = bytes(data).decode("ascii", "replace")
+            if text == "infinity":
+                return datetime.date.max
+            if text == "-infinity":
+                return datetime.date.min
+            return FarDate(text.replace(" BC", " (BC)"))

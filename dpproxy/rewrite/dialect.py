@@ -123,7 +123,11 @@ def text_cast_condition(value: exp.Expression, target: Any) -> exp.Expression | 
         not_year_zero = exp.NEQ(
             this=exp.Left(this=value.copy(), expression=_num(4)), expression=_text("0000")
         )
-        return exp.And(this=_matches(value.copy(), DATE_TEXT), expression=not_year_zero)
+        # the length first: PostgreSQL's regex copies its text at 4 bytes a character, and
+        # raises beyond 1 GB (rewrite/textsize.py); a DATE_TEXT string has 10 characters
+        short = exp.LTE(this=exp.Length(this=value.copy()), expression=_num(MAX_CAST_TEXT))
+        matches = exp.And(this=_matches(value.copy(), DATE_TEXT), expression=not_year_zero)
+        return exp.And(this=short, expression=matches)
     if pattern is None:
         return None
     short = exp.LTE(this=exp.Length(this=value.copy()), expression=_num(MAX_CAST_TEXT))

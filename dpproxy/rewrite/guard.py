@@ -38,6 +38,7 @@ from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.domains import DOMAIN_FUNCS, in_domain, width_bucket
 from dpproxy.rewrite.precedence import parenthesise
+from dpproxy.rewrite.textsize import SIZED, bound_text
 from dpproxy.sql.dates import (
     portable_difference,
     portable_extract,
@@ -245,6 +246,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
         return _as_double(exp.Sign(this=_double(n.this, table)))
     if isinstance(n, exp.Substring):
         _check_substring(n)
+    if isinstance(n, SIZED):  # UPPER, LOWER, TRIM, ILIKE, ||: long texts NULL (textsize.py)
+        n = bound_text(n, {c.name: COLUMN_TYPES[c.type] for c in table.columns})
     if isinstance(n, exp.Like | exp.ILike) and not isinstance(n.parent, exp.Escape):
         return _like(n)
     out: exp.Expression = n

@@ -26,6 +26,12 @@ _ARITH_ARGUMENT = (
     "leaves and refuses (0A000) any expression whose intermediate values could leave "
     "±1e300, so PostgreSQL's float8 overflow and underflow errors cannot fire"
 )
+_SIZE_ARGUMENT = (
+    "PostgreSQL allocates a multiple of the text and refuses an allocation of 1 GB, so a text "
+    "column in a value position of the operand reads as NULL beyond 262,144 characters and an "
+    "operand that could exceed 16 MB is refused, 54001 (rewrite/textsize.py): every allocation "
+    "stays within 512 MB"
+)
 
 #: Node class → why evaluating it per row cannot raise, and by which guard.
 TOTALITY: dict[type[exp.Expression], str] = {
@@ -128,7 +134,7 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "pattern must be a string literal that does not end with an unpaired escape "
         "(PostgreSQL raises on it only for rows that reach that point); ESCAPE '\\' added"
     ),
-    exp.ILike: "as LIKE",
+    exp.ILike: "as LIKE; it lowers its text on PostgreSQL: " + _SIZE_ARGUMENT,
     exp.Escape: "added by the rewrite to LIKE with a literal escape character",
     exp.Case: "branches unified statically; a condition never raises; result untouched",
     exp.If: "a WHEN branch of CASE",
@@ -136,9 +142,9 @@ TOTALITY: dict[type[exp.Expression], str] = {
     exp.Greatest: "arguments unified statically (string literals converted); never fails",
     exp.Least: "arguments unified statically (string literals converted); never fails",
     exp.Nullif: "arguments unified statically (string literals converted); never fails",
-    exp.Lower: "text in, text out; never fails",
-    exp.Upper: "text in, text out; never fails",
-    exp.Trim: "text in, text out; never fails",
+    exp.Lower: "text in, text out; " + _SIZE_ARGUMENT,
+    exp.Upper: "text in, text out; " + _SIZE_ARGUMENT,
+    exp.Trim: "text in, text out; " + _SIZE_ARGUMENT,
     exp.Length: "text in, integer out; never fails (its arithmetic is computed as DOUBLE)",
     exp.StrPosition: (
         "STRPOS(s, t)/POSITION(t IN s), two texts in, the 1-based character position of t "
@@ -158,7 +164,7 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "literal, non-negative start and length only (PostgreSQL raises on a negative "
         "length; the engines disagree on negative starts)"
     ),
-    exp.DPipe: "one operand must be text; concatenation never fails",
+    exp.DPipe: "one operand must be text; " + _SIZE_ARGUMENT,
     exp.Cast: (
         "a cast that could fail becomes TRY_CAST on DuckDB; on PostgreSQL a CASE that casts "
         "only values matching a literal-only pattern of strings every engine reads alike, "

@@ -146,8 +146,36 @@ def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType])
     return SqlType.TEXT
 
 
+def _check_type_parameters(to: exp.DataType) -> None:
+    """Type parameters both engines read alike, or 0A000 before any data is read: DECIMAL(p)
+    and DECIMAL(p, s) with 1 <= p <= 38 (DuckDB's widest) and 0 <= s <= p, and none on the
+    other numeric types. ``FLOAT(p)`` is REAL for p <= 24 on PostgreSQL (a double beyond
+    3.4e38 then fails to cast, "value out of range: overflow", for one row's value) and a
+    binder error on DuckDB; ``INT(n)`` is a binder error on DuckDB."""
+    params = to.expressions
+    if not params or to.this not in _NUMERIC_CASTS:
+        return
+    name = to.sql("postgres")
+    values = [p.this for p in params]
+    if to.this is not exp.DataType.Type.DECIMAL:
+        raise UnsupportedQuery(
+            f"casts to {name} are not supported",
+            hint="write REAL, DOUBLE PRECISION or an integer type without a parameter",
+        )
+    digits = [int(v.name) for v in values if isinstance(v, exp.Literal) and v.name.isdigit()]
+    precision, scale = [*digits, 0][:2] if digits else (0, 0)
+    if len(digits) != len(values) or len(values) > 2 or not 0 <= scale <= precision:
+        precision = 0
+    if not 1 <= precision <= 38:
+        raise UnsupportedQuery(
+            f"casts to {name} are not supported",
+            hint="DECIMAL(p, s) takes 1 <= p <= 38 and 0 <= s <= p",
+        )
+
+
 def cast_type(to: exp.DataType) -> SqlType:
     t = to.this
+    _check_type_parameters(to)
     if t in _NUMERIC_CASTS:
         return SqlType.NUMERIC
     if t in _TEXT_CASTS:
