@@ -276,11 +276,30 @@ _PG_TYPES = (
 # a SELECT of it reads the children's too (the same unit in parent and child: two rows). A
 # partitioned table's unique index holds across its partitions, none of which can be a
 # foreign table, and so does its NOT NULL (a partition cannot drop it).
+# The index must also tell values apart exactly as the column's own equality does, which the
+# bounding's PARTITION BY and COUNT(DISTINCT) use: the column's collation, and the default
+# operator class of the column's type (_PG_DEFAULT_EQ). A unique index in another collation
+# or operator class distinguishes what the column's equality merges: on a column of a
+# case-insensitive collation, an index (uid COLLATE "C") admits 'A' and 'a', one unit
+# (200 rows of 100 units were counted as 200 with max_rows_per_unit 1); so does (uid
+# text_ops) on a citext column. CREATE UNIQUE INDEX takes both; a constraint's index cannot.
+_PG_DEFAULT_EQ = (
+    # the column's type, or a domain's base type (one level: a domain of a domain fails)
+    "JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid "
+    "JOIN pg_catalog.pg_opclass oc ON oc.oid = i.indclass[0] "
+    "WHERE i.indcollation[0] = a.attcollation AND oc.opcdefault AND ("
+    "oc.opcintype = CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END "
+    # no default class of its own: varchar (text's) and enums (anyenum's)
+    "OR (oc.opcintype, CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END) "
+    "IN (('pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype)) "
+    "OR (oc.opcintype = 'pg_catalog.anyenum'::pg_catalog.regtype AND ty.typtype = 'e')) "
+)
 PG_UNIQUE = (
     "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_index i "
     "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
-    "WHERE i.indisunique AND i.indisvalid AND a.attnotnull "
+    f"{_PG_DEFAULT_EQ}"
+    "AND i.indisunique AND i.indisvalid AND a.attnotnull "
     "AND i.indnkeyatts = 1 AND i.indpred IS NULL "
     "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"

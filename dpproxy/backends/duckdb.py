@@ -139,7 +139,8 @@ class DuckDBBackend:
         Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column
         of a stored table, the column NOT NULL as well (a UNIQUE column admits any number of
         NULLs, and the rows whose unit is NULL are one unit: ``rewrite/bound.py``): metadata,
-        not data, so reading it reveals nothing about any person.
+        not data, so reading it reveals nothing about any person. No key of a table with a
+        collated column counts: DuckDB's key ignores the collation that bounding compares with.
         A view's ``DESCRIBE`` does not count: it shows the key and the NOT NULL of the table
         it reads however it joins it (``SELECT t.* FROM t JOIN u ON true`` shows t's key,
         each unit |u| times; a LEFT JOIN's missing side shows NOT NULL). The columns of
@@ -215,7 +216,14 @@ class DuckDBBackend:
             # unit (``rewrite/bound.py`` ranks them together): unique only when NOT NULL too
             # (a PRIMARY KEY is); 500 NULL-unit rows were once counted with sensitivity 1.
             declared = {n.lower(): cs for n, cs in not_null.items()}
+            # DuckDB's key (its ART index) compares the bytes, without the column's collation,
+            # while PARTITION BY and COUNT(DISTINCT) compare with it: a VARCHAR COLLATE NOCASE
+            # PRIMARY KEY holds 'A' and 'a', one unit (200 rows of 100 units were counted as
+            # 200 with max_rows_per_unit 1). DuckDB shows a column's collation only in the
+            # table's CREATE statement: any COLLATE there, and no unit of it is unique.
             unique = {(n, u) for n, u in unique if n in stored and u in declared.get(n, ())}
+            collated = self._collated() if unique else set()
+            unique = {(n, u) for n, u in unique if n not in collated}
             proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs}, stored)
             # the other bounded columns, proved by the rows of a file no one can write
             scanned = (
@@ -263,6 +271,20 @@ class DuckDBBackend:
             for r in self._con.execute(
                 "SELECT table_name, check_constraint_count FROM duckdb_tables() "
                 "WHERE database_name = current_database() AND schema_name = current_schema()"
+            ).fetchall()
+        }
+
+    def _collated(self) -> set[str]:
+        """The lower-case names of the stored tables of the current database and schema whose
+        CREATE statement says ``COLLATE`` anywhere (a column's collation shows nowhere else;
+        the word elsewhere, in a name or a default, only costs the optimisation); the caller
+        holds the lock."""
+        return {
+            str(r[0]).lower()
+            for r in self._con.execute(
+                "SELECT table_name FROM duckdb_tables() "
+                "WHERE database_name = current_database() AND schema_name = current_schema() "
+                "AND contains(lower(sql), 'collate')"
             ).fetchall()
         }
 
