@@ -259,10 +259,16 @@ _PG_CHECKS = (
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE} "
     f"AND {_PG_NO_FOREIGN}"
 )
+# The column a query of the schema's name reads: the rewrite writes names that PostgreSQL folds
+# to lower case, so a column "UID" is never read for uid, and its facts must not speak for uid
+# (a table with "UID" PRIMARY KEY beside uid: 100 rows of 10 units were counted as 100 with
+# max_rows_per_unit 1, and COUNT(a) as COUNT(*) by "A"'s NOT NULL). A name PostgreSQL would not
+# fold to itself (upper case, or lower() changes it otherwise) proves nothing.
+_PG_FOLDED = "a.attname = lower(a.attname)"
 _PG_TYPES = (
     "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped "
+    f"WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
     f"AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({_PG_PATH.format('false')})"
 )
 
@@ -299,7 +305,7 @@ PG_UNIQUE = (
     "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
     f"{_PG_DEFAULT_EQ}"
-    "AND i.indisunique AND i.indisvalid AND a.attnotnull "
+    f"AND i.indisunique AND i.indisvalid AND a.attnotnull AND {_PG_FOLDED} "
     "AND i.indnkeyatts = 1 AND i.indpred IS NULL "
     "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
@@ -311,7 +317,7 @@ PG_UNIQUE = (
 _PG_NOT_NULL = (
     "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped "
+    f"WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
     "AND c.relkind = 'r' AND NOT c.relhassubclass AND lower(c.relname) = ANY (%s) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
 )

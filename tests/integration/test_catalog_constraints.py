@@ -246,6 +246,14 @@ POSTGRES_CASES = [
         False,
         False,
     ),
+    (  # the key and the NOT NULL of "UID" and "A", beside the uid and a that a query reads
+        [
+            'CREATE TABLE w ("UID" INT PRIMARY KEY, uid INT, "A" FLOAT8 NOT NULL, a FLOAT8)',
+            "INSERT INTO w SELECT i, i % 10, 1, NULLIF(i % 2, 0) FROM generate_series(1, 100) i",
+        ],
+        False,
+        False,
+    ),
     (  # another relation named w on the search path: the key may not be the one read
         [
             "CREATE TABLE w (uid INT PRIMARY KEY, a FLOAT8 NOT NULL)",
