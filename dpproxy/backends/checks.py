@@ -17,7 +17,8 @@ NULL passes a CHECK, and the clamp maps NULL to NULL: no difference there. Only 
 columns (the database's type, not only the schema's): a float column may hold NaN.
 
 DuckDB: ``DuckDBBackend._checked`` (``duckdb_constraints()``). PostgreSQL:
-:func:`postgres_proven` (``pg_constraint``, validated and inherited constraints only).
+:func:`postgres_proven` (``pg_constraint``, validated and inherited constraints of built-in
+operators only).
 Reading the constraints is metadata, not data: it reveals nothing about any person.
 """
 
@@ -251,13 +252,24 @@ _PG_NO_FOREIGN = (
     "JOIN d ON i.inhparent = d.oid) SELECT 1 FROM d JOIN pg_catalog.pg_class f "
     "ON f.oid = d.oid WHERE f.relkind = 'f')"
 )
+# No operator or function that is not built in: pg_get_expr writes an operator unqualified
+# whenever the search path finds it, so a CHECK made with an always-true ops.>= and ops.<=
+# reads as (a >= 0) AND (a <= 100) where ops precedes pg_catalog (a = 1000 passed it and was
+# summed unclamped). PostgreSQL records a constraint's dependencies on every operator and
+# function but the built-in (pinned) ones.
+_PG_BUILT_IN = (
+    "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
+    "WHERE d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid = k.oid "
+    "AND d.refclassid IN ('pg_catalog.pg_operator'::pg_catalog.regclass, "
+    "'pg_catalog.pg_proc'::pg_catalog.regclass))"
+)
 _PG_CHECKS = (
     "SELECT lower(c.relname), pg_catalog.pg_get_expr(k.conbin, k.conrelid) "
     "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
     "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
     "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE} "
-    f"AND {_PG_NO_FOREIGN}"
+    f"AND {_PG_NO_FOREIGN} AND {_PG_BUILT_IN}"
 )
 # The column a query of the schema's name reads: the rewrite writes names that PostgreSQL folds
 # to lower case, so a column "UID" is never read for uid, and its facts must not speak for uid

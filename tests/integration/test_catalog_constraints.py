@@ -402,3 +402,32 @@ def test_postgres_trusts_a_unique_index_with_the_columns_own_equality(
         assert row[0] == units
     finally:
         e.close()
+
+
+def test_postgres_trusts_no_check_of_an_operator_outside_pg_catalog(pg_dsn: str) -> None:
+    """A CHECK written with an operator of another schema (here one that is always true) reads
+    as plain ``(a >= 0) AND (a <= 100)`` where that schema precedes pg_catalog on the search
+    path; a = 1000 passed it, and the clamp was left out (1000 released where the bound is
+    100). A constraint that depends on any operator or function that is not built in proves
+    nothing."""
+    run_statements(
+        pg_dsn,
+        [
+            "CREATE SCHEMA ops",
+            "CREATE FUNCTION ops.yes(int, int) RETURNS bool LANGUAGE sql AS 'SELECT true'",
+            "CREATE OPERATOR ops.<= (LEFTARG = int, RIGHTARG = int, FUNCTION = ops.yes)",
+            "CREATE OPERATOR ops.>= (LEFTARG = int, RIGHTARG = int, FUNCTION = ops.yes)",
+            "SET search_path = public, ops, pg_catalog",
+        ],
+    )
+    with psycopg.connect(pg_dsn, autocommit=True) as con:  # the database's search path
+        con.execute("CREATE TABLE w (uid INT, a INT CHECK (a >= 0 AND a <= 100))")
+        con.execute("INSERT INTO w VALUES (1, 1000)")
+    e = Engine(parse_catalog(CHECK_SCHEMA), PostgresBackend(pg_dsn), noise=NoNoise())
+    try:
+        w = e.catalog.table("w")
+        (row,) = e.run("SELECT SUM(a) FROM w", analyst="a").released.rows
+        assert row[0] == 100
+        assert w is not None and not w.column("a").in_bounds  # type: ignore[union-attr]
+    finally:
+        e.close()
