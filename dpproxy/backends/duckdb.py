@@ -189,7 +189,8 @@ class DuckDBBackend:
                 described[t.name] = {str(r[0]).lower(): r[3] for r in rows}
                 types[t.name] = {str(r[0]).lower(): str(r[1]) for r in rows}
                 not_null[t.name] = {str(r[0]).lower() for r in rows if r[2] == "NO"}
-            generated = self._generated()
+            stored, made, collated = self._stored_tables()  # made: tables that may generate
+            generated = self._generated() if made else {}
             for t in catalog.tables:
                 computed = generated.get(t.name.lower(), {})
                 for c in t.columns:
@@ -225,12 +226,6 @@ class DuckDBBackend:
                     if len(r[1]) == 1
                 }
             bounded = {t.name.lower(): checks.candidates(t, types[t.name]) for t in catalog.tables}
-            # {stored table: its CHECK constraints}, asked only when some column could use them
-            floats = any(data_bounds.fractional(t) for t in catalog.tables)
-            keys_or_nulls = bool(unique) or any(not_null.values())
-            stored = (
-                self._stored_tables() if floats or any(bounded.values()) or keys_or_nulls else {}
-            )
             # Only a stored table's DESCRIBE speaks for its rows: a view's shows the key and
             # NOT NULL of the table it reads, through a join that repeats or misses its rows
             # (``SELECT t.* FROM t JOIN u ON true`` shows t's PRIMARY KEY: each unit |u| times).
@@ -245,7 +240,6 @@ class DuckDBBackend:
             # 200 with max_rows_per_unit 1). DuckDB shows a column's collation only in the
             # table's CREATE statement: any COLLATE there, and no unit of it is unique.
             unique = {(n, u) for n, u in unique if n in stored and u in declared.get(n, ())}
-            collated = self._collated() if unique else set()
             unique = {(n, u) for n, u in unique if n not in collated}
             proven = self._checked(catalog, {n: cs for n, cs in bounded.items() if cs}, stored)
             # the other bounded columns, proved by the rows of a file no one can write
@@ -287,37 +281,39 @@ class DuckDBBackend:
                 t = checks.mark(t, not_null.get(t.name, set()), "not_null")
             t = data_bounds.with_magnitudes(t, least.get(t.name.lower(), {}))
             if t.name.lower() in stored:  # a view over a CSV file has no zone maps to skip
-                made = generated.get(t.name.lower(), {})  # generated: two sums, two reads
+                computed = generated.get(t.name.lower(), {})  # generated: two sums, two reads
                 t = checks.mark_bigint(
-                    t, {c: ty for c, ty in types.get(t.name, {}).items() if c not in made}
+                    t, {c: ty for c, ty in types.get(t.name, {}).items() if c not in computed}
                 )
             tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 
-    def _stored_tables(self) -> dict[str, int]:
+    def _stored_tables(self) -> tuple[dict[str, int], set[str], set[str]]:
         """{lower-case name: its number of CHECK constraints} of the tables stored in the
         current database and schema (where the schema's unqualified names resolve), views not
-        included; the caller holds the lock. Only stored tables are marked ``bigint`` for
+        included; and of those, the names of the tables whose CREATE statement says
+        ``GENERATED`` (:meth:`_generated`) and ``COLLATE`` (a column's collation shows nowhere
+        else; the word elsewhere, in a name or a default, only costs the optimisation); the
+        caller holds the lock. One query. Only stored tables are marked ``bigint`` for
         ``rewrite/unclamp.py``: its correction is a second scan that DuckDB skips by the row
         groups' zone maps, and a view, e.g. over a CSV file (``dpproxy query --database
         data.csv``), has none, so the file would be read twice (1 M rows: ≈ 0.17 → 0.21 s)."""
-        return {
-            str(r[0]).lower(): int(r[1])
-            for r in self._con.execute(
-                "SELECT table_name, check_constraint_count FROM duckdb_tables() "
-                "WHERE database_name = current_database() AND schema_name = current_schema()"
-            ).fetchall()
-        }
+        rows = self._con.execute(
+            "SELECT lower(table_name), check_constraint_count, contains(sql, 'GENERATED'), "
+            "contains(lower(sql), 'collate') FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND schema_name = current_schema()"
+        ).fetchall()
+        return (
+            {str(r[0]): int(r[1]) for r in rows},
+            {str(r[0]) for r in rows if r[2] is not False},  # NULL: unknown, so maybe
+            {str(r[0]) for r in rows if r[3] is not False},
+        )
 
     def _generated(self) -> dict[str, dict[str, str]]:
         """{lower-case table name: {its generated column (lower case): its expression}} of the
-        stored tables of the current database and schema; the caller holds the lock.
-        ``duckdb_columns()`` only when ``duckdb_tables()`` shows a table that has one."""
+        stored tables of the current database and schema; the caller holds the lock and asks
+        only when :meth:`_stored_tables` shows a table that may have one."""
         where = "database_name = current_database() AND schema_name = current_schema()"
-        if not self._con.execute(
-            f"SELECT 1 FROM duckdb_tables() WHERE {where} AND contains(sql, 'GENERATED') LIMIT 1"
-        ).fetchall():
-            return {}
         out: dict[str, dict[str, str]] = {}
         for table, column, expression in self._con.execute(
             "SELECT table_name, column_name, generation_expression FROM duckdb_columns() "
@@ -369,20 +365,6 @@ class DuckDBBackend:
             ).fetchall()
         }
         return bool(names - stable)
-
-    def _collated(self) -> set[str]:
-        """The lower-case names of the stored tables of the current database and schema whose
-        CREATE statement says ``COLLATE`` anywhere (a column's collation shows nowhere else;
-        the word elsewhere, in a name or a default, only costs the optimisation); the caller
-        holds the lock."""
-        return {
-            str(r[0]).lower()
-            for r in self._con.execute(
-                "SELECT table_name FROM duckdb_tables() "
-                "WHERE database_name = current_database() AND schema_name = current_schema() "
-                "AND contains(lower(sql), 'collate')"
-            ).fetchall()
-        }
 
     def _checked(
         self, catalog: Catalog, bounded: dict[str, tuple[str, ...]], stored: dict[str, int]
