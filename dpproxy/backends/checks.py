@@ -17,7 +17,8 @@ NULL passes a CHECK, and the clamp maps NULL to NULL: no difference there. Only 
 columns (the database's type, not only the schema's): a float column may hold NaN.
 
 DuckDB: ``DuckDBBackend._checked`` (``duckdb_constraints()``). PostgreSQL:
-:func:`postgres_proven` (``pg_constraint``, validated and inherited constraints only).
+:func:`postgres_proven` (``pg_constraint``, validated and inherited constraints of built-in
+operators only).
 Reading the constraints is metadata, not data: it reveals nothing about any person.
 """
 
@@ -251,18 +252,35 @@ _PG_NO_FOREIGN = (
     "JOIN d ON i.inhparent = d.oid) SELECT 1 FROM d JOIN pg_catalog.pg_class f "
     "ON f.oid = d.oid WHERE f.relkind = 'f')"
 )
+# No operator or function that is not built in: pg_get_expr writes an operator unqualified
+# whenever the search path finds it, so a CHECK made with an always-true ops.>= and ops.<=
+# reads as (a >= 0) AND (a <= 100) where ops precedes pg_catalog (a = 1000 passed it and was
+# summed unclamped). PostgreSQL records a constraint's dependencies on every operator and
+# function but the built-in (pinned) ones.
+_PG_BUILT_IN = (
+    "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
+    "WHERE d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid = k.oid "
+    "AND d.refclassid IN ('pg_catalog.pg_operator'::pg_catalog.regclass, "
+    "'pg_catalog.pg_proc'::pg_catalog.regclass))"
+)
 _PG_CHECKS = (
     "SELECT lower(c.relname), pg_catalog.pg_get_expr(k.conbin, k.conrelid) "
     "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
     "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
     "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE} "
-    f"AND {_PG_NO_FOREIGN}"
+    f"AND {_PG_NO_FOREIGN} AND {_PG_BUILT_IN}"
 )
+# The column a query of the schema's name reads: the rewrite writes names that PostgreSQL folds
+# to lower case, so a column "UID" is never read for uid, and its facts must not speak for uid
+# (a table with "UID" PRIMARY KEY beside uid: 100 rows of 10 units were counted as 100 with
+# max_rows_per_unit 1, and COUNT(a) as COUNT(*) by "A"'s NOT NULL). A name PostgreSQL would not
+# fold to itself (upper case, or lower() changes it otherwise) proves nothing.
+_PG_FOLDED = "a.attname = lower(a.attname)"
 _PG_TYPES = (
     "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped "
+    f"WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
     f"AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({_PG_PATH.format('false')})"
 )
 
@@ -276,11 +294,30 @@ _PG_TYPES = (
 # a SELECT of it reads the children's too (the same unit in parent and child: two rows). A
 # partitioned table's unique index holds across its partitions, none of which can be a
 # foreign table, and so does its NOT NULL (a partition cannot drop it).
+# The index must also tell values apart exactly as the column's own equality does, which the
+# bounding's PARTITION BY and COUNT(DISTINCT) use: the column's collation, and the default
+# operator class of the column's type (_PG_DEFAULT_EQ). A unique index in another collation
+# or operator class distinguishes what the column's equality merges: on a column of a
+# case-insensitive collation, an index (uid COLLATE "C") admits 'A' and 'a', one unit
+# (200 rows of 100 units were counted as 200 with max_rows_per_unit 1); so does (uid
+# text_ops) on a citext column. CREATE UNIQUE INDEX takes both; a constraint's index cannot.
+_PG_DEFAULT_EQ = (
+    # the column's type, or a domain's base type (one level: a domain of a domain fails)
+    "JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid "
+    "JOIN pg_catalog.pg_opclass oc ON oc.oid = i.indclass[0] "
+    "WHERE i.indcollation[0] = a.attcollation AND oc.opcdefault AND ("
+    "oc.opcintype = CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END "
+    # no default class of its own: varchar (text's) and enums (anyenum's)
+    "OR (oc.opcintype, CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END) "
+    "IN (('pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype)) "
+    "OR (oc.opcintype = 'pg_catalog.anyenum'::pg_catalog.regtype AND ty.typtype = 'e')) "
+)
 PG_UNIQUE = (
     "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_index i "
     "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
-    "WHERE i.indisunique AND i.indisvalid AND a.attnotnull "
+    f"{_PG_DEFAULT_EQ}"
+    f"AND i.indisunique AND i.indisvalid AND a.attnotnull AND {_PG_FOLDED} "
     "AND i.indnkeyatts = 1 AND i.indpred IS NULL "
     "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
@@ -292,7 +329,7 @@ PG_UNIQUE = (
 _PG_NOT_NULL = (
     "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped "
+    f"WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
     "AND c.relkind = 'r' AND NOT c.relhassubclass AND lower(c.relname) = ANY (%s) "
     f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
 )

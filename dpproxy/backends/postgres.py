@@ -189,7 +189,8 @@ class PostgresBackend:
         """Check every schema table and column is visible and readable; mark unit columns
         that a single-column PRIMARY KEY or UNIQUE constraint (a full, non-expression, valid
         unique index of the relation the name resolves to, not a parent of inheritance
-        children, on a NOT NULL column: ``checks.PG_UNIQUE``) proves unique, and the columns
+        children, on a NOT NULL column, in its collation and its type's default operator
+        class: ``checks.PG_UNIQUE``) proves unique, and the columns
         of private tables declared NOT NULL (``checks.postgres_not_null``). Reads metadata
         only."""
         columns_q = sql.SQL(

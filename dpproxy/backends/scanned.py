@@ -29,8 +29,10 @@ Why the proof stays true. Only a database the backend opened ``read_only`` (Duck
 process or another, for as long as the backend is open (``tests/integration/
 test_scanned_bounds.py`` checks both), and dpproxy itself never writes. A view, a table
 of an in-memory database (files read through views) or another schema's table is never
-marked. PostgreSQL and Spark are never marked: their data can change under an open
-connection.
+marked, nor is a generated column: DuckDB computes it at each read, and it may read the
+clock (``now()``), so its values can move with no write (``tests/integration/
+test_generated_columns.py``). PostgreSQL and Spark are never marked: their data can change
+under an open connection.
 
 What the analyst learns. The mark is a fact about the rows (whether some value lies outside
 its bounds), so it must not show: EXPLAIN plans against ``Catalog.shown()``, the catalog
@@ -78,8 +80,10 @@ def proven(
     quote: Any,
 ) -> dict[str, set[str]]:
     """{table: its ``bounded`` columns (lower-case names, ``checks.candidates``) that no row
-    of the stored table puts outside their schema bounds}; columns in ``skip`` (already proved
-    by a CHECK constraint) are not read again. ``con``: a read-only DuckDB connection (the
+    of the stored table puts outside their schema bounds}, and its ``fractional`` columns
+    whose clamp no row needs; columns in ``skip`` are not read: already proved by a CHECK
+    constraint, or generated (computed as they are read, maybe from the clock or random():
+    no scan at opening speaks for a later read). ``con``: a read-only DuckDB connection (the
     caller checks :func:`read_only` and holds its lock); ``stored``: the tables stored in
     the current database and schema (``DuckDBBackend._stored_tables``); ``quote``: the
     backend's identifier quoting."""
@@ -94,6 +98,8 @@ def proven(
             if _in_bounds(con, t, column, quote):
                 out.setdefault(name, set()).add(column)
         for column in fractional(t):
+            if column in skip.get(name, set()):
+                continue
             if _clamp_is_identity(con, t, column, quote):
                 out.setdefault(name, set()).add(column)
     return out

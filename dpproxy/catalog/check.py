@@ -92,6 +92,7 @@ def check_schema(
         problems += [f"{source}: {m.path}: {m.text} (SQLSTATE {m.sqlstate})" for m in found]
         codes += [m.sqlstate for m in found]
         notes += tuple(f"{source}: {n}" for n in _null_promises(catalog, shapes))
+        notes += tuple(f"{source}: {n}" for n in _key_promises(catalog, shapes))
     return SchemaReport(source, catalog, tuple(problems), notes, tuple(codes))
 
 
@@ -115,6 +116,30 @@ def _null_promises(catalog: Catalog, shapes: tuple[TableShape, ...]) -> list[str
                     " column): keep it only if the data's documentation makes it, else write"
                     " nullable: true"
                 )
+    return out
+
+
+def _key_promises(catalog: Catalog, shapes: tuple[TableShape, ...]) -> list[str]:
+    """Each ``privacy_unit: {via: COLUMN, references: TABLE.KEY}`` whose KEY the database does
+    not declare the single-column PRIMARY KEY of TABLE (``TableShape.primary_key``): a note,
+    as for :func:`_null_promises`. dpproxy trusts KEY unique (schemas/README.md) and does not
+    check it: a KEY value on two rows of TABLE, two units, gives each row that references it
+    to both, and one person's rows then count in another's unit too."""
+    found = {s.name.lower(): s for s in shapes}
+    out = []
+    for table in catalog.tables:
+        via = table.unit_via
+        shape = found.get(via.table.lower()) if via is not None else None
+        if via is None or shape is None:
+            continue
+        if (shape.primary_key or "").lower() != via.key.lower():
+            out.append(
+                f"tables.{table.name}.privacy_unit: TODO: references: the schema assumes"
+                f" {via.table}.{via.key} unique, which the database does not declare (a"
+                f" PRIMARY KEY on {via.key} alone); dpproxy trusts it (one {via.key} value on two"
+                f" rows puts each {table.name} row that references it in both units): keep it"
+                " only if the data's documentation makes it"
+            )
     return out
 
 

@@ -119,6 +119,45 @@ def test_duckdb_trusts_the_constraints_of_stored_tables_only(
         e.close()
 
 
+# A text unit whose units each have two spellings, 'P7' and 'p7': one unit under a
+# case-insensitive collation, which PARTITION BY and COUNT(DISTINCT) compare with
+TEXT_SCHEMA = SCHEMA.replace("uid: {type: integer}", "uid: {type: text}")
+TWO_CASES = "CASE WHEN i % 2 = 0 THEN 'p' ELSE 'P' END || (i // 2)"
+
+
+# (DDL of w, a unit column of collation NOCASE; unique?)
+DUCKDB_COLLATED = [
+    ("CREATE TABLE w (uid VARCHAR PRIMARY KEY, a DOUBLE)", True),  # 200 units, none repeated
+    # the key compares bytes, not the collation: 'P7' and 'p7' are both in it
+    ("CREATE TABLE w (uid VARCHAR COLLATE NOCASE PRIMARY KEY, a DOUBLE)", False),
+    ("CREATE TABLE w (uid VARCHAR COLLATE NOCASE UNIQUE NOT NULL, a DOUBLE)", False),
+    ("CREATE TABLE w (uid VARCHAR PRIMARY KEY, a DOUBLE, b VARCHAR COLLATE NOACCENT)", False),
+]
+
+
+@pytest.mark.parametrize(("ddl", "unique"), DUCKDB_COLLATED)
+def test_duckdb_trusts_no_key_of_a_table_with_a_collation(
+    tmp_path: Path, ddl: str, unique: bool
+) -> None:
+    """DuckDB's PRIMARY KEY of a VARCHAR COLLATE NOCASE column holds 'P7' and 'p7', which the
+    bounding ranks as one unit: the key was once trusted, and 200 rows of 100 units were
+    counted as 200 with max_rows_per_unit 1 (the COUNT(DISTINCT uid) too). The last case
+    costs only the optimisation: the collation is read from the table's CREATE statement."""
+    path = tmp_path / "c.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(ddl)
+        con.execute(f"INSERT INTO w (uid, a) SELECT {TWO_CASES}, 1 FROM range(200) r(i)")
+        (units,) = con.execute("SELECT COUNT(DISTINCT uid) FROM w").fetchone()  # type: ignore[misc]
+    e = Engine(parse_catalog(TEXT_SCHEMA), DuckDBBackend(path), noise=NoNoise())
+    try:
+        assert _facts(e)[0] is unique
+        assert _count(e) == units == (200 if "NOCASE" not in ddl else 100)
+        (row,) = e.run("SELECT COUNT(DISTINCT uid) FROM w", analyst="a").released.rows
+        assert row[0] == units
+    finally:
+        e.close()
+
+
 ROWS = f"SELECT i, i % 100 FROM generate_series(1, {UNITS}) i"
 FAILS = "FAILS: "  # a statement that PostgreSQL refuses, leaving something behind
 
@@ -203,6 +242,14 @@ POSTGRES_CASES = [
             f"INSERT INTO t {ROWS}",
             "CREATE MATERIALIZED VIEW w AS SELECT * FROM t",
             "CREATE UNIQUE INDEX ON w (uid)",
+        ],
+        False,
+        False,
+    ),
+    (  # the key and the NOT NULL of "UID" and "A", beside the uid and a that a query reads
+        [
+            'CREATE TABLE w ("UID" INT PRIMARY KEY, uid INT, "A" FLOAT8 NOT NULL, a FLOAT8)',
+            "INSERT INTO w SELECT i, i % 10, 1, NULLIF(i % 2, 0) FROM generate_series(1, 100) i",
         ],
         False,
         False,
@@ -293,5 +340,94 @@ def test_postgres_trusts_no_check_that_a_foreign_descendant_holds_unenforced(
         assert w is not None and w.column("a").in_bounds is proves  # type: ignore[union-attr]
         (row,) = e.run("SELECT SUM(a) FROM w", analyst="a").released.rows
         assert row[0] == (50 if proves else 150)
+    finally:
+        e.close()
+
+
+CI = "CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
+# 200 rows, two spellings of each of 100 units: 'P7' and 'p7'
+TWO_SPELLINGS = (
+    f"INSERT INTO w SELECT {TWO_CASES.replace('//', '/')}, 1 FROM generate_series(0, 199) i"
+)
+ONE_SPELLING = "INSERT INTO w SELECT 'p' || i, 1 FROM generate_series(0, 99) i"
+
+
+@pytest.mark.parametrize(
+    ("statements", "unique"),
+    [
+        ([CI, "CREATE TABLE w (uid TEXT COLLATE ci PRIMARY KEY, a FLOAT8)", ONE_SPELLING], True),
+        (
+            [  # the index's collation tells 'P7' from 'p7'; the column's equality does not
+                CI,
+                "CREATE TABLE w (uid TEXT COLLATE ci NOT NULL, a FLOAT8)",
+                'CREATE UNIQUE INDEX ON w (uid COLLATE "C")',
+                TWO_SPELLINGS,
+            ],
+            False,
+        ),
+        (
+            [  # text's operator class on a citext column: case-sensitive, citext's = is not
+                "CREATE EXTENSION IF NOT EXISTS citext",
+                "CREATE TABLE w (uid CITEXT NOT NULL, a FLOAT8)",
+                "CREATE UNIQUE INDEX ON w (uid text_ops)",
+                TWO_SPELLINGS,
+            ],
+            False,
+        ),
+        (["CREATE TABLE w (uid VARCHAR(10) PRIMARY KEY, a FLOAT8)", TWO_SPELLINGS], True),
+        (
+            [
+                "CREATE DOMAIN unit_d AS TEXT",
+                "CREATE TABLE w (uid unit_d PRIMARY KEY, a FLOAT8)",
+                TWO_SPELLINGS,
+            ],
+            True,
+        ),
+    ],
+)
+def test_postgres_trusts_a_unique_index_with_the_columns_own_equality(
+    pg_dsn: str, statements: list[str], unique: bool
+) -> None:
+    """A unique index in another collation or operator class than the column's own was once
+    trusted: on a case-insensitive column, 200 rows of 100 units ('P7' and 'p7' are one unit
+    under PARTITION BY) were counted as 200 with max_rows_per_unit 1."""
+    run_statements(pg_dsn, statements)
+    with psycopg.connect(pg_dsn) as con:
+        units = con.execute("SELECT COUNT(DISTINCT uid) FROM w").fetchone()[0]  # type: ignore[index]
+    e = Engine(parse_catalog(TEXT_SCHEMA), PostgresBackend(pg_dsn), noise=NoNoise())
+    try:
+        assert _facts(e)[0] is unique
+        assert _count(e) == units
+        (row,) = e.run("SELECT COUNT(DISTINCT uid) FROM w", analyst="a").released.rows
+        assert row[0] == units
+    finally:
+        e.close()
+
+
+def test_postgres_trusts_no_check_of_an_operator_outside_pg_catalog(pg_dsn: str) -> None:
+    """A CHECK written with an operator of another schema (here one that is always true) reads
+    as plain ``(a >= 0) AND (a <= 100)`` where that schema precedes pg_catalog on the search
+    path; a = 1000 passed it, and the clamp was left out (1000 released where the bound is
+    100). A constraint that depends on any operator or function that is not built in proves
+    nothing."""
+    run_statements(
+        pg_dsn,
+        [
+            "CREATE SCHEMA ops",
+            "CREATE FUNCTION ops.yes(int, int) RETURNS bool LANGUAGE sql AS 'SELECT true'",
+            "CREATE OPERATOR ops.<= (LEFTARG = int, RIGHTARG = int, FUNCTION = ops.yes)",
+            "CREATE OPERATOR ops.>= (LEFTARG = int, RIGHTARG = int, FUNCTION = ops.yes)",
+            "SET search_path = public, ops, pg_catalog",
+        ],
+    )
+    with psycopg.connect(pg_dsn, autocommit=True) as con:  # the database's search path
+        con.execute("CREATE TABLE w (uid INT, a INT CHECK (a >= 0 AND a <= 100))")
+        con.execute("INSERT INTO w VALUES (1, 1000)")
+    e = Engine(parse_catalog(CHECK_SCHEMA), PostgresBackend(pg_dsn), noise=NoNoise())
+    try:
+        w = e.catalog.table("w")
+        (row,) = e.run("SELECT SUM(a) FROM w", analyst="a").released.rows
+        assert row[0] == 100
+        assert w is not None and not w.column("a").in_bounds  # type: ignore[union-attr]
     finally:
         e.close()
