@@ -141,8 +141,7 @@ class Engine:
         of those and the catalog. The rewrite is redone for every call that needs a fresh
         secret. ``method`` forces a plan (``SET dpproxy.mechanism``); a ``/*+ dpproxy ... */``
         hint in the SQL overrides it. A query over public tables only has a
-        :class:`PublicPlan` and its SQL.
-        """
+        :class:`PublicPlan` and its SQL."""
         sql = dated(sql)
         public = self.public_plan(sql)
         if public is not None:
@@ -551,6 +550,8 @@ class Engine:
         return self.accountant.remaining(analyst)
 
     def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.close()
         self.backend.close()
 
 
@@ -573,8 +574,7 @@ def open_engine(
     """An engine over a database and a schema file; both default to the bundled demo.
 
     ``database`` is a DuckDB file, CSV/Parquet files or globs (views: ``backends/files.py``) or
-    a ``postgresql://`` DSN (``backends/opener.py``).
-    """
+    a ``postgresql://`` DSN (``backends/opener.py``)."""
     from dpproxy.backends.opener import check_fit, half_given, open_database
     from dpproxy.catalog.load import load_catalog
     from dpproxy.demo import demo_database_path, demo_schema_path

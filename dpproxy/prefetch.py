@@ -11,7 +11,12 @@ exact values.
 What is drawn ahead. The engine remembers, per prepared statement, the Laplace draws its last
 run asked for (:attr:`Prefetched.asked`: the law and the number of values), and at the next run
 submits the same draws to one worker thread before it sends the SQL (:class:`Prefetcher`), when
-they number at least :data:`MIN_AHEAD` values.
+they number at least :data:`MIN_AHEAD` values. It also draws them once more for the run after
+(the *stock*: a second worker thread, at most :data:`STOCK_VALUES` values a statement for the
+:data:`STOCKED` statements run last): the next run of the statement then finds its noise drawn
+while the previous one released its answer or while the connection was idle, instead of
+waiting for the worker when the draw takes longer than the SQL (a grouped query of 50 groups
+draws 100 values, about 0.7 ms, against 0.4-0.7 ms of SQL at 1,000 rows).
 Two laws qualify, both from OpenDP's integer sampler (``make_laplace`` over ``Vec<i64>``):
 
 * integer Laplace (counts): D with P(D = d) ∝ e^{-|d|/b}, b the plan's scale rounded up;
@@ -23,10 +28,13 @@ Privacy argument. A release is x + Z with Z independent of x and of everything e
 of the law the planner calibrated (the same as OpenDP's ``make_laplace`` applied to x):
 
 * Z is drawn by OpenDP's sampler on a vector of zeros, before the data is read, and each drawn
-  value is used at most once, then dropped with the query (never kept for another query; a
-  forked child starts with none). Which values serve a release depends only on the plan and
-  on how many values the last run drew, never on a value drawn, so the values used are
-  independent draws of the law.
+  value is used at most once, then dropped with the query. A stocked draw is handed to exactly
+  one run: it is taken out of the stock under the prefetcher's lock before it is read, and
+  whatever that run leaves unused is dropped with it (never served to another run; a forked
+  child, whose copy of the stock its parent may serve too, ignores it and starts with none).
+  Which values serve a release depends only on the plan and on how many values the statement's
+  earlier runs drew, never on a value drawn or on the data, so the values used are independent
+  draws of the law.
 * OpenDP saturates its i64 output, so a drawn v with |v| < T = 2^62 is D exactly; v ≥ T means
   exactly D ≥ T, and then D = T + G with G geometric, P(G = j) = (1 − r)·r^j, r = e^{-1/s}
   (the discrete Laplace's tail is memoryless: P(D = T + j | D ≥ T) ∝ r^j). G is drawn as the
@@ -78,9 +86,16 @@ _I64 = 2**63
 MIN_AHEAD = 4
 #: Prepared statements whose draws are remembered (the oldest is forgotten first).
 REMEMBERED = 256
+#: Statements whose next run's draws are kept drawn (the stock; the oldest is dropped first).
+STOCKED = 32
+#: The most values a statement's stocked draw holds (a run drawing more draws at its start
+#: only): with :data:`STOCKED`, at most 131,072 integers held, a few MB.
+STOCK_VALUES = 4096
 
 #: ("int", b) or ("lattice", b, k): b the float scale the measurement is built with.
 Law = tuple[Any, ...]
+#: A stocked draw: the process that submitted it, the demand and the worker's future.
+_Stocked = tuple[int, dict[Law, int], "Future[dict[Law, list[int]]]"]
 
 
 def integer_scale(law: Law) -> float | None:
@@ -263,6 +278,8 @@ class Prefetcher:
 
     def __init__(self) -> None:
         self._demands: OrderedDict[str, dict[Law, int]] = OrderedDict()
+        # the stock: per statement, (process, demand, its draw for the next run)
+        self._stock: OrderedDict[str, _Stocked] = OrderedDict()
         self._lock = threading.Lock()
         self.served = 0  # values drawn ahead and released, over every run
 
@@ -275,6 +292,7 @@ class Prefetcher:
             asked = self._demands.get(key)
             if asked is not None:
                 self._demands.move_to_end(key)
+            stocked = self._stock.pop(key, None)  # this run's alone from here on
         future = None
         if asked:
             try:  # list(): a copy in one step, while that run may still be drawing
@@ -282,9 +300,40 @@ class Prefetcher:
             except RuntimeError:  # it added a law meanwhile (a thread switch in a GC pass)
                 laws = []
             demand = {law: n for law, n in laws if integer_scale(law) is not None}
-            if sum(demand.values()) >= MIN_AHEAD:
-                future = _worker().submit(draw, demand)
+            total = sum(demand.values())
+            if total >= MIN_AHEAD:
+                pid = os.getpid()
+                if stocked is not None and stocked[0] == pid and stocked[1] == demand:
+                    future, stocked = stocked[2], None
+                else:
+                    future = _worker().submit(draw, demand)
+                if total <= STOCK_VALUES:
+                    self._keep(key, (pid, demand, _worker(STOCK).submit(draw, demand)))
+        if stocked is not None:  # drawn for another demand, or by a parent process
+            stocked[2].cancel()
         return Prefetched(source, future, self, key)
+
+    def _keep(self, key: str, stocked: _Stocked) -> None:
+        """Stock a draw for the next run of ``key``; the oldest statement's is dropped beyond
+        :data:`STOCKED` (its draw cancelled if not started: its values are never used)."""
+        dropped = []
+        with self._lock:
+            old = self._stock.pop(key, None)  # a concurrent run of the statement stocked one
+            if old is not None:
+                dropped.append(old)
+            self._stock[key] = stocked
+            while len(self._stock) > STOCKED:
+                dropped.append(self._stock.popitem(last=False)[1])
+        for _, _, future in dropped:
+            future.cancel()
+
+    def close(self) -> None:
+        """Drop the stock (the engine is closing): draws not started are cancelled."""
+        with self._lock:
+            dropped = list(self._stock.values())
+            self._stock.clear()
+        for _, _, future in dropped:
+            future.cancel()
 
     def count_served(self, n: int) -> None:
         with self._lock:
@@ -301,28 +350,35 @@ class Prefetcher:
                 self._demands.popitem(last=False)
 
 
-_WORKER: tuple[int, ThreadPoolExecutor] | None = None
+#: The two workers: the draws of runs under way, and the stock (for next runs), each one
+#: thread, so that a run's own draw never waits behind another statement's stock.
+NOW, STOCK = "noise", "noise-stock"
+_WORKERS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 _WORKER_LOCK = threading.Lock()
 
 
 def _forget_in_child() -> None:
-    """After a fork: the parent's thread and lock (which another thread may have held) are
+    """After a fork: the parent's threads and lock (which another thread may have held) are
     not the child's."""
-    global _WORKER, _WORKER_LOCK
-    _WORKER, _WORKER_LOCK = None, threading.Lock()
+    global _WORKERS, _WORKER_LOCK
+    _WORKERS, _WORKER_LOCK = {}, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _worker() -> ThreadPoolExecutor:
-    """One worker thread per process, started at the first draw ahead; a forked child starts
-    its own (a parent's thread does not survive a fork, and its draws are not the child's)."""
-    global _WORKER
+def _worker(name: str = NOW) -> ThreadPoolExecutor:
+    """One worker thread of each kind per process, started at its first draw; a forked child
+    starts its own (a parent's thread does not survive a fork, and its draws are not the
+    child's)."""
     pid = os.getpid()
     with _WORKER_LOCK:
-        if _WORKER is None or _WORKER[0] != pid:
+        held = _WORKERS.get(name)
+        if held is None or held[0] != pid:
             from concurrent.futures import ThreadPoolExecutor
 
-            _WORKER = (pid, ThreadPoolExecutor(1, thread_name_prefix="dpproxy-noise"))
-        return _WORKER[1]
+            held = _WORKERS[name] = (
+                pid,
+                ThreadPoolExecutor(1, thread_name_prefix=f"dpproxy-{name}"),
+            )
+        return held[1]

@@ -8,6 +8,9 @@
   gives exactly x + z;
 * the engine draws ahead from the second run of a statement on, never with a test source or
   in a one-shot command, and a forked child draws its own;
+* the stock: a run also has its statement's next run drawn, which serves exactly one run (a
+  concurrent run of the statement, another demand or a forked child never gets it), bounded
+  in values and statements, dropped when the engine closes;
 * the answers with values drawn ahead are those of OpenDP's own call: same law (a two-sample
   test in ``tests/audit/test_audit_prefetch.py``) and, with no noise at all, the same values.
 """
@@ -220,6 +223,83 @@ def test_a_few_values_are_never_drawn_ahead() -> None:
     assert prefetcher.served == 0
 
 
+def _stock_of(prefetcher: Prefetcher, key: str) -> Future[dict[prefetch.Law, list[int]]]:
+    """The stocked draw of ``key`` (waited for: the stock's worker draws in order)."""
+    future = prefetcher._stock[key][2]
+    future.result()
+    return future
+
+
+def test_a_run_stocks_the_next_runs_draw_and_it_serves_that_run_alone() -> None:
+    prefetcher = Prefetcher()
+    b, law = Fraction(2), ("int", 2.0)
+    first = prefetcher.start("q", (), OpenDPNoise())
+    first.laplace([1.0] * 16, b, integer=True)
+    assert "q" not in prefetcher._stock  # the first run drew at release time: nothing known
+    second = prefetcher.start("q", (), OpenDPNoise())
+    stocked = _stock_of(prefetcher, "q")
+    assert prefetcher._stock["q"][1] == {law: 16}
+    assert second._future is not stocked  # the second run's own draw, submitted at its start
+    second.laplace([1.0] * 16, b, integer=True)
+    assert second.served == 16
+    drawn = list(stocked.result()[law])
+    third = prefetcher.start("q", (), OpenDPNoise())
+    assert third._future is stocked  # taken out of the stock: this run's alone
+    assert prefetcher._stock["q"][2] is not stocked  # and the run after has a new one
+    concurrent = prefetcher.start("q", (), OpenDPNoise())  # the same statement meanwhile
+    assert concurrent._future is not stocked
+    assert third.laplace([0.0] * 16, b, integer=True) == [float(z) for z in drawn]
+    assert third.served == 16
+    # the values were handed out once: the stocked list is emptied as it is served
+    assert stocked.result()[law] == []
+    assert concurrent.laplace([0.0] * 16, b, integer=True) != [float(z) for z in drawn]
+
+
+def test_a_stocked_draw_of_another_demand_is_dropped_unused() -> None:
+    prefetcher = Prefetcher()
+    b = Fraction(2)
+    for _ in range(2):
+        prefetcher.start("q", (), OpenDPNoise()).laplace([1.0] * 16, b, integer=True)
+    stocked = _stock_of(prefetcher, "q")
+    run = prefetcher.start("q", (), OpenDPNoise())  # this run asks for 20 at another scale
+    assert run._future is stocked
+    run.laplace([1.0] * 20, Fraction(3), integer=True)
+    # the next run's demand is the last run's (20 at scale 3): the stock of 16 at scale 2
+    # drawn before it was known does not fit it, and is cancelled or left unread
+    nxt = prefetcher.start("q", (), OpenDPNoise())
+    assert prefetcher._stock["q"][1] == {("int", 3.0): 20}
+    assert nxt._future is not prefetcher._stock["q"][2]
+
+
+def test_the_stock_is_bounded_and_dropped_at_close() -> None:
+    prefetcher = Prefetcher()
+    b = Fraction(2)
+    big = prefetch.STOCK_VALUES + 1
+    for _ in range(2):
+        prefetcher.start("big", (), OpenDPNoise()).laplace([1.0] * big, b, integer=True)
+    assert "big" not in prefetcher._stock  # drawn at each run's start only
+    for i in range(prefetch.STOCKED + 5):
+        for _ in range(2):
+            prefetcher.start(f"q{i}", (), OpenDPNoise()).laplace([1.0] * 4, b, integer=True)
+    assert len(prefetcher._stock) == prefetch.STOCKED
+    assert "q0" not in prefetcher._stock and f"q{prefetch.STOCKED + 4}" in prefetcher._stock
+    stocked = [entry[2] for entry in prefetcher._stock.values()]
+    prefetcher.close()
+    assert not prefetcher._stock
+    prefetch._worker(prefetch.STOCK).submit(int).result()  # in order: one that ran has ended
+    assert all(f.cancelled() or f.done() for f in stocked)
+
+
+def test_the_engine_closes_its_stock(demo_db: Path, demo_catalog: Catalog) -> None:
+    engine = _engine(demo_db, demo_catalog)
+    sql = "SELECT education, COUNT(*) FROM adult GROUP BY education"
+    for i in range(2):
+        engine.run(sql, analyst=f"analyst{i}")
+    assert engine._ahead is not None and engine._ahead._stock
+    engine.close()
+    assert not engine._ahead._stock
+
+
 def _engine(db: Path, catalog: Catalog, noise: object = None) -> Engine:
     return Engine(catalog, DuckDBBackend(db), noise=noise)  # type: ignore[arg-type]
 
@@ -257,13 +337,20 @@ def test_a_forked_child_draws_with_a_worker_of_its_own() -> None:
     run = prefetcher.start("q", (), OpenDPNoise())
     run.laplace([1.0] * 16, Fraction(2), integer=True)
     prefetch._worker()  # the parent's worker exists
+    second = prefetcher.start("q", (), OpenDPNoise())  # stocks the third run's draw
+    second.laplace([1.0] * 16, Fraction(2), integer=True)
+    parents = _stock_of(prefetcher, "q")  # the parent may serve it: never the child
     pid = os.fork()
     if pid == 0:  # the child: a new worker, which draws
         try:
             child = prefetcher.start("q", (), OpenDPNoise())
             child.laplace([1.0] * 16, Fraction(2), integer=True)
-            os._exit(0 if child.served == 16 else 1)
+            ok = child.served == 16 and child._future is None  # collected: not the parent's
+            ok = ok and prefetcher._stock["q"][0] == os.getpid()
+            ok = ok and prefetcher._stock["q"][2] is not parents
+            os._exit(0 if ok else 1)
         except BaseException:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+    assert prefetcher.start("q", (), OpenDPNoise())._future is parents
