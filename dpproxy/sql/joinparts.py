@@ -195,13 +195,39 @@ def _next_factor(
 
 
 def factor(inst: Instance, cols: set[str], catalog: Catalog) -> tuple[int | None, str]:
-    """The fan-out of joining ``inst`` on its columns ``cols``: (a factor or None, why)."""
+    """The fan-out of joining ``inst`` on its columns ``cols``: (a factor, at least 1, or None,
+    why).
+
+    **A public table's factor is max(1, m)**, m the most rows sharing one value of a join
+    column, measured on the public table when the catalog was attached (``catalog/public.py``;
+    the smallest m over ``cols``, since rows equal on every join column are equal on each).
+    m is 0 exactly when the table was empty then. Why 1 and not 0, and why it is private:
+
+    * The factor only sets τ, the rows per unit of the joined relation (:func:`derived_bound`).
+      The rewrite truncates every unit to τ joined rows in SQL (a join with a public table is
+      never ``unit_is_unique``, so the plan always bounds it) and every sensitivity is computed
+      at K = τ. So Δ holds whatever the public table holds when the query runs — empty, or
+      filled since it was measured — and τ itself depends on the schema and public data only,
+      never on private rows. The factor decides utility (which rows the truncation drops), not
+      privacy.
+    * τ must be at least 1: a contribution bound of 0 rows is not a stability
+      (``analysis/sensitivity.py``, which raises XX000 on it). τ = 0 would be sound — an empty
+      join contributes nothing — but it would keep no row even if the table gained rows, and
+      with zero sensitivity the release would be the exact answer.
+    * Taking 1 for an empty table never lowers the sensitivity below what the data needs:
+      while the table is empty every joined relation is empty and any τ ≥ 0 drops no row, so the
+      τ derived with the factor 1 (≥ 1) over-estimates the true largest contribution (0): more
+      noise, never less. The answer is the plain SQL's (no row joins) plus that noise, with the
+      τ a public table whose join key is unique would give.
+    """
     t = inst.table
     assert t is not None
     if any(unique_key(t, c, catalog) for c in cols):
         return 1, f"{t.name} 1 (unique key)"
     if not t.private:
         fan = [m for c in cols if (m := t.fan_out(c)) is not None]
+        if fan and min(fan) == 0:
+            return 1, f"{t.name} 1 (empty when read, taken as 1)"
         if fan:
             return min(fan), f"{t.name} {min(fan)} (most rows per {sorted(cols)[0]})"
         return None, f"the fan-out of public table {t.name} was not measured"

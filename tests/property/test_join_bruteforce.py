@@ -4,12 +4,12 @@ The method of ``../shared/reading/004_*`` (empirical sensitivity by enumerating 
 ``test_sensitivity_bruteforce.py``, applied to the joined relations of ``dpproxy/sql/joins.py``:
 a small TPC-H-like database (customers, their orders, the line items of those orders, a public
 ``nation`` table whose keys are sometimes duplicated, so that a join with it multiplies a
-customer's rows by its fan-out m > 1), a join query planned and rewritten by
-:meth:`dpproxy.engine.Engine.prepare` with a *fixed* secret (so the keyed hash that picks each
-unit's rows picks the same rows of every untouched customer in D and in its neighbours), the
-rewritten SQL run without noise, and for every neighbour D' the distance between the exact
-primitives of D and D' (aligned by group; an absent group counts as 0) must not exceed the plan's
-``release.sensitivity`` in L1, L2 and L∞.
+customer's rows by its fan-out m > 1, or empty, m = 0, when the engine reads it), a join query
+planned and rewritten by :meth:`dpproxy.engine.Engine.prepare` with a *fixed* secret (so the
+keyed hash that picks each unit's rows picks the same rows of every untouched customer in D and
+in its neighbours), the rewritten SQL run without noise, and for every neighbour D' the distance
+between the exact primitives of D and D' (aligned by group; an absent group counts as 0) must not
+exceed the plan's ``release.sensitivity`` in L1, L2 and L∞.
 
 The neighbouring relation is the one of the schema (AddRowsWithID of ``../shared/reading/002_*``):
 D' adds or removes ONE customer together with all its rows in every private table — its orders,
@@ -170,6 +170,9 @@ NATIONS: dict[str, tuple[tuple[int, str], ...]] = {
         (3, "EGYPT"),
     ),
     "sparse": ((0, "ALGERIA"), (0, "ALBANIA"), (2, "CANADA")),  # m = 2; keys 1, 3 missing
+    # m = 0 when the engine reads it: the schema derives τ with the factor max(1, m) = 1
+    # (sql/joinparts.py, factor); a bound of 0 rows was an internal error (XX000)
+    "empty": (),
 }
 NATION_KEYS = (0, 1, 2, 3, 4)
 
@@ -415,7 +418,6 @@ def make_sql(name: str, hint: str) -> str:
 # Running the rewritten SQL.
 
 
-
 def to_vector(plan: QueryPlan, cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> Vector:
     nk = len(plan.query.keys)
     expected = [f"__key_{i}" for i in range(nk)] + [p.name for p in plan.primitives]
@@ -445,8 +447,10 @@ class Harness:
         con.execute("CREATE TABLE orders_all(ds INTEGER, k INTEGER, c INTEGER, p DOUBLE, t TEXT)")
         con.execute("CREATE TABLE lineitem_all(ds INTEGER, o INTEGER, q DOUBLE)")
         con.execute("CREATE TABLE nation_all(nv TEXT, k INTEGER, name TEXT)")
-        for nv, rows in NATIONS.items():
-            con.executemany("INSERT INTO nation_all VALUES (?, ?, ?)", [(nv, *r) for r in rows])
+        con.executemany(
+            "INSERT INTO nation_all VALUES (?, ?, ?)",
+            [(nv, *r) for nv, rows in NATIONS.items() for r in rows],
+        )
         con.execute("SET VARIABLE ds = 0")
         con.execute("SET VARIABLE nv = 'unique'")
         for view, select in (
@@ -542,7 +546,8 @@ def write_database(path: Path, d: Db, nation: str) -> None:
     with duckdb.connect(str(path)) as con:
         for ddl in DDL:
             con.execute(ddl)
-        con.executemany("INSERT INTO nation VALUES (?, ?)", list(NATIONS[nation]))
+        if NATIONS[nation]:
+            con.executemany("INSERT INTO nation VALUES (?, ?)", list(NATIONS[nation]))
         for table, rows in (("customer", customers), ("orders", orders), ("lineitem", items)):
             if rows:
                 marks = "(" + ", ".join("?" * len(rows[0])) + ")"
@@ -736,7 +741,7 @@ ADDED0 = (
 
 
 FIXED = [("declared", n, ("", "max_rows=1", "max_rows=2", "max_rows_cap=4")) for n in NATIONS]
-FIXED += [("customer_only", n, ("", "max_rows_cap=4")) for n in ("unique", "dup_spread")]
+FIXED += [("customer_only", n, ("", "max_rows_cap=4")) for n in ("unique", "dup_spread", "empty")]
 
 
 @pytest.mark.parametrize(
@@ -843,6 +848,36 @@ def test_public_fan_out_attained(harness: Harness) -> None:
     [(p, s)] = [(r.primitive.name, r.sensitivity) for r in plan.releases]
     dist = _distances(harness, prepared, "dup_spread", SMALL, SMALL.plus(HEAVY))[p]
     assert dist.l1 == s.l1 == 3 and dist.linf == 2 <= s.linf
+
+
+CUSTOMER_NATION = (
+    "SELECT COUNT(*), SUM(c_acctbal) FROM customer JOIN nation ON c_nationkey = n_nationkey"
+)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_an_empty_public_table_gives_tau_one_and_stays_within_sensitivity(
+    harness: Harness, schema: str
+) -> None:
+    """nation is empty when the engine reads it (fan-out m = 0): the schema derives τ = 1 × 1
+    for customer ⋈ nation (not 0, which was an internal error). The plan holds on the data it
+    was read from (no customer joins a nation: every neighbour moves nothing) and on nation
+    tables filled afterwards, up to m = 3 rows per key: the SQL keeps τ = 1 row per customer,
+    so the count moves by exactly 1 = Δ₁ when a customer of the m = 3 nation key comes or goes,
+    never by 3."""
+    prepared = harness.prepare(schema, "empty", CUSTOMER_NATION)
+    plan = prepared.plan
+    assert plan.truncation is not None and plan.truncation.source == "schema"
+    assert "empty when read, taken as 1" in plan.truncation.derivation
+    assert plan.stability.rows == 1 and plan.needs_bounding
+    for nation in NATIONS:  # the plan read "empty"; the data may be any nation table
+        check_neighbours(harness, prepared, nation, D0, ADDED0, f"customer_nation_empty [{nation}]")
+    assert_bound_covers(plan, Query(CUSTOMER_NATION, _nations), D0, "empty")
+    count = next(r for r in plan.releases if r.primitive.kind.value == "count")
+    assert count.sensitivity.l1 == 1
+    for nation, moved in (("empty", 0), ("dup_spread", 1)):
+        dist = _distances(harness, prepared, nation, SMALL, SMALL.plus(HEAVY))
+        assert dist[count.primitive.name].l1 == moved, (nation, dist)
 
 
 # ---------------------------------------------------------------------------------------------
