@@ -33,6 +33,7 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 
+from dpproxy.backends.pg_path import PG_TABLE_SCHEMAS
 from dpproxy.catalog.draft import schema_type
 from dpproxy.catalog.model import Catalog, ColumnType, Table
 
@@ -268,7 +269,7 @@ _PG_CHECKS = (
     "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
     "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
     "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
-    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE} "
+    f"AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {_PG_ALONE} "
     f"AND {_PG_NO_FOREIGN} AND {_PG_BUILT_IN}"
 )
 # The column a query of the schema's name reads: the rewrite writes names that PostgreSQL folds
@@ -281,7 +282,7 @@ _PG_TYPES = (
     "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
     f"WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
-    f"AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({_PG_PATH.format('false')})"
+    f"AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS})"
 )
 
 
@@ -320,7 +321,7 @@ PG_UNIQUE = (
     f"AND i.indisunique AND i.indisvalid AND a.attnotnull AND {_PG_FOLDED} "
     "AND i.indnkeyatts = 1 AND i.indpred IS NULL "
     "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
-    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
+    f"AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {_PG_ALONE}"
 )
 # PostgreSQL: the NOT NULL columns of plain tables without inheritance children, resolved as
 # for the CHECK constraints above. A partitioned table or a parent is left out: before
@@ -331,7 +332,7 @@ _PG_NOT_NULL = (
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
     f"WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
     "AND c.relkind = 'r' AND NOT c.relhassubclass AND lower(c.relname) = ANY (%s) "
-    f"AND c.relnamespace = ANY ({_PG_PATH.format('false')}) AND {_PG_ALONE}"
+    f"AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {_PG_ALONE}"
 )
 
 

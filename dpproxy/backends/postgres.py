@@ -34,6 +34,7 @@ from psycopg.types.datetime import DateLoader
 
 from dpproxy.backends import CancelToken, checks
 from dpproxy.backends.fardate import FarDate
+from dpproxy.backends.pg_path import PG_NOT_A_CATALOG_NAME, PG_TABLE_SCHEMAS, pin_catalog
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
@@ -111,9 +112,11 @@ class PostgresBackend:
             self.portable_hash = True  # no hash_record_extended before PostgreSQL 14
 
     def _probe(self, kwargs: dict[str, Any]) -> int:
-        """Connect once, without the pool: the server's version, or 08001 with its reason."""
+        """Connect once, without the pool: the server's version, or 08001 with its reason (or
+        an overload of a built-in on the search path: ``pg_path.pin_catalog``)."""
         try:
             with psycopg.connect(**kwargs) as conn:
+                pin_catalog(conn, self.name)
                 return conn.info.server_version
         except psycopg.Error as e:
             lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
@@ -126,9 +129,12 @@ class PostgresBackend:
             ) from e
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Session settings of every pooled connection."""
+        """Session settings of every pooled connection: the search path first
+        (``pg_path.pin_catalog``: built-in operators, functions and types before any other;
+        a connection whose path holds an overload of one is refused)."""
         conn.adapters.register_loader("date", _TotalDateLoader)
         conn.read_only = True
+        pin_catalog(conn, self.name)
         ms = max(1, round(self.statement_timeout * 1000))
         conn.execute(f"SET statement_timeout = {ms}")
         conn.execute("SET DateStyle = ISO")  # dates as text, as DuckDB writes them
@@ -196,8 +202,7 @@ class PostgresBackend:
         columns_q = sql.SQL(
             "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
             "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-            "WHERE c.relnamespace = ANY (SELECT oid FROM pg_catalog.pg_namespace "
-            "WHERE nspname = ANY (current_schemas(false))) "
+            f"WHERE c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {PG_NOT_A_CATALOG_NAME} "
             "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped"
         )
         unique_q = sql.SQL(checks.PG_UNIQUE)

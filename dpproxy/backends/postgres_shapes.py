@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import psycopg
 
+from dpproxy.backends.pg_path import PG_TABLE_SCHEMAS, pin_catalog
 from dpproxy.catalog.draft import ColumnShape, TableShape
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import BackendUnavailable
@@ -14,8 +15,7 @@ _COLUMNS = (
     "SELECT c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
     "NOT a.attnotnull FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    "WHERE c.relnamespace = ANY (SELECT oid FROM pg_catalog.pg_namespace "
-    "WHERE nspname = ANY (current_schemas(false))) "
+    f"WHERE c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) "
     "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
     "ORDER BY c.relname, a.attnum"
 )
@@ -23,14 +23,14 @@ _KEYS = (
     "SELECT c.relname, a.attname FROM pg_catalog.pg_index i "
     "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
-    "WHERE i.indisprimary AND i.indnkeyatts = 1 AND c.relnamespace = ANY (SELECT oid FROM "
-    "pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas(false)))"
+    f"WHERE i.indisprimary AND i.indnkeyatts = 1 AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS})"
 )
 
 
 def describe_postgres(dsn: str) -> tuple[TableShape, ...]:
     try:
         with psycopg.connect(dsn, connect_timeout=10) as conn:
+            pin_catalog(conn, redact_dsn(dsn))  # the same search path as the backend's
             rows = conn.execute(_COLUMNS).fetchall()
             keys = {t.lower(): c for t, c in conn.execute(_KEYS).fetchall()}
     except psycopg.OperationalError as e:

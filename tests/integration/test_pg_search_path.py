@@ -1,0 +1,218 @@
+"""The search path of dpproxy's PostgreSQL connections (``backends/pg_path.py``): built-in
+operators, functions and types first, tables where the steward's search path finds them.
+
+A database whose search path put a schema ``ops`` before pg_catalog let ``ops.<`` and
+``ops.>`` on (float8, float8) stand in for the built-ins in the clamp dpproxy writes: always
+false, they removed it (1,050 released with the noise off where each of the two units adds at
+most 100); raising above 500, they failed the query for one row's value. Each test runs the
+query end to end on the real server with the noise off.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import conninfo
+from psycopg import sql as pgsql
+
+from dpproxy.backends.pg_path import pinned_path
+from dpproxy.backends.postgres import PostgresBackend
+from dpproxy.backends.postgres_shapes import describe_postgres as describe
+from dpproxy.catalog.load import parse_catalog
+from dpproxy.engine import Engine
+from dpproxy.errors import BackendUnavailable, UndefinedTable
+from tests.integration.test_check_bounds_postgres import run_statements
+from tests.noise import NoNoise
+
+SCHEMA = """
+version: 1
+dataset: search_path
+privacy: {epsilon: 1, delta: "1e-6"}
+tables:
+  w:
+    privacy_unit: uid
+    max_rows_per_unit: 1
+    columns:
+      uid: {type: integer}
+      a: {type: float, lower: 0, upper: 100}
+"""
+# two units, one far above the bound of 100: clamped, their sum is 150
+ROWS = ["CREATE TABLE w (uid INT, a FLOAT8)", "INSERT INTO w VALUES (1, 1000), (2, 50)"]
+CLAMPED = 150.0
+
+NEVER = "SELECT false"
+# pg_catalog's own comparison, but an error for a value above 500 (one row's value)
+RAISES = "SELECT CASE WHEN $1 > 500 OR $2 > 500 THEN 1 / 0 = 1 ELSE pg_catalog.float8lt($1, $2) END"
+
+
+def _shadow(body: str) -> list[str]:
+    """``ops.<`` and ``ops.>`` on (float8, float8), both ``body``, with the database's search
+    path putting ops before pg_catalog."""
+    return [
+        "CREATE SCHEMA ops",
+        f"CREATE FUNCTION ops.f(float8, float8) RETURNS bool LANGUAGE sql AS $${body}$$",
+        "CREATE OPERATOR ops.< (LEFTARG = float8, RIGHTARG = float8, FUNCTION = ops.f)",
+        "CREATE OPERATOR ops.> (LEFTARG = float8, RIGHTARG = float8, FUNCTION = ops.f)",
+        "SET search_path = ops, pg_catalog, public",
+    ]
+
+
+def _sum(dsn: str, query: str = "SELECT SUM(a) FROM w") -> object:
+    backend = PostgresBackend(dsn)
+    try:
+        e = Engine(parse_catalog(SCHEMA), backend, noise=NoNoise())
+        (row,) = e.run(query, analyst="a").released.rows
+        return row[0]
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("body", [NEVER, RAISES], ids=["always-false", "raising"])
+def test_an_operator_of_another_schema_does_not_replace_the_clamp(pg_dsn: str, body: str) -> None:
+    """Before pg_path.pin_catalog: 1,050 released (always false), or the query failed
+    (raising, for the row of 1000)."""
+    run_statements(pg_dsn, [*ROWS, *_shadow(body)])
+    with psycopg.connect(pg_dsn) as con:  # the shadow is live on a plain connection
+        if body == NEVER:
+            assert con.execute("SELECT 1000::float8 > 100::float8").fetchone() == (False,)
+        else:
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                con.execute("SELECT 1000::float8 > 100::float8")
+    assert _sum(pg_dsn) == CLAMPED
+    assert _sum(pg_dsn, "SELECT SUM(a) FROM w WHERE a < 2000") == CLAMPED
+
+
+@pytest.mark.parametrize(
+    "statements",
+    [
+        [  # an exact match for `x < 0` where the built-in needs the 0 cast: it would win
+            "CREATE SCHEMA ops",
+            "CREATE FUNCTION ops.f(float8, int) RETURNS bool LANGUAGE sql AS 'SELECT false'",
+            "CREATE OPERATOR ops.< (LEFTARG = float8, RIGHTARG = int, FUNCTION = ops.f)",
+            "SET search_path = pg_catalog, ops, public",
+        ],
+        ["CREATE FUNCTION public.floor(int) RETURNS int LANGUAGE sql AS 'SELECT 1'"],
+    ],
+    ids=["operator", "function"],
+)
+def test_an_overload_of_a_built_in_on_the_path_is_refused(
+    pg_dsn: str, statements: list[str]
+) -> None:
+    """Whatever the order, an overload with other argument types competes with the built-in
+    and can win: the backend refuses to open, and so does schema init's reading."""
+    run_statements(pg_dsn, [*ROWS, *statements])
+    with pytest.raises(BackendUnavailable) as caught:
+        PostgresBackend(pg_dsn)
+    assert caught.value.sqlstate == "08001"
+    assert "another version of the built-in" in str(caught.value)
+    with pytest.raises(BackendUnavailable):
+        describe(pg_dsn)
+
+
+def test_an_overload_off_the_path_or_of_an_extension_is_accepted(pg_dsn: str) -> None:
+    """An overload in a schema the path does not name is never considered; an extension's
+    (citext's operators in public) is the administrators'."""
+    run_statements(
+        pg_dsn,
+        [
+            *ROWS,
+            "CREATE EXTENSION IF NOT EXISTS citext",
+            "CREATE SCHEMA ops",
+            "CREATE FUNCTION ops.f(float8, int) RETURNS bool LANGUAGE sql AS 'SELECT false'",
+            "CREATE OPERATOR ops.< (LEFTARG = float8, RIGHTARG = int, FUNCTION = ops.f)",
+        ],
+    )
+    assert _sum(pg_dsn) == CLAMPED
+
+
+@pytest.mark.parametrize(
+    ("path", "options"),
+    [
+        ("SET search_path = data, public", ""),
+        ("SET search_path = nosuch, data, public, pg_catalog", ""),  # pg_catalog last
+        ('SET search_path = pg_temp, "$user", data', ""),
+        ("", "-c search_path=data,public"),  # the DSN's own
+    ],
+)
+def test_tables_resolve_as_the_configured_path_says(pg_dsn: str, path: str, options: str) -> None:
+    """w in a schema ``data`` before public's w: the query reads data's (a = 1000 and 50,
+    clamped: 150), not public's (a = 7)."""
+    run_statements(
+        pg_dsn,
+        [
+            "CREATE TABLE public.w (uid INT, a FLOAT8)",
+            "INSERT INTO public.w VALUES (1, 7)",
+            "CREATE SCHEMA data",
+            "CREATE TABLE data.w (uid INT, a FLOAT8)",
+            "INSERT INTO data.w VALUES (1, 1000), (2, 50)",
+            *([path] if path else []),
+        ],
+    )
+    dsn = conninfo.make_conninfo(pg_dsn, options=options) if options else pg_dsn
+    assert _sum(dsn) == CLAMPED
+    assert {t.name for t in describe(dsn)} == {"w"}  # no pg_catalog relation among them
+
+
+@pytest.fixture
+def role(pg_dsn: str) -> Iterator[str]:
+    """A login role of its own (unique name), dropped with its grants afterwards."""
+    name = f"dpproxy_sp_{secrets.token_hex(4)}"
+    ident = pgsql.Identifier(name)
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        con.execute(pgsql.SQL("CREATE ROLE {} LOGIN").format(ident))
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as con:
+            con.execute(pgsql.SQL("DROP OWNED BY {}").format(ident))
+            con.execute(pgsql.SQL("DROP ROLE {}").format(ident))
+
+
+def test_a_roles_search_path_is_pinned_too(pg_dsn: str, role: str) -> None:
+    """``ALTER ROLE ... IN DATABASE ... SET search_path`` putting ops first: the role's
+    connections read data.w through its path, and the clamp stays."""
+    r = pgsql.Identifier(role)
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        db = pgsql.Identifier(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
+        for s in [*ROWS, *_shadow(NEVER)[:-1], "CREATE SCHEMA data"]:
+            con.execute(s)
+        con.execute("ALTER TABLE w SET SCHEMA data")
+        for s in (
+            "GRANT USAGE ON SCHEMA data, ops TO {r}",
+            "GRANT SELECT ON data.w TO {r}",
+            "ALTER ROLE {r} IN DATABASE {db} SET search_path = ops, pg_catalog, data",
+        ):
+            con.execute(pgsql.SQL(s).format(r=r, db=db))
+    dsn = conninfo.make_conninfo(pg_dsn, user=role)
+    with psycopg.connect(dsn) as con:
+        assert con.execute("SHOW search_path").fetchone() == ("ops, pg_catalog, data",)
+    assert _sum(dsn) == CLAMPED
+
+
+def test_an_empty_path_finds_no_table(pg_dsn: str) -> None:
+    """An empty configured path stays empty but for pg_catalog and pg_temp."""
+    assert pinned_path("") == "pg_catalog, pg_temp"
+    assert pinned_path(' "$user", public ') == 'pg_catalog, "$user", public, pg_temp'
+    run_statements(pg_dsn, ROWS)
+    backend = PostgresBackend(conninfo.make_conninfo(pg_dsn, options="-c search_path="))
+    try:
+        with pytest.raises(UndefinedTable):
+            backend.attach_catalog(parse_catalog(SCHEMA))
+    finally:
+        backend.close()
+
+
+def test_a_schema_table_named_as_a_catalog_relation_is_missing(pg_dsn: str) -> None:
+    """``pg_settings`` resolves to pg_catalog's, whatever public holds: refused as missing."""
+    run_statements(
+        pg_dsn, ["CREATE TABLE public.pg_settings (uid INT, a FLOAT8)", "SET search_path = public"]
+    )
+    backend = PostgresBackend(pg_dsn)
+    try:
+        with pytest.raises(UndefinedTable):
+            backend.attach_catalog(parse_catalog(SCHEMA.replace("  w:", "  pg_settings:")))
+    finally:
+        backend.close()
