@@ -398,3 +398,26 @@ def test_the_shared_count_run_is_quoted() -> None:
     assert f"{v['base']:.3f} → {v['now']:.3f} ms ({v['now'] / v['base']:.2f};" in doc
     same = [c["now"] / c["base"] for c in sql["classes"].values() if c["same_sql"]]
     assert f"whose SQL did not change {min(same):.2f}–{max(same):.2f})" in doc
+
+
+def test_the_third_amd_run_at_1000_rows_is_quoted() -> None:
+    """docs/performance.md's paragraph on the third AMD machine quotes
+    ``benchmarks/ISSUE21_SMALL_AMD3.json`` and the run at that session's start
+    (``ISSUE21_SMALL_AMD3_START.json``), and the four classes the noise stock moved."""
+    doc = _doc()
+    raw_count = _small_pair_quoted(doc, "ISSUE21_SMALL_AMD3", "AMD EPYC")
+    assert f"(raw `COUNT(*)` {raw_count:.2f} ms;" in doc
+    bench = REPO / "benchmarks"
+
+    def ratios(name: str) -> dict[str, float]:
+        run = json.loads((bench / f"{name}.json").read_text("utf-8"))["results"]["current"]
+        return {k: v["dpproxy"] / v["raw"] for k, v in run["small"].items()}
+
+    now, start = ratios("ISSUE21_SMALL_AMD3"), ratios("ISSUE21_SMALL_AMD3_START")
+    moved = ("private_key_group_by", "avg_grouped", "cte", "having_order_limit")
+    quoted = ", ".join(f"{k} {start[k]:.2f}× → {now[k]:.2f}×" for k in moved)
+    assert quoted + ";" in doc
+    floor = json.loads((bench / "SMALL_FLOOR_AMD3.json").read_text("utf-8"))["classes"]
+    v = floor["var_stddev"]
+    assert f"var_stddev's SQL alone took {v['sql'] / v['raw']:.2f}× the raw query" in doc
+    assert v["values"] == 5
