@@ -111,7 +111,7 @@ def _cells(stat: StatPlan, source: str, keys: list[exp.Expression]) -> exp.Selec
     """Rows per cell with their least and greatest clamped value (``__n, __lo, __hi``, which
     ``mechanisms/quantile.py`` scores): integer cells are the integers lo..hi; real cells
     [c_i, c_{i+1}) of width w/B with the last cell B = {hi} (``analysis/local.py``,
-    ``quantile_cells``)."""
+    ``quantile_cells``), the offset v − lo taken as at least half a cell."""
     lo, hi = stat.bounds.lo, stat.bounds.hi
     assert lo is not None and hi is not None
     v = exp.column("__v")
@@ -121,9 +121,14 @@ def _cells(stat: StatPlan, source: str, keys: list[exp.Expression]) -> exp.Selec
             this=exp.Round(this=offset), to=exp.DataType.build("BIGINT")
         )
     else:
+        # The offset is at least half a cell: a subnormal offset times a scale below 1 is an
+        # underflow error on PostgreSQL (22003) for the row holding it. Its cell is 0 either
+        # way (an offset below half a cell scales to less than 1/2).
         bins = stat.cells - 1
+        offset = exp.Sub(this=v, expression=number(lo))
+        half_cell = number((hi - lo) / (2 * bins))
         scaled = exp.Mul(
-            this=exp.Paren(this=exp.Sub(this=v, expression=number(lo))),
+            this=exp.Anonymous(this="GREATEST", expressions=[offset, half_cell]),
             expression=number(Fraction(bins) / (hi - lo)),
         )
         floor = exp.Cast(this=exp.Floor(this=scaled), to=exp.DataType.build("BIGINT"))

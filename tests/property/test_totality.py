@@ -139,3 +139,20 @@ def test_a_taming_the_rows_prove_idle_is_not_a_data_dependent_prepare(
     assert engine.prepare(sql, secret=1).sql != neighbour.prepare(sql, secret=1).sql
     shown = [e.canonical().prepare(sql, secret=1).sql for e in (engine, neighbour)]
     assert shown[0] == shown[1]
+
+
+def test_a_subnormal_order_statistic_value_has_a_cell_on_postgres(
+    postgres_world: PostgresWorld,
+) -> None:
+    """Found by a 2,000-example run: MEDIAN(ABS(fb)) has bounds [0, 1e6] and 1,001 cells, and
+    the cell of 5e-324 was ``(v - 0) * 0.001``, which PostgreSQL refuses as an underflow
+    (22003) — an XX000, charged, only when some unit holds a subnormal double."""
+    rows = [(1, 0, 0, None, 5e-324, None, None, None, None, None)]
+    rows += [(2, 0, 0, None, 0.0, None, "X", None, None, None)]
+    engine, neighbour = postgres_world.engines("rows", False, rows, rows[1:])
+    sql = [
+        "SELECT MEDIAN(ABS(fb)) FROM t",
+        "SELECT cat, MEDIAN(GREATEST(fb, '-0')) FROM t GROUP BY 1",
+        "SELECT PERCENTILE_DISC(0.9) WITHIN GROUP (ORDER BY ABS(fb)) FROM t",
+    ]
+    assert not check_queries(engine, neighbour, sql, label="postgres")
