@@ -240,6 +240,7 @@ def test_a_run_stocks_the_next_runs_draw_and_it_serves_that_run_alone() -> None:
     stocked = _stock_of(prefetcher, "q")
     assert prefetcher._stock["q"][1] == {law: 16}
     assert second._future is not stocked  # the second run's own draw, submitted at its start
+    prefetch._worker().submit(int).result()  # one worker, in order: that draw is made
     second.laplace([1.0] * 16, b, integer=True)
     assert second.served == 16
     drawn = list(stocked.result()[law])
@@ -344,6 +345,7 @@ def test_a_forked_child_draws_with_a_worker_of_its_own() -> None:
     if pid == 0:  # the child: a new worker, which draws
         try:
             child = prefetcher.start("q", (), OpenDPNoise())
+            prefetch._worker().submit(int).result()  # the child's own worker has drawn
             child.laplace([1.0] * 16, Fraction(2), integer=True)
             ok = child.served == 16 and child._future is None  # collected: not the parent's
             ok = ok and prefetcher._stock["q"][0] == os.getpid()
