@@ -46,6 +46,7 @@ from dpproxy.errors import (
 )
 from dpproxy.sql import dates
 from dpproxy.sql.buckets import width_bucket_type
+from dpproxy.sql.casts import cast_type as cast_type  # re-exported for its callers
 from dpproxy.sql.exact import fold_exact
 from dpproxy.sql.mathargs import EXP_LIMIT as EXP_LIMIT
 from dpproxy.sql.mathargs import MAX_POWER as MAX_POWER
@@ -76,16 +77,6 @@ COLUMN_TYPES = {
     ColumnType.DATE: SqlType.DATE,
 }
 
-_NUMERIC_CASTS = {
-    exp.DataType.Type.INT,
-    exp.DataType.Type.BIGINT,
-    exp.DataType.Type.SMALLINT,
-    exp.DataType.Type.TINYINT,
-    exp.DataType.Type.DOUBLE,
-    exp.DataType.Type.FLOAT,
-    exp.DataType.Type.DECIMAL,
-}
-_TEXT_CASTS = {exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR}
 
 ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
@@ -144,47 +135,6 @@ def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType])
     if int(inner.name) >= 2**31:
         raise NumericValueOutOfRange(f"{name} count {inner.name[:20]} is out of range")
     return SqlType.TEXT
-
-
-def _check_type_parameters(to: exp.DataType) -> None:
-    """Type parameters both engines read alike, or 0A000 before any data is read: DECIMAL(p)
-    and DECIMAL(p, s) with 1 <= p <= 38 (DuckDB's widest) and 0 <= s <= p, and none on the
-    other numeric types. ``FLOAT(p)`` is REAL for p <= 24 on PostgreSQL (a double beyond
-    3.4e38 then fails to cast, "value out of range: overflow", for one row's value) and a
-    binder error on DuckDB; ``INT(n)`` is a binder error on DuckDB."""
-    params = to.expressions
-    if not params or to.this not in _NUMERIC_CASTS:
-        return
-    name = to.sql("postgres")
-    values = [p.this for p in params]
-    if to.this is not exp.DataType.Type.DECIMAL:
-        raise UnsupportedQuery(
-            f"casts to {name} are not supported",
-            hint="write REAL, DOUBLE PRECISION or an integer type without a parameter",
-        )
-    digits = [int(v.name) for v in values if isinstance(v, exp.Literal) and v.name.isdigit()]
-    precision, scale = [*digits, 0][:2] if digits else (0, 0)
-    if len(digits) != len(values) or len(values) > 2 or not 0 <= scale <= precision:
-        precision = 0
-    if not 1 <= precision <= 38:
-        raise UnsupportedQuery(
-            f"casts to {name} are not supported",
-            hint="DECIMAL(p, s) takes 1 <= p <= 38 and 0 <= s <= p",
-        )
-
-
-def cast_type(to: exp.DataType) -> SqlType:
-    t = to.this
-    _check_type_parameters(to)
-    if t in _NUMERIC_CASTS:
-        return SqlType.NUMERIC
-    if t in _TEXT_CASTS:
-        return SqlType.TEXT
-    if t is exp.DataType.Type.BOOLEAN:
-        return SqlType.BOOLEAN
-    if t is exp.DataType.Type.DATE:
-        return SqlType.DATE
-    raise UnsupportedQuery(f"casts to {to.sql('postgres')} are not supported")
 
 
 _TRUE_WORDS = {"t", "true", "y", "yes", "on", "1"}

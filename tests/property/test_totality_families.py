@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from dpproxy.engine import Engine
+from dpproxy.errors import InvalidParameter
 from tests.totality import (
     SI_LO,
     Case,
@@ -284,15 +285,23 @@ TEXT = (
     "SELECT COUNT(*) FROM t WHERE TO_CHAR(day, 'Month') = 'May' OR TO_CHAR(fb, '9') = '1'",
 )
 
-# Casts to a numeric type with parameters (sql/types.py, _check_type_parameters): FLOAT(p) was
+# Casts to a numeric type with parameters (sql/casts.py, _check_type_parameters): FLOAT(p) was
 # taken as DOUBLE and printed as written, which PostgreSQL reads as REAL for p <= 24 ("value
 # out of range: overflow" for the row with 1e300 only) and DuckDB refuses (DOUBLE takes no
 # parameters); INT(n), DECIMAL(39), DECIMAL(4, 5) and NUMERIC(0) are binder or parser errors
-# on one engine or both. Now refused, 0A000, before any data is read.
-CAST_PARAMETERS = (
+# on one engine or both. FLOAT(p) is now REAL (p <= 24) or DOUBLE PRECISION (p <= 53), typed
+# and guarded as those are, and answered (FLOAT_PARAMETERS); FLOAT(0) and FLOAT(54) are 22023,
+# the others 0A000, before any data is read.
+FLOAT_PARAMETERS = (
     "SELECT COUNT(*) FROM t WHERE CAST(fu AS FLOAT(10)) > 0",
     "SELECT COUNT(*) FROM t WHERE CASE WHEN uid = 6 THEN CAST(fu AS FLOAT(24)) END > 0",
     "SELECT SUM(CAST(fb AS FLOAT(53))) FROM t",
+    "SELECT COUNT(*) FROM t WHERE CAST(fu AS FLOAT(25)) * 2 > 1",
+)
+CAST_PARAMETERS = (
+    *FLOAT_PARAMETERS,
+    "SELECT COUNT(*) FROM t WHERE CAST(fu AS FLOAT(0)) > 0",
+    "SELECT COUNT(*) FROM t WHERE CAST(fu AS FLOAT(54)) > 0",
     "SELECT COUNT(*) FROM t WHERE CAST(i32 AS INT(5)) > 0",
     "SELECT COUNT(*) FROM t WHERE CAST(fb AS DECIMAL(39, 0)) > 0",
     "SELECT COUNT(*) FROM t WHERE CAST(fb AS DECIMAL(4, 5)) > 0",
@@ -415,3 +424,36 @@ def test_date_queries_are_answered_not_refused(duckdb_engines: dict[str, Engine]
     """The date family is made total by its printed forms, not by refusing it."""
     outcome = check_query(duckdb_engines["rows"], sql)
     assert outcome.sqlstate is None and not outcome.violations
+
+
+@pytest.mark.parametrize("sql", FLOAT_PARAMETERS)
+def test_float_precision_casts_are_answered_on_both_engines(
+    duckdb_engines: dict[str, Engine], postgres_world: PostgresWorld, sql: str
+) -> None:
+    """``FLOAT(p)`` is the REAL or DOUBLE PRECISION PostgreSQL reads it as, on both engines:
+    answered, with no violation between neighbours, and sent as exactly the SQL of the query
+    with that type spelled out (DuckDB refuses ``DOUBLE(p)``; a REAL cast is then guarded as
+    any REAL cast is on that engine)."""
+    pg, _ = postgres_world.engines("rows", False, FAMILY_ROWS, NEIGHBOUR_ROWS)
+    spelled = re.sub(
+        r"FLOAT\((\d+)\)",
+        lambda m: "REAL" if int(m.group(1)) <= 24 else "DOUBLE PRECISION",
+        sql,
+    )
+    for engine in (duckdb_engines["rows"], pg):
+        outcome = check_query(engine, sql)
+        assert outcome.sqlstate is None and not outcome.violations, outcome
+        # the row hash's secret is drawn per plan
+        secret = re.compile(r"(HASH\(|HASH_RECORD_EXTENDED\(\(.*?\), )\d+")
+        texts = [secret.sub(r"\1", engine.prepare(q).sql or "") for q in (sql, spelled)]
+        assert texts[0] == texts[1]
+
+
+@pytest.mark.parametrize("p", [0, 54, 1000])
+def test_float_precision_outside_1_to_53_is_22023(
+    duckdb_engines: dict[str, Engine], p: int
+) -> None:
+    """As PostgreSQL: FLOAT(p) takes 1 <= p <= 53 binary digits; refused before any data."""
+    with pytest.raises(InvalidParameter) as e:
+        duckdb_engines["rows"].prepare(f"SELECT COUNT(*) FROM t WHERE CAST(fu AS FLOAT({p})) > 0")
+    assert e.value.sqlstate == "22023"
