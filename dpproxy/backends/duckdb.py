@@ -18,7 +18,7 @@ try:
 except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb.duckdb
     import duckdb  # type: ignore[no-redef]
 
-from dpproxy.backends import CancelToken, checks
+from dpproxy.backends import CancelToken, checks, light
 from dpproxy.backends import scanned as data_bounds
 from dpproxy.backends.fardate import FarDate
 from dpproxy.catalog.model import Catalog
@@ -33,6 +33,7 @@ from dpproxy.release.noise import ExactResult
 
 PARSED_KEPT = 256  # parsed statements kept (DuckDBBackend._parsed)
 SEEN_KEPT = 4096  # hashes of the texts seen once
+KEEP_AT_FIRST = False  # tests: parse (and decide backends/light.py) a text at its first run
 
 
 class DuckDBBackend:
@@ -45,7 +46,9 @@ class DuckDBBackend:
     COUNT over 1,000 rows): a thread runs one query at a time, so its cursor is never shared,
     and an interrupt of an idle cursor does not touch the query after it. A cursor whose query
     failed or was interrupted is closed and replaced. Closing the backend closes the
-    connection, and with it every cursor (DuckDB closes a connection's cursors with it)."""
+    connection, and with it every cursor (DuckDB closes a connection's cursors with it). A
+    thread has a second cursor, without the optimizer, for the repeated statements that read
+    one small table (``backends/light.py``)."""
 
     dialect = "duckdb"
 
@@ -70,20 +73,26 @@ class DuckDBBackend:
         self._con.execute("SET disabled_optimizers = 'top_n_window_elimination'")
         self._lock = threading.Lock()
         self._local = threading.local()  # .cursor: this thread's cursor, kept between queries
-        self._statements: OrderedDict[str, duckdb.Statement] = OrderedDict()  # see _parsed
+        # see _parsed: a text run again → its parsed statement, and whether it is light.plain
+        self._statements: OrderedDict[str, tuple[duckdb.Statement, bool]] = OrderedDict()
+        self._small: frozenset[str] = frozenset()  # stored tables of at most light.LIGHT_ROWS
         self._seen: OrderedDict[int, None] = OrderedDict()
         self._parsed_lock = threading.Lock()
         self.path = p
 
-    def _cursor(self) -> duckdb.DuckDBPyConnection:
-        cur = getattr(self._local, "cursor", None)
+    def _cursor(self, plain: bool = False) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor, or its cursor without the optimizer (``backends/light.py``)."""
+        name = "plain" if plain else "cursor"
+        cur = getattr(self._local, name, None)
         if cur is None:
             with self._lock:
                 cur = self._con.cursor()
-            self._local.cursor = cur
+            if plain:
+                cur.execute("PRAGMA disable_optimizer")  # this connection only
+            setattr(self._local, name, cur)
         return cur
 
-    def _parsed(self, cur: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement | str:
+    def _parsed(self, sql: str) -> tuple[duckdb.Statement | str, bool]:
         """``sql`` as DuckDB's parsed statement when it was run before, else the text.
 
         A repeated query whose plan needs no secret runs the very same SQL every time
@@ -92,29 +101,36 @@ class DuckDBBackend:
         second time (so the SQL of plans drawn with a fresh secret, run once each, does not
         crowd it out) and run again: DuckDB executes a copy of it, bound and planned as the
         text would be; it holds no data. Up to :data:`PARSED_KEPT` statements, the least
-        recently used dropped first; the texts seen once are remembered by hash only."""
+        recently used dropped first; the texts seen once are remembered by hash only. With it,
+        whether the statement runs without the optimizer (``light.plain``: decided once, when
+        the text is kept; a text run once is planned as before)."""
         with self._parsed_lock:
             parsed = self._statements.get(sql)
             if parsed is not None:
                 self._statements.move_to_end(sql)
                 return parsed
             h = hash(sql)
-            if h not in self._seen:
+            if h not in self._seen and not KEEP_AT_FIRST:
                 self._seen[h] = None
                 if len(self._seen) > SEEN_KEPT:
                     self._seen.popitem(last=False)
-                return sql
-        statements = cur.extract_statements(sql)
+                return sql, False
+        try:
+            statements = self._cursor().extract_statements(sql)
+        except duckdb.Error:  # run as text: execute reports the error as any other
+            return sql, False
         if len(statements) != 1:
-            return sql
+            return sql, False
+        kept = statements[0], light.plain(sql, self._small)
         with self._parsed_lock:
-            self._statements[sql] = statements[0]
+            self._statements[sql] = kept
             if len(self._statements) > PARSED_KEPT:
                 self._statements.popitem(last=False)
-        return statements[0]
+        return kept
 
     def execute(self, sql: str, cancel: CancelToken | None = None) -> ExactResult:
-        cur = self._cursor()
+        statement, plain = self._parsed(sql)
+        cur = self._cursor(plain)
         ok = False
         try:
             if cancel is not None:
@@ -122,7 +138,7 @@ class DuckDBBackend:
             try:
                 if cancel is not None:
                     cancel.check()
-                cur.execute(self._parsed(cur, sql))
+                cur.execute(statement)
                 rows = cur.fetchall()
                 cols = tuple(d[0] for d in cur.description or ())
                 rows = _far_dates(rows, cur.description or ())
@@ -139,7 +155,7 @@ class DuckDBBackend:
             ) from e
         finally:
             if not ok:  # never reuse a cursor whose query failed or was interrupted
-                self._local.cursor = None
+                setattr(self._local, "plain" if plain else "cursor", None)
                 cur.close()
         return ExactResult(cols, tuple(rows))
 
@@ -192,7 +208,12 @@ class DuckDBBackend:
                 described[t.name] = {str(r[0]).lower(): r[3] for r in rows}
                 types[t.name] = {str(r[0]).lower(): str(r[1]) for r in rows}
                 not_null[t.name] = {str(r[0]).lower() for r in rows if r[2] == "NO"}
-            stored, made, collated = self._stored_tables()  # made: tables that may generate
+            stored, made, collated, sizes = self._stored_tables()  # made: that may generate
+            # the stored tables a statement may read without the optimizer (backends/light.py)
+            names = {t.name.lower() for t in catalog.tables} & sizes.keys()
+            self._small = frozenset(n for n in names if sizes[n] <= light.LIGHT_ROWS)
+            with self._parsed_lock:
+                self._statements.clear()  # decided against the catalog attached before
             generated = self._generated() if made else {}
             for t in catalog.tables:
                 computed = generated.get(t.name.lower(), {})
@@ -291,7 +312,7 @@ class DuckDBBackend:
             tables.append(replace(t, unit_is_unique=is_unique))
         return replace(catalog, tables=tuple(tables))
 
-    def _stored_tables(self) -> tuple[dict[str, int], set[str], set[str]]:
+    def _stored_tables(self) -> tuple[dict[str, int], set[str], set[str], dict[str, int]]:
         """{lower-case name: its number of CHECK constraints} of the tables stored in the
         current database and schema (where the schema's unqualified names resolve), views not
         included; and of those, the names of the tables whose CREATE statement says
@@ -300,16 +321,18 @@ class DuckDBBackend:
         caller holds the lock. One query. Only stored tables are marked ``bigint`` for
         ``rewrite/unclamp.py``: its correction is a second scan that DuckDB skips by the row
         groups' zone maps, and a view, e.g. over a CSV file (``dpproxy query --database
-        data.csv``), has none, so the file would be read twice (1 M rows: ≈ 0.17 → 0.21 s)."""
+        data.csv``), has none, so the file would be read twice (1 M rows: ≈ 0.17 → 0.21 s).
+        Last, each one's number of rows (DuckDB's count, for ``backends/light.py``)."""
         rows = self._con.execute(
             "SELECT lower(table_name), check_constraint_count, contains(sql, 'GENERATED'), "
-            "contains(lower(sql), 'collate') FROM duckdb_tables() "
+            "contains(lower(sql), 'collate'), estimated_size FROM duckdb_tables() "
             "WHERE database_name = current_database() AND schema_name = current_schema()"
         ).fetchall()
         return (
             {str(r[0]): int(r[1]) for r in rows},
             {str(r[0]) for r in rows if r[2] is not False},  # NULL: unknown, so maybe
             {str(r[0]) for r in rows if r[3] is not False},
+            {str(r[0]): int(r[4]) for r in rows if r[4] is not None},
         )
 
     def _generated(self) -> dict[str, dict[str, str]]:

@@ -89,8 +89,9 @@ class FileBackend(DuckDBBackend):
         self._lock = threading.Lock()
         self._local = threading.local()  # DuckDBBackend._cursor's per-thread cursor (8420982)
         # DuckDBBackend._parsed's statements (10e2224): without them every query failed (XX000)
-        self._statements: OrderedDict[str, duckdb.Statement] = OrderedDict()
+        self._statements: OrderedDict[str, tuple[duckdb.Statement, bool]] = OrderedDict()
         self._seen: OrderedDict[int, None] = OrderedDict()
+        self._small = frozenset()  # views only: every statement keeps the optimizer
         self._parsed_lock = threading.Lock()
         self.path = Path(", ".join(s.given for s in sources))
         self.sources = sources

@@ -1,0 +1,77 @@
+"""Which of dpproxy's statements DuckDB runs without its optimizer: those that read one small
+stored table, without a join or a subquery predicate.
+
+Why. Over 1,000 rows DuckDB spends about 0.15 ms of a 0.3-0.7 ms aggregate in its optimizer
+(binding the plan once more, statistics, some fifty passes), more than the passes save on so few
+rows: a cursor with ``PRAGMA disable_optimizer`` ran the rewritten ``VARIANCE`` + ``STDDEV`` of
+``benchmarks/bench_issue21.py`` 0.17 ms faster, the grouped ``AVG`` 0.15 ms and a filtered
+``COUNT`` 0.12 ms (paired runs, 1,000 rows), 0.13-0.15 ms at 10,000 rows; at 50,000 rows the
+two-pass variance lost 0.09 ms and from 100,000 rows the statistics the optimizer propagates
+(integer group keys, sums of narrow integers) win more than they cost. Disabling the passes one
+by one saved nothing measurable: the cost is the optimizer as a whole. So a statement runs on
+the thread's unoptimised cursor (``DuckDBBackend``) when :func:`plain` holds for it and every
+stored table it reads holds at most :data:`LIGHT_ROWS` rows by DuckDB's own count
+(``duckdb_tables().estimated_size``, read once when the catalog is attached; the file is
+read-only, so it cannot change while it is open).
+
+Why the answers are the same. An optimizer rewrites a plan into an equivalent one; the values
+of dpproxy's statements do not depend on the plan: its sums are fixed-point BIGINTs added exactly
+(``rewrite/fixed.py``), its counts, MIN/MAX and keys are exact, and every row expression is a
+deterministic function of its row. Nor can the unoptimised plan fail where the optimised one
+does not: every expression of the rewritten SQL is total on every row of a database that
+satisfies the schema, whatever the order in which conditions are evaluated (the optimizer may
+reorder them, so the totality argument never relied on an order), and an unoptimised plan
+evaluates exactly the expressions the statement writes, on the rows the statement reads (a
+CASE still evaluates a branch only for the rows that select it). The differential test
+``tests/integration/test_light_statements.py`` runs the statements of the totality families and
+of generated cases on both cursors and compares the rows; ``tests/property/test_totality.py``
+checks totality on the unoptimised cursor as well.
+
+Why only one table, without subquery predicates. Without the optimizer nothing pushes a WHERE
+equality into a join: ``FROM a, b WHERE a.k = b.k`` (how ``sql/joins.py`` prints a join) would
+be a cross product, and a correlated ``EXISTS`` would keep its dependent join. A derived table
+(``FROM (SELECT …)``) or a CTE over the one table is fine: it is planned as written.
+
+What it reveals. The choice depends on the number of rows of the tables (a fact of the data, as
+is the scan of ``backends/scanned.py``), and changes only how long a statement takes, never its
+rows nor whether it fails: a timing difference, on which SECURITY.md says what dpproxy does and
+does not claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from sqlglot import exp, parse_one
+from sqlglot.errors import SqlglotError
+
+#: Largest stored table (rows, DuckDB's count) read by a statement run without the optimizer.
+LIGHT_ROWS = 20_000
+
+
+def plain(sql: str, small: Collection[str]) -> bool:
+    """Does ``sql`` (dpproxy's own DuckDB SQL) read only tables named in ``small`` (lower case),
+    through one FROM item per SELECT, with no join, no ``EXISTS`` and no subquery anywhere but
+    in a FROM or a WITH? False for anything else, and for a text sqlglot does not parse."""
+    if not small:
+        return False
+    try:
+        tree = parse_one(sql, read="duckdb")
+    except (SqlglotError, RecursionError, ValueError):
+        return False
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for node in tree.walk():
+        if isinstance(node, exp.Join | exp.Exists | exp.Lateral | exp.Union):
+            return False
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            return False
+        if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From):
+            return False
+        if isinstance(node, exp.Select) and node is not tree:
+            if not isinstance(node.parent, exp.Subquery | exp.CTE):
+                return False
+        if isinstance(node, exp.Table):
+            name = node.name.lower()
+            if name not in ctes and (name not in small or node.args.get("db")):
+                return False
+    return True
