@@ -253,8 +253,8 @@ class PostgresBackend:
             if not readable:
                 raise BackendUnavailable(
                     f'the database role of {self.name} cannot SELECT from "{t.name}"',
-                    hint=f"GRANT SELECT ON {t.name} TO the proxy's role (docs/postgres.md: a "
-                    "read-only role for dpproxy)",
+                    hint=f"GRANT SELECT ON {_quoted(schema)}.{t.name} TO the proxy's role "
+                    "(docs/postgres.md: a read-only role for dpproxy)",
                 )
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
             t = checks.mark(t, proven.get(name, set()))
@@ -285,6 +285,10 @@ _COLUMNS = (
     "SELECT a.attrelid::pg_catalog.int8, lower(a.attname) FROM pg_catalog.pg_attribute a "
     "WHERE a.attrelid = ANY (%s::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped"
 )
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 class _TotalDateLoader(DateLoader):

@@ -40,8 +40,8 @@ def _is_cte(table: exp.Table, name: str) -> bool:
     while node is not None:
         if isinstance(node, exp.CTE):
             cte = node
-        with_ = node.args.get("with") if isinstance(node, exp.Query) else None
-        if isinstance(with_, exp.With):
+        with_ = node.args.get("with_") or node.args.get("with")  # sqlglot: "with_" of late
+        if isinstance(node, exp.Query) and isinstance(with_, exp.With):
             ctes = list(with_.expressions)
             inside = next((i for i, c in enumerate(ctes) if c is cte), None)
             if inside is not None and not with_.args.get("recursive"):

@@ -103,8 +103,7 @@ OVERLOADS = {
         "CREATE OPERATOR public.> (LEFTARG = float8, RIGHTARG = int, FUNCTION = public.f)",
     ],
     "function": [  # raising helpers: round(float8, int) is a common one in public
-        "CREATE FUNCTION public.round(float8, int) RETURNS float8 LANGUAGE sql "
-        "AS 'SELECT 1 / 0'",
+        "CREATE FUNCTION public.round(float8, int) RETURNS float8 LANGUAGE sql AS 'SELECT 1 / 0'",
         "CREATE FUNCTION public.floor(int) RETURNS int LANGUAGE sql AS 'SELECT 1 / 0'",
         "CREATE FUNCTION public.abs(int) RETURNS int LANGUAGE sql AS 'SELECT 1 / 0'",
     ],
@@ -143,7 +142,8 @@ def test_a_table_created_after_attach_in_an_earlier_schema_is_not_read(pg_dsn: s
         e = Engine(parse_catalog(SCHEMA), backend, noise=NoNoise())
         assert e.schemas == {"w": "public"}
         run_statements(
-            pg_dsn, ["CREATE TABLE early.w (uid INT, a FLOAT8)", "INSERT INTO early.w VALUES (1, 7)"]
+            pg_dsn,
+            ["CREATE TABLE early.w (uid INT, a FLOAT8)", "INSERT INTO early.w VALUES (1, 7)"],
         )
         with psycopg.connect(pg_dsn) as con:  # an unqualified w is early's now
             assert con.execute("SELECT SUM(a) FROM w").fetchone() == (7.0,)
