@@ -40,9 +40,12 @@ temporary schema left out too), and then sets the path ``pg_catalog, pg_temp``:
 
 Nothing is left to refuse: the ``SHADOWS`` check of earlier versions (an overload of a built-in
 on the path refused the connection) guarded unqualified names that the pinned path no longer
-lets reach another schema. The queries that run before the path is pinned call qualified
-functions only and use no operator. EXPLAIN on PostgreSQL shows the qualified names
-(``"public".w``); the SQL printed for DuckDB is unchanged.
+lets reach another schema (an extension's overloads, which it let through, are not chosen
+either). What remains outside this module's reach is the steward's own: a view's body or a
+column default uses what its creator chose, as the rows are the steward's data; and casts
+belong to no schema (one between built-in types takes a superuser to create). The queries that
+run before the path is pinned call qualified functions only and use no operator. EXPLAIN on
+PostgreSQL shows the qualified names (``"public".w``); the SQL printed for DuckDB is unchanged.
 """
 
 from __future__ import annotations
