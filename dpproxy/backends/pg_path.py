@@ -11,8 +11,8 @@ released where each of two units adds at most 100), and one that raises decide a
 row's value. pg_catalog first is not enough either: a function or operator of another schema
 on the path with a built-in's name but other argument types competes with it on equal terms,
 whatever the order, and can win (``ops.<(float8, integer)`` is an exact match for ``x < 0``
-where the built-in needs a cast of the 0; so is a ``public.round(float8, integer)`` helper for
-``ROUND(x, 2)``).
+where the built-in needs a cast of the 0); refusing every path that held one also refused
+common helpers such as a ``public.round(float8, integer)``.
 
 :func:`pin_catalog` therefore reads, on each new connection, the schemas of the configured
 path (``current_schemas(false)``: ``"$user"`` expanded, the schemas that do not exist or that
@@ -30,13 +30,16 @@ temporary schema left out too), and then sets the path ``pg_catalog, pg_temp``:
   and the metadata queries name the configured path's schemas by oid (:func:`path_array`).
   The schema of each table is resolved once, when the catalog is attached
   (``postgres.PostgresBackend.attach_catalog``), exactly as PostgreSQL resolves the unqualified
-  name: the first schema of the configured path holding a relation of that name. A name that a
-  pg_catalog relation has (all of them begin with ``pg_``) resolved to pg_catalog's, first
-  whether named or not: such a table is refused as missing, as before;
+  name: the first schema of the configured path holding a relation of that name, of any kind
+  (one that is no table, view or the like is then refused as missing, where PostgreSQL would
+  fail the query). A name that a pg_catalog relation has (all of them begin with ``pg_``)
+  resolves to pg_catalog's, searched first whether named or not: such a table is refused as
+  missing, as before;
 * a table created after the catalog was attached, in a schema that comes earlier on the
   configured path, would now hide the attached one from an unqualified name: dpproxy keeps
   reading the attached schema's table (before, its queries moved to the new one, whose CHECK,
-  key and NOT NULL facts were never read). Attaching again (a restart) resolves anew.
+  key and NOT NULL constraints were never read: a clamp that the attached table's CHECK let
+  dpproxy leave out stayed out). Attaching again (a restart) resolves anew.
 
 Nothing is left to refuse: the ``SHADOWS`` check of earlier versions (an overload of a built-in
 on the path refused the connection) guarded unqualified names that the pinned path no longer

@@ -154,6 +154,35 @@ def test_a_table_created_after_attach_in_an_earlier_schema_is_not_read(pg_dsn: s
         backend.close()
 
 
+def test_a_check_of_the_attached_table_does_not_speak_for_a_later_one(pg_dsn: str) -> None:
+    """public.w's CHECK proves a within [0, 100], so the rewrite leaves its clamp out; a w
+    created afterwards in ``early``, first on the path, has no CHECK and a = 100000. An
+    unqualified name would have summed it unclamped; dpproxy reads public.w."""
+    run_statements(
+        pg_dsn,
+        [
+            "CREATE TABLE w (uid INT, a INT CHECK (a BETWEEN 0 AND 100))",
+            "INSERT INTO w VALUES (1, 100), (2, 50)",
+            "CREATE SCHEMA early",
+            "SET search_path = early, public",
+        ],
+    )
+    backend = PostgresBackend(pg_dsn)
+    try:
+        schema = SCHEMA.replace("a: {type: float", "a: {type: integer")
+        e = Engine(parse_catalog(schema), backend, noise=NoNoise())
+        (table,) = e.catalog.tables
+        assert table.column("a").in_bounds  # type: ignore[union-attr]
+        run_statements(
+            pg_dsn,
+            ["CREATE TABLE early.w (uid INT, a INT)", "INSERT INTO early.w VALUES (1, 100000)"],
+        )
+        (row,) = e.run("SELECT SUM(a) FROM w", analyst="a").released.rows
+        assert row[0] == 150
+    finally:
+        backend.close()
+
+
 @pytest.mark.parametrize("schema", ["My Schema", "select", 'we"ird'])
 def test_a_schema_that_needs_quotes(pg_dsn: str, schema: str) -> None:
     """The schema's name is quoted in every statement: a blank, a keyword, a double quote."""
