@@ -269,11 +269,14 @@ def bench_class(
                     SECRET,
                     "postgres",
                     portable_hash=True,
+                    schemas=pg_engine.schemas,
                 )
                 fns[f"pg_rewritten_unbounded{suffix}"] = _pg(pg, unbounded)
                 # The portable md5 row hash (the same rows as DuckDB's portable hash) instead
                 # of PostgreSQL's native hash_record_extended.
-                portable = rewrite(plan, SECRET, "postgres", portable_hash=True)
+                portable = rewrite(
+                    plan, SECRET, "postgres", portable_hash=True, schemas=pg_engine.schemas
+                )
                 res[f"pg_sql_portable{suffix}"] = portable
                 fns[f"pg_rewritten_portable{suffix}"] = _pg(pg, portable)
             plans[suffix] = plan

@@ -43,7 +43,8 @@ from dpproxy.release.memo import per_plan
 from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
 from dpproxy.release.public import columns_of, public_failure, release_public
-from dpproxy.rewrite.pipeline import RewriteContext, rewrite, truncation_sql
+from dpproxy.rewrite.pipeline import RewriteContext, rewrite_sql, truncation_sql
+from dpproxy.rewrite.qualify import table_schemas
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
 from dpproxy.sql.validate import validate
@@ -104,6 +105,7 @@ class Engine:
             lambda sql: backend.execute(sql).rows,
             backend.dialect,
         )
+        self.schemas = table_schemas(self.catalog.tables)
         self.accountant = accountant or MemoryAccountant(catalog.policy.budget)
         self.noise = noise or OpenDPNoise()
         # DP rows-per-unit bounds by analyst and relation: reused at no cost (post-processing)
@@ -256,7 +258,7 @@ class Engine:
         DP, the statement behind that choice (built once here, not per query)."""
         plan = self._plan_chosen(sql, epsilon, delta, mechanism, method)
         if needs_choice(plan):
-            return plan, None, truncation_sql(plan, self.backend.dialect)
+            return plan, None, truncation_sql(plan, self.backend.dialect, self.schemas)
         two_units = plan.query.source is not None and plan.query.source.sides is not None
         keyless = (
             not plan.needs_bounding
@@ -313,14 +315,9 @@ class Engine:
         return Answer(released, Cost.zero(), self.accountant.remaining(analyst), plan)
 
     def _rewrite(self, plan: QueryPlan, secret: int) -> Prepared:
-        backend = self.backend
-        main = (
-            rewrite(plan, secret, backend.dialect, portable_hash=backend.portable_hash)
-            if plan.primitives
-            else None
-        )
-        ctx = RewriteContext(plan, secret, backend.dialect, backend.portable_hash)
-        return Prepared(plan, main, stat_statements(ctx))
+        b = self.backend
+        ctx = RewriteContext(plan, secret, b.dialect, b.portable_hash, self.schemas)
+        return Prepared(plan, rewrite_sql(ctx) if plan.primitives else None, stat_statements(ctx))
 
     def run(
         self,

@@ -33,7 +33,6 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 
-from dpproxy.backends.pg_path import PG_TABLE_SCHEMAS
 from dpproxy.catalog.draft import schema_type
 from dpproxy.catalog.model import Catalog, ColumnType, Table
 
@@ -232,16 +231,15 @@ def mark_bigint(table: Table, db_types: dict[str, str]) -> Table:
 # already there), inherited (a NO INHERIT constraint does not hold for the rows of child
 # tables, which a SELECT of the parent reads) CHECK constraints of plain and partitioned tables
 # (a foreign table's constraints are not enforced: neither its own nor, as a child or a
-# partition, its parent's) on the search path, of a table whose name
-# no other relation on the search path has (pg_temp and pg_catalog included): the table an
-# unqualified name resolves to.
-_PG_PATH = "SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas({}))"
-# The relation named c that an unqualified name resolves to, for certain: no other relation
-# on the search path (pg_temp and pg_catalog included) has its name.
+# partition, its parent's) on the steward's search path, of a table whose name no other
+# relation on that path (pg_catalog included) has: the table the name was resolved to
+# (backends/pg_path.py), for certain. The PostgreSQL queries here are templates whose
+# ``{path}`` is ``pg_path.path_array`` of the path's schemas (the session's own path is
+# ``pg_catalog, pg_temp``).
 _PG_ALONE = (
     "(SELECT count(*) FROM pg_catalog.pg_class o WHERE lower(o.relname) = lower(c.relname) "
-    "AND o.relkind IN ('r', 'p', 'v', 'm', 'f') "
-    f"AND o.relnamespace = ANY ({_PG_PATH.format('true')})) = 1"
+    "AND o.relkind IN ('r', 'p', 'v', 'm', 'f') AND (o.relnamespace = ANY ({path}) "
+    "OR o.relnamespace = 'pg_catalog'::pg_catalog.regnamespace)) = 1"
 )
 # No foreign table among c's descendants, inheritance children and partitions at any depth
 # (both are in pg_inherits): a foreign table holds its parent's CHECK constraints without
@@ -269,7 +267,7 @@ _PG_CHECKS = (
     "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
     "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
     "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
-    f"AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {_PG_ALONE} "
+    f"AND c.relnamespace = ANY ({{path}}) AND {_PG_ALONE} "
     f"AND {_PG_NO_FOREIGN} AND {_PG_BUILT_IN}"
 )
 # The column a query of the schema's name reads: the rewrite writes names that PostgreSQL folds
@@ -282,7 +280,7 @@ _PG_TYPES = (
     "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
     f"WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
-    f"AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS})"
+    "AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({path})"
 )
 
 
@@ -321,7 +319,7 @@ PG_UNIQUE = (
     f"AND i.indisunique AND i.indisvalid AND a.attnotnull AND {_PG_FOLDED} "
     "AND i.indnkeyatts = 1 AND i.indpred IS NULL "
     "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
-    f"AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {_PG_ALONE}"
+    f"AND c.relnamespace = ANY ({{path}}) AND {_PG_ALONE}"
 )
 # PostgreSQL: the NOT NULL columns of plain tables without inheritance children, resolved as
 # for the CHECK constraints above. A partitioned table or a parent is left out: before
@@ -332,29 +330,35 @@ _PG_NOT_NULL = (
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
     f"WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
     "AND c.relkind = 'r' AND NOT c.relhassubclass AND lower(c.relname) = ANY (%s) "
-    f"AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {_PG_ALONE}"
+    f"AND c.relnamespace = ANY ({{path}}) AND {_PG_ALONE}"
 )
 
 
+def on_path(template: str, path: str) -> str:
+    """A PostgreSQL query of this module for the path ``path`` (``pg_path.path_array``)."""
+    return template.replace("{path}", path)
+
+
 def postgres_not_null(
-    catalog: Catalog, fetch: Callable[[str, tuple[Any, ...]], Sequence[Sequence[Any]]]
+    catalog: Catalog, fetch: Callable[[str, tuple[Any, ...]], Sequence[Sequence[Any]]], path: str
 ) -> dict[str, set[str]]:
     """{table: its columns PostgreSQL declares NOT NULL} (lower-case names; ``_PG_NOT_NULL``)
     of the catalog's private tables: one catalog query, none without a private table."""
     wanted = [t.name.lower() for t in catalog.tables if t.private]
     out: dict[str, set[str]] = {}
-    for name, column in fetch(_PG_NOT_NULL, (wanted,)) if wanted else ():
+    for name, column in fetch(on_path(_PG_NOT_NULL, path), (wanted,)) if wanted else ():
         out.setdefault(str(name), set()).add(str(column))
     return out
 
 
 def postgres_proven(
-    catalog: Catalog, fetch: Callable[[str, tuple[Any, ...]], Sequence[Sequence[Any]]]
+    catalog: Catalog, fetch: Callable[[str, tuple[Any, ...]], Sequence[Sequence[Any]]], path: str
 ) -> dict[str, set[str]]:
     """{table: columns its PostgreSQL CHECK constraints prove within the schema bounds}
-    (lower-case names). ``fetch(sql, params)``: the rows of a catalog query. No query at all
-    unless some private table has a bounded ``integer`` column; the column types only when
-    one of those tables has CHECK constraints."""
+    (lower-case names). ``fetch(sql, params)``: the rows of a catalog query; ``path``: the
+    steward's search path (``pg_path.path_array``). No query at all unless some private table
+    has a bounded ``integer`` column; the column types only when one of those tables has CHECK
+    constraints."""
     wanted = [
         t.name.lower()
         for t in catalog.tables
@@ -363,13 +367,13 @@ def postgres_proven(
     if not wanted:
         return {}
     texts: dict[str, list[str]] = {}
-    for name, text in fetch(_PG_CHECKS, (wanted,)):
+    for name, text in fetch(on_path(_PG_CHECKS, path), (wanted,)):
         if text is not None:
             texts.setdefault(str(name), []).append(str(text))
     if not texts:
         return {}
     types: dict[str, dict[str, str]] = {}
-    for name, column, sql_type in fetch(_PG_TYPES, (sorted(texts),)):
+    for name, column, sql_type in fetch(on_path(_PG_TYPES, path), (sorted(texts),)):
         types.setdefault(str(name), {})[str(column)] = str(sql_type)
     proven: dict[str, set[str]] = {}
     for t in catalog.tables:

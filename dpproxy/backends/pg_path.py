@@ -1,123 +1,115 @@
-"""The search path of every PostgreSQL connection dpproxy runs its SQL on: built-in operators,
-functions and types first, tables where the steward's search path finds them.
+"""The search path of every PostgreSQL connection dpproxy runs its SQL on, and where its
+tables are: ``pg_catalog, pg_temp`` only, every table named with its schema.
 
 The SQL dpproxy writes (the clamps ``CASE WHEN x < lo ...``, casts, ``+ - * /``, ``NULLIF``,
 ``IN``, ``FLOOR``, ``COUNT(*) <= k`` of contribution bounding, the CHECK and key queries of
 ``checks.py``) names operators, functions and types unqualified, and PostgreSQL resolves them
-through the session's search path, which the role or the database may set
-(``ALTER ROLE ... SET search_path = ops, pg_catalog, public``). pg_catalog is searched first
-only when the path does not name it; a path that puts another schema first let an
-``ops.<(float8, float8)`` that is always false remove the clamp (1,050 released where each of
-two units adds at most 100), and one that raises decide an error by one row's value.
+through the session's search path, which the role, the database or the DSN's ``options`` may
+set (``ALTER ROLE ... SET search_path = ops, pg_catalog, public``). A path that put another
+schema first let an ``ops.<(float8, float8)`` that is always false remove the clamp (1,050
+released where each of two units adds at most 100), and one that raises decide an error by one
+row's value. pg_catalog first is not enough either: a function or operator of another schema
+on the path with a built-in's name but other argument types competes with it on equal terms,
+whatever the order, and can win (``ops.<(float8, integer)`` is an exact match for ``x < 0``
+where the built-in needs a cast of the 0); refusing every path that held one also refused
+common helpers such as a ``public.round(float8, integer)``.
 
-:func:`pin_catalog` therefore sets, on each new connection, the path ``pg_catalog, <the
-configured path, verbatim>, pg_temp``:
+:func:`pin_catalog` therefore reads, on each new connection, the schemas of the configured
+path (``current_schemas(false)``: ``"$user"`` expanded, the schemas that do not exist or that
+the role may not use left out, as PostgreSQL itself searches them; pg_catalog and the session's
+temporary schema left out too), and then sets the path ``pg_catalog, pg_temp``:
 
-* an operator, function or type of another schema with the built-in's own name and argument
-  types is never considered (the first one on the path hides the others of identical
-  argument types), and a type name always resolves to pg_catalog's;
-* tables resolve exactly as before for every name that pg_catalog has no relation of (all of
-  its relations' names begin with ``pg_``): pg_catalog was already searched first, or came
-  later and holds no such name. A schema table that a pg_catalog relation names is refused as
-  missing (``PG_TABLE_SCHEMAS``, ``postgres.PostgresBackend.attach_catalog``);
-* the configured text is kept as it is, so ``"$user"``, a schema that does not exist yet, one
-  the role may not use, a path the DSN's ``options`` sets and an explicit pg_catalog later on
-  mean what they meant (PostgreSQL keeps the first of repeated names);
-* ``pg_temp`` goes last: it is searched for relations and types only, first unless named, and
-  dpproxy's sessions create nothing in it (every transaction is read-only).
+* PostgreSQL never searches pg_temp for functions or operators, so no function or operator
+  outside pg_catalog can be chosen for dpproxy's SQL, whatever the database holds: an
+  overload in ``public`` (a ``public.round(float8, integer)`` helper, an always-false
+  ``public.<``) is simply never considered, and the connection is not refused for it (until
+  2026-11-29 such an overload on the path refused every connection, 08001). A type name
+  resolves to pg_catalog's, which comes first (pg_temp could only hold types of this
+  session's temporary tables, and dpproxy's read-only sessions create none);
+* tables are named with their schema in every statement dpproxy sends (``rewrite/qualify.py``),
+  and the metadata queries name the configured path's schemas by oid (:func:`path_array`).
+  The schema of each table is resolved once, when the catalog is attached
+  (``postgres.PostgresBackend.attach_catalog``), exactly as PostgreSQL resolves the unqualified
+  name: the first schema of the configured path holding a relation of that name, of any kind
+  (one that is no table, view or the like is then refused as missing, where PostgreSQL would
+  fail the query). A name that a pg_catalog relation has (all of them begin with ``pg_``)
+  resolves to pg_catalog's, searched first whether named or not: such a table is refused as
+  missing, as before;
+* a table created after the catalog was attached, in a schema that comes earlier on the
+  configured path, would now hide the attached one from an unqualified name: dpproxy keeps
+  reading the attached schema's table (before, its queries moved to the new one, whose CHECK,
+  key and NOT NULL constraints were never read: a clamp that the attached table's CHECK let
+  dpproxy leave out stayed out). Attaching again (a restart) resolves anew.
 
-An overload is another matter: a function or operator of another schema on the path with the
-built-in's name but other argument types competes with it on equal terms, whatever the order,
-and can win (``ops.<(float8, integer)`` is an exact match for ``x < 0`` where the built-in
-needs a cast of the 0). :data:`SHADOWS` finds such a function or operator, unless an extension
-installed it (extensions are installed by the database's administrators, whom dpproxy
-trusts), and :func:`pin_catalog` then refuses the connection. It is checked when each
-connection opens: one created while a connection is pooled is seen when the next connection
-opens, not by the queries of the open ones.
+Nothing is left to refuse: the ``SHADOWS`` check of earlier versions (an overload of a built-in
+on the path refused the connection) guarded unqualified names that the pinned path no longer
+lets reach another schema (an extension's overloads, which it let through, are not chosen
+either). What remains outside this module's reach is the steward's own: a view's body or a
+column default uses what its creator chose, as the rows are the steward's data; and casts
+belong to no schema (one between built-in types takes a superuser to create). The queries that
+run before the path is pinned call qualified functions only and use no operator. EXPLAIN on
+PostgreSQL shows the qualified names (``"public".w``); the SQL printed for DuckDB is unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dpproxy.errors import BackendUnavailable
 
-# The schemas of the steward's search path that hold tables: the explicit ones that exist and
-# may be used (current_schemas(false)), without pg_catalog, which pin_catalog puts first.
-PG_TABLE_SCHEMAS = (
-    "SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY "
-    "(pg_catalog.current_schemas(false)) AND nspname <> 'pg_catalog'"
-)
-# A relation c (of pg_class) that no pg_catalog relation's name hides.
-PG_NOT_A_CATALOG_NAME = (
-    "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class s WHERE s.relname = lower(c.relname) "
-    "AND s.relnamespace = 'pg_catalog'::pg_catalog.regnamespace)"
-)
+PINNED = "pg_catalog, pg_temp"
 
-_NS = "'pg_catalog'::pg_catalog.regnamespace"
-_ON_PATH = (
-    f"n.nspname = ANY (pg_catalog.current_schemas(false)) AND n.oid <> {_NS} "
-    "AND n.oid IS DISTINCT FROM pg_catalog.pg_my_temp_schema()"
-)
+# The configured path's schemas that hold tables, in path order: (oid, name).
+PathSchemas = tuple[tuple[int, str], ...]
 
 
-def _no_extension(catalog: str, alias: str) -> str:
+def path_array(schemas: PathSchemas) -> str:
+    """The oids of ``schemas`` as an SQL ``oid[]`` literal, in path order (oids are integers:
+    nothing to quote)."""
+    return "'{" + ",".join(str(int(oid)) for oid, _ in schemas) + "}'::pg_catalog.oid[]"
+
+
+def first_on_path(path: str, alias: str = "c") -> str:
+    """The relation ``alias`` of pg_class is the one its (unqualified) name resolves to on the
+    path ``path`` (:func:`path_array`): on the path, and no pg_catalog relation nor one of an
+    earlier schema of the path has its name."""
     return (
-        "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = "
-        f"'pg_catalog.{catalog}'::pg_catalog.regclass AND d.objid = {alias}.oid "
-        "AND d.deptype = 'e')"
+        f"{alias}.relnamespace = ANY ({path}) AND NOT EXISTS (SELECT 1 FROM "
+        f"pg_catalog.pg_class o WHERE o.relname = {alias}.relname AND "
+        "(o.relnamespace = 'pg_catalog'::pg_catalog.regnamespace OR "
+        f"pg_catalog.array_position({path}, o.relnamespace) "
+        f"< pg_catalog.array_position({path}, {alias}.relnamespace)))"
     )
 
 
-# A function or operator on the path, outside pg_catalog and not an extension's, with the name
-# of a built-in one but not its argument types: an overload that can win against it.
-SHADOWS = (
-    "SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
-    f"WHERE {_ON_PATH} AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc b "
-    f"WHERE b.proname = p.proname AND b.pronamespace = {_NS}) "
-    "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc b WHERE b.proname = p.proname "
-    f"AND b.proargtypes = p.proargtypes AND b.pronamespace = {_NS}) "
-    f"AND {_no_extension('pg_proc', 'p')} "
-    "UNION ALL SELECT n.nspname, o.oprname FROM pg_catalog.pg_operator o "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "
-    f"WHERE {_ON_PATH} AND EXISTS (SELECT 1 FROM pg_catalog.pg_operator b "
-    f"WHERE b.oprname = o.oprname AND b.oprnamespace = {_NS}) "
-    "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_operator b WHERE b.oprname = o.oprname "
-    f"AND b.oprleft = o.oprleft AND b.oprright = o.oprright AND b.oprnamespace = {_NS}) "
-    f"AND {_no_extension('pg_operator', 'o')} "
-    "LIMIT 1"
-)
-
-
-def pinned_path(configured: str) -> str:
-    """The search path of dpproxy's connections for the ``configured`` one (its text, as
-    ``current_setting('search_path')`` gives it)."""
-    middle = configured.strip()
-    return f"pg_catalog, {middle}, pg_temp" if middle else "pg_catalog, pg_temp"
-
-
-def pin_catalog(conn: Any, name: str) -> None:
-    """Set :func:`pinned_path` on ``conn`` (a psycopg connection, for its session), check that
-    pg_catalog comes first and that no overload of a built-in is on the path (:data:`SHADOWS`),
-    else ``BackendUnavailable`` naming it (``name``: the redacted DSN). The calls are
-    qualified: the path is not yet safe when they run."""
-    row = conn.execute("SELECT pg_catalog.current_setting('search_path')").fetchone()
-    path = pinned_path(str(row[0]) if row and row[0] is not None else "")
-    conn.execute("SELECT pg_catalog.set_config('search_path', %s, false)", (path,))
+def pin_catalog(conn: Any, name: str) -> PathSchemas:
+    """Read the schemas of ``conn``'s configured search path (a psycopg connection; see the
+    module docstring), then set its session's path to :data:`PINNED` and check that pg_catalog
+    comes first (else ``BackendUnavailable`` naming ``name``, the redacted DSN). The calls
+    before the path is pinned are qualified and use no operator. Returns the schemas."""
+    row = conn.execute("SELECT pg_catalog.current_schemas(false)").fetchone()
+    configured = [str(s) for s in (row[0] if row and row[0] is not None else ())]
+    conn.execute("SELECT pg_catalog.set_config('search_path', %s, false)", (PINNED,))
     first = conn.execute("SELECT (pg_catalog.current_schemas(true))[1]").fetchone()
     if first is None or first[0] != "pg_catalog":  # pragma: no cover - PostgreSQL's own rule
         raise BackendUnavailable(
             f"cannot put pg_catalog first on the search path of {name}",
-            log_detail=f"search_path {path!r}, first schema {first!r}",
+            log_detail=f"search_path {PINNED!r}, first schema {first!r}",
         )
-    shadow = conn.execute(SHADOWS).fetchone()
-    if shadow is not None:
-        schema, obj = shadow
-        raise BackendUnavailable(
-            f'the search path of {name} holds "{schema}".{obj}, another version of the '
-            "built-in PostgreSQL operator or function of that name",
-            hint="it could stand in for the built-in one in the SQL dpproxy writes (a clamp, "
-            "say); move it to a schema that is not on the search path of dpproxy's role, or "
-            "set that role's search_path without its schema",
-        )
+    found = conn.execute(
+        "SELECT n.nspname, n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = ANY (%s) "
+        "AND n.oid <> 'pg_catalog'::pg_catalog.regnamespace "
+        "AND n.oid IS DISTINCT FROM pg_catalog.pg_my_temp_schema()",
+        (configured,),
+    ).fetchall()
+    oids = {str(n): int(o) for n, o in found}
+    return _ordered(configured, oids)
+
+
+def _ordered(configured: Sequence[str], oids: dict[str, int]) -> PathSchemas:
+    out: list[tuple[int, str]] = []
+    for s in configured:  # PostgreSQL keeps the first of repeated names; so does this
+        if s in oids and all(n != s for _, n in out):
+            out.append((oids[s], s))
+    return tuple(out)

@@ -34,7 +34,7 @@ from psycopg.types.datetime import DateLoader
 
 from dpproxy.backends import CancelToken, checks
 from dpproxy.backends.fardate import FarDate
-from dpproxy.backends.pg_path import PG_NOT_A_CATALOG_NAME, PG_TABLE_SCHEMAS, pin_catalog
+from dpproxy.backends.pg_path import PathSchemas, path_array, pin_catalog
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
@@ -92,7 +92,7 @@ class PostgresBackend:
         kwargs.setdefault("application_name", "dpproxy")
         # One direct attempt first: a server that is down or refuses fails here at once, with
         # its reason, instead of after the pool's timeout and a log line per pool retry.
-        self.server_version = self._probe(kwargs)
+        self.server_version, self.path = self._probe(kwargs)
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
             psycopg_pool.ConnectionPool(
                 "",
@@ -111,13 +111,14 @@ class PostgresBackend:
         if self.server_version < 140000:
             self.portable_hash = True  # no hash_record_extended before PostgreSQL 14
 
-    def _probe(self, kwargs: dict[str, Any]) -> int:
-        """Connect once, without the pool: the server's version, or 08001 with its reason (or
-        an overload of a built-in on the search path: ``pg_path.pin_catalog``)."""
+    def _probe(self, kwargs: dict[str, Any]) -> tuple[int, PathSchemas]:
+        """Connect once, without the pool: the server's version and the schemas of the
+        configured search path (``pg_path.pin_catalog``: the catalog's tables are looked up in
+        them), or 08001 with its reason."""
         try:
             with psycopg.connect(**kwargs) as conn:
-                pin_catalog(conn, self.name)
-                return conn.info.server_version
+                path = pin_catalog(conn, self.name)
+                return conn.info.server_version, path
         except psycopg.Error as e:
             lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
             reason = lines[0].removeprefix("connection failed: ")[:300] if lines else ""
@@ -130,8 +131,8 @@ class PostgresBackend:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Session settings of every pooled connection: the search path first
-        (``pg_path.pin_catalog``: built-in operators, functions and types before any other;
-        a connection whose path holds an overload of one is refused)."""
+        (``pg_path.pin_catalog``: pg_catalog and pg_temp only, so that no operator, function
+        or type of another schema can be chosen; the tables are named with their schema)."""
         conn.adapters.register_loader("date", _TotalDateLoader)
         conn.read_only = True
         pin_catalog(conn, self.name)
@@ -192,42 +193,41 @@ class PostgresBackend:
         )
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
-        """Check every schema table and column is visible and readable; mark unit columns
+        """Resolve every schema table's name as PostgreSQL resolves it on the steward's search
+        path (:data:`_RESOLVE`; the SQL then names it with that schema: ``pg_path``), check it
+        and its columns are there and readable; mark unit columns
         that a single-column PRIMARY KEY or UNIQUE constraint (a full, non-expression, valid
         unique index of the relation the name resolves to, not a parent of inheritance
         children, on a NOT NULL column, in its collation and its type's default operator
         class: ``checks.PG_UNIQUE``) proves unique, and the columns
         of private tables declared NOT NULL (``checks.postgres_not_null``). Reads metadata
         only."""
-        columns_q = sql.SQL(
-            "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
-            "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-            f"WHERE c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) AND {PG_NOT_A_CATALOG_NAME} "
-            "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped"
-        )
-        unique_q = sql.SQL(checks.PG_UNIQUE)
+        path = path_array(self.path)
+        names = sorted({t.name.lower() for t in catalog.tables})
+        resolve_q = sql.SQL(checks.on_path(_RESOLVE, path))
+        unique_q = sql.SQL(checks.on_path(checks.PG_UNIQUE, path))
         try:
             with self._pool.connection(timeout=self.connect_timeout) as conn:
                 with conn.transaction():
                     # Metadata queries are not bound by the (possibly tiny) query timeout.
                     conn.execute("SET LOCAL statement_timeout = '30s'")
-                    present = set(conn.execute(columns_q).fetchall())
+                    # name → the relation's oid, schema, SELECT privilege; (0, "", False)
+                    # when the relation it resolves to is no table, or pg_catalog's
+                    found: dict[str, tuple[int, str, bool]] = {}
+                    for relname, oid, schema, usable, readable in conn.execute(
+                        resolve_q, (names,)
+                    ).fetchall():  # the first row of a name: what the name resolves to
+                        entry = (int(oid), str(schema), bool(readable))
+                        found.setdefault(str(relname), entry if usable else (0, "", False))
+                    oids = [oid for oid, _, _ in found.values() if oid]
+                    present = set(conn.execute(_COLUMNS, (oids,)).fetchall())
                     unique = set(conn.execute(unique_q).fetchall())
                     proven = checks.postgres_proven(  # CHECKs of bounded integer columns
-                        catalog, lambda q, params: conn.execute(q, params).fetchall()
+                        catalog, lambda q, params: conn.execute(q, params).fetchall(), path
                     )
                     not_null = checks.postgres_not_null(
-                        catalog, lambda q, params: conn.execute(q, params).fetchall()
+                        catalog, lambda q, params: conn.execute(q, params).fetchall(), path
                     )
-                    readable = {
-                        t.name: bool(
-                            conn.execute(
-                                "SELECT has_table_privilege(%s, 'SELECT')", (t.name,)
-                            ).fetchone()[0]  # type: ignore[index]
-                        )
-                        for t in catalog.tables
-                        if any(tn == t.name.lower() for tn, _ in present)
-                    }
         except psycopg_pool.PoolTimeout as e:
             raise BackendUnavailable(f"PostgreSQL at {self.name} is not reachable") from e
         except psycopg.Error as e:
@@ -237,7 +237,8 @@ class PostgresBackend:
         tables = []
         for t in catalog.tables:
             name = t.name.lower()
-            missing = [c.name for c in t.columns if (name, c.name.lower()) not in present]
+            oid, schema, readable = found.get(name, (0, "", False))
+            missing = [c.name for c in t.columns if (oid, c.name.lower()) not in present]
             if len(missing) == len(t.columns):
                 raise UndefinedTable(
                     f'table "{t.name}" of the schema is not in the database {self.name}',
@@ -249,20 +250,45 @@ class PostgresBackend:
                     f'columns {", ".join(missing)} of table "{t.name}" are not in the database',
                     hint="check that --schema and --database belong together",
                 )
-            if not readable.get(t.name, False):
+            if not readable:
                 raise BackendUnavailable(
                     f'the database role of {self.name} cannot SELECT from "{t.name}"',
-                    hint=f"GRANT SELECT ON {t.name} TO the proxy's role (docs/postgres.md: a "
-                    "read-only role for dpproxy)",
+                    hint=f"GRANT SELECT ON {_quoted(schema)}.{t.name} TO the proxy's role "
+                    "(docs/postgres.md: a read-only role for dpproxy)",
                 )
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
             t = checks.mark(t, proven.get(name, set()))
             t = checks.mark(t, not_null.get(name, set()), "not_null")
-            tables.append(replace(t, unit_is_unique=is_unique))
+            tables.append(replace(t, unit_is_unique=is_unique, schema=schema))
         return replace(catalog, tables=tuple(tables))
 
     def close(self) -> None:
         self._pool.close()
+
+
+# Each name's relations on the steward's search path and in pg_catalog (``{path}``:
+# ``pg_path.path_array``), the one the unqualified name resolves to first (pg_catalog is
+# searched first whether the path names it or not; then the path's order): its oid, schema,
+# whether it is a table, view or the like outside pg_catalog, and whether the role may read it.
+_TABLE = "c.relkind IN ('r', 'v', 'm', 'p', 'f')"
+_RESOLVE = (
+    "SELECT c.relname, c.oid, n.nspname, "
+    f"{_TABLE} AND n.nspname <> 'pg_catalog', "
+    f"CASE WHEN {_TABLE} THEN pg_catalog.has_table_privilege(c.oid, 'SELECT') END "
+    "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relname = ANY (%s::pg_catalog.name[]) AND (c.relnamespace = ANY ({path}) "
+    "OR c.relnamespace = 'pg_catalog'::pg_catalog.regnamespace) "
+    "ORDER BY pg_catalog.array_position({path}, c.relnamespace) NULLS FIRST"
+)
+# The columns of the resolved relations (by oid): (oid, lower-case column name).
+_COLUMNS = (
+    "SELECT a.attrelid::pg_catalog.int8, lower(a.attname) FROM pg_catalog.pg_attribute a "
+    "WHERE a.attrelid = ANY (%s::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped"
+)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 class _TotalDateLoader(DateLoader):

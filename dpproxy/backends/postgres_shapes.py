@@ -1,12 +1,14 @@
 """The tables of a PostgreSQL database as their metadata declares them (``schema init`` and
 ``schema check --database postgresql://…``): names, types, NOT NULL and single-column primary
-keys of the tables and views on the search path. Reads the catalog only, never a row."""
+keys of the tables and views on the search path, each name's relation as the backend resolves it
+(``pg_path``: the first on the path, none that a pg_catalog relation's name hides). Reads the
+catalog only, never a row."""
 
 from __future__ import annotations
 
 import psycopg
 
-from dpproxy.backends.pg_path import PG_TABLE_SCHEMAS, pin_catalog
+from dpproxy.backends.pg_path import first_on_path, path_array, pin_catalog
 from dpproxy.catalog.draft import ColumnShape, TableShape
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import BackendUnavailable
@@ -15,24 +17,27 @@ _COLUMNS = (
     "SELECT c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
     "NOT a.attnotnull FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    f"WHERE c.relnamespace = ANY ({PG_TABLE_SCHEMAS}) "
-    "AND c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped "
+    "WHERE {first} AND c.relkind IN ('r', 'v', 'm', 'p', 'f') "
+    "AND a.attnum > 0 AND NOT a.attisdropped "
     "ORDER BY c.relname, a.attnum"
 )
 _KEYS = (
     "SELECT c.relname, a.attname FROM pg_catalog.pg_index i "
     "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
-    f"WHERE i.indisprimary AND i.indnkeyatts = 1 AND c.relnamespace = ANY ({PG_TABLE_SCHEMAS})"
+    "WHERE i.indisprimary AND i.indnkeyatts = 1 AND {first}"
 )
 
 
 def describe_postgres(dsn: str) -> tuple[TableShape, ...]:
     try:
         with psycopg.connect(dsn, connect_timeout=10) as conn:
-            pin_catalog(conn, redact_dsn(dsn))  # the same search path as the backend's
-            rows = conn.execute(_COLUMNS).fetchall()
-            keys = {t.lower(): c for t, c in conn.execute(_KEYS).fetchall()}
+            path = pin_catalog(conn, redact_dsn(dsn))  # the same search path as the backend's
+            first = first_on_path(path_array(path))
+            rows = conn.execute(_COLUMNS.replace("{first}", first)).fetchall()
+            keys = {
+                t.lower(): c for t, c in conn.execute(_KEYS.replace("{first}", first)).fetchall()
+            }
     except psycopg.OperationalError as e:
         raise BackendUnavailable(
             f"cannot connect to {redact_dsn(dsn)}",

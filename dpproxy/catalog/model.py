@@ -134,6 +134,9 @@ class Table:
     # Public tables only, read from the public data when a backend attaches the catalog:
     # the most rows sharing one value, per column (the fan-out of a join on that column).
     multiplicity: tuple[tuple[str, int], ...] = ()
+    # PostgreSQL: the schema the backend found the table in when it attached the catalog (the
+    # first on the steward's search path); its SQL names the table with it (rewrite/qualify.py).
+    schema: str | None = None
     # ``column``'s index by name, built on first use (the first column of each name, as a
     # scan of ``columns`` finds it): planning a query looks columns up dozens of times.
     _by_name: dict[str, Column] | None = field(default=None, init=False, repr=False, compare=False)

@@ -32,11 +32,20 @@ MAX_DOMAIN = 1000
 Execute = Callable[[str], Sequence[Sequence[Any]]]
 
 
+def _table(table: Table, dialect: str) -> exp.Table:
+    """A reference to ``table``; for PostgreSQL with the schema it was found in
+    (``rewrite/qualify.py``)."""
+    ref = exp.Table(this=exp.to_identifier(table.name, quoted=True))
+    if dialect == "postgres" and table.schema is not None:
+        ref.set("db", exp.Identifier(this=table.schema, quoted=True))
+    return ref
+
+
 def _facts_sql(table: Table, column: Column, dialect: str) -> str:
     col = exp.column(exp.to_identifier(column.name, quoted=True))
     per_value = (
         exp.select(exp.alias_(col.copy(), "__v"), exp.alias_(exp.Count(this=exp.Star()), "__n"))
-        .from_(exp.Table(this=exp.to_identifier(table.name, quoted=True)))
+        .from_(_table(table, dialect))
         .group_by(col.copy())
     )
     v = exp.column("__v")
@@ -54,7 +63,7 @@ def _domain_sql(table: Table, column: Column, dialect: str) -> str:
     query = (
         exp.select(col.copy())
         .distinct()
-        .from_(exp.Table(this=exp.to_identifier(table.name, quoted=True)))
+        .from_(_table(table, dialect))
         .where(exp.Not(this=exp.Is(this=col.copy(), expression=exp.Null())))
         .order_by(col.copy())
     )

@@ -62,6 +62,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
+from dpproxy.rewrite.qualify import qualify_tables, table_schemas
 from dpproxy.values import Cost
 
 MAX_PUBLIC_ROWS = 100_000  # rows of an answer over public tables only (memory, not privacy)
@@ -420,6 +421,8 @@ def plan_public(
     if isinstance(limit, exp.Limit) and isinstance(limit.expression, exp.Literal):
         cap = min(cap, int(limit.expression.this))
     tree.set("limit", exp.Limit(expression=exp.Literal.number(cap)))
+    if dialect == "postgres":  # each table with the schema it was found in
+        qualify_tables(tree, table_schemas(catalog.tables))
     return PublicPlan(
         query=query,
         sql=tree.sql(dialect=dialect, comments=False),

@@ -16,6 +16,7 @@ DuckDB, without bounding, ``rewrite/inline.py`` then writes ``__rows`` in place 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from dpproxy.rewrite.guard import (
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.inline import inline_rows
 from dpproxy.rewrite.noop_clamps import drop_noop_clamps, mark_noop_clamps
+from dpproxy.rewrite.qualify import qualify_tables
 from dpproxy.rewrite.ranges import row_range
 from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row
@@ -54,6 +56,8 @@ class RewriteContext:
     secret: int  # per-query key of the hash that picks which rows a unit keeps
     dialect: str = "duckdb"
     portable_hash: bool = False  # rewrite/dialect.py: the same rows on every engine
+    # PostgreSQL: {lower-case table name: its schema} (rewrite/qualify.py); empty elsewhere
+    schemas: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
     # Every column's SQL type, computed once (read-only: callers never change it).
     column_types: dict[str, SqlType] = field(init=False, repr=False, compare=False)
 
@@ -301,16 +305,27 @@ def _joined(source: exp.Select, used: set[str]) -> exp.Subquery:
 
 
 def rewrite(
-    plan: QueryPlan, secret: int, dialect: str = "duckdb", *, portable_hash: bool = False
+    plan: QueryPlan,
+    secret: int,
+    dialect: str = "duckdb",
+    *,
+    portable_hash: bool = False,
+    schemas: Mapping[str, str] | None = None,
 ) -> str:
     """The backend SQL for a plan; pure and deterministic for a given secret.
 
     ``portable_hash`` picks the md5-based row hash that every engine computes identically
-    (``rewrite/dialect.py``); by default each engine uses its faster native hash.
+    (``rewrite/dialect.py``); by default each engine uses its faster native hash. ``schemas``:
+    PostgreSQL's tables' schemas (``rewrite/qualify.py``).
     """
-    if dialect not in DIALECTS:
-        raise ValueError(f"unknown dialect {dialect!r}; expected one of {DIALECTS}")
-    ctx = RewriteContext(plan, secret, dialect, portable_hash)
+    return rewrite_sql(RewriteContext(plan, secret, dialect, portable_hash, schemas or {}))
+
+
+def rewrite_sql(ctx: RewriteContext) -> str:
+    """:func:`rewrite` of a context (the engine builds one for the statistics' statements too)."""
+    if ctx.dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {ctx.dialect!r}; expected one of {DIALECTS}")
+    plan, dialect = ctx.plan, ctx.dialect
     tree = build(ctx)
     tree = for_dialect(tree, ctx)
     if dialect == "duckdb":  # the rows CTE written in place: shorter SQL to bind
@@ -327,10 +342,11 @@ def rewrite(
 
 
 def for_dialect(tree: exp.Select, ctx: RewriteContext) -> exp.Select:
-    """The dialect pass of the backend: ``rewrite/dialect.py`` (PostgreSQL) or
-    ``rewrite/spark.py`` (Spark); DuckDB's tree as built but for ``rewrite/unclamp.py``."""
+    """The dialect pass of the backend: ``rewrite/dialect.py`` and the tables' schemas
+    (``rewrite/qualify.py``) for PostgreSQL, ``rewrite/spark.py`` for Spark; DuckDB's tree as
+    built but for ``rewrite/unclamp.py``."""
     if ctx.dialect == "postgres":
-        return to_postgres(tree, ctx.column_types)
+        return qualify_tables(to_postgres(tree, ctx.column_types), ctx.schemas)
     if ctx.dialect == "spark":
         from dpproxy.rewrite.spark import to_spark
 
@@ -526,14 +542,16 @@ def _with(query: exp.Select, ctes: list[tuple[str, exp.Expression]]) -> exp.Sele
     return query
 
 
-def truncation_sql(plan: QueryPlan, dialect: str = "duckdb") -> str:
+def truncation_sql(
+    plan: QueryPlan, dialect: str = "duckdb", schemas: Mapping[str, str] | None = None
+) -> str:
     """The statement behind a DP choice of rows per unit (``planning/truncation.py``): how many
     units have their row count in each bin ``g_{j-1} < n ≤ g_j`` of the candidates (bin L: above
     the largest). It reads the same rows as the query (joins, WHERE, public domain) and needs
     no secret: nothing is truncated yet."""
     trunc = plan.truncation
     assert trunc is not None and trunc.grid
-    ctx = RewriteContext(plan, 0, dialect)
+    ctx = RewriteContext(plan, 0, dialect, schemas=schemas or {})
     rows = rows_select(ctx, [])
     bins = exp.Case(
         ifs=[

@@ -148,7 +148,7 @@ def test_postgres_sql_without_the_clamp_gives_the_same_aggregates(pg_dsn: str) -
             fast = e.prepare(sql, secret=SECRET)
             assert fast.sql is not None
             plan = plan_query(validate(parse(sql), clamped, sql), clamped.policy)
-            slow = rewrite(plan, SECRET, "postgres")
+            slow = rewrite(plan, SECRET, "postgres", schemas=e.schemas)
             assert "CASE WHEN age < 0" in slow and "CASE WHEN age < 0" not in fast.sql, sql
             a, b = e.backend.execute(fast.sql), e.backend.execute(slow)
             assert a.columns == b.columns

@@ -42,6 +42,7 @@ from dpproxy.rewrite.fixed import Grid, grid, summand, unscale
 from dpproxy.rewrite.guard import number
 from dpproxy.values import Cost, Interval
 from tests.noise import NoNoise
+from tests.raw_sql import run_raw
 
 HUGE = Cost(Fraction(10**9), Fraction(1, 2))
 BIG = 2**52
@@ -174,7 +175,7 @@ def _released(engine: Engine, sql: str) -> Any:
 
 
 def _plain(engine: Engine, sql: str) -> float:
-    (row,) = engine.backend.execute(sql).rows
+    (row,) = run_raw(engine, sql).rows
     return float(row[0])
 
 

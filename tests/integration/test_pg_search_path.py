@@ -1,11 +1,14 @@
-"""The search path of dpproxy's PostgreSQL connections (``backends/pg_path.py``): built-in
-operators, functions and types first, tables where the steward's search path finds them.
+"""The search path of dpproxy's PostgreSQL connections (``backends/pg_path.py``): pg_catalog
+and pg_temp only, every table named with the schema where the steward's search path found it
+when the catalog was attached (``rewrite/qualify.py``).
 
 A database whose search path put a schema ``ops`` before pg_catalog let ``ops.<`` and
 ``ops.>`` on (float8, float8) stand in for the built-ins in the clamp dpproxy writes: always
 false, they removed it (1,050 released with the noise off where each of the two units adds at
-most 100); raising above 500, they failed the query for one row's value. Each test runs the
-query end to end on the real server with the noise off.
+most 100); raising above 500, they failed the query for one row's value. An overload with other
+argument types (``ops.<(float8, integer)``) competed with the built-in whatever the order, and
+refused every connection until 2026-11-29. Each test runs the query end to end on the real
+server with the noise off: the released value is the clamped sum, 150, and nothing raises.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ import pytest
 from psycopg import conninfo
 from psycopg import sql as pgsql
 
-from dpproxy.backends.pg_path import pinned_path
+from dpproxy.backends.pg_path import PINNED, pin_catalog
 from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.backends.postgres_shapes import describe_postgres as describe
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.engine import Engine
-from dpproxy.errors import BackendUnavailable, UndefinedTable
+from dpproxy.errors import UndefinedTable
 from tests.integration.test_check_bounds_postgres import run_statements
 from tests.noise import NoNoise
 
@@ -85,47 +88,143 @@ def test_an_operator_of_another_schema_does_not_replace_the_clamp(pg_dsn: str, b
     assert _sum(pg_dsn, "SELECT SUM(a) FROM w WHERE a < 2000") == CLAMPED
 
 
-@pytest.mark.parametrize(
-    "statements",
-    [
-        [  # an exact match for `x < 0` where the built-in needs the 0 cast: it would win
-            "CREATE SCHEMA ops",
-            "CREATE FUNCTION ops.f(float8, int) RETURNS bool LANGUAGE sql AS 'SELECT false'",
-            "CREATE OPERATOR ops.< (LEFTARG = float8, RIGHTARG = int, FUNCTION = ops.f)",
-            "SET search_path = pg_catalog, ops, public",
-        ],
-        ["CREATE FUNCTION public.floor(int) RETURNS int LANGUAGE sql AS 'SELECT 1'"],
+_FALSE_INT = [  # ops.<(float8, integer), always false: an exact match for the clamp's `x < 0`
+    "CREATE SCHEMA ops",
+    "CREATE FUNCTION ops.f(float8, int) RETURNS bool LANGUAGE sql AS 'SELECT false'",
+    "CREATE OPERATOR ops.< (LEFTARG = float8, RIGHTARG = int, FUNCTION = ops.f)",
+    "CREATE OPERATOR ops.> (LEFTARG = float8, RIGHTARG = int, FUNCTION = ops.f)",
+]
+OVERLOADS = {
+    "operator-after-pg_catalog": [*_FALSE_INT, "SET search_path = pg_catalog, ops, public"],
+    "operator-before-pg_catalog": [*_FALSE_INT, "SET search_path = ops, pg_catalog, public"],
+    "operator-in-public": [
+        "CREATE FUNCTION public.f(float8, int) RETURNS bool LANGUAGE sql AS 'SELECT false'",
+        "CREATE OPERATOR public.< (LEFTARG = float8, RIGHTARG = int, FUNCTION = public.f)",
+        "CREATE OPERATOR public.> (LEFTARG = float8, RIGHTARG = int, FUNCTION = public.f)",
     ],
-    ids=["operator", "function"],
-)
-def test_an_overload_of_a_built_in_on_the_path_is_refused(
+    "function": [  # raising helpers: round(float8, int) is a common one in public
+        "CREATE FUNCTION public.round(float8, int) RETURNS float8 LANGUAGE sql AS 'SELECT 1 / 0'",
+        "CREATE FUNCTION public.floor(int) RETURNS int LANGUAGE sql AS 'SELECT 1 / 0'",
+        "CREATE FUNCTION public.abs(int) RETURNS int LANGUAGE sql AS 'SELECT 1 / 0'",
+    ],
+}
+
+
+@pytest.mark.parametrize("statements", list(OVERLOADS.values()), ids=list(OVERLOADS))
+def test_an_overload_of_a_built_in_on_the_path_is_harmless(
     pg_dsn: str, statements: list[str]
 ) -> None:
     """Whatever the order, an overload with other argument types competes with the built-in
-    and can win: the backend refuses to open, and so does schema init's reading."""
+    for an unqualified name and can win (the first three: `1000::float8 > 100` is false on a
+    plain connection). dpproxy's sessions search pg_catalog alone: the backend opens, the
+    clamp stays, and schema init reads the table."""
     run_statements(pg_dsn, [*ROWS, *statements])
-    with pytest.raises(BackendUnavailable) as caught:
-        PostgresBackend(pg_dsn)
-    assert caught.value.sqlstate == "08001"
-    assert "another version of the built-in" in str(caught.value)
-    with pytest.raises(BackendUnavailable):
-        describe(pg_dsn)
+    with psycopg.connect(pg_dsn) as con:  # the overload is live on a plain connection
+        if "round" not in statements[0]:
+            assert con.execute("SELECT 1000::float8 > 100").fetchone() == (False,)
+        else:
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                con.execute("SELECT round(1000::float8, 2)")
+    assert _sum(pg_dsn) == CLAMPED
+    assert _sum(pg_dsn, "SELECT SUM(a) FROM w WHERE a > 0 AND uid < 10") == CLAMPED
+    assert _sum(pg_dsn, "SELECT SUM(ROUND(a, 1)) FROM w") == CLAMPED
+    assert _sum(pg_dsn, "SELECT COUNT(*) FROM w WHERE ABS(uid) < 10") == 2
+    assert [t.name for t in describe(pg_dsn)] == ["w"]
 
 
-def test_an_overload_off_the_path_or_of_an_extension_is_accepted(pg_dsn: str) -> None:
-    """An overload in a schema the path does not name is never considered; an extension's
-    (citext's operators in public) is the administrators'."""
+def test_a_table_created_after_attach_in_an_earlier_schema_is_not_read(pg_dsn: str) -> None:
+    """The path names ``early`` before public, which holds w when the catalog is attached; a
+    w created in ``early`` afterwards would take over an unqualified name (a = 7). dpproxy
+    keeps reading the attached table, on the open connections and on new ones."""
+    run_statements(pg_dsn, [*ROWS, "CREATE SCHEMA early", "SET search_path = early, public"])
+    backend = PostgresBackend(pg_dsn, max_connections=2)
+    try:
+        e = Engine(parse_catalog(SCHEMA), backend, noise=NoNoise())
+        assert e.schemas == {"w": "public"}
+        run_statements(
+            pg_dsn,
+            ["CREATE TABLE early.w (uid INT, a FLOAT8)", "INSERT INTO early.w VALUES (1, 7)"],
+        )
+        with psycopg.connect(pg_dsn) as con:  # an unqualified w is early's now
+            assert con.execute("SELECT SUM(a) FROM w").fetchone() == (7.0,)
+        for _ in range(3):
+            (row,) = e.run("SELECT SUM(a) FROM w", analyst="a").released.rows
+            assert row[0] == CLAMPED
+    finally:
+        backend.close()
+
+
+def test_a_check_of_the_attached_table_does_not_speak_for_a_later_one(pg_dsn: str) -> None:
+    """public.w's CHECK proves a within [0, 100], so the rewrite leaves its clamp out; a w
+    created afterwards in ``early``, first on the path, has no CHECK and a = 100000. An
+    unqualified name would have summed it unclamped; dpproxy reads public.w."""
     run_statements(
         pg_dsn,
         [
-            *ROWS,
-            "CREATE EXTENSION IF NOT EXISTS citext",
-            "CREATE SCHEMA ops",
-            "CREATE FUNCTION ops.f(float8, int) RETURNS bool LANGUAGE sql AS 'SELECT false'",
-            "CREATE OPERATOR ops.< (LEFTARG = float8, RIGHTARG = int, FUNCTION = ops.f)",
+            "CREATE TABLE w (uid INT, a INT CHECK (a BETWEEN 0 AND 100))",
+            "INSERT INTO w VALUES (1, 100), (2, 50)",
+            "CREATE SCHEMA early",
+            "SET search_path = early, public",
+        ],
+    )
+    backend = PostgresBackend(pg_dsn)
+    try:
+        schema = SCHEMA.replace("a: {type: float", "a: {type: integer")
+        e = Engine(parse_catalog(schema), backend, noise=NoNoise())
+        (table,) = e.catalog.tables
+        assert table.column("a").in_bounds  # type: ignore[union-attr]
+        run_statements(
+            pg_dsn,
+            ["CREATE TABLE early.w (uid INT, a INT)", "INSERT INTO early.w VALUES (1, 100000)"],
+        )
+        (row,) = e.run("SELECT SUM(a) FROM w", analyst="a").released.rows
+        assert row[0] == 150
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("schema", ["My Schema", "select", 'we"ird'])
+def test_a_schema_that_needs_quotes(pg_dsn: str, schema: str) -> None:
+    """The schema's name is quoted in every statement: a blank, a keyword, a double quote."""
+    ident = pgsql.Identifier(schema).as_string(None)
+    run_statements(
+        pg_dsn,
+        [
+            f"CREATE SCHEMA {ident}",
+            *(s.replace("w ", f"{ident}.w ") for s in ROWS),
+            f"SET search_path = {ident}",
         ],
     )
     assert _sum(pg_dsn) == CLAMPED
+    assert _sum(pg_dsn, "SELECT SUM(a) FROM public.w") == CLAMPED  # the analyst's public.w
+
+
+def test_a_table_that_needs_quotes(pg_dsn: str) -> None:
+    """A private table named ``select`` in a schema ``select``, beside a public table
+    ``order`` (read at attach time and by public queries)."""
+    run_statements(
+        pg_dsn,
+        [
+            'CREATE SCHEMA "select"',
+            'CREATE TABLE "select"."select" (uid INT, a FLOAT8)',
+            'INSERT INTO "select"."select" VALUES (1, 1000), (2, 50)',
+            'CREATE TABLE "select"."order" (k INT)',
+            'INSERT INTO "select"."order" VALUES (1), (2), (2)',
+            'SET search_path = "select"',
+        ],
+    )
+    schema = SCHEMA.replace("  w:", '  "select":') + "  order:\n    private: false\n"
+    schema += "    columns:\n      k: {type: integer}\n"
+    backend = PostgresBackend(pg_dsn)
+    try:
+        e = Engine(parse_catalog(schema), backend, noise=NoNoise())
+        assert e.schemas == {"select": "select", "order": "select"}
+        (row,) = e.run('SELECT SUM(a) FROM "select"', analyst="a").released.rows
+        assert row[0] == CLAMPED
+        rows = e.run('SELECT k, COUNT(*) FROM "order" GROUP BY k ORDER BY k', analyst="a")
+        assert rows.released.rows == ((1, 1), (2, 2))
+    finally:
+        backend.close()
 
 
 @pytest.mark.parametrize(
@@ -154,6 +253,25 @@ def test_tables_resolve_as_the_configured_path_says(pg_dsn: str, path: str, opti
     dsn = conninfo.make_conninfo(pg_dsn, options=options) if options else pg_dsn
     assert _sum(dsn) == CLAMPED
     assert {t.name for t in describe(dsn)} == {"w"}  # no pg_catalog relation among them
+
+
+def test_the_default_path_finds_the_users_schema_first(pg_dsn: str) -> None:
+    """The default path, ``"$user", public``: a schema named as the DSN's user comes first."""
+    with psycopg.connect(pg_dsn) as con:
+        user = con.execute("SELECT current_user").fetchone()[0]  # type: ignore[index]
+        assert con.execute("SHOW search_path").fetchone() == ('"$user", public',)
+    ident = pgsql.Identifier(user).as_string(None)
+    run_statements(
+        pg_dsn,
+        [
+            "CREATE TABLE public.w (uid INT, a FLOAT8)",
+            "INSERT INTO public.w VALUES (1, 7)",
+            f"CREATE SCHEMA {ident}",
+            f"CREATE TABLE {ident}.w (uid INT, a FLOAT8)",
+            f"INSERT INTO {ident}.w VALUES (1, 1000), (2, 50)",
+        ],
+    )
+    assert _sum(pg_dsn) == CLAMPED
 
 
 @pytest.fixture
@@ -193,10 +311,11 @@ def test_a_roles_search_path_is_pinned_too(pg_dsn: str, role: str) -> None:
 
 
 def test_an_empty_path_finds_no_table(pg_dsn: str) -> None:
-    """An empty configured path stays empty but for pg_catalog and pg_temp."""
-    assert pinned_path("") == "pg_catalog, pg_temp"
-    assert pinned_path(' "$user", public ') == 'pg_catalog, "$user", public, pg_temp'
+    """An empty configured path holds no table; the session's is pg_catalog and pg_temp."""
     run_statements(pg_dsn, ROWS)
+    with psycopg.connect(pg_dsn) as con:
+        assert [n for _, n in pin_catalog(con, "x")] == ["public"]
+        assert con.execute("SHOW search_path").fetchone() == (PINNED,)
     backend = PostgresBackend(conninfo.make_conninfo(pg_dsn, options="-c search_path="))
     try:
         with pytest.raises(UndefinedTable):

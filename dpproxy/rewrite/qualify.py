@@ -1,0 +1,71 @@
+"""PostgreSQL: every table of the catalog named with the schema it was attached from.
+
+dpproxy's PostgreSQL sessions search ``pg_catalog, pg_temp`` only (``backends/pg_path.py``), so
+that no function, operator or type of another schema can stand in for a built-in in the SQL it
+writes; the tables are found by their schema instead, resolved once when the catalog was
+attached (``Table.schema``). Every statement sent to PostgreSQL goes through
+:func:`qualify_tables` last: the rewrite's (``pipeline.for_dialect``: main statement, the
+statements of the statistics and of the DP choice of rows per unit), the public queries'
+(``planning/public.py``); the reads of public tables at attach time (``catalog/public.py``)
+name them so themselves.
+A reference left unqualified fails (no such relation on the pinned path): it cannot read
+another schema's table.
+
+A name that a WITH of an enclosing query defines is that CTE's, and left alone; DuckDB's SQL
+never comes here (its tables have no schema), so its text is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+from sqlglot import exp
+
+from dpproxy.catalog.model import Table
+
+T = TypeVar("T", bound=exp.Expression)
+
+
+def table_schemas(tables: Iterable[Table]) -> dict[str, str]:
+    """{lower-case table name: its schema} of the tables a backend attached with one."""
+    return {t.name.lower(): t.schema for t in tables if t.schema is not None}
+
+
+def _is_cte(table: exp.Table, name: str) -> bool:
+    """Does ``name`` refer to a CTE of an enclosing WITH at ``table``? (A CTE sees the CTEs
+    before it, and itself when recursive.)"""
+    cte: exp.Expression | None = None  # the CTE whose body holds ``table``, if any yet
+    node = table.parent
+    while node is not None:
+        if isinstance(node, exp.CTE):
+            cte = node
+        with_ = node.args.get("with_") or node.args.get("with")  # sqlglot: "with_" of late
+        if isinstance(node, exp.Query) and isinstance(with_, exp.With):
+            ctes = list(with_.expressions)
+            inside = next((i for i, c in enumerate(ctes) if c is cte), None)
+            if inside is not None and not with_.args.get("recursive"):
+                ctes = ctes[:inside]
+            if any(c.alias_or_name.lower() == name for c in ctes):
+                return True
+        node = node.parent
+    return False
+
+
+def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
+    """``tree`` with the schema (quoted) set on each reference to a table of ``schemas``
+    (:func:`table_schemas`) that is not a CTE's name; in place. A reference the analyst wrote
+    qualified (``public.w``, which ``sql/validate.py`` takes for the schema's table ``w``) gets
+    the attached schema too: the table whose constraints were read is the one read."""
+    if not schemas:
+        return tree
+    for table in list(tree.find_all(exp.Table)):
+        if not isinstance(table.this, exp.Identifier):
+            continue
+        name = table.name.lower()
+        schema = schemas.get(name)
+        if schema is None or (table.args.get("db") is None and _is_cte(table, name)):
+            continue
+        table.set("catalog", None)
+        table.set("db", exp.Identifier(this=schema, quoted=True))
+    return tree

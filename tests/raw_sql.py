@@ -1,0 +1,28 @@
+"""Hand-written SQL on an engine's own backend, for tests that compare it with dpproxy's.
+
+dpproxy's PostgreSQL sessions search ``pg_catalog, pg_temp`` only (``backends/pg_path.py``): a
+table is found by the schema the engine attached it from, which dpproxy's SQL names
+(``rewrite/qualify.py``). :func:`backend_sql` names them so in a test's own SQL too.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+
+from dpproxy.engine import Engine
+from dpproxy.release.noise import ExactResult
+from dpproxy.rewrite.qualify import qualify_tables
+
+
+def backend_sql(engine: Engine, sql: str) -> str:
+    """``sql`` as ``engine``'s backend runs it: unchanged but on PostgreSQL, where each table
+    of the catalog gets its schema."""
+    if engine.backend.dialect != "postgres":
+        return sql
+    tree = sqlglot.parse_one(sql, read="postgres")
+    return qualify_tables(tree, engine.schemas).sql("postgres")
+
+
+def run_raw(engine: Engine, sql: str) -> ExactResult:
+    """Run the hand-written ``sql`` on ``engine``'s backend (:func:`backend_sql`)."""
+    return engine.backend.execute(backend_sql(engine, sql))
