@@ -48,7 +48,7 @@ class DuckDBBackend:
     failed or was interrupted is closed and replaced. Closing the backend closes the
     connection, and with it every cursor (DuckDB closes a connection's cursors with it). A
     thread has a second cursor, without the optimizer, for the repeated statements that read
-    one small table (``backends/light.py``)."""
+    small tables (``backends/light.py``)."""
 
     dialect = "duckdb"
 

@@ -1,5 +1,5 @@
-"""Which of dpproxy's statements DuckDB runs without its optimizer: those that read one small
-stored table, without a join or a subquery predicate.
+"""Which of dpproxy's statements DuckDB runs without its optimizer: those that read small
+stored tables, without a join or an ``EXISTS``.
 
 Why. Over 1,000 rows DuckDB spends about 0.15 ms of a 0.3-0.7 ms aggregate in its optimizer
 (binding the plan once more, statistics, some fifty passes), more than the passes save on so few
@@ -29,10 +29,12 @@ CASE still evaluates a branch only for the rows that select it). The differentia
 of generated cases on both cursors and compares the rows; ``tests/property/test_totality.py``
 checks totality on the unoptimised cursor as well.
 
-Why only one table, without subquery predicates. Without the optimizer nothing pushes a WHERE
-equality into a join: ``FROM a, b WHERE a.k = b.k`` (how ``sql/joins.py`` prints a join) would
-be a cross product, and a correlated ``EXISTS`` would keep its dependent join. A derived table
-(``FROM (SELECT …)``) or a CTE over the one table is fine: it is planned as written.
+Why no join. Without the optimizer nothing pushes a WHERE equality into a join: ``FROM a, b
+WHERE a.k = b.k`` (how ``sql/joins.py`` prints a join) would be a cross product. Nor ``EXISTS``,
+whose dependent join the optimizer simplifies. A derived table (``FROM (SELECT …)``), a CTE, a
+``UNION ALL`` and the ``IN (SELECT …)`` of contribution bounding (``rewrite/bound.py``) are
+planned as written: the ``IN`` is a hash (mark) join on its own column, made by DuckDB's
+planner, not its optimizer.
 
 What it reveals. The choice depends on the number of rows of the tables (a fact of the data, as
 is the scan of ``backends/scanned.py``), and changes only how long a statement takes, never its
@@ -53,8 +55,8 @@ LIGHT_ROWS = 10_000
 
 def plain(sql: str, small: Collection[str]) -> bool:
     """Does ``sql`` (dpproxy's own DuckDB SQL) read only tables named in ``small`` (lower case),
-    through one FROM item per SELECT, with no join, no ``EXISTS`` and no subquery anywhere but
-    in a FROM or a WITH? False for anything else, and for a text sqlglot does not parse."""
+    with no join, no ``EXISTS`` and no subquery but in a FROM, a WITH, a ``UNION ALL`` or the
+    list of an ``IN``? False for anything else, and for a text sqlglot does not parse."""
     if not small:
         return False
     try:
@@ -63,14 +65,14 @@ def plain(sql: str, small: Collection[str]) -> bool:
         return False
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for node in tree.walk():
-        if isinstance(node, exp.Join | exp.Exists | exp.Lateral | exp.Union):
+        if isinstance(node, exp.Join | exp.Exists | exp.Lateral):
             return False
-        if isinstance(node, exp.In) and node.args.get("query") is not None:
-            return False
-        if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From):
+        if isinstance(node, exp.Union) and node.args.get("distinct") is not False:
+            return False  # UNION ALL only
+        if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From | exp.In):
             return False
         if isinstance(node, exp.Select) and node is not tree:
-            if not isinstance(node.parent, exp.Subquery | exp.CTE):
+            if not isinstance(node.parent, exp.Subquery | exp.CTE | exp.Union):
                 return False
         if isinstance(node, exp.Table):
             name = node.name.lower()

@@ -1,7 +1,7 @@
 """Statements run without DuckDB's optimizer (``dpproxy/backends/light.py``).
 
-* :func:`~dpproxy.backends.light.plain` takes exactly the statements that read one small
-  stored table with no join and no subquery predicate;
+* :func:`~dpproxy.backends.light.plain` takes exactly the statements that read small stored
+  tables with no join, no ``EXISTS`` and no subquery but in FROM, WITH, UNION ALL or IN;
 * the backend runs a repeated such statement on its unoptimised cursor, and only over tables
   of at most ``LIGHT_ROWS`` rows;
 * differential: every statement dpproxy prepares for the totality families and for generated
@@ -51,9 +51,14 @@ tables:
         "AS __n FROM __rows GROUP BY __unit) SELECT SUM(LEAST(__n, 3)) FROM __per_unit",
         "SELECT COUNT(*) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY uid ORDER BY h) AS rn "
         "FROM (SELECT *, HASH(uid) AS h FROM t) AS x) AS y WHERE rn <= 2",
+        # contribution bounding (rewrite/bound.py): IN (SELECT …) and UNION ALL of CTEs
+        "WITH __rows AS (SELECT uid AS __unit, a FROM t), __light AS (SELECT __unit FROM __rows "
+        "GROUP BY __unit HAVING COUNT(*) <= 5), __bounded AS (SELECT __unit, a FROM __rows WHERE "
+        "__unit IN (SELECT __unit FROM __light) UNION ALL SELECT __unit, a FROM __rows WHERE NOT "
+        "__unit IN (SELECT __unit FROM __light)) SELECT SUM(a) FROM __bounded",
     ],
 )
-def test_one_small_table_without_join_or_subquery_predicate_is_plain(sql: str) -> None:
+def test_small_tables_without_join_or_exists_are_plain(sql: str) -> None:
     assert light.plain(sql, SMALL)
 
 
@@ -64,12 +69,12 @@ def test_one_small_table_without_join_or_subquery_predicate_is_plain(sql: str) -
         "SELECT COUNT(*) FROM t JOIN u ON t.uid = u.uid",
         "SELECT COUNT(*) FROM t CROSS JOIN (SELECT COUNT(*) AS n FROM t) AS __n",
         "SELECT COUNT(*) FROM t WHERE EXISTS (SELECT 1 FROM t AS s WHERE s.uid = t.uid)",
-        "SELECT COUNT(*) FROM t WHERE uid IN (SELECT uid FROM u)",
         "SELECT COUNT(*) FROM t WHERE a > (SELECT MIN(a) FROM t)",
         "SELECT (SELECT COUNT(*) FROM t) AS n",
         "SELECT COUNT(*) FROM big",  # not a small table
         "SELECT COUNT(*) FROM other.t",  # another schema's table
-        "SELECT COUNT(*) FROM t UNION ALL SELECT COUNT(*) FROM u",
+        "SELECT COUNT(*) FROM t UNION SELECT COUNT(*) FROM u",  # UNION ALL only
+        "SELECT COUNT(*) FROM t WHERE uid IN (SELECT uid FROM big)",
         "SELECT COUNT(*) FROM read_csv('x.csv')",
         "SELECT COUNT(*) FROM",  # not parsed
     ],

@@ -125,7 +125,7 @@ def test_accepted_queries_never_fail_on_duckdb_without_its_optimizer(
 ) -> None:
     """The same on DuckDB's unoptimised cursor (``dpproxy/backends/light.py``): every text is
     kept at its first run, so each statement that reads the small table ``t`` alone, without a
-    join or a subquery predicate, runs as written."""
+    join or an ``EXISTS``, runs as written."""
     monkeypatch.setattr(duckdb_backend, "KEEP_AT_FIRST", True)
     duckdb_world.release()  # no engine opened before the switch
     _check_totality(duckdb_world, DUCKDB_EXAMPLES)
