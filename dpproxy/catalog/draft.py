@@ -64,8 +64,32 @@ _INTEGER = re.compile(
     r"^(U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)|INT[248]?|SERIAL|BIGSERIAL"
     r"|SMALLSERIAL|LONG|SHORT)$"
 )
-_FLOAT = re.compile(r"^(DOUBLE( PRECISION)?|FLOAT[48]?|REAL|NUMERIC|DECIMAL)(\(.*\))?$")
-_DECIMAL_SCALE = re.compile(r"^(NUMERIC|DECIMAL)\((\d+),\s*(\d+)\)$")
+_FLOAT = re.compile(r"^(DOUBLE( PRECISION)?|FLOAT[48]?|REAL)(\(\d+\))?$")
+_DECIMAL = re.compile(r"^(NUMERIC|DECIMAL)(\((\d+)(,\s*(-?\d+))?\))?$")
+#: The digits of a DECIMAL(p, s) whose every value a double holds, nearly exactly, and that
+#: PostgreSQL converts to one (``numeric_float8`` parses the decimal text, and raises 22003
+#: beyond ±1.8e308 or for a nonzero value below 2.5e-324): |v| < 10^(p − s) ≤ 1e308 and
+#: |v| = 0 or ≥ 10^(−s) ≥ 1e-307.
+DECIMAL_INTEGER_DIGITS = 308
+DECIMAL_SCALE = 307
+
+
+def _decimal_type(t: str) -> ColumnType | None:
+    """A NUMERIC/DECIMAL type: INTEGER when its scale is 0 or below, else FLOAT; None without
+    a precision (PostgreSQL's ``numeric``: up to 131,072 digits, 1e400 and 1e-400 among
+    them) or with one that reaches beyond a double's range. The rewrite computes a number
+    column as DOUBLE (``rewrite/guard.py``) and reads it into Python floats, so on
+    PostgreSQL one value such as 1e400 made every query that computed with the column fail,
+    22003, charged, where its neighbour without that row was answered."""
+    m = _DECIMAL.match(t)
+    if m is None:
+        return None
+    if m.group(2) is None:
+        return None
+    precision, scale = int(m.group(3)), int(m.group(5) or 0)
+    if precision - scale > DECIMAL_INTEGER_DIGITS or scale > DECIMAL_SCALE:
+        return None
+    return ColumnType.INTEGER if scale <= 0 else ColumnType.FLOAT
 _TEXT = re.compile(r"^(VARCHAR|TEXT|STRING|CHAR|BPCHAR|CHARACTER( VARYING)?|NAME)(\(\d+\))?$")
 
 
@@ -75,9 +99,8 @@ def schema_type(sql_type: str) -> ColumnType | None:
     t = sql_type.strip().upper()
     if _INTEGER.match(t):
         return ColumnType.INTEGER
-    scaled = _DECIMAL_SCALE.match(t)
-    if scaled is not None:
-        return ColumnType.INTEGER if scaled.group(3) == "0" else ColumnType.FLOAT
+    if _DECIMAL.match(t):
+        return _decimal_type(t)
     if _FLOAT.match(t):
         return ColumnType.FLOAT
     if _TEXT.match(t):
@@ -130,6 +153,13 @@ def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mis
             if not _fits(col.type, schema_type(actual.sql_type)):
                 want = schema_type(actual.sql_type)
                 fix = f"; write type: {want.value}" if want is not None else ""
+                if want is None and _DECIMAL.match(actual.sql_type.strip().upper()):
+                    fix = (
+                        ", whose values may lie beyond a double's range (1e400, 1e-400): "
+                        f"give it a precision, numeric(p, s) with p - s <= "
+                        f"{DECIMAL_INTEGER_DIGITS} and s <= {DECIMAL_SCALE}, or make it "
+                        "double precision"
+                    )
                 out.append(
                     Mismatch(
                         "42804",

@@ -1,0 +1,135 @@
+"""Named attack: one PostgreSQL ``numeric`` value beyond a double's range decides an error.
+
+PostgreSQL's ``numeric`` without a precision holds up to 131,072 digits before the point and
+16,383 after. The rewrite computes a number column as DOUBLE (``rewrite/guard.py``: its
+arithmetic, its clamp to the schema bounds, a cast's range test) and reads group keys into
+Python floats, and PostgreSQL's ``numeric`` → ``double precision`` raises 22003 for 1e400
+and for 1e-400 ("is out of range for type double precision"). So over a column ``x numeric``
+declared ``float``, ``SELECT COUNT(*) FROM t WHERE x + 1 > 0`` (also ``ABS(x)``, ``FLOOR``,
+``SQRT``, ``ROUND``, a cast, ``SUM`` of a bounded column, ``GROUP BY x``) failed, XX000 and
+charged, on the database where one unit held 1e400 and was answered on its neighbour
+without that unit: one exact bit about that unit, whatever ε says.
+
+A number column now fits a ``float`` or ``integer`` schema type only when its type bounds
+its values within a double's range: ``numeric(p, s)`` with p − s ≤ 308 and s ≤ 307
+(``catalog/draft.py``). ``numeric`` without a precision, and ``numeric(1000, 500)``, are
+refused (42804) when the engine opens, before any query, on every database alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from dpproxy.engine import open_engine
+from dpproxy.errors import DPProxyError
+from tests.noise import NoNoise
+
+SCHEMA = """\
+version: 1
+dataset: wide
+privacy:
+  epsilon: 1.0
+  delta: 1.0e-6
+  budget: {epsilon: 1000000000, delta: 0.5}
+tables:
+  t:
+    private: true
+    privacy_unit: uid
+    max_rows_per_unit: 3
+    columns:
+      uid: {type: integer}
+      x: {type: float, nullable: true}
+      b: {type: float, lower: 0, upper: 100}
+"""
+
+QUERIES = (
+    "SELECT COUNT(*) FROM t WHERE x + 1 > 0",
+    "SELECT COUNT(*) FROM t WHERE ABS(x) > 0",
+    "SELECT COUNT(*) FROM t WHERE CAST(x AS INTEGER) > 0",
+    "SELECT SUM(b) FROM t",
+    "SELECT x AS k, COUNT(*) FROM t GROUP BY 1",
+)
+
+# (the column type, the value the unit 3 holds): each out of a double's range
+WIDE = (
+    ("numeric", "1e400"),
+    ("numeric", "1e-400"),
+    ("numeric(1000, 500)", "1e400"),
+    ("numeric(400, 0)", "1e390"),
+    ("numeric(3, -400)", "1e400"),
+    ("numeric(400, 380)", "1e-370"),
+)
+
+
+def outcome(database: str, schema: Path, sql: str) -> tuple[str, str | None]:
+    """("refused", SQLSTATE) when the engine refuses to open or the query before the data,
+    ("failed", SQLSTATE) when it ran and failed, ("answered", None)."""
+    try:
+        engine = open_engine(database, str(schema), noise=NoNoise())
+    except DPProxyError as e:
+        return ("refused", e.sqlstate)
+    try:
+        try:
+            engine.prepare(sql)
+        except DPProxyError as e:
+            return ("refused", e.sqlstate)
+        try:
+            engine.run(sql, analyst="mallory")
+        except DPProxyError as e:
+            return ("failed", e.sqlstate)
+        return ("answered", None)
+    finally:
+        engine.close()
+
+
+@pytest.fixture
+def world(pg_dsn: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    schema = tmp_path / "wide.yaml"
+    schema.write_text(SCHEMA)
+    info = psycopg.conninfo.conninfo_to_dict(pg_dsn)  # dpproxy takes postgresql:// URLs
+    user, host = info.get("user", "postgres"), info.get("host", "127.0.0.1")
+    yield f"postgresql://{user}@{host}:{info.get('port') or 5432}/{info['dbname']}", schema
+
+
+def load(dsn: str, column_type: str, rows: list[tuple[int, str | None, int]]) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS t")
+        conn.execute(f"CREATE TABLE t (uid integer NOT NULL, x {column_type}, b {column_type})")
+        for r in rows:
+            conn.execute("INSERT INTO t VALUES (%s, %s::numeric, %s)", r)
+
+
+@pytest.mark.parametrize(("column_type", "value"), WIDE)
+def test_a_wide_numeric_value_decides_no_outcome(
+    world: tuple[str, Path], column_type: str, value: str
+) -> None:
+    dsn, schema = world
+    rows = [(1, "1.5", 1), (2, "2.5", 2)]
+    for sql in QUERIES:
+        load(dsn, column_type, [*rows, (3, value, 3)])
+        with_unit = outcome(dsn, schema, sql)
+        load(dsn, column_type, rows)
+        without = outcome(dsn, schema, sql)
+        assert with_unit == without == ("refused", "42804"), (sql, with_unit, without)
+
+
+@pytest.mark.parametrize(
+    "column_type", ["numeric(20, 2)", "numeric(308, 0)", "numeric(320, 307)", "real"]
+)
+def test_a_number_type_within_a_doubles_range_is_answered(
+    world: tuple[str, Path], column_type: str
+) -> None:
+    """The types that fit: their extreme values (and NaN) are answered, as their neighbour."""
+    dsn, schema = world
+    big = {"numeric(20, 2)": "1e17", "numeric(308, 0)": "9e307", "real": "3e38"}
+    value = big.get(column_type, "1e-307")
+    rows = [(1, "1.5", 1), (2, "NaN", 2)]
+    for sql in QUERIES:
+        load(dsn, column_type, [*rows, (3, value, 3)])
+        assert outcome(dsn, schema, sql) == ("answered", None), (column_type, sql)
+        load(dsn, column_type, rows)
+        assert outcome(dsn, schema, sql) == ("answered", None), (column_type, sql)
