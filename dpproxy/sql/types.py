@@ -148,10 +148,11 @@ def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType])
 
 def _check_type_parameters(to: exp.DataType) -> None:
     """Type parameters both engines read alike, or 0A000 before any data is read: DECIMAL(p)
-    and DECIMAL(p, s) with 1 <= p <= 38 (DuckDB's widest) and 0 <= s <= p, and none on the
-    other numeric types. ``FLOAT(p)`` is REAL for p <= 24 on PostgreSQL (a double beyond
-    3.4e38 then fails to cast, "value out of range: overflow", for one row's value) and a
-    binder error on DuckDB; ``INT(n)`` is a binder error on DuckDB."""
+    and DECIMAL(p, s) with 1 <= p <= 38, s <= 18 and p - s <= 20 (DuckDB meets it and an
+    integer or a literal in DECIMAL(38, s) at most: ``CAST(x AS DECIMAL(38, 37)) = i`` failed
+    for one row's i >= 10), none on other numeric types: ``FLOAT(p)`` is REAL for p <= 24 on
+    PostgreSQL (a double beyond 3.4e38 fails to cast) and, like ``INT(n)``, a binder error
+    on DuckDB."""
     params = to.expressions
     if not params or to.this not in _NUMERIC_CASTS:
         return
@@ -166,10 +167,10 @@ def _check_type_parameters(to: exp.DataType) -> None:
     precision, scale = [*digits, 0][:2] if digits else (0, 0)
     if len(digits) != len(values) or len(values) > 2 or not 0 <= scale <= precision:
         precision = 0
-    if not 1 <= precision <= 38:
+    if not 1 <= precision <= 38 or scale > 18 or precision - scale > 20:
         raise UnsupportedQuery(
             f"casts to {name} are not supported",
-            hint="DECIMAL(p, s) takes 1 <= p <= 38 and 0 <= s <= p",
+            hint="DECIMAL(p, s) takes 1 <= p <= 38, 0 <= s <= 18 and p - s <= 20",
         )
 
 
