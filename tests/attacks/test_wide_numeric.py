@@ -1,4 +1,4 @@
-"""Named attack: one PostgreSQL ``numeric`` value beyond a double's range decides an error.
+"""Named attack: one value of a number type wider than dpproxy computes with decides an error.
 
 PostgreSQL's ``numeric`` without a precision holds up to 131,072 digits before the point and
 16,383 after. The rewrite computes a number column as DOUBLE (``rewrite/guard.py``: its
@@ -14,6 +14,14 @@ A number column now fits a ``float`` or ``integer`` schema type only when its ty
 its values within a double's range: ``numeric(p, s)`` with p − s ≤ 308 and s ≤ 307
 (``catalog/draft.py``). ``numeric`` without a precision, and ``numeric(1000, 500)``, are
 refused (42804) when the engine opens, before any query, on every database alike.
+
+DuckDB's widest types fail otherwise: it compares or unifies a HUGEINT, a UHUGEINT or a
+DECIMAL(38, s) with a literal or another number column by casting both to one type, which
+cannot hold every value of both (``h = -1`` over a UHUGEINT: "Type UINT128 with value
+340282366920938463463374607431768211455 can't be cast ... INT64"; ``hi = 1.5`` over a
+HUGEINT: "Could not cast value ... to DECIMAL(38,1)"; ``d = i`` of a DECIMAL(38, 37) and an
+INTEGER). Such columns are now refused (42804) when the engine opens; DuckDB's DECIMAL fits
+with at most 20 digits before the point and 18 after (``catalog/draft.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import psycopg
 import pytest
 
@@ -133,3 +142,53 @@ def test_a_number_type_within_a_doubles_range_is_answered(
         assert outcome(dsn, schema, sql) == ("answered", None), (column_type, sql)
         load(dsn, column_type, rows)
         assert outcome(dsn, schema, sql) == ("answered", None), (column_type, sql)
+
+
+# DuckDB: (the column type, the query, the value the unit 30 holds)
+DUCK_WIDE = (
+    ("UHUGEINT", "SELECT COUNT(*) FROM t WHERE x = -1", str(2**128 - 1)),
+    ("UHUGEINT", "SELECT COUNT(*) FROM t WHERE x > uid", str(2**128 - 1)),
+    ("HUGEINT", "SELECT COUNT(*) FROM t WHERE x = 1.5", str(-(2**127))),
+    ("HUGEINT", "SELECT COUNT(*) FROM t WHERE COALESCE(x, 0.5) > 0", str(2**127 - 1)),
+    ("DECIMAL(38, 37)", "SELECT COUNT(*) FROM t WHERE x = uid", "9.5"),
+    ("DECIMAL(38, 0)", "SELECT COUNT(*) FROM t WHERE x = 0.5", "1" + "0" * 37),
+)
+DUCK_SCHEMA = SCHEMA.replace("x: {type: float", "x: {type: integer").replace(
+    "b: {type: float, lower: 0, upper: 100}", "b: {type: integer, lower: 0, upper: 100}"
+)
+
+
+def duck_outcome(tmp: Path, column_type: str, sql: str, rows: list[tuple[int, str]]) -> object:
+    path = tmp / f"wide{len(list(tmp.iterdir()))}.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(f"CREATE TABLE t (uid INTEGER NOT NULL, x {column_type}, b INTEGER NOT NULL)")
+    for uid, value in rows:
+        con.execute(f"INSERT INTO t VALUES (?, CAST(? AS {column_type}), 1)", [uid, value])
+    con.close()
+    schema = tmp / "duck.yaml"
+    fitting = "x: {type: float" if "," in column_type else "x: {type: integer"
+    schema.write_text(DUCK_SCHEMA.replace("x: {type: integer", fitting))
+    return outcome(str(path), schema, sql)
+
+
+@pytest.mark.parametrize(("column_type", "sql", "value"), DUCK_WIDE)
+def test_a_wide_duckdb_value_decides_no_outcome(
+    tmp_path: Path, column_type: str, sql: str, value: str
+) -> None:
+    rows = [(1, "1"), (2, "2")]
+    with_unit = duck_outcome(tmp_path, column_type, sql, [*rows, (30, value)])  # uid >= 10
+    without = duck_outcome(tmp_path, column_type, sql, rows)
+    assert with_unit == without == ("refused", "42804"), (with_unit, without)
+
+
+@pytest.mark.parametrize(
+    "column_type", ["DECIMAL(38, 18)", "DECIMAL(20, 0)", "UBIGINT", "BIGINT"]
+)
+def test_a_duckdb_number_type_that_fits_is_answered(tmp_path: Path, column_type: str) -> None:
+    big = {"DECIMAL(38, 18)": "-99999999999999999999.999999999999999999"}
+    value = big.get(column_type, "18446744073709551615" if column_type[0] == "U" else "-1")
+    if column_type == "DECIMAL(20, 0)":
+        value = "-" + "9" * 20
+    for sql in [q for _, q, _ in DUCK_WIDE] + ["SELECT COUNT(*) FROM t WHERE x = 0.5"]:
+        got = duck_outcome(tmp_path, column_type, sql, [(1, "1"), (3, value)])
+        assert got == ("answered", None), (column_type, sql, got)
