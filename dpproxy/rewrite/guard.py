@@ -45,7 +45,7 @@ from dpproxy.sql.dates import (
     portable_shift,
     portable_trunc,
 )
-from dpproxy.sql.mathargs import math_operand
+from dpproxy.sql.mathargs import math_operand, numeric_constant
 from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.tochar import portable_to_char
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, clone, typed_constant
@@ -134,6 +134,29 @@ def double_text(text: str, *, negated: bool = False) -> str:
 
 def _as_double(col: exp.Expression) -> exp.Expression:
     return exp.Cast(this=col, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+
+
+#: Where PostgreSQL gives its operands one type: a REAL column and a number constant are
+#: unified as REAL, the constant cast to it.
+_UNIFYING = (exp.Coalesce, exp.Greatest, exp.Least, exp.In, exp.Case)
+_REAL_MAX, _REAL_MIN = Fraction(3.4e38), Fraction(1.2e-38)
+
+
+def real_safe(e: exp.Expression) -> exp.Expression:
+    """``e`` as a DOUBLE when it is a number constant (``1e300``, ``-(1e-300)``) that
+    PostgreSQL's REAL cannot hold, else ``e`` itself.
+
+    **Totality.** PostgreSQL unifies a ``real`` column (a ``float`` of the schema may be
+    stored as one) and a numeric constant in COALESCE, GREATEST, LEAST, IN and CASE as REAL,
+    casting the constant, which raises 22003 beyond 3.4e38 or below 1.2e-38 ("value out of
+    range: overflow"): ``COALESCE(r, 1e300)`` failed, charged. As a DOUBLE the constant
+    makes the unified type DOUBLE on both engines, to which every number widens without
+    error; a constant within REAL's range converts without error (rounded, as PostgreSQL
+    rounds it there)."""
+    v = numeric_constant(e)
+    if v is None or v == 0 or _REAL_MIN <= abs(v) <= _REAL_MAX:
+        return e
+    return _as_double(e)
 
 
 def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
@@ -260,6 +283,19 @@ def clamp_values(
 
 def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     """The guards of this module applied to one node whose children are already guarded."""
+    if isinstance(n, _UNIFYING) and not is_double(n, table):  # (a clamp's CASE is)
+        values = [i for i in n.args.get("ifs") or ()] if isinstance(n, exp.Case) else [n]
+        for holder in values:  # a constant beyond REAL's range: a DOUBLE (real_safe)
+            for child in list(holder.iter_expressions()):
+                key, index = child.arg_key, child.index  # before real_safe re-parents it
+                if key in ("expressions", "true", "default") or (
+                    key == "this" and not isinstance(holder, exp.If | exp.Case)
+                ):
+                    safe = real_safe(child)
+                    if safe is not child:
+                        holder.set(key, safe, index)
+        if isinstance(n, exp.Case) and n.args.get("default") is not None:
+            n.set("default", real_safe(n.args["default"]))
     if type(n) is exp.Literal:  # a number DuckDB would read as a too wide DECIMAL: DOUBLE
         text = n.name if n.is_string else double_text(n.name, negated=type(n.parent) is exp.Neg)
         return n if text == n.name else exp.Literal(this=text, is_string=False)

@@ -142,7 +142,12 @@ TOTALITY: dict[type[exp.Expression], str] = {
     exp.Escape: "added by the rewrite to LIKE with a literal escape character",
     exp.Case: "branches unified statically; a condition never raises; result untouched",
     exp.If: "a WHEN branch of CASE",
-    exp.Coalesce: "arguments unified statically (string literals converted); never fails",
+    exp.Coalesce: (
+        "arguments unified statically (string literals converted; a number constant beyond "
+        "REAL's range written as a DOUBLE, which PostgreSQL would cast to a REAL column's "
+        "type and fail: rewrite/guard.real_safe, as in GREATEST, LEAST, IN and CASE); never "
+        "fails"
+    ),
     exp.Greatest: "arguments unified statically (string literals converted); never fails",
     exp.Least: "arguments unified statically (string literals converted); never fails",
     exp.Nullif: "arguments unified statically (string literals converted); never fails",
