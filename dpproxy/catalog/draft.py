@@ -66,12 +66,15 @@ _INTEGER = re.compile(
 )
 _FLOAT = re.compile(r"^(DOUBLE( PRECISION)?|FLOAT[48]?|REAL)(\(\d+\))?$")
 _DECIMAL = re.compile(r"^(NUMERIC|DECIMAL)(\((\d+)(,\s*(-?\d+))?\))?$")
-#: The digits of a DECIMAL(p, s) whose every value a double holds, nearly exactly, and that
-#: PostgreSQL converts to one (``numeric_float8`` parses the decimal text, and raises 22003
-#: beyond ±1.8e308 or for a nonzero value below 2.5e-324): |v| < 10^(p − s) ≤ 1e308 and
-#: |v| = 0 or ≥ 10^(−s) ≥ 1e-307.
-DECIMAL_INTEGER_DIGITS = 308
-DECIMAL_SCALE = 307
+#: The digits of a DECIMAL(p, s) whose every value a REAL (and so a double) holds, nearly
+#: exactly, and that PostgreSQL converts to one: ``numeric_float8`` and ``numeric_float4``
+#: parse the decimal text and raise 22003 beyond the type's range (±1.8e308, ±3.4e38) or for
+#: a nonzero value that rounds to 0 (1e-400; 1e-46 for REAL). PostgreSQL unifies a numeric
+#: and a ``real`` column (a schema ``float`` may be stored as one) as REAL: in
+#: ``CASE WHEN c THEN r ELSE n END`` over a numeric(300, 0) ``n`` one unit's 1e300 failed,
+#: charged. Here |v| < 10^(p − s) ≤ 1e38 and |v| = 0 or ≥ 10^(−s) ≥ 1e-37.
+DECIMAL_INTEGER_DIGITS = 38
+DECIMAL_SCALE = 37
 #: DuckDB (which spells the type DECIMAL; PostgreSQL's format_type spells it numeric): it
 #: compares or unifies a DECIMAL(p, s) with an integer, a literal or another DECIMAL in
 #: DECIMAL(max(p − s) + max(s), max(s)) when that has at most 38 digits and otherwise in
@@ -180,7 +183,7 @@ def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mis
                     )
                 elif want is None and _DECIMAL.match(actual.sql_type.strip().upper()):
                     fix = (
-                        ", whose values may lie beyond a double's range (1e400, 1e-400): "
+                        ", whose values may lie beyond a REAL's range (1e300, 1e-300): "
                         f"give it a precision, numeric(p, s) with p - s <= "
                         f"{DECIMAL_INTEGER_DIGITS} and s <= {DECIMAL_SCALE}, or make it "
                         "double precision"

@@ -11,7 +11,8 @@ charged, on the database where one unit held 1e400 and was answered on its neigh
 without that unit: one exact bit about that unit, whatever ε says.
 
 A number column now fits a ``float`` or ``integer`` schema type only when its type bounds
-its values within a double's range: ``numeric(p, s)`` with p − s ≤ 308 and s ≤ 307
+its values within a REAL's range (PostgreSQL unifies a numeric and a ``real`` column as
+REAL, which raises the same way beyond 3.4e38): ``numeric(p, s)`` with p − s ≤ 38 and s ≤ 37
 (``catalog/draft.py``). ``numeric`` without a precision, and ``numeric(1000, 500)``, are
 refused (42804) when the engine opens, before any query, on every database alike.
 
@@ -127,15 +128,15 @@ def test_a_wide_numeric_value_decides_no_outcome(
 
 
 @pytest.mark.parametrize(
-    "column_type", ["numeric(20, 2)", "numeric(308, 0)", "numeric(320, 307)", "real"]
+    "column_type", ["numeric(20, 2)", "numeric(38, 0)", "numeric(50, 37)", "real"]
 )
 def test_a_number_type_within_a_doubles_range_is_answered(
     world: tuple[str, Path], column_type: str
 ) -> None:
     """The types that fit: their extreme values (and NaN) are answered, as their neighbour."""
     dsn, schema = world
-    big = {"numeric(20, 2)": "1e17", "numeric(308, 0)": "9e307", "real": "3e38"}
-    value = big.get(column_type, "1e-307")
+    big = {"numeric(20, 2)": "1e17", "numeric(38, 0)": "9e37", "real": "3e38"}
+    value = big.get(column_type, "1e-37")
     rows = [(1, "1.5", 1), (2, "NaN", 2)]
     for sql in QUERIES:
         load(dsn, column_type, [*rows, (3, value, 3)])
@@ -181,9 +182,7 @@ def test_a_wide_duckdb_value_decides_no_outcome(
     assert with_unit == without == ("refused", "42804"), (with_unit, without)
 
 
-@pytest.mark.parametrize(
-    "column_type", ["DECIMAL(38, 18)", "DECIMAL(20, 0)", "UBIGINT", "BIGINT"]
-)
+@pytest.mark.parametrize("column_type", ["DECIMAL(38, 18)", "DECIMAL(20, 0)", "UBIGINT", "BIGINT"])
 def test_a_duckdb_number_type_that_fits_is_answered(tmp_path: Path, column_type: str) -> None:
     big = {"DECIMAL(38, 18)": "-99999999999999999999.999999999999999999"}
     value = big.get(column_type, "18446744073709551615" if column_type[0] == "U" else "-1")
@@ -215,3 +214,24 @@ def test_a_constant_beyond_real_beside_a_real_column_is_answered(
     dsn, schema = world
     load(dsn, "real", [(1, "1.5", 1), (3, "3e38", 3)])
     assert outcome(dsn, schema, sql) == ("answered", None)
+
+
+def test_a_numeric_beyond_real_beside_a_real_column_decides_no_outcome(
+    world: tuple[str, Path],
+) -> None:
+    """PostgreSQL unifies ``real`` and ``numeric`` as REAL: over a numeric(300, 0) ``n``,
+    ``CASE WHEN uid = 1 THEN r ELSE n END`` failed (22003, charged) exactly when a unit
+    other than 1 held 1e299; such a column is now refused (42804) when the engine opens."""
+    dsn, schema_path = world
+    schema_path.write_text(
+        SCHEMA.replace("b: {type: float", "r: {type: float, nullable: true}\n      b: {type: float")
+    )
+    sql = "SELECT COUNT(*) FROM t WHERE CASE WHEN uid = 1 THEN r ELSE x END > 0"
+    got = []
+    for value in ("1e299", "5"):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS t")
+            conn.execute("CREATE TABLE t (uid integer NOT NULL, x numeric(300, 0), r real, b real)")
+            conn.execute("INSERT INTO t VALUES (1, 1, 1, 1), (3, %s::numeric, NULL, 3)", (value,))
+        got.append(outcome(dsn, schema_path, sql))
+    assert got[0] == got[1] == ("refused", "42804"), got

@@ -62,13 +62,15 @@ KEYED = TableShape(
         ("DECIMAL(18,0)", ColumnType.INTEGER),
         ("numeric(10, 2)", ColumnType.FLOAT),
         ("numeric(3,-2)", ColumnType.INTEGER),
-        ("numeric(308,0)", ColumnType.INTEGER),
-        ("numeric(320,307)", ColumnType.FLOAT),
+        ("numeric(38,0)", ColumnType.INTEGER),
+        ("numeric(50,37)", ColumnType.FLOAT),
         # beyond a double's range (PostgreSQL raises converting them): no schema type
         ("numeric", None),
         ("numeric(309,0)", None),
         ("numeric(1000,500)", None),
         ("numeric(400,308)", None),
+        ("numeric(39,0)", None),  # beyond REAL's range, which PostgreSQL may unify it with
+        ("numeric(50,38)", None),
         ("numeric(3,-400)", None),
         ("DOUBLE", ColumnType.FLOAT),
         ("double precision", ColumnType.FLOAT),
