@@ -235,3 +235,33 @@ def test_a_numeric_beyond_real_beside_a_real_column_decides_no_outcome(
             conn.execute("INSERT INTO t VALUES (1, 1, 1, 1), (3, %s::numeric, NULL, 3)", (value,))
         got.append(outcome(dsn, schema_path, sql))
     assert got[0] == got[1] == ("refused", "42804"), got
+
+
+@pytest.mark.parametrize(
+    ("domain", "base", "declared", "value", "sql"),
+    [
+        ("double", "numeric", "float", "1e400", "SELECT COUNT(*) FROM t WHERE x + 1 > 0"),
+        ("long", "text", "integer", "abc", "SELECT COUNT(*) FROM t WHERE x + 1 > 0"),
+    ],
+)
+def test_a_domain_named_like_a_type_is_not_that_type(
+    world: tuple[str, Path], domain: str, base: str, declared: str, value: str, sql: str
+) -> None:
+    """PostgreSQL's ``format_type`` names a domain by its own name, which may read as a type
+    of another engine's (``double``, ``long``, ``string``, ``hugeint``): a domain ``double``
+    over ``numeric`` fitted ``float`` and one unit's 1e400 failed ``x + 1 > 0`` (XX000,
+    charged) where its neighbour was answered. Types outside pg_catalog are now named with
+    their schema (``backends/postgres_shapes.py``), so no schema type fits them: 42804."""
+    dsn, schema_path = world
+    schema_path.write_text(SCHEMA.replace("x: {type: float", f"x: {{type: {declared}"))
+    got = []
+    for rows in ([(1, None), (3, value)], [(1, None)]):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS t")
+            conn.execute(f"DROP DOMAIN IF EXISTS public.{domain}")
+            conn.execute(f"CREATE DOMAIN public.{domain} AS {base}")
+            conn.execute(f"CREATE TABLE t (uid integer NOT NULL, x public.{domain}, b real)")
+            for uid, v in rows:
+                conn.execute("INSERT INTO t VALUES (%s, %s, 1)", (uid, v))
+        got.append(outcome(dsn, schema_path, sql))
+    assert got[0] == got[1] == ("refused", "42804"), got
