@@ -13,10 +13,19 @@ from dpproxy.catalog.draft import ColumnShape, TableShape
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import BackendUnavailable
 
+# A type's name only where it is a built-in (pg_catalog's): any other, a domain or an
+# extension's type, qualified by its schema, which no schema type matches (42804). A domain
+# may take a name that reads as a type of another engine: ``CREATE DOMAIN double AS
+# numeric`` was "double", a float, over values (1e400) a double cannot hold, and ``long``
+# over text an integer.
 _COLUMNS = (
-    "SELECT c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+    "SELECT c.relname, a.attname, CASE WHEN ty.typnamespace = 'pg_catalog'::regnamespace "
+    "THEN pg_catalog.format_type(a.atttypid, a.atttypmod) ELSE pg_catalog.quote_ident("
+    "n.nspname) || '.' || pg_catalog.quote_ident(ty.typname) END, "
     "NOT a.attnotnull FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = ty.typnamespace "
     "WHERE {first} AND c.relkind IN ('r', 'v', 'm', 'p', 'f') "
     "AND a.attnum > 0 AND NOT a.attisdropped "
     "ORDER BY c.relname, a.attnum"

@@ -61,11 +61,56 @@ class Mismatch:
 
 
 _INTEGER = re.compile(
-    r"^(U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)|INT[248]?|SERIAL|BIGSERIAL"
+    r"^(U?(TINYINT|SMALLINT|INTEGER|BIGINT)|INT[248]?|SERIAL|BIGSERIAL"
     r"|SMALLSERIAL|LONG|SHORT)$"
 )
-_FLOAT = re.compile(r"^(DOUBLE( PRECISION)?|FLOAT[48]?|REAL|NUMERIC|DECIMAL)(\(.*\))?$")
-_DECIMAL_SCALE = re.compile(r"^(NUMERIC|DECIMAL)\((\d+),\s*(\d+)\)$")
+_FLOAT = re.compile(r"^(DOUBLE( PRECISION)?|FLOAT[48]?|REAL)(\(\d+\))?$")
+_DECIMAL = re.compile(r"^(NUMERIC|DECIMAL)(\((\d+)(,\s*(-?\d+))?\))?$")
+#: The digits of a DECIMAL(p, s) whose every value a REAL (and so a double) holds, nearly
+#: exactly, and that PostgreSQL converts to one: ``numeric_float8`` and ``numeric_float4``
+#: parse the decimal text and raise 22003 beyond the type's range (±1.8e308, ±3.4e38) or for
+#: a nonzero value that rounds to 0 (1e-400; 1e-46 for REAL). PostgreSQL unifies a numeric
+#: and a ``real`` column (a schema ``float`` may be stored as one) as REAL: in
+#: ``CASE WHEN c THEN r ELSE n END`` over a numeric(300, 0) ``n`` one unit's 1e300 failed,
+#: charged. Here |v| < 10^(p − s) ≤ 1e38 and |v| = 0 or ≥ 10^(−s) ≥ 1e-37.
+DECIMAL_INTEGER_DIGITS = 38
+DECIMAL_SCALE = 37
+#: DuckDB (which spells the type DECIMAL; PostgreSQL's format_type spells it numeric): it
+#: compares or unifies a DECIMAL(p, s) with an integer, a literal or another DECIMAL in
+#: DECIMAL(max(p − s) + max(s), max(s)) when that has at most 38 digits and otherwise in
+#: DECIMAL(38, max s), casting every operand to it, which fails for one row's value too wide
+#: for it. With at most 20 digits before the point (UBIGINT's) and 18 after it on every
+#: operand (integer columns, ``CAST(… AS DECIMAL(p, s))``: ``sql/types.py``; a literal: at
+#: most 19 before and 18 after, else a DOUBLE: ``rewrite/guard.double_text``) the type holds
+#: every value of every operand. HUGEINT and UHUGEINT (39 digits) are left out for the same
+#: reason: ``h = -1`` over a UHUGEINT failed for a value beyond 2^63, ``h = 1.5`` over a
+#: HUGEINT for one beyond 10^37.
+DUCKDB_INTEGER_DIGITS = 20
+DUCKDB_SCALE = 18
+_WIDE = re.compile(r"^(U?HUGEINT|DECIMAL\(.*\))$")
+
+
+def _decimal_type(t: str) -> ColumnType | None:
+    """A NUMERIC/DECIMAL type: INTEGER when its scale is 0 or below, else FLOAT; None without
+    a precision (PostgreSQL's ``numeric``: up to 131,072 digits, 1e400 and 1e-400 among
+    them) or with one that reaches beyond a double's range. The rewrite computes a number
+    column as DOUBLE (``rewrite/guard.py``) and reads it into Python floats, so on
+    PostgreSQL one value such as 1e400 made every query that computed with the column fail,
+    22003, charged, where its neighbour without that row was answered. DuckDB's DECIMAL
+    also within :data:`DUCKDB_INTEGER_DIGITS` and :data:`DUCKDB_SCALE`."""
+    m = _DECIMAL.match(t)
+    if m is None:
+        return None
+    if m.group(2) is None:
+        return None
+    precision, scale = int(m.group(3)), int(m.group(5) or 0)
+    if precision - scale > DECIMAL_INTEGER_DIGITS or scale > DECIMAL_SCALE:
+        return None
+    if m.group(1) == "DECIMAL" and (  # DuckDB's spelling: its limits too
+        precision - scale > DUCKDB_INTEGER_DIGITS or scale > DUCKDB_SCALE
+    ):
+        return None
+    return ColumnType.INTEGER if scale <= 0 else ColumnType.FLOAT
 _TEXT = re.compile(r"^(VARCHAR|TEXT|STRING|CHAR|BPCHAR|CHARACTER( VARYING)?|NAME)(\(\d+\))?$")
 
 
@@ -75,9 +120,8 @@ def schema_type(sql_type: str) -> ColumnType | None:
     t = sql_type.strip().upper()
     if _INTEGER.match(t):
         return ColumnType.INTEGER
-    scaled = _DECIMAL_SCALE.match(t)
-    if scaled is not None:
-        return ColumnType.INTEGER if scaled.group(3) == "0" else ColumnType.FLOAT
+    if _DECIMAL.match(t):
+        return _decimal_type(t)
     if _FLOAT.match(t):
         return ColumnType.FLOAT
     if _TEXT.match(t):
@@ -130,6 +174,20 @@ def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mis
             if not _fits(col.type, schema_type(actual.sql_type)):
                 want = schema_type(actual.sql_type)
                 fix = f"; write type: {want.value}" if want is not None else ""
+                if want is None and _WIDE.match(actual.sql_type.strip().upper()):
+                    fix = (
+                        ", whose values are too wide for DuckDB to compare with an integer "
+                        f"or a literal: at most {DUCKDB_INTEGER_DIGITS} digits before the "
+                        f"point and {DUCKDB_SCALE} after it (DECIMAL(38, 18), BIGINT, "
+                        "UBIGINT) or DOUBLE"
+                    )
+                elif want is None and _DECIMAL.match(actual.sql_type.strip().upper()):
+                    fix = (
+                        ", whose values may lie beyond a REAL's range (1e300, 1e-300): "
+                        f"give it a precision, numeric(p, s) with p - s <= "
+                        f"{DECIMAL_INTEGER_DIGITS} and s <= {DECIMAL_SCALE}, or make it "
+                        "double precision"
+                    )
                 out.append(
                     Mismatch(
                         "42804",

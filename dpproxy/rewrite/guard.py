@@ -45,7 +45,7 @@ from dpproxy.sql.dates import (
     portable_shift,
     portable_trunc,
 )
-from dpproxy.sql.mathargs import math_operand
+from dpproxy.sql.mathargs import math_operand, numeric_constant
 from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.tochar import portable_to_char
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, clone, typed_constant
@@ -78,9 +78,12 @@ def table(name: str) -> exp.Table:
 
 
 def number(v: Fraction) -> exp.Expression:
-    """An exact SQL literal for a rational: integers as integers, others as a float literal."""
+    """An exact SQL literal for a rational: integers as integers, others as a float literal
+    (either in exponent form where :func:`double_text` puts it, as the guards would)."""
     if v.denominator == 1:  # the cache's own first branch, without hashing a Fraction
         text, negative = str(abs(v.numerator)), v.numerator < 0
+        if abs(v.numerator) >= 2**63:
+            text = double_text(text, negated=negative)
     else:
         text, negative = _number_text(v)
     literal = lit(text)
@@ -91,11 +94,69 @@ def number(v: Fraction) -> exp.Expression:
 def _number_text(v: Fraction) -> tuple[str, bool]:
     if v.denominator == 1:
         return str(abs(v.numerator)), v < 0
-    return repr(abs(float(v))), v < 0
+    return double_text(repr(abs(float(v)))), v < 0
+
+
+#: The most digits a number literal may have before or after its point and still be read as
+#: an exact number (:func:`double_text`).
+LITERAL_DIGITS = 18
+
+
+def double_text(text: str, *, negated: bool = False) -> str:
+    """A number literal's text, in exponent form when DuckDB would read it as a DECIMAL or
+    HUGEINT too wide to meet an integer column: ``0.1234567890123456789012`` is a
+    DECIMAL(22, 22) there, and comparing it with (or COALESCE, CASE, GREATEST, IN, BETWEEN
+    beside) a BIGINT made DuckDB cast the column to DECIMAL(38, 22), which fails for one
+    row's value of 10^16 or more ("Could not cast value ... to DECIMAL(38,22)"), an error
+    no noise covers.
+
+    **Totality.** DuckDB reads a literal with an exponent as a DOUBLE, which every number
+    widens to without error; a literal kept as written has at most 18 digits before and
+    after its point (or is an integer within BIGINT): DECIMAL(p, s) with p − s ≤ 19 and
+    s ≤ 18, which meets an integer of up to 20 digits (UBIGINT's) in DECIMAL(≤ 38, s), wide
+    enough for every value of both (``negated``: the literal is the operand of a ``-``,
+    and −2⁶³ is a BIGINT too). PostgreSQL reads both forms as the same exact numeric.
+
+    >>> double_text("0.1234567890123456789012"), double_text("0.5"), double_text("1e400")
+    ('0.1234567890123456789012e0', '0.5', '1e400')
+    >>> double_text("9223372036854775808"), double_text("9223372036854775808", negated=True)
+    ('9223372036854775808e0', '9223372036854775808')
+    """
+    if "e" in text or "E" in text:
+        return text
+    whole, point, fraction = text.partition(".")
+    if not point:
+        return text if int(whole or "0") < 2**63 + negated else f"{text}e0"
+    if len(whole.lstrip("0")) > LITERAL_DIGITS or len(fraction) > LITERAL_DIGITS:
+        return f"{whole or '0'}.{fraction or '0'}e0"
+    return text
 
 
 def _as_double(col: exp.Expression) -> exp.Expression:
     return exp.Cast(this=col, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+
+
+#: Where PostgreSQL gives its operands one type: a REAL column and a number constant are
+#: unified as REAL, the constant cast to it.
+_UNIFYING = (exp.Coalesce, exp.Greatest, exp.Least, exp.In, exp.Case)
+_REAL_MAX, _REAL_MIN = Fraction(3.4e38), Fraction(1.2e-38)
+
+
+def real_safe(e: exp.Expression) -> exp.Expression:
+    """``e`` as a DOUBLE when it is a number constant (``1e300``, ``-(1e-300)``) that
+    PostgreSQL's REAL cannot hold, else ``e`` itself.
+
+    **Totality.** PostgreSQL unifies a ``real`` column (a ``float`` of the schema may be
+    stored as one) and a numeric constant in COALESCE, GREATEST, LEAST, IN and CASE as REAL,
+    casting the constant, which raises 22003 beyond 3.4e38 or below 1.2e-38 ("value out of
+    range: overflow"): ``COALESCE(r, 1e300)`` failed, charged. As a DOUBLE the constant
+    makes the unified type DOUBLE on both engines, to which every number widens without
+    error; a constant within REAL's range converts without error (rounded, as PostgreSQL
+    rounds it there)."""
+    v = numeric_constant(e)
+    if v is None or v == 0 or _REAL_MIN <= abs(v) <= _REAL_MAX:
+        return e
+    return _as_double(e)
 
 
 def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
@@ -222,6 +283,22 @@ def clamp_values(
 
 def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     """The guards of this module applied to one node whose children are already guarded."""
+    if isinstance(n, _UNIFYING) and not is_double(n, table):  # (a clamp's CASE is)
+        values = [i for i in n.args.get("ifs") or ()] if isinstance(n, exp.Case) else [n]
+        for holder in values:  # a constant beyond REAL's range: a DOUBLE (real_safe)
+            for child in list(holder.iter_expressions()):
+                key, index = child.arg_key, child.index  # before real_safe re-parents it
+                if key in ("expressions", "true", "default") or (
+                    key == "this" and not isinstance(holder, exp.If | exp.Case)
+                ):
+                    safe = real_safe(child)
+                    if safe is not child:
+                        holder.set(key, safe, index)
+        if isinstance(n, exp.Case) and n.args.get("default") is not None:
+            n.set("default", real_safe(n.args["default"]))
+    if type(n) is exp.Literal:  # a number DuckDB would read as a too wide DECIMAL: DOUBLE
+        text = n.name if n.is_string else double_text(n.name, negated=type(n.parent) is exp.Neg)
+        return n if text == n.name else exp.Literal(this=text, is_string=False)
     if isinstance(n, exp.TimestampTrunc | exp.DateTrunc):  # a DATE, never an operand of + - * /
         return portable_trunc(n.this, n.args["unit"].name)
     if isinstance(n, exp.DateAdd):

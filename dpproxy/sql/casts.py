@@ -27,7 +27,9 @@ def _check_type_parameters(to: exp.DataType) -> None:
     that both engines are sent that type without the parameter (DuckDB refuses ``DOUBLE(p)``),
     and the cast is then typed, guarded and range-checked as a REAL or DOUBLE one is. DECIMAL(p)
     and DECIMAL(p, s) need 1 <= p <= 38 (DuckDB's widest) and 0 <= s <= p; no other numeric
-    type takes parameters (``INT(n)`` is a binder error on DuckDB): 0A000."""
+    type takes parameters (``INT(n)`` is a binder error on DuckDB): 0A000. A DECIMAL needs
+    s <= 18 and p - s <= 20 too: DuckDB meets an integer or a literal in DECIMAL(38, s) at
+    most (``CAST(x AS DECIMAL(38, 37)) = i`` failed for one row's i >= 10)."""
     params = to.expressions
     if not params or to.this not in _NUMERIC_CASTS:
         return
@@ -51,10 +53,10 @@ def _check_type_parameters(to: exp.DataType) -> None:
     precision, scale = [*digits, 0][:2] if digits else (0, 0)
     if len(digits) != len(values) or len(values) > 2 or not 0 <= scale <= precision:
         precision = 0
-    if not 1 <= precision <= 38:
+    if not 1 <= precision <= 38 or scale > 18 or precision - scale > 20:
         raise UnsupportedQuery(
             f"casts to {name} are not supported",
-            hint="DECIMAL(p, s) takes 1 <= p <= 38 and 0 <= s <= p",
+            hint="DECIMAL(p, s) takes 1 <= p <= 38, 0 <= s <= 18 and p - s <= 20",
         )
 
 

@@ -38,8 +38,12 @@ TOTALITY: dict[type[exp.Expression], str] = {
     exp.Paren: "grouping only",
     exp.Column: "reads a column of a type the schema declares; never fails",
     exp.Literal: (
-        "numbers must be finite doubles (22003 otherwise); a string literal in a typed "
-        "context is converted to a typed constant before any data is read (22P02 otherwise)"
+        "numbers must be finite doubles (22003 otherwise); one with more than 18 digits "
+        "before or after its point, or an integer beyond BIGINT, is printed in exponent form "
+        "(rewrite/guard.py, double_text): a DOUBLE on DuckDB, which would otherwise unify it "
+        "with an integer column in a DECIMAL(38, s) too narrow for the column's values; a "
+        "string literal in a typed context is converted to a typed constant before any data "
+        "is read (22P02 otherwise)"
     ),
     exp.Boolean: "a constant",
     exp.Null: "a constant",
@@ -138,7 +142,12 @@ TOTALITY: dict[type[exp.Expression], str] = {
     exp.Escape: "added by the rewrite to LIKE with a literal escape character",
     exp.Case: "branches unified statically; a condition never raises; result untouched",
     exp.If: "a WHEN branch of CASE",
-    exp.Coalesce: "arguments unified statically (string literals converted); never fails",
+    exp.Coalesce: (
+        "arguments unified statically (string literals converted; a number constant beyond "
+        "REAL's range written as a DOUBLE, which PostgreSQL would cast to a REAL column's "
+        "type and fail: rewrite/guard.real_safe, as in GREATEST, LEAST, IN and CASE); never "
+        "fails"
+    ),
     exp.Greatest: "arguments unified statically (string literals converted); never fails",
     exp.Least: "arguments unified statically (string literals converted); never fails",
     exp.Nullif: "arguments unified statically (string literals converted); never fails",

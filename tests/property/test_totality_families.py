@@ -308,6 +308,30 @@ CAST_PARAMETERS = (
     "SELECT COUNT(*) FROM t WHERE CAST(fb AS NUMERIC(0)) > 0",
 )
 
+# A number literal DuckDB reads as a DECIMAL of many digits (or a HUGEINT) beside an integer
+# column, and casts to DECIMAL with a large scale: DuckDB unifies the two in DECIMAL(38, s),
+# casting the column to it, which fails for one row's value of 10^(38 - s) or more ("Could not
+# cast value 2147483647 to DECIMAL(38,37)"); so did a HUGEINT literal beside a DECIMAL(p, 18).
+# The literals are now printed in exponent form (DOUBLE on DuckDB, the same numeric on
+# PostgreSQL: rewrite/guard.py, double_text) and such casts refused, 0A000 (sql/casts.py).
+WIDE_DECIMALS = (
+    "SELECT COUNT(*) FROM t WHERE i32 = 0.1234567890123456789012345678901234567",
+    "SELECT COUNT(*) FROM t WHERE i64 IN (0.12345678901234567890123, 2)",
+    "SELECT COUNT(*) FROM t WHERE si BETWEEN 0.1234567890123456789012345678901234567 AND 5",
+    "SELECT COUNT(*) FROM t WHERE COALESCE(i32, 0.1234567890123456789012345678901234567) > 0",
+    "SELECT COUNT(*) FROM t WHERE CASE WHEN cat = 'X' THEN i64 "
+    "ELSE 1.0000000000000000000000000 END > 0",
+    "SELECT COUNT(*) FROM t WHERE GREATEST(i64, 0.12345678901234567890123) > 0",
+    "SELECT COUNT(*) FROM t WHERE NULLIF(i32, 0.1234567890123456789012345678901234567) > 0",
+    "SELECT SUM(CASE WHEN i32 > 0.1234567890123456789012345678901234567 THEN 1 ELSE 0 END) "
+    "FROM t",
+    "SELECT COUNT(*) FROM t WHERE CAST(fb AS DECIMAL(38, 37)) = i32",
+    "SELECT COUNT(*) FROM t WHERE CAST(fb AS DECIMAL(38, 18)) = 99999999999999999999999",
+    "SELECT COUNT(*) FROM t WHERE COALESCE(CAST(fb AS DECIMAL(20, 18)), 99999999999999999999999)"
+    " > 0",
+    "SELECT COUNT(*) FROM t WHERE i64 = -9223372036854775808",
+)
+
 # A date column as a group key: psycopg raised DataError ("date too small (before year 1):
 # '-infinity'") while reading the groups when any row held ±infinity, a BC date or a year past
 # 9999, so one person's date decided whether the query failed (PostgreSQL only; DuckDB's
@@ -359,6 +383,7 @@ ALL = [
     *(pytest.param("rows", q, id=f"text-{i}") for i, q in enumerate(TEXT)),
     *(pytest.param("rows", q, id=f"cast_parameters-{i}") for i, q in enumerate(CAST_PARAMETERS)),
     *(pytest.param("rows", q, id=f"date_keys-{i}") for i, q in enumerate(DATE_KEYS)),
+    *(pytest.param("rows", q, id=f"wide_decimals-{i}") for i, q in enumerate(WIDE_DECIMALS)),
     *(pytest.param("dp", q, id=f"beyond_dp-{i}") for i, q in enumerate(BEYOND_DP)),
 ]
 
@@ -388,6 +413,7 @@ FAMILY_PATTERNS = {
     r"IN \(SELECT .* FROM t AS s WHERE s\.uid = t\.uid AND",
     "per_unit": r"FROM \(SELECT uid, .* GROUP BY uid",
     "math": r"\b(SQRT|LN|LOG|EXP|SIGN|POWER)\(",
+    "wide_decimals": r"\b0\.[0-9]{19,}\b",
     "dates": r"DATE_TRUNC\('(month|week|year|quarter)', day\)|\(day [-+] (INTERVAL|[0-9])",
 }
 
