@@ -111,7 +111,12 @@ def _literal(v: Any) -> exp.Expression:
 
 def _domain_filter(key: exp.Expression, domain: tuple[Any, ...]) -> exp.Expression:
     """``(key IN (values) OR key IS NULL)``; the key is parenthesised because sqlglot's
-    generator does not add parentheses for precedence (``a > 0 IN (...)`` would misparse)."""
+    generator does not add parentheses for precedence (``a > 0 IN (...)`` would misparse).
+    ``FALSE`` for an empty domain: the WHERE clause excluded every value of it
+    (``sql/domains.py``: ``WHERE cat = 'zzz'`` beside ``GROUP BY cat`` with 'zzz' outside the
+    domain), so no group is released, as SQL returns none; this was an assertion, XX000."""
+    if not domain:
+        return exp.false()
     values = [v for v in domain if v is not None]
     atomic = isinstance(key, exp.Column | exp.Paren | exp.Case | exp.Func | exp.Literal)
     operand = key if atomic else exp.Paren(this=key)
