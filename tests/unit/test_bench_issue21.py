@@ -141,6 +141,12 @@ def _doc() -> str:
     return " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
 
 
+def _ratios(name: str) -> dict[str, float]:
+    """dpproxy / raw per class of this checkout's side of the 1,000-row run ``{name}.json``."""
+    run = json.loads((REPO / "benchmarks" / f"{name}.json").read_text("utf-8"))
+    return {k: v["dpproxy"] / v["raw"] for k, v in run["results"]["current"]["small"].items()}
+
+
 def _small_pair_quoted(doc: str, name: str, cpu: str) -> float:
     """A machine's 1,000-row run ``{name}.json`` and the run at its session's start
     (``{name}_START.json``), 5 rounds each against ``e1e8581`` on a ``cpu`` machine, as
@@ -409,11 +415,7 @@ def test_the_third_amd_run_at_1000_rows_is_quoted() -> None:
     assert f"(raw `COUNT(*)` {raw_count:.2f} ms;" in doc
     bench = REPO / "benchmarks"
 
-    def ratios(name: str) -> dict[str, float]:
-        run = json.loads((bench / f"{name}.json").read_text("utf-8"))["results"]["current"]
-        return {k: v["dpproxy"] / v["raw"] for k, v in run["small"].items()}
-
-    now, start = ratios("ISSUE21_SMALL_AMD3"), ratios("ISSUE21_SMALL_AMD3_START")
+    now, start = _ratios("ISSUE21_SMALL_AMD3"), _ratios("ISSUE21_SMALL_AMD3_START")
     moved = ("private_key_group_by", "avg_grouped", "cte", "having_order_limit")
     quoted = ", ".join(f"{k} {start[k]:.2f}× → {now[k]:.2f}×" for k in moved)
     assert quoted + ";" in doc
@@ -431,16 +433,10 @@ def test_the_fourth_amd_run_at_1000_rows_is_quoted() -> None:
     doc = _doc()
     raw_count = _small_pair_quoted(doc, "ISSUE21_SMALL_AMD4", "AMD EPYC")
     assert f"(raw `COUNT(*)` {raw_count:.2f} ms;" in doc
-    bench = REPO / "benchmarks"
-
-    def ratios(name: str) -> dict[str, float]:
-        run = json.loads((bench / f"{name}.json").read_text("utf-8"))["results"]["current"]
-        return {k: v["dpproxy"] / v["raw"] for k, v in run["small"].items()}
-
-    now, start = ratios("ISSUE21_SMALL_AMD4"), ratios("ISSUE21_SMALL_AMD4_START")
+    now, start = _ratios("ISSUE21_SMALL_AMD4"), _ratios("ISSUE21_SMALL_AMD4_START")
     moved = ("var_stddev", "avg_grouped", "filtered_count", "expression_aggregates")
     assert ", ".join(f"{k} {start[k]:.2f}× → {now[k]:.2f}×" for k in moved) + ";" in doc
-    repeat = ratios("ISSUE21_SMALL_AMD4_REPEAT")
+    repeat = _ratios("ISSUE21_SMALL_AMD4_REPEAT")
     pk = f"{now['private_key_group_by']:.2f}× in that run and "
     assert pk + f"{repeat['private_key_group_by']:.2f}× in a second run" in doc
     assert f"{sum(r <= 2 for r in repeat.values())} of 10);" in doc
