@@ -302,6 +302,19 @@ def check_bins(
 # ------------------------------------------------------------------------------------ latency
 
 
+def raw_sql(engine: Engine, sql: str) -> str:
+    """A hand-written query as ``engine``'s backend runs it: on PostgreSQL each table named
+    with the schema it was attached from (dpproxy's sessions search pg_catalog only:
+    ``dpproxy/sql/qualify.py``)."""
+    if engine.backend.dialect != "postgres":
+        return sql
+    import sqlglot
+
+    from dpproxy.sql.qualify import qualify_tables
+
+    return qualify_tables(sqlglot.parse_one(sql, read="postgres"), engine.schemas).sql("postgres")
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t = time.perf_counter()
     value = fn()
@@ -312,11 +325,12 @@ def measure_latency(engine: Engine, spec: QuerySpec, runs: int) -> dict[str, Any
     """Raw SQL, rewritten SQL alone, and dpproxy end to end (DP τ and τ fixed by hint), one
     warm-up each, then ``runs`` interleaved rounds."""
     backend = engine.backend
+    raw = raw_sql(engine, spec.sql)
 
     def dp_run() -> Answer:
         return engine.run(spec.sql, analyst=fresh_analyst(), epsilon=EPSILON)
 
-    backend.execute(spec.sql)  # warm-up
+    backend.execute(raw)  # warm-up
     warm = dp_run()
     assert warm.plan.truncation is not None
     tau = warm.plan.truncation.rows
@@ -328,7 +342,7 @@ def measure_latency(engine: Engine, spec: QuerySpec, runs: int) -> dict[str, Any
     times: dict[str, list[float]] = {k: [] for k, _ in LATENCY_MODES}
     taus: list[int] = []
     for _ in range(runs):
-        times["raw"].append(timed(lambda: backend.execute(spec.sql))[0])
+        times["raw"].append(timed(lambda: backend.execute(raw))[0])
         statement = engine.prepare(hinted, epsilon=EPSILON).sql  # a fresh key, not timed
         assert statement is not None
         t0 = time.perf_counter()
@@ -991,7 +1005,8 @@ def main() -> None:
             pg_engine = open_engine(pg_backend, OpenDPNoise())
             version = pg_backend.server_version
             backends["postgres"] = f"PostgreSQL {version // 10000}.{version % 10000}"
-            pg_lines = int(pg_backend.execute("SELECT COUNT(*) FROM lineitem").rows[0][0])
+            count = raw_sql(pg_engine, "SELECT COUNT(*) FROM lineitem")
+            pg_lines = int(pg_backend.execute(count).rows[0][0])
             pg_check = {"lineitem": pg_lines, "same": pg_lines == sizes["lineitem"]}
             if pg_lines != sizes["lineitem"]:
                 progress(

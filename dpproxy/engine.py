@@ -44,9 +44,9 @@ from dpproxy.release.noise import apply_noise
 from dpproxy.release.postprocess import Released, postprocess
 from dpproxy.release.public import columns_of, public_failure, release_public
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite_sql, truncation_sql
-from dpproxy.rewrite.qualify import table_schemas
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
+from dpproxy.sql.qualify import table_schemas
 from dpproxy.sql.validate import validate
 from dpproxy.union import plan_union, run_union
 from dpproxy.values import Cost

@@ -2,7 +2,7 @@
 
 dpproxy's PostgreSQL sessions search ``pg_catalog, pg_temp`` only (``backends/pg_path.py``): a
 table is found by the schema the engine attached it from, which dpproxy's SQL names
-(``rewrite/qualify.py``). :func:`backend_sql` names them so in a test's own SQL too.
+(``sql/qualify.py``). :func:`backend_sql` names them so in a test's own SQL too.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlglot
 
 from dpproxy.engine import Engine
 from dpproxy.release.noise import ExactResult
-from dpproxy.rewrite.qualify import qualify_tables
+from dpproxy.sql.qualify import qualify_tables
 
 
 def backend_sql(engine: Engine, sql: str) -> str:

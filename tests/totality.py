@@ -293,7 +293,15 @@ def _canonical(engine: Engine, sql: str) -> tuple[str, ...] | str:
         return e.sqlstate
     except Exception as e:  # a crash: check_query reports it
         return f"crash: {type(e).__name__}"
-    return tuple(s for _, s in _statements(prepared))
+    # PostgreSQL names each table with the schema it was attached from (sql/qualify.py): the
+    # database's and its neighbour's are two schemas of one PostgreSQL database
+    schemas = {f'"{schema}".' for schema in engine.schemas.values()}
+    out = []
+    for _, statement in _statements(prepared):
+        for qualified in schemas:
+            statement = statement.replace(qualified, '"<schema>".')
+        out.append(statement)
+    return tuple(out)
 
 
 def check_queries(

@@ -26,7 +26,7 @@ temporary schema left out too), and then sets the path ``pg_catalog, pg_temp``:
   2026-11-29 such an overload on the path refused every connection, 08001). A type name
   resolves to pg_catalog's, which comes first (pg_temp could only hold types of this
   session's temporary tables, and dpproxy's read-only sessions create none);
-* tables are named with their schema in every statement dpproxy sends (``rewrite/qualify.py``),
+* tables are named with their schema in every statement dpproxy sends (``sql/qualify.py``),
   and the metadata queries name the configured path's schemas by oid (:func:`path_array`).
   The schema of each table is resolved once, when the catalog is attached
   (``postgres.PostgresBackend.attach_catalog``), exactly as PostgreSQL resolves the unqualified

@@ -135,7 +135,7 @@ class Table:
     # the most rows sharing one value, per column (the fan-out of a join on that column).
     multiplicity: tuple[tuple[str, int], ...] = ()
     # PostgreSQL: the schema the backend found the table in when it attached the catalog (the
-    # first on the steward's search path); its SQL names the table with it (rewrite/qualify.py).
+    # first on the steward's search path); its SQL names the table with it (sql/qualify.py).
     schema: str | None = None
     # ``column``'s index by name, built on first use (the first column of each name, as a
     # scan of ``columns`` finds it): planning a query looks columns up dozens of times.

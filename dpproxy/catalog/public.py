@@ -34,7 +34,7 @@ Execute = Callable[[str], Sequence[Sequence[Any]]]
 
 def _table(table: Table, dialect: str) -> exp.Table:
     """A reference to ``table``; for PostgreSQL with the schema it was found in
-    (``rewrite/qualify.py``)."""
+    (``sql/qualify.py``)."""
     ref = exp.Table(this=exp.to_identifier(table.name, quoted=True))
     if dialect == "postgres" and table.schema is not None:
         ref.set("db", exp.Identifier(this=table.schema, quoted=True))

@@ -62,7 +62,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
-from dpproxy.rewrite.qualify import qualify_tables, table_schemas
+from dpproxy.sql.qualify import qualify_tables, table_schemas
 from dpproxy.values import Cost
 
 MAX_PUBLIC_ROWS = 100_000  # rows of an answer over public tables only (memory, not privacy)

@@ -39,11 +39,11 @@ from dpproxy.rewrite.guard import (
 from dpproxy.rewrite.guard import table as table_ref
 from dpproxy.rewrite.inline import inline_rows
 from dpproxy.rewrite.noop_clamps import drop_noop_clamps, mark_noop_clamps
-from dpproxy.rewrite.qualify import qualify_tables
 from dpproxy.rewrite.ranges import row_range
 from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row
 from dpproxy.sql.parse import dialect_of
+from dpproxy.sql.qualify import qualify_tables
 from dpproxy.sql.treekey import TreeMemo
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
 
@@ -56,7 +56,7 @@ class RewriteContext:
     secret: int  # per-query key of the hash that picks which rows a unit keeps
     dialect: str = "duckdb"
     portable_hash: bool = False  # rewrite/dialect.py: the same rows on every engine
-    # PostgreSQL: {lower-case table name: its schema} (rewrite/qualify.py); empty elsewhere
+    # PostgreSQL: {lower-case table name: its schema} (sql/qualify.py); empty elsewhere
     schemas: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
     # Every column's SQL type, computed once (read-only: callers never change it).
     column_types: dict[str, SqlType] = field(init=False, repr=False, compare=False)
@@ -321,7 +321,7 @@ def rewrite(
 
     ``portable_hash`` picks the md5-based row hash that every engine computes identically
     (``rewrite/dialect.py``); by default each engine uses its faster native hash. ``schemas``:
-    PostgreSQL's tables' schemas (``rewrite/qualify.py``).
+    PostgreSQL's tables' schemas (``sql/qualify.py``).
     """
     return rewrite_sql(RewriteContext(plan, secret, dialect, portable_hash, schemas or {}))
 
@@ -348,7 +348,7 @@ def rewrite_sql(ctx: RewriteContext) -> str:
 
 def for_dialect(tree: exp.Select, ctx: RewriteContext) -> exp.Select:
     """The dialect pass of the backend: ``rewrite/dialect.py`` and the tables' schemas
-    (``rewrite/qualify.py``) for PostgreSQL, ``rewrite/spark.py`` for Spark; DuckDB's tree as
+    (``sql/qualify.py``) for PostgreSQL, ``rewrite/spark.py`` for Spark; DuckDB's tree as
     built but for ``rewrite/unclamp.py``."""
     if ctx.dialect == "postgres":
         return qualify_tables(to_postgres(tree, ctx.column_types), ctx.schemas)

@@ -1,6 +1,6 @@
 """The search path of dpproxy's PostgreSQL connections (``backends/pg_path.py``): pg_catalog
 and pg_temp only, every table named with the schema where the steward's search path found it
-when the catalog was attached (``rewrite/qualify.py``).
+when the catalog was attached (``sql/qualify.py``).
 
 A database whose search path put a schema ``ops`` before pg_catalog let ``ops.<`` and
 ``ops.>`` on (float8, float8) stand in for the built-ins in the clamp dpproxy writes: always

@@ -1,4 +1,4 @@
-"""``rewrite/qualify.py``: every catalog table named with its schema on PostgreSQL, CTE names
+"""``sql/qualify.py``: every catalog table named with its schema on PostgreSQL, CTE names
 left alone, DuckDB's SQL unchanged (the end-to-end tests: tests/integration/
 test_pg_search_path.py)."""
 
@@ -9,8 +9,8 @@ import sqlglot
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.planning.planner import plan_query
 from dpproxy.rewrite.pipeline import rewrite, truncation_sql
-from dpproxy.rewrite.qualify import qualify_tables
 from dpproxy.sql.parse import parse
+from dpproxy.sql.qualify import qualify_tables
 from dpproxy.sql.validate import validate
 
 SCHEMAS = {"w": "My Schema", "v": 'we"ird'}
