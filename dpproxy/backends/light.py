@@ -14,7 +14,10 @@ ones too. Disabling the passes one by one saved nothing measurable: the cost is 
 as a whole. So a statement runs on the thread's unoptimised cursor (``DuckDBBackend``) when
 :func:`plain` holds for it and every stored table it reads holds at most :data:`LIGHT_ROWS` rows
 by DuckDB's own count (``duckdb_tables().estimated_size``, read once when the catalog is
-attached; the file is read-only, so it cannot change while it is open).
+attached; the file is read-only, so it cannot change while it is open). The decision parses
+the statement with sqlglot once, when ``DuckDBBackend`` keeps it at its second run (0.2 ms for
+a COUNT, 1.1-1.4 ms for a statement with contribution bounding); a text run once is planned
+as before.
 
 Why the answers are the same. An optimizer rewrites a plan into an equivalent one; the values
 of dpproxy's statements do not depend on the plan: its sums are fixed-point BIGINTs added exactly
