@@ -308,11 +308,9 @@ def raw_sql(engine: Engine, sql: str) -> str:
     ``dpproxy/sql/qualify.py``)."""
     if engine.backend.dialect != "postgres":
         return sql
-    import sqlglot
+    from dpproxy.sql.qualify import qualified_text
 
-    from dpproxy.sql.qualify import qualify_tables
-
-    return qualify_tables(sqlglot.parse_one(sql, read="postgres"), engine.schemas).sql("postgres")
+    return qualified_text(sql, engine.schemas)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -7,11 +7,9 @@ table is found by the schema the engine attached it from, which dpproxy's SQL na
 
 from __future__ import annotations
 
-import sqlglot
-
 from dpproxy.engine import Engine
 from dpproxy.release.noise import ExactResult
-from dpproxy.sql.qualify import qualify_tables
+from dpproxy.sql.qualify import qualified_text
 
 
 def backend_sql(engine: Engine, sql: str) -> str:
@@ -19,8 +17,7 @@ def backend_sql(engine: Engine, sql: str) -> str:
     of the catalog gets its schema."""
     if engine.backend.dialect != "postgres":
         return sql
-    tree = sqlglot.parse_one(sql, read="postgres")
-    return qualify_tables(tree, engine.schemas).sql("postgres")
+    return qualified_text(sql, engine.schemas)
 
 
 def run_raw(engine: Engine, sql: str) -> ExactResult:

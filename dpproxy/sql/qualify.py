@@ -69,3 +69,13 @@ def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
         table.set("catalog", None)
         table.set("db", exp.Identifier(this=schema, quoted=True))
     return tree
+
+
+def qualified_text(sql: str, schemas: Mapping[str, str]) -> str:
+    """A hand-written PostgreSQL query with each table of ``schemas`` qualified
+    (:func:`qualify_tables`): for tests and benchmarks that run their own SQL on a backend."""
+    from sqlglot import parse_one
+
+    tree = parse_one(sql, read="postgres")
+    assert isinstance(tree, exp.Expression)
+    return qualify_tables(tree, schemas).sql("postgres")
