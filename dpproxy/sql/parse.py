@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 import functools
 import re
+import typing
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, DialectType
@@ -266,9 +267,72 @@ def _parse_with(pair: tuple[Tokenizer, Parser], sql: str) -> list[exp.Expr | Non
 def parse(sql: str) -> exp.Expression:
     """Parse one statement; several statements or none are refused.
 
+    The tree of a text parsed lately is kept (:data:`PARSED`): another call with the same text
+    gets a copy of it, not a new parse (a copy costs a fraction of tokenizing and parsing).
+    One query's first run reads its text up to five times (the public-table, UNION, scalar
+    composition and main planners each look at it, and the answer cache's key is its
+    canonical text), so a new text used to be tokenized and parsed five times. Every caller
+    gets a tree of its own, which it may change; a text that is refused is parsed again each
+    time (nothing is kept when parsing raises).
+
     >>> type(parse("SELECT COUNT(*) FROM adult")).__name__
     'Select'
+    >>> parse("SELECT 1") is not parse("SELECT 1")
+    True
     """
+    kept = PARSED.get(sql)
+    if kept is not None:
+        return clone(kept)
+    tree = _parse_one(sql)
+    PARSED.keep(sql, tree)
+    return clone(tree)
+
+
+class ParsedTexts:
+    """The trees of the texts parsed last: at most :data:`PARSED_TEXTS` texts of at most
+    :data:`PARSED_CHARACTERS` characters each (a tree takes some tens of times its text's
+    memory; a longer text is parsed each time, as before), the oldest dropped first. Kept
+    trees are never handed out, only copies of them, so nobody changes one.
+
+    No lock (this layer is pure): under the server's threads each step is one dict operation,
+    atomic under the GIL, and what a race can do is harmless: a text kept twice, or one
+    more tree dropped or kept for a moment than the limit says."""
+
+    def __init__(self) -> None:
+        self._trees: dict[str, exp.Expression] = {}
+
+    def get(self, sql: str) -> exp.Expression | None:
+        return self._trees.get(sql)
+
+    def keep(self, sql: str, tree: exp.Expression) -> None:
+        if len(sql) > PARSED_CHARACTERS:
+            return
+        trees = self._trees
+        trees[sql] = tree
+        while len(trees) > PARSED_TEXTS:
+            try:
+                trees.pop(next(iter(trees)), None)  # the oldest
+            except (StopIteration, RuntimeError):  # another thread changed it meanwhile
+                break
+
+    def clear(self) -> None:
+        """Forget every tree (the planning benchmark's cold runs: each is a first parse)."""
+        self._trees.clear()
+
+
+PARSED_TEXTS = 32
+PARSED_CHARACTERS = 16 * 1024
+#: The texts parsed last and their trees (:func:`parse`).
+PARSED = ParsedTexts()
+
+
+def clone(tree: exp.Expression) -> exp.Expression:
+    """A copy of ``tree`` through sqlglot's own ``__deepcopy__`` (``sql/types.clone``, which
+    this module may not import: types.py is above it)."""
+    return typing.cast(exp.Expression, tree.__deepcopy__({}))
+
+
+def _parse_one(sql: str) -> exp.Expression:
     if not sql.strip().strip(";").strip():
         raise SQLSyntaxError("empty query", hint="send one SELECT statement")
     statements = parse_statements(sql)
