@@ -86,7 +86,6 @@ def plan_union(
     tree = parse(sql)
     if not isinstance(tree, exp.SetOperation):
         return None
-    tree = tree.copy()  # parse() may share its trees: the modifiers are taken off a copy
     modifiers = {k: tree.args.get(k) for k in ("order", "limit", "offset")}
     for k in modifiers:
         tree.set(k, None)
