@@ -87,7 +87,8 @@ def _before_the_data(step: Callable[_P, _R]) -> Callable[_P, _R]:
 
 class Engine:
     """dpproxy in-process: a catalog, a backend (DuckDB or PostgreSQL), an accountant and a
-    noise source."""
+    noise source. Building one attaches the catalog to the backend, which refuses, before any
+    query, a schema that does not fit its database (``backends/fit.py``: 42P01, 42703, 42804)."""
 
     def __init__(
         self,
