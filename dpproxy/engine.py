@@ -87,7 +87,8 @@ def _before_the_data(step: Callable[_P, _R]) -> Callable[_P, _R]:
 
 class Engine:
     """dpproxy in-process: a catalog, a backend (DuckDB or PostgreSQL), an accountant and a
-    noise source."""
+    noise source. Building one attaches the catalog to the backend, which refuses, before any
+    query, a schema that does not fit its database (``backends/fit.py``: 42P01, 42703, 42804)."""
 
     def __init__(
         self,
@@ -572,7 +573,7 @@ def open_engine(
 
     ``database`` is a DuckDB file, CSV/Parquet files or globs (views: ``backends/files.py``) or
     a ``postgresql://`` DSN (``backends/opener.py``)."""
-    from dpproxy.backends.opener import check_fit, half_given, open_database
+    from dpproxy.backends.opener import half_given, open_database
     from dpproxy.catalog.load import load_catalog
     from dpproxy.demo import demo_database_path, demo_schema_path
 
@@ -588,9 +589,7 @@ def open_engine(
         accountant = Ledger(ledger, catalog.dataset, default, cache=cache)
     tables = tuple(t.name for t in catalog.tables)
     backend = open_database(path, tables=tables, statement_timeout=statement_timeout)
-    try:
-        if database is not None:  # every mismatch at once (the bundled demo fits its schema)
-            check_fit(path, backend, catalog)
+    try:  # the backend refuses a schema that does not fit it, every mismatch at once
         return Engine(catalog, backend, accountant=accountant, noise=noise)
     except BaseException:
         backend.close()

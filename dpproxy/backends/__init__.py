@@ -63,7 +63,9 @@ class Backend(Protocol):
         ...
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
-        """Check the schema's tables exist; mark unit columns the database proves unique."""
+        """Check the schema fits the database (its tables and columns exist; on DuckDB and
+        PostgreSQL, of the schema's types: ``backends/fit.py``); mark unit columns the database
+        proves unique. Every engine calls it once, when it is built."""
         ...
 
     def close(self) -> None: ...

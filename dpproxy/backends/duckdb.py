@@ -18,9 +18,10 @@ try:
 except ImportError:  # pragma: no cover - a DuckDB whose engine module is duckdb.duckdb
     import duckdb  # type: ignore[no-redef]
 
-from dpproxy.backends import CancelToken, checks, light
+from dpproxy.backends import CancelToken, checks, fit, light
 from dpproxy.backends import scanned as data_bounds
 from dpproxy.backends.fardate import FarDate
+from dpproxy.catalog.draft import ColumnShape
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import (
     BackendUnavailable,
@@ -160,7 +161,9 @@ class DuckDBBackend:
         return ExactResult(cols, tuple(rows))
 
     def attach_catalog(self, catalog: Catalog) -> Catalog:
-        """Check every schema table and column exists; mark unit columns that are provably unique.
+        """Check the schema fits the database (``backends/fit.py``: every table and column
+        there, each of a type the schema's reads, refused at once otherwise); mark unit columns
+        that are provably unique.
 
         Uniqueness comes from a PRIMARY KEY or UNIQUE constraint on exactly the unit column
         of a stored table, the column NOT NULL as well (a UNIQUE column admits any number of
@@ -193,6 +196,7 @@ class DuckDBBackend:
         generated: dict[str, dict[str, str]] = {}
         types: dict[str, dict[str, str]] = {}
         not_null: dict[str, set[str]] = {}  # DESCRIBE's ``null`` is NO: declared NOT NULL
+        shapes: dict[str, tuple[ColumnShape, ...]] = {}  # for the fit (backends/fit.py)
         with self._lock:
             for t in catalog.tables:
                 try:
@@ -206,8 +210,12 @@ class DuckDBBackend:
                         log_detail=str(e),
                     ) from e
                 described[t.name] = {str(r[0]).lower(): r[3] for r in rows}
+                shapes[t.name] = tuple(
+                    ColumnShape(str(r[0]), str(r[1]), r[2] != "NO") for r in rows
+                )
                 types[t.name] = {str(r[0]).lower(): str(r[1]) for r in rows}
                 not_null[t.name] = {str(r[0]).lower() for r in rows if r[2] == "NO"}
+            fit.refuse_misfit(catalog, shapes, str(self.path), lambda: fit.duckdb_shapes(self._con))
             stored, made, collated, sizes = self._stored_tables()  # made: that may generate
             # the stored tables a statement may read without the optimizer (backends/light.py)
             names = {t.name.lower() for t in catalog.tables} & sizes.keys()

@@ -11,10 +11,10 @@ import duckdb
 
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.files import Source
-from dpproxy.catalog.check import fit_error
-from dpproxy.catalog.draft import ColumnShape, TableShape
-from dpproxy.catalog.model import Catalog
+from dpproxy.backends.fit import duckdb_shapes
 from dpproxy.errors import BadFileFormat
+
+__all__ = ["FileBackend", "connect_sources", "duckdb_shapes"]
 
 _FORMAT = {"csv": "CSV", "parquet": "Parquet"}
 
@@ -75,7 +75,8 @@ def connect_sources(
 
 
 class FileBackend(DuckDBBackend):
-    """The DuckDB backend over views of CSV and Parquet files (see the module docstring)."""
+    """The DuckDB backend over views of CSV and Parquet files (see the module docstring); its
+    schema's fit to the files is checked as any DuckDB database's (``backends/fit.py``)."""
 
     def __init__(
         self,
@@ -95,34 +96,3 @@ class FileBackend(DuckDBBackend):
         self._parsed_lock = threading.Lock()
         self.path = Path(", ".join(s.given for s in sources))
         self.sources = sources
-
-    def attach_catalog(self, catalog: Catalog) -> Catalog:
-        """Refuse a schema that does not fit the files: a missing table (42P01) or column
-        (42703), or a column whose type is not the schema's (42804: the rewritten SQL is total
-        only on data of the declared types). ``dpproxy schema check --database`` lists them all.
-        """
-        err = fit_error(catalog, duckdb_shapes(self._con), str(self.path))
-        if err is not None:
-            raise err
-        return super().attach_catalog(catalog)
-
-
-def duckdb_shapes(c: duckdb.DuckDBPyConnection) -> tuple[TableShape, ...]:
-    rows = c.execute(
-        "SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
-        "WHERE NOT internal AND schema_name = 'main' ORDER BY table_name, column_index"
-    ).fetchall()
-    keys = {
-        r[0].lower(): r[1][0]
-        for r in c.execute(
-            "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
-            "WHERE constraint_type = 'PRIMARY KEY' AND schema_name = 'main'"
-        ).fetchall()
-        if len(r[1]) == 1
-    }
-    tables: dict[str, list[ColumnShape]] = {}
-    for table, column, sql_type, nullable in rows:
-        tables.setdefault(table, []).append(ColumnShape(column, sql_type, bool(nullable)))
-    return tuple(
-        TableShape(name, tuple(cols), keys.get(name.lower())) for name, cols in tables.items()
-    )

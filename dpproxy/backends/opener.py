@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dpproxy.backends import Backend, open_backend
 from dpproxy.backends.files import file_sources
-from dpproxy.catalog.model import Catalog
-from dpproxy.dsn import is_postgres_url, redact_dsn
+from dpproxy.dsn import is_postgres_url
 from dpproxy.errors import BadFileFormat, InvalidParameter, UndefinedFile, UnsupportedQuery
 
 if TYPE_CHECKING:  # schema init's module, not imported to open a database for a query
@@ -48,32 +47,6 @@ def open_database(
     from dpproxy.backends.file_views import FileBackend
 
     return FileBackend(sources, tables, portable_hash=portable_hash)
-
-
-def check_fit(database: str, backend: Backend, catalog: Catalog) -> None:
-    """Refuse, before any query, a schema that does not fit a DuckDB database file or a
-    PostgreSQL database: every missing table (42P01) and column (42703) and every column whose
-    type is not the schema's (42804), at once (``catalog.check.fit_error``: the error carries
-    them all in ``problems``). Metadata only, read once when the engine opens. Data files are
-    checked by ``FileBackend.attach_catalog`` over its own views; Spark by its backend."""
-    if backend.dialect not in ("duckdb", "postgres"):
-        return
-    from dpproxy.catalog.check import fit_error
-
-    if backend.dialect == "duckdb":
-        from dpproxy.backends.duckdb import DuckDBBackend
-        from dpproxy.backends.file_views import FileBackend, duckdb_shapes
-
-        if isinstance(backend, FileBackend) or not isinstance(backend, DuckDBBackend):
-            return
-        with backend._lock:  # the backend's own read-only connection: no second open
-            shapes = duckdb_shapes(backend._con)
-    else:
-        shapes = describe(database)  # one more connection, closed at once (once per engine)
-        database = redact_dsn(database)  # the hint names the database: never its password
-    err = fit_error(catalog, shapes, database)
-    if err is not None:
-        raise err
 
 
 def describe(database: str) -> tuple[TableShape, ...]:

@@ -32,9 +32,11 @@ import psycopg_pool
 from psycopg import conninfo, errors, sql
 from psycopg.types.datetime import DateLoader
 
-from dpproxy.backends import CancelToken, checks
+from dpproxy.backends import CancelToken, checks, fit
 from dpproxy.backends.fardate import FarDate
 from dpproxy.backends.pg_path import PathSchemas, path_array, pin_catalog
+from dpproxy.backends.postgres_shapes import TYPE_JOIN, TYPE_NAME, describe_postgres
+from dpproxy.catalog.draft import ColumnShape
 from dpproxy.catalog.model import Catalog
 from dpproxy.dsn import redact_dsn
 from dpproxy.errors import (
@@ -195,7 +197,8 @@ class PostgresBackend:
     def attach_catalog(self, catalog: Catalog) -> Catalog:
         """Resolve every schema table's name as PostgreSQL resolves it on the steward's search
         path (:data:`_RESOLVE`; the SQL then names it with that schema: ``pg_path``), check it
-        and its columns are there and readable; mark unit columns
+        and its columns are there, of types the schema's read (``backends/fit.py``), and
+        readable; mark unit columns
         that a single-column PRIMARY KEY or UNIQUE constraint (a full, non-expression, valid
         unique index of the relation the name resolves to, not a parent of inheritance
         children, on a NOT NULL column, in its collation and its type's default operator
@@ -220,7 +223,7 @@ class PostgresBackend:
                         entry = (int(oid), str(schema), bool(readable))
                         found.setdefault(str(relname), entry if usable else (0, "", False))
                     oids = [oid for oid, _, _ in found.values() if oid]
-                    present = set(conn.execute(_COLUMNS, (oids,)).fetchall())
+                    columns = conn.execute(_COLUMNS, (oids,)).fetchall()
                     unique = set(conn.execute(unique_q).fetchall())
                     proven = checks.postgres_proven(  # CHECKs of bounded integer columns
                         catalog, lambda q, params: conn.execute(q, params).fetchall(), path
@@ -234,6 +237,15 @@ class PostgresBackend:
             raise BackendUnavailable(
                 f"cannot read the catalog of PostgreSQL at {self.name}", log_detail=str(e)
             ) from e
+        present = {(int(oid), str(name).lower()) for oid, name, _, _ in columns}
+        shapes: dict[int, list[ColumnShape]] = {}
+        for oid, name, sql_type, nullable in columns:
+            shapes.setdefault(int(oid), []).append(ColumnShape(name, sql_type, bool(nullable)))
+        described = {
+            t.name: tuple(shapes.get(found.get(t.name.lower(), (0, "", False))[0], ()))
+            for t in catalog.tables
+        }
+        fit.refuse_misfit(catalog, described, self.name, lambda: describe_postgres(self.dsn))
         tables = []
         for t in catalog.tables:
             name = t.name.lower()
@@ -280,10 +292,13 @@ _RESOLVE = (
     "OR c.relnamespace = 'pg_catalog'::pg_catalog.regnamespace) "
     "ORDER BY pg_catalog.array_position({path}, c.relnamespace) NULLS FIRST"
 )
-# The columns of the resolved relations (by oid): (oid, lower-case column name).
+# The columns of the resolved relations (by oid): (oid, name, type as ``schema init`` reads
+# it, nullable), in their order.
 _COLUMNS = (
-    "SELECT a.attrelid::pg_catalog.int8, lower(a.attname) FROM pg_catalog.pg_attribute a "
-    "WHERE a.attrelid = ANY (%s::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped"
+    f"SELECT a.attrelid::pg_catalog.int8, a.attname, {TYPE_NAME}, NOT a.attnotnull "
+    f"FROM pg_catalog.pg_attribute a {TYPE_JOIN}"
+    "WHERE a.attrelid = ANY (%s::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped "
+    "ORDER BY a.attrelid, a.attnum"
 )
 
 

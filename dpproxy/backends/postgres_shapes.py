@@ -18,14 +18,21 @@ from dpproxy.errors import BackendUnavailable
 # may take a name that reads as a type of another engine: ``CREATE DOMAIN double AS
 # numeric`` was "double", a float, over values (1e400) a double cannot hold, and ``long``
 # over text an integer.
-_COLUMNS = (
-    "SELECT c.relname, a.attname, CASE WHEN ty.typnamespace = 'pg_catalog'::regnamespace "
+# (``backends/postgres.py`` reads the same for the fit of the catalog it attaches.)
+TYPE_NAME = (
+    "CASE WHEN ty.typnamespace = 'pg_catalog'::pg_catalog.regnamespace "
     "THEN pg_catalog.format_type(a.atttypid, a.atttypmod) ELSE pg_catalog.quote_ident("
-    "n.nspname) || '.' || pg_catalog.quote_ident(ty.typname) END, "
-    "NOT a.attnotnull FROM pg_catalog.pg_attribute a "
-    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    "n.nspname) || '.' || pg_catalog.quote_ident(ty.typname) END"
+)
+TYPE_JOIN = (
     "JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid "
     "JOIN pg_catalog.pg_namespace n ON n.oid = ty.typnamespace "
+)
+_COLUMNS = (
+    f"SELECT c.relname, a.attname, {TYPE_NAME}, "
+    "NOT a.attnotnull FROM pg_catalog.pg_attribute a "
+    "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+    f"{TYPE_JOIN}"
     "WHERE {first} AND c.relkind IN ('r', 'v', 'm', 'p', 'f') "
     "AND a.attnum > 0 AND NOT a.attisdropped "
     "ORDER BY c.relname, a.attnum"

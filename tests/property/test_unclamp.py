@@ -54,7 +54,8 @@ TYPES = {  # DuckDB type → (its extremes, does the correction apply?)
     "UTINYINT": ((0, 255), True),
     "USMALLINT": ((0, 2**16 - 1), True),
     "UINTEGER": ((0, 2**32 - 1), True),
-    "HUGEINT": ((-(2**127) + 1, 2**127 - 1), False),
+    # (HUGEINT, once here as a type the correction leaves alone, does not fit the schema's
+    # integer: the engine is refused, 42804, tests/attacks/test_direct_engine_fit.py)
     "UBIGINT": ((0, 2**64 - 1), False),
     "DECIMAL(18,0)": ((-(10**18) + 1, 10**18 - 1), False),
 }
