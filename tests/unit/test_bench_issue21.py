@@ -440,3 +440,30 @@ def test_the_fourth_amd_run_at_1000_rows_is_quoted() -> None:
     pk = f"{now['private_key_group_by']:.2f}× in that run and "
     assert pk + f"{repeat['private_key_group_by']:.2f}× in a second run" in doc
     assert f"{sum(r <= 2 for r in repeat.values())} of 10);" in doc
+
+
+def test_the_fifth_amd_run_and_the_first_parse_are_quoted() -> None:
+    """docs/performance.md's paragraph on the fifth AMD run quotes
+    ``benchmarks/ISSUE21_SMALL_AMD5.json`` (and its session's start), and the run of
+    ``Engine.prepare`` against the commit before the parse memo
+    (``ISSUE21_PLAN_PARSEMEMO.json``) and in the fifth run (``ISSUE21_PLAN_AMD5.json``)."""
+    doc = _doc()
+    now, start = _ratios("ISSUE21_SMALL_AMD5"), _ratios("ISSUE21_SMALL_AMD5_START")
+    assert ", ".join(f"{k} {v:.2f}×" for k, v in now.items()) + "." in doc
+    assert f"gave {sum(r <= 2 for r in start.values())} of 10 as well" in doc
+    pk = f"{start['private_key_group_by']:.2f}× there and {now['private_key_group_by']:.2f}× here"
+    assert pk in doc
+    bench = REPO / "benchmarks"
+    memo = json.loads((bench / "ISSUE21_PLAN_PARSEMEMO.json").read_text("utf-8"))
+    assert memo["meta"]["base_commit"].startswith("6ef1e57")
+    base, cur = memo["results"]["base"]["plan"], memo["results"]["current"]["plan"]
+    lo, hi = min(v["engine"] for v in cur.values()), max(v["engine"] for v in cur.values())
+    blo, bhi = min(v["engine"] for v in base.values()), max(v["engine"] for v in base.values())
+    assert f"took {lo:.2f}–{hi:.2f} ms against {blo:.2f}–{bhi:.2f} ms" in doc
+    assert all(cur[k]["engine"] < base[k]["engine"] for k in cur)  # faster in every class
+    ea = "expression_aggregates"
+    assert f"{ea} {base[ea]['engine']:.2f} → {cur[ea]['engine']:.2f} ms" in doc
+    fifth = json.loads((bench / "ISSUE21_PLAN_AMD5.json").read_text("utf-8"))
+    plan = fifth["results"]["current"]["plan"]
+    assert f"{ea} takes {plan[ea]['total']:.2f} ms in the stages and" in doc
+    assert f"{plan[ea]['engine']:.2f} ms through `Engine.prepare` in the fifth run" in doc
