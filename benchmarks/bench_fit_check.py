@@ -3,8 +3,9 @@ a DuckDB file and loaded into PostgreSQL.
 
 Since 2026-11-29 the check is part of the backend's ``attach_catalog`` (``backends/fit.py``,
 from the metadata it reads there anyway), so that every ``Engine`` runs it; before, ``open_engine``
-ran it apart (``opener.check_fit``: a second metadata read), and ``FIT_CHECK.json`` holds the
-numbers measured then (its ``check_fit_*`` keys; not measured again since the move).
+ran it apart (``opener.check_fit``: a second metadata read). ``FIT_CHECK.json`` holds a run
+after the move (the fit inside attach: about 0.1 ms of CPU on both engines) and, under
+``before``, the run before it (``check_fit``: 16.9 ms of CPU on DuckDB, 4.8 on PostgreSQL).
 
 Each round is a fresh Python process, as a CLI call is: it loads the schema, opens the backend
 (``opener.open_database``, which imports duckdb or psycopg), then times ``Engine(...)`` (the
