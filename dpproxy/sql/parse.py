@@ -327,8 +327,8 @@ PARSED = ParsedTexts()
 
 
 def clone(tree: exp.Expression) -> exp.Expression:
-    """A copy of ``tree`` through sqlglot's own ``__deepcopy__`` (``sql/types.clone``, which
-    this module may not import: types.py is above it)."""
+    """A copy of ``tree`` through sqlglot's own ``__deepcopy__``: the one-liner of
+    ``sql/types.clone``, written here so that parsing does not import the typing modules."""
     return typing.cast(exp.Expression, tree.__deepcopy__({}))
 
 
