@@ -152,7 +152,7 @@ def test_readme_says_what_these_tests_check() -> None:
     assert (
         "`query`, `explain`, `serve` and `dpproxy.connect` refuse such a schema before reading "
         "any row, over a DuckDB file or PostgreSQL too, with every problem listed (in JSON, the "
-        "error's `problems`)." in SECTION
+        "error's `problems`); so does an `Engine` built directly over a backend." in SECTION
     )
     assert (
         "exits 1 on a problem (`--format json`: each file's problems with their SQLSTATEs, and "
