@@ -62,6 +62,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
+from dpproxy.planning.released import check_total
 from dpproxy.sql.qualify import qualify_tables, table_schemas
 from dpproxy.values import Cost
 
@@ -371,10 +372,16 @@ def _unify(a: str | None, b: str | None) -> str | None:
 
 
 def plan_public(
-    tree: exp.Expression, catalog: Catalog, dialect: str, max_rows: int, values: bool = False
+    tree: exp.Expression,
+    catalog: Catalog,
+    dialect: str,
+    max_rows: int,
+    values: bool = False,
+    total: bool = False,
 ) -> PublicPlan:
     """Check a query :func:`reads_public_only` accepted; its SQL and columns (pure).
-    ``values``: the query holds released rows as VALUES lists (``planning/relations.py``)."""
+    ``values``: the query holds released rows as VALUES lists (``planning/relations.py``);
+    ``total``: it runs over released relations, so it must be total (``planning/released.py``)."""
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise Forbidden("only SELECT queries are answered")
     check_allowed(tree, values)
@@ -414,6 +421,8 @@ def plan_public(
             message, hint="a query reads the columns the schema declares"
         ) from None
     _check_columns(tree)
+    if total:
+        check_total(tree)
     columns = _columns(tree)
     query = tree.sql("postgres")
     limit = tree.args.get("limit")

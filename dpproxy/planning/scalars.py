@@ -278,7 +278,7 @@ def _released_relations(
     outer_sql = hints + substitute_relations(tree, catalog, [p.placeholder for p in parts]).sql(
         "postgres", comments=False
     )
-    outer = public.plan(outer_sql)
+    outer = public.plan(outer_sql, total=True)  # over released rows: total (released.py)
     return ComposedPlan(sql, tuple(parts), outer_sql, outer, tree, hints, public=public)
 
 
