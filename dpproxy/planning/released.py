@@ -85,7 +85,8 @@ _HINT = (
 
 
 def written(value: float) -> float:
-    """A released value as the outer query reads it: within ±:data:`MAGNITUDE`."""
+    """A released value as the outer query reads it: within ±:data:`MAGNITUDE` (±inf too;
+    NaN stays NaN, which ``sql/correlated.number`` writes as NULL)."""
     if isinstance(value, float) and abs(value) > MAGNITUDE:
         return MAGNITUDE if value > 0 else -MAGNITUDE
     return value
