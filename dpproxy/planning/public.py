@@ -32,7 +32,10 @@ of the checked tree in the backend's dialect, never the analyst's text.
 **Totality is not required here.** dpproxy's rule that an accepted query cannot fail exists
 because a failure could depend on one person's private row. A failure here depends on public
 rows alone, so the engine reports it as :class:`~dpproxy.errors.PublicQueryFailed` (58000) with
-the database's message, and nothing is charged.
+the database's message, and nothing is charged. Not so for a query that reads released rows
+(the rest of a query around an aggregate relation or keyed subqueries released first): its
+rows come from the private data through noise, so it is planned with ``total=True`` and held
+to the total subset of ``planning/released.py``.
 
 **Size.** The answer is limited to :data:`MAX_PUBLIC_ROWS` rows: the top-level LIMIT becomes at
 most that plus one, and an answer with more rows is refused (53400) rather than cut short, so
