@@ -101,8 +101,8 @@ def written(value: float) -> float:
 
 def _placeholder(node: exp.Expr) -> bool:
     """A relation's body as dpproxy plans it (``RelationPart.placeholder``)."""
-    if not isinstance(node, exp.Select) or node.args.get("from_") or node.args.get("joins"):
-        return False
+    if not isinstance(node, exp.Select) or not _only(node, {"expressions", "where"}):
+        return False  # an analyst's look-alike with HAVING or a FROM is checked
     where = node.args.get("where")
     if not (isinstance(where, exp.Where) and isinstance(where.this, exp.Boolean)):
         return False
@@ -129,14 +129,21 @@ def _lookup(node: exp.Expr) -> bool:
     where = node.args.get("where")
     if not isinstance(read, exp.Column) or read.table != "released" or where is None:
         return False
-    extra = {"from_", "where", "expressions"}
-    if any(v not in (None, False, [], "") for k, v in node.args.items() if k not in extra):
+    if not _only(node, {"from_", "where", "expressions"}):
         return False
     matches = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
     return all(
-        isinstance(m, exp.EQ) and isinstance(m.this, exp.Column) and m.this.table == "released"
+        isinstance(m, exp.EQ)
+        and isinstance(m.this, exp.Column)
+        and m.this.table == "released"
+        and isinstance(m.expression, exp.Column)
         for m in matches
     )
+
+
+def _only(node: exp.Expr, args: set[str]) -> bool:
+    """Does ``node`` carry no argument outside ``args``?"""
+    return all(v in (None, False, [], "") for k, v in node.args.items() if k not in args)
 
 
 def _released(node: exp.Expr) -> bool:

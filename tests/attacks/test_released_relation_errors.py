@@ -52,6 +52,9 @@ FAILED = (
     f"SELECT MAX(s % 0) FROM {D}",
     f"SELECT COUNT(*) FROM {D} WHERE s > 'abc'",
     f"SELECT COUNT(*) FROM {D} WHERE cat LIKE 'a\\'",
+    # a look-alike of dpproxy's placeholder (not checked) that evaluates a released value
+    f"SELECT COUNT(*) FROM {D} WHERE EXISTS (SELECT CAST(NULL AS INTEGER) AS z WHERE FALSE "
+    "HAVING x.s * 1e308 > 0)",
 )
 ANSWERED = (
     f"SELECT AVG(n) FROM {D}",
