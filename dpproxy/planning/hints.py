@@ -37,17 +37,26 @@ def method_named(value: str) -> Method:
         raise InvalidParameter(f"unknown plan {value!r}", hint=f"one of {METHOD_NAMES}") from None
 
 
+LARGEST = Fraction(10**100)  # a hint's magnitude: the planner's floats hold it and its errors
+LARGEST_COUNT = 10**12  # a count hint (rows, chunks, bins): the planner converts it to a float
+
+
 def _number(key: str, text: str) -> Fraction:
     try:
-        return to_fraction(text.strip("'\""))
+        value = to_fraction(text.strip("'\""))
     except (ValueError, ZeroDivisionError, TypeError):
         raise InvalidParameter(f"hint {key} needs a number, not {text!r}") from None
+    if abs(value) > LARGEST:  # 1e400 overflowed a float while planning: XX000
+        raise InvalidParameter(f"hint {key} must be within ±1e100")
+    return value
 
 
 def _count(key: str, text: str, smallest: int) -> int:
     value = _number(key, text)
-    if value.denominator != 1 or value < smallest:
-        raise InvalidParameter(f"hint {key} needs a whole number of at least {smallest}")
+    if value.denominator != 1 or not smallest <= value <= LARGEST_COUNT:
+        raise InvalidParameter(
+            f"hint {key} needs a whole number of at least {smallest} and at most 10^12"
+        )
     return int(value)
 
 

@@ -218,11 +218,13 @@ class PublicPath:
         e = self.engine
         return plan_public(tree, self.catalog, e.backend.dialect, min(e.public_max_rows, MAX_KEYS))
 
-    def plan(self, text: str) -> PublicPlan:
+    def plan(self, text: str, total: bool = False) -> PublicPlan:
+        """``total``: the query runs over released relations (``planning/released.py``)."""
         tree = parse(text)
         self.check_reads(tree)
         e = self.engine
-        return plan_public(tree, self.catalog, e.backend.dialect, e.public_max_rows, values=True)
+        dialect, cap = e.backend.dialect, e.public_max_rows
+        return plan_public(tree, self.catalog, dialect, cap, values=True, total=total)
 
     def check_reads(self, tree: exp.Expression) -> None:
         """Refuse a query that reads a private table (once released values replace parts)."""

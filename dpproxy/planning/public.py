@@ -32,7 +32,10 @@ of the checked tree in the backend's dialect, never the analyst's text.
 **Totality is not required here.** dpproxy's rule that an accepted query cannot fail exists
 because a failure could depend on one person's private row. A failure here depends on public
 rows alone, so the engine reports it as :class:`~dpproxy.errors.PublicQueryFailed` (58000) with
-the database's message, and nothing is charged.
+the database's message, and nothing is charged. Not so for a query that reads released rows
+(the rest of a query around an aggregate relation or keyed subqueries released first): its
+rows come from the private data through noise, so it is planned with ``total=True`` and held
+to the total subset of ``planning/released.py``.
 
 **Size.** The answer is limited to :data:`MAX_PUBLIC_ROWS` rows: the top-level LIMIT becomes at
 most that plus one, and an answer with more rows is refused (53400) rather than cut short, so
@@ -62,6 +65,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
+from dpproxy.planning.released import check_total
 from dpproxy.sql.qualify import qualify_tables, table_schemas
 from dpproxy.values import Cost
 
@@ -371,10 +375,16 @@ def _unify(a: str | None, b: str | None) -> str | None:
 
 
 def plan_public(
-    tree: exp.Expression, catalog: Catalog, dialect: str, max_rows: int, values: bool = False
+    tree: exp.Expression,
+    catalog: Catalog,
+    dialect: str,
+    max_rows: int,
+    values: bool = False,
+    total: bool = False,
 ) -> PublicPlan:
     """Check a query :func:`reads_public_only` accepted; its SQL and columns (pure).
-    ``values``: the query holds released rows as VALUES lists (``planning/relations.py``)."""
+    ``values``: the query holds released rows as VALUES lists (``planning/relations.py``);
+    ``total``: it runs over released relations, so it must be total (``planning/released.py``)."""
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise Forbidden("only SELECT queries are answered")
     check_allowed(tree, values)
@@ -414,6 +424,8 @@ def plan_public(
             message, hint="a query reads the columns the schema declares"
         ) from None
     _check_columns(tree)
+    if total:
+        check_total(tree)
     columns = _columns(tree)
     query = tree.sql("postgres")
     limit = tree.args.get("limit")

@@ -53,6 +53,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -233,7 +234,9 @@ def compose(
             )
         parts.append(ScalarPart(text, plan))
     keyed_parts = [p for p in parts if isinstance(p, KeyedPart)]
-    plan_outer = public.plan if public_outer and public is not None else plan_of  # VALUES too
+    plan_outer = plan_of
+    if public_outer and public is not None:  # over released values: total (released.py)
+        plan_outer = partial(public.plan, total=True)
     only_keyed = len(keyed_parts) == len(parts)  # no scalar value to release (keyed.py)
     empty = None
     if only_keyed and any(not p.keys and p.corr.enclosing is tree for p in keyed_parts):
@@ -250,7 +253,7 @@ def compose(
         parts = [replace(p, relation=True) if isinstance(p, KeyedPart) else p for p in parts]
         values = [_placeholder(p) for p in parts]
         outer_sql = hints + substitute(tree, values).sql("postgres", comments=False)
-        outer = public.plan(outer_sql)
+        outer = public.plan(outer_sql, total=True)
     if not isinstance(outer, QueryPlan) and not keyed_parts:
         raise UnsupportedQuery("a query with scalar subqueries must read a private table")
     if isinstance(outer, PublicPlan) and only_keyed and all(p.plan is None for p in parts):
@@ -278,7 +281,7 @@ def _released_relations(
     outer_sql = hints + substitute_relations(tree, catalog, [p.placeholder for p in parts]).sql(
         "postgres", comments=False
     )
-    outer = public.plan(outer_sql)
+    outer = public.plan(outer_sql, total=True)  # over released rows: total (released.py)
     return ComposedPlan(sql, tuple(parts), outer_sql, outer, tree, hints, public=public)
 
 

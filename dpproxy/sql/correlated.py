@@ -485,9 +485,11 @@ def _over_no_rows(corr: Correlation) -> exp.Expression | None:
 
 
 def number(v: object) -> exp.Expression:
+    """A released value as a literal; NULL when post-processing made it ±inf or NaN (as
+    ``sql/scalars.constant``: whether it does depends on the released value)."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise TypeError(f"a keyed subquery released a {type(v).__name__}")
     f = float(v)
     if f != f or f in (float("inf"), float("-inf")):
-        raise ValueError("a keyed subquery released a value that is not finite")
+        return exp.Null()
     return literal(f)

@@ -235,14 +235,16 @@ def placeholder() -> exp.Expression:
 
 def constant(value: object) -> exp.Expression:
     """A released number as a SQL constant; NULL when there is none (a comparison with it is
-    unknown: no row matches, as in the plain SQL when the subquery reads no rows)."""
+    unknown: no row matches, as in the plain SQL when the subquery reads no rows), and when
+    post-processing made it ±inf or NaN (``SUM(x) * 1e308 * 1e308``): whether it overflows
+    depends on the released value, so it must not fail (an error here came after the charge)."""
     if value is None:
         return exp.Null()
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"a scalar subquery released a {type(value).__name__}")
     text = repr(float(value)) if isinstance(value, float) else str(value)
     if text.lower() in ("nan", "inf", "-inf"):
-        raise ValueError("a scalar subquery released a value that is not finite")
+        return exp.Null()
     number = exp.Literal.number(text.lstrip("-"))
     return exp.Paren(this=exp.Neg(this=number)) if text.startswith("-") else number
 

@@ -72,15 +72,19 @@ def test_nested_scalars_are_listed_once() -> None:
         (1e-05, "1e-05"),
         (1.5e300, "1.5e+300"),
         (None, "NULL"),
+        # post-processing overflowed (tests/attacks/test_non_finite_released_values.py)
+        (math.nan, "NULL"),
+        (math.inf, "NULL"),
+        (-math.inf, "NULL"),
     ],
 )
 def test_constant(value: object, text: str) -> None:
     assert constant(value).sql("postgres") == text
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, "38", (1,)])
-def test_constant_refuses_what_is_not_a_finite_number(value: object) -> None:
-    with pytest.raises((TypeError, ValueError)):
+@pytest.mark.parametrize("value", [True, "38", (1,)])
+def test_constant_refuses_what_is_not_a_number(value: object) -> None:
+    with pytest.raises(TypeError):
         constant(value)
 
 
