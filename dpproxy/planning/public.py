@@ -65,7 +65,7 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
-from dpproxy.planning.released import check_total
+from dpproxy.planning.released import category, check_total
 from dpproxy.sql.qualify import qualify_tables, table_schemas
 from dpproxy.values import Cost
 
@@ -336,16 +336,9 @@ def _category(t: exp.DataType | None, node: exp.Expression) -> str:
             f"the type of {node.sql('postgres')[:60]} cannot be determined",
             hint="CAST it to integer, double precision, text, date or boolean",
         )
-    if t.this in exp.DataType.INTEGER_TYPES:
-        return "integer"
-    if t.this in exp.DataType.REAL_TYPES:
-        return "double"
-    if t.this in exp.DataType.TEXT_TYPES:
-        return "text"
-    if t.this is exp.DataType.Type.BOOLEAN:
-        return "boolean"
-    if t.this is exp.DataType.Type.DATE:
-        return "date"
+    found = category(t)
+    if found is not None:
+        return found
     raise UnsupportedQuery(
         f"{node.sql('postgres')[:60]} is of type {t.sql('postgres')}, which is not returned",
         hint="CAST it to integer, double precision, text, date or boolean",

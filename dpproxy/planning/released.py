@@ -161,7 +161,12 @@ def _kind(node: exp.Expr) -> str | None:
         if isinstance(select, exp.Select) and len(select.expressions) == 1:
             return _kind(select.expressions[0])
         return None
-    t = node.type
+    return category(node.type)
+
+
+def category(t: exp.DataType | None) -> str | None:
+    """The category of a sqlglot type as dpproxy returns it (integer, double, text, boolean,
+    date), None for any other (``planning/public.py`` refuses those in a result)."""
     if t is None:
         return None
     if t.this in exp.DataType.INTEGER_TYPES:
