@@ -9,9 +9,13 @@ figure is the median over the rounds of the child's p50.
   validate → plan + check → rewrite, the pure functions called directly, each iteration as
   the query's first: the plan cache is off and the memos keyed by a query's trees are cleared
   (:func:`_query_memos`; caches keyed by numbers alone stay warm); CPU time of the planning
-  thread (``time.thread_time``), so a loaded machine does not inflate it. Each iteration
-  then plans the query once more with *every* memo emptied (:func:`_every_memo`): what the
-  first query of its bounds and budget in a fresh process pays (``empty``).
+  thread (``time.thread_time``), so a loaded machine does not inflate it; the memos keyed by
+  a query's text (``sql/parse.PARSED``) are cleared too. Each iteration then times
+  ``Engine.prepare`` of the text as the engine's first (its text-keyed caches cleared as
+  well, :func:`_engine_caches`): a first query's whole path, with the looks of the
+  public-table, UNION and composition planners (``engine``); and plans the query once more
+  with *every* memo emptied (:func:`_every_memo`): what the first query of its bounds and
+  budget in a fresh process pays (``empty``).
 * **join**: a join of two tables whose privacy unit is the PRIMARY KEY of both, on the unit,
   ``--join-rows`` rows each (1,000,000 by default): raw DuckDB against dpproxy end to end
   (``cursor.execute`` + ``fetchall``), wall time and the CPU time of the whole process (all
