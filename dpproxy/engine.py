@@ -150,17 +150,20 @@ class Engine:
         if public is not None:
             return Prepared(public, public.sql)
         union = self._union(sql, epsilon, delta, mechanism, method)
+
+        part = functools.partial(  # a branch or part, prepared with this call's secret if given
+            self.prepare, epsilon=epsilon, delta=delta, mechanism=mechanism, secret=secret,
+            method=method, analyst=analyst,
+        )  # fmt: skip
         if union is not None:  # each branch prepared as a query of its own (for explain)
-            opts = (epsilon, delta, mechanism, method)
-            statements = tuple(self._prepared(t, opts, analyst).statements for t in union.branches)
+            statements = tuple(part(t).statements for t in union.branches)
             extra = tuple((f"branch {i}", s) for i, st in enumerate(statements) for s in st)
             return Prepared(replace(union, statements=statements), None, extra)
         composed = self._composed(sql, epsilon, delta, mechanism, method)
         if composed is not None and composed.empty is not None:
             return Prepared(composed.empty, composed.empty.sql)
         if composed is not None:
-            opts = (epsilon, delta, mechanism, method)
-            statements = composed.statements_of(lambda t: self._prepared(t, opts, analyst))
+            statements = composed.statements_of(part)
             extra = tuple((f"part {i}", s) for i, st in enumerate(statements) for s in st)
             return Prepared(replace(composed, statements=statements), None, extra)
         plan, unkeyed, statement = self._plan(sql, epsilon, delta, mechanism, method)

@@ -50,6 +50,7 @@ import datetime
 import itertools
 import logging
 import math
+import os
 import re
 import traceback
 from collections.abc import Sequence
@@ -622,6 +623,8 @@ TEXT_LITERALS = (
     "'1.5'",
     "'9223372036854775808'",
 )
+# How often a query is one planned in parts; DPPROXY_TOTALITY_COMPOSED=100 surveys them alone.
+COMPOSED_PERCENT = int(os.environ.get("DPPROXY_TOTALITY_COMPOSED", "12") or 12)
 DATE_LITERALS = ("'2024-02-29'", "'0001-01-01'", "'9999-12-31'", "'1970-01-01'", "'2000-01-01'")
 PATTERNS = ("'%'", "'X%'", "'_'", "''", "'%1%'", "'\\%'", "'%\\\\'", "'a%b'", "'%€%'", "'%x'")
 CASTS = (
@@ -1187,6 +1190,10 @@ class QueryGen:
         depth = self.draw(st.integers(1, 3))
         if self.chance(12):
             return self.per_unit(max(depth - 1, 0))
+        if self.chance(COMPOSED_PERCENT):  # planned in parts (tests/totality_composed.py)
+            from tests.totality_composed import composed_query
+
+            return composed_query(self, max(depth - 1, 0))
         danger = self.chance(40)
         aggs = [self.aggregate(depth) for _ in range(self.draw(st.integers(1, 2)))]
         where = ""

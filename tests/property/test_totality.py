@@ -33,6 +33,9 @@ failing example: it checks them all, then fails with a summary of every kind of 
 met (counts and the shortest queries), without shrinking::
 
     DPPROXY_TOTALITY_SURVEY=1 python -m pytest tests/property/test_totality.py -k postgres
+
+About one query in eight is planned in parts (scalar subqueries, released relations, UNION
+ALL: ``tests/totality_composed.py``); ``DPPROXY_TOTALITY_COMPOSED=100`` draws only those.
 """
 
 from __future__ import annotations
