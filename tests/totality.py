@@ -68,6 +68,8 @@ from dpproxy.catalog.model import Catalog
 from dpproxy.engine import Engine, Prepared
 from dpproxy.errors import DPProxyError, StabilityTestFailed
 from tests.noise import NoNoise
+from tests.totality_composed import composed_query
+from tests.totality_more import hinted, needs_range, statistic, to_char_key
 
 T = TypeVar("T")
 
@@ -705,6 +707,9 @@ class QueryGen:
     def chance(self, percent: int) -> bool:
         return self.draw(st.integers(0, 99)) < percent
 
+    def draw_count(self, most: int) -> int:
+        return self.draw(st.integers(0, most))
+
     # -------------------------------------------------------------------- leaves
 
     def num_leaf(self) -> str:
@@ -1096,8 +1101,11 @@ class QueryGen:
                 "median",
                 "minmax",
                 "count_units",
+                "statistic",
             )
         )
+        if kind == "statistic":  # percentiles, CORR and its kin (tests/totality_more.py)
+            return statistic(self, depth)
         if kind == "count":
             return "COUNT(*)"
         if kind == "sum":
@@ -1118,7 +1126,7 @@ class QueryGen:
         return "COUNT(DISTINCT uid)"
 
     def group_key(self, depth: int) -> str:
-        return self.pick(
+        key = self.pick(
             (
                 "cat",
                 "flag",
@@ -1128,8 +1136,12 @@ class QueryGen:
                 "si",
                 f"CASE WHEN {self.cond(depth)} THEN 1 ELSE 2 END",
                 "LOWER(cat)",
+                "TO_CHAR",
             )
         )
+        if key == "TO_CHAR":
+            return to_char_key(self)
+        return key
 
     def semijoin(self, depth: int) -> str:
         """A subquery filter tied to the outer row's unit (``sql/semijoins.py``): EXISTS,
@@ -1191,8 +1203,6 @@ class QueryGen:
         if self.chance(12):
             return self.per_unit(max(depth - 1, 0))
         if self.chance(COMPOSED_PERCENT):  # planned in parts (tests/totality_composed.py)
-            from tests.totality_composed import composed_query
-
             return composed_query(self, max(depth - 1, 0))
         danger = self.chance(40)
         aggs = [self.aggregate(depth) for _ in range(self.draw(st.integers(1, 2)))]
@@ -1213,6 +1223,8 @@ class QueryGen:
             sql += f" WHERE {where}"
         if key:
             sql += " GROUP BY 1"
+        if self.chance(70 if needs_range(sql) else 10):  # a hint (tests/totality_more.py)
+            sql = hinted(self, sql)
         return sql
 
 

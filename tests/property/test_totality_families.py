@@ -323,8 +323,7 @@ WIDE_DECIMALS = (
     "ELSE 1.0000000000000000000000000 END > 0",
     "SELECT COUNT(*) FROM t WHERE GREATEST(i64, 0.12345678901234567890123) > 0",
     "SELECT COUNT(*) FROM t WHERE NULLIF(i32, 0.1234567890123456789012345678901234567) > 0",
-    "SELECT SUM(CASE WHEN i32 > 0.1234567890123456789012345678901234567 THEN 1 ELSE 0 END) "
-    "FROM t",
+    "SELECT SUM(CASE WHEN i32 > 0.1234567890123456789012345678901234567 THEN 1 ELSE 0 END) FROM t",
     "SELECT COUNT(*) FROM t WHERE CAST(fb AS DECIMAL(38, 37)) = i32",
     "SELECT COUNT(*) FROM t WHERE CAST(fb AS DECIMAL(38, 18)) = 99999999999999999999999",
     "SELECT COUNT(*) FROM t WHERE COALESCE(CAST(fb AS DECIMAL(20, 18)), 99999999999999999999999)"
@@ -352,6 +351,33 @@ DATE_KEYS = (
     "SELECT day AS k, COUNT(*) FROM t GROUP BY 1",
     "SELECT CASE WHEN uid = 4 THEN day END AS k, COUNT(*) FROM t GROUP BY 1",
     "SELECT COALESCE(day, DATE '2000-01-01') AS k, cat, COUNT(*) FROM t GROUP BY 1, 2",
+)
+
+# Planned in parts (tests/totality_composed.py): the released values are written into an
+# outer query. These failed after the charge on one database and not on its neighbour until
+# 2026-11-29 (planning/released.py, sql/scalars.constant): arithmetic, casts and division
+# around a released relation, and a released scalar made infinite by post-processing.
+COMPOSED = (
+    "SELECT SUM(v * 1e308) FROM (SELECT cat AS k, SUM(si) AS v FROM t GROUP BY 1) AS x",
+    "SELECT SUM(CAST(v AS INTEGER)) FROM (SELECT cat AS k, SUM(fb) AS v FROM t GROUP BY 1) AS x",
+    "SELECT COUNT(*) FROM (SELECT cat AS k, SUM(si) AS v FROM t GROUP BY 1) AS x WHERE v / 0 > 1",
+    "SELECT COUNT(*) FROM t WHERE si > (SELECT SUM(si) * 1e308 * 1e308 FROM t)",
+    "SELECT COUNT(*) FROM t WHERE fb < (SELECT CAST(AVG(fb) AS INTEGER) FROM t)",
+    "SELECT SUM(si) FROM t UNION ALL SELECT SUM(si) FROM t WHERE flag",
+)
+
+# Statistics with plans of their own, date keys by template, and plan hints
+# (tests/totality_more.py).
+STATISTICS = (
+    "SELECT PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY fb) FROM t",
+    "SELECT cat, PERCENTILE_DISC(0.5) WITHIN GROUP (ORDER BY si / 2) FROM t GROUP BY 1",
+    "SELECT CORR(si, fb) FROM t",
+    "SELECT /*+ dpproxy saa_lower=-1e100 saa_upper=1e100 */ COVAR_POP(si, fb) FROM t",
+    "SELECT /*+ dpproxy saa_lower=-1 saa_upper=1 */ REGR_SLOPE(fb, si) FROM t",
+    "SELECT TO_CHAR(day, 'YYYY-MM'), COUNT(*) FROM t GROUP BY 1",
+    "SELECT /*+ dpproxy mechanism=ptr ptr_bound=1e100 */ AVG(fb) FROM t",
+    "SELECT /*+ dpproxy mechanism=saa saa_chunks=1000000000000 */ MEDIAN(si) FROM t",
+    "SELECT /*+ dpproxy mechanism=smooth */ MEDIAN(fb) FROM t",
 )
 
 # Beyond the families, with no contribution bound in the schema (rows per unit chosen with
@@ -398,6 +424,8 @@ ALL = [
     *(pytest.param("rows", q, id=f"empty_domains-{i}") for i, q in enumerate(EMPTY_DOMAINS)),
     *(pytest.param("rows", q, id=f"wide_decimals-{i}") for i, q in enumerate(WIDE_DECIMALS)),
     *(pytest.param("dp", q, id=f"beyond_dp-{i}") for i, q in enumerate(BEYOND_DP)),
+    *(pytest.param("rows", q, id=f"composed-{i}") for i, q in enumerate(COMPOSED)),
+    *(pytest.param("rows", q, id=f"statistics-{i}") for i, q in enumerate(STATISTICS)),
 ]
 
 
@@ -428,6 +456,13 @@ FAMILY_PATTERNS = {
     "math": r"\b(SQRT|LN|LOG|EXP|SIGN|POWER)\(",
     "wide_decimals": r"\b0\.[0-9]{19,}\b",
     "dates": r"DATE_TRUNC\('(month|week|year|quarter)', day\)|\(day [-+] (INTERVAL|[0-9])",
+    "scalar_subqueries": r"FROM t WHERE .*\(SELECT (SUM|AVG|MIN|MAX|COUNT)\(.*\) FROM t",
+    "released_relations": r"FROM \(SELECT .* AS k, .* AS v FROM t.* GROUP BY 1\) AS x",
+    "union": r" FROM t.* UNION ALL SELECT ",
+    "percentiles": r"PERCENTILE_(CONT|DISC)\([0-9.-]+\) WITHIN GROUP",
+    "two_measure_statistics": r"\b(CORR|COVAR_POP|COVAR_SAMP|REGR_SLOPE|REGR_INTERCEPT)\(",
+    "to_char": r"TO_CHAR\(",
+    "hints": r"^SELECT /\*\+ dpproxy (mechanism|ptr_bound|saa_|bins|max_rows|coverage)",
 }
 
 
