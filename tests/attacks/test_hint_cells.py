@@ -5,7 +5,8 @@
 the database ran the query, then building the list of chunks or cells in the proxy raised
 ``MemoryError``: XX000, **charged**, for an answer never released. At ``bins=10000000`` the
 release took 171 s of CPU and 3 GB before it answered: one analyst could stall a server.
-Found by the totality property's hint family (``tests/totality_more.py``, 2026-11-29).
+Found by a known-bad case of the totality families (``STATISTICS`` in
+``tests/property/test_totality_families.py``, 2026-11-29).
 
 Now ``saa_chunks`` and ``bins`` are at most 100,000 (100 times their defaults), refused with
 22023 while the hint is parsed, before the data and the budget are touched
