@@ -14,7 +14,14 @@ from sqlglot import exp
 from dpproxy.engine import open_engine
 from dpproxy.errors import SQLSyntaxError
 from dpproxy.sql import parse as parse_module
-from dpproxy.sql.parse import PARSED, PARSED_CHARACTERS, PARSED_TEXTS, normalised_text, parse
+from dpproxy.sql.parse import (
+    PARSED,
+    PARSED_CHARACTERS,
+    PARSED_LARGEST,
+    PARSED_TEXTS,
+    normalised_text,
+    parse,
+)
 
 
 @pytest.fixture
@@ -59,12 +66,30 @@ def test_the_memo_keeps_at_most_its_limit(parses: list[str]) -> None:
     assert len(PARSED._trees) == PARSED_TEXTS
     assert PARSED.get("SELECT 0") is None  # the oldest went first
     assert PARSED.get(f"SELECT {PARSED_TEXTS + 9}") is not None
-    long = "SELECT COUNT(*) FROM adult WHERE age IN (" + ", ".join(["1"] * 6000) + ")"
-    assert len(long) > PARSED_CHARACTERS
-    parse(long)
-    parse(long)
-    assert parses.count(long) == 2  # too long to keep: parsed each time, as before
-    assert PARSED.get(long) is None
+    huge = "SELECT COUNT(*) FROM adult WHERE age IN (" + ", ".join(["1"] * 90_000) + ")"
+    assert len(huge) > PARSED_LARGEST
+    parse(huge)
+    parse(huge)
+    assert parses.count(huge) == 2  # too long to keep: parsed each time
+    assert PARSED.get(huge) is None
+
+
+def test_one_long_text_is_kept_beside_the_short_ones(parses: list[str]) -> None:
+    """A text longer than the short texts' limit is kept alone: the last one parsed."""
+
+    def long(n: int) -> str:
+        return f"SELECT COUNT(*) FROM adult WHERE age IN ({', '.join([str(n)] * 6000)})"
+
+    assert PARSED_CHARACTERS < len(long(1)) <= PARSED_LARGEST
+    parse("SELECT 1")
+    first = parse(long(1))
+    assert parse(long(1)) == first and parses.count(long(1)) == 1
+    parse(long(2))  # takes the long text's place
+    assert PARSED.get(long(1)) is None and PARSED.get(long(2)) is not None
+    parse(long(1))
+    assert parses.count(long(1)) == 2
+    assert PARSED.get("SELECT 1") is not None  # the short texts are kept as before
+    assert len(PARSED._trees) == 1
 
 
 def test_a_first_query_through_the_engine_parses_its_text_once(parses: list[str]) -> None:
@@ -73,6 +98,8 @@ def test_a_first_query_through_the_engine_parses_its_text_once(parses: list[str]
         for sql in (
             "SELECT SUM(capital_gain - capital_loss), AVG(hours_per_week * 52) FROM adult",
             "SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+            # a long text (a 10,000-item IN list, 59 KB), kept alone
+            f"SELECT COUNT(*) FROM adult WHERE fnlwgt IN ({', '.join(map(str, range(10_000)))})",
         ):
             parses.clear()
             engine.prepare(sql)
