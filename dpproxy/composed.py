@@ -9,6 +9,22 @@ values; its plan must be the one reserved for, :func:`~dpproxy.planning.scalars.
 or, when it reads public tables only once the parts are released, answered exactly at no
 further cost. Exact public parts (keys of a keyed subquery) are computed before the budget is
 reserved: they depend on public data only.
+
+Never charged for nothing (SECURITY.md). A public outer query runs only after the parts were
+released and charged, so it must not fail then. :func:`check_outer_binds` proves, before the
+budget is reserved, that it binds on the database: it has the backend EXPLAIN the outer query
+with the parts' placeholders (a relation's typed ``SELECT CAST(NULL AS t) … WHERE FALSE``, a
+keyed lookup's VALUES of the public keys with 0 for each value), which is the statement run
+after the releases but for the literals of the released values: each is written under a cast
+to its column's type, so both bind alike, and any static error (a type, a grouping, a
+function, ``MAX`` of a boolean on PostgreSQL) is refused with :class:`OuterQueryInvalid`
+(42000), nothing charged. What could still fail on a value at run time is kept out by the
+total subset (``planning/released.py``). Privacy of the dry run: the statement reads public
+tables only (``PublicPath.check_reads``, ``plan_public``) and no released value, and EXPLAIN
+binds and plans without running it, so its outcome depends on the query text, the schema and
+public data alone. A private outer query needs none: it is planned by the DP planner, whose
+rewrite is total by construction as any single query's, and its plan at the released values
+must be the one reserved for (:func:`~dpproxy.planning.scalars.same_outer`).
 """
 
 from __future__ import annotations
@@ -19,9 +35,9 @@ from typing import Protocol
 
 from dpproxy.accounting.ledger import ReleaseRecord
 from dpproxy.accounting.memory import Accountant
-from dpproxy.backends import CancelToken
+from dpproxy.backends import Backend, CancelToken
 from dpproxy.catalog.model import MechanismKind
-from dpproxy.errors import InternalError
+from dpproxy.errors import DPProxyError, InternalError, OuterQueryInvalid
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.scalars import ComposedPlan, outer_query, public_values, same_outer
@@ -107,6 +123,32 @@ def run_composed(
 
     key = engine.accountant.cache_key(analyst, normalised)
     return engine._spend(analyst, composed.outer, composed.cost, (key, record), cancel, body)
+
+
+def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
+    """Refuse (42000) a public outer query that does not bind on the database, before the
+    budget is reserved (see the module docstring); a private outer query is the planner's."""
+    outer = composed.outer
+    if not isinstance(outer, PublicPlan) or composed.empty is not None:
+        return  # no outer query runs after a charge (an empty key domain: exact and free)
+    try:
+        shown = backend.execute(f"EXPLAIN {outer.sql}")
+    except DPProxyError as e:
+        if e.sqlstate != "XX000":  # unreachable, cancelled: nothing was reserved either
+            raise
+        said = (e.log_detail or e.message).strip().splitlines() or [""]
+        raise OuterQueryInvalid(
+            "the query around the parts released first does not run on the database",
+            hint=f"the database said: {said[0][:300]}; nothing was charged",
+            log_detail=e.log_detail,
+        ) from None
+    text = " ".join(str(v) for row in shown.rows for v in row)
+    if "Error occurred during query planning" in text:  # Spark's EXPLAIN reports, not raises
+        raise OuterQueryInvalid(
+            "the query around the parts released first does not run on the database",
+            hint="nothing was charged",
+            log_detail=text[:2000],
+        )
 
 
 def plan_summary(plan: QueryPlan | PublicPlan) -> str:
