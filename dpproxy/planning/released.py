@@ -259,9 +259,56 @@ def _check(node: exp.Expr) -> None:
         raise _refuse(node)
 
 
+def _one_row(node: exp.Subquery) -> bool:
+    """Does a scalar subquery return at most one row whatever the rows it reads: an
+    aggregate without GROUP BY, a LIMIT of 0 or 1, or dpproxy's keyed lookup (one per key)?"""
+    select = node.this
+    if _released(select):
+        return True
+    if not isinstance(select, exp.Select):
+        return False  # a set operation
+    limit = select.args.get("limit")
+    if isinstance(limit, exp.Limit) and isinstance(limit.expression, exp.Literal):
+        if limit.expression.is_int and int(limit.expression.name) <= 1:
+            return True
+    if select.args.get("group") is not None or select.args.get("distinct") is not None:
+        return False
+    return any(
+        isinstance(a, exp.AggFunc) and a.parent_select is select
+        for item in select.expressions
+        for a in item.find_all(exp.AggFunc)
+    )
+
+
 def check_total(tree: exp.Expr) -> None:
     """Refuse (0A000) an outer query over released relations that could fail on a value.
-    ``tree``: the query with the relations' placeholders, qualified and typed."""
+    ``tree``: the query with the relations' placeholders, qualified and typed. A scalar
+    subquery must return at most one row (:func:`_one_row`): more is an error at run time,
+    and how many rows a released relation keeps is decided by the noise."""
     for node in tree.walk(prune=_released):
-        if not _released(node):
-            _check(node)
+        if _released(node):
+            continue
+        if isinstance(node, exp.Subquery) and not isinstance(
+            node.parent, exp.From | exp.Join | exp.In | exp.SetOperation
+        ):
+            if not _one_row(node):
+                raise UnsupportedQuery(
+                    f"{node.sql('postgres')[:80]} may return more than one row, which fails "
+                    "on the released rows: not supported in the query around a subquery "
+                    "released first",
+                    hint="compute one row: an aggregate without GROUP BY, or LIMIT 1",
+                )
+        _check(node)
+
+
+def refuse_values(tree: exp.Expr) -> None:
+    """Refuse (0A000) the analyst's own VALUES in a query planned in parts: dpproxy writes
+    released rows and keyed lookups as VALUES lists, and :func:`check_total` does not look
+    inside those (its own, literals only), so a look-alike must not reach it."""
+    values = tree.find(exp.Values)
+    if values is not None:
+        raise UnsupportedQuery(
+            f"VALUES ({values.sql('postgres')[:60]}) is not supported in a query with "
+            "subqueries released first",
+            hint="read public tables and the released subqueries only",
+        )

@@ -69,6 +69,7 @@ from dpproxy.planning.relations import (
     plan_relation,
     substitute_relations,
 )
+from dpproxy.planning.released import refuse_values
 from dpproxy.sql.correlated import correlation
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import (
@@ -189,6 +190,7 @@ def compose(
     found = find_scalars(tree)
     if not found:
         return None
+    refuse_values(tree)  # VALUES in the outer query are dpproxy's (released.py)
     domain_of = public.rows if public is not None else None
     outer_cols = [outer_columns(n.this, catalog, n.root()) for n in found]
     correlations = [
@@ -273,6 +275,7 @@ def _released_relations(
     hints: str,
 ) -> ComposedPlan:
     """Aggregate CTEs and derived tables released first, the rest exact (relations.py)."""
+    refuse_values(tree)  # VALUES in the outer query are dpproxy's (released.py)
     public.check_reads(substitute_relations(tree, catalog, [exp.select("1") for _ in relations]))
     prefix = lambda s: _with_outer_ctes(s, tree)  # noqa: E731
     parts = [

@@ -91,6 +91,13 @@ POSTGRES_STATIC = (  # PostgreSQL refuses what DuckDB runs
     f"SELECT DISTINCT cat FROM {D} ORDER BY s",
     f"SELECT MAX(y > 1) FROM p WHERE y > {KEYED}",
 )
+REFUSED = (  # could fail on the released rows (or on public ones): 0A000 before the charge
+    f"SELECT cat FROM {D} WHERE s > (SELECT s FROM (SELECT cat, SUM(x) AS s FROM t "
+    "GROUP BY cat) e)",
+    f"SELECT cat FROM {D} WHERE s = (SELECT y FROM p)",
+    f"SELECT COUNT(*) FROM {D} WHERE s > (SELECT CAST(released.v AS DOUBLE PRECISION) "
+    "FROM (VALUES (5, 'x')) AS released(k0, v) WHERE released.k0 = d.s)",
+)
 
 
 def _duckdb(path: Path, rows: tuple[tuple[Any, ...], ...]) -> Engine:
@@ -163,3 +170,11 @@ def test_what_postgres_cannot_bind_is_refused_uncharged(
         pytest.skip("DuckDB binds and answers these")
     for engine in engines:
         assert outcome(engine, sql) == ("42000", False)
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_what_could_fail_on_released_rows_is_refused_uncharged(
+    engines: tuple[Engine, Engine], sql: str
+) -> None:
+    for engine in engines:
+        assert outcome(engine, sql) == ("0A000", False)
