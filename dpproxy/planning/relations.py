@@ -43,7 +43,7 @@ from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_KEYS, PublicPlan
-from dpproxy.planning.released import written
+from dpproxy.planning.released import bigint, written
 from dpproxy.sql.correlated import (
     Key,
     coded_index,
@@ -98,7 +98,11 @@ class RelationPart:
             if is_key:
                 return literal(key[at])
             v = values[at]
-            return exp.Null() if v is None else number(written(v))  # type: ignore[arg-type]
+            if v is None:
+                return exp.Null()
+            if item[3] == "BIGINT":  # cast to BIGINT below: kept within its range (released.py)
+                return number(bigint(v))  # type: ignore[arg-type]
+            return number(written(v))  # type: ignore[arg-type]
 
         if not rows:
             casts = [

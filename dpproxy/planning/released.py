@@ -99,6 +99,18 @@ def written(value: float) -> float:
     return value
 
 
+BIGINT_MAX = 9e18  # below 2⁶³ − 1, a float exactly (the literal is written from a float)
+
+
+def bigint(value: float) -> float:
+    """A released value of a relation column cast to BIGINT (its aggregates all COUNTs, say
+    ``COUNT(*) * 1e30``): within ±9·10¹⁸, so that the cast cannot overflow on a noisy value
+    (post-processing; NaN stays NaN, written as NULL)."""
+    if isinstance(value, int | float) and abs(value) >= BIGINT_MAX:
+        return BIGINT_MAX if value > 0 else -BIGINT_MAX
+    return value
+
+
 def _placeholder(node: exp.Expr) -> bool:
     """A relation's body as dpproxy plans it (``RelationPart.placeholder``)."""
     if not isinstance(node, exp.Select) or not _only(node, {"expressions", "where"}):

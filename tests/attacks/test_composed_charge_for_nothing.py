@@ -98,6 +98,10 @@ REFUSED = (  # could fail on the released rows (or on public ones): 0A000 before
     f"SELECT COUNT(*) FROM {D} WHERE s > (SELECT CAST(released.v AS DOUBLE PRECISION) "
     "FROM (VALUES (5, 'x')) AS released(k0, v) WHERE released.k0 = d.s)",
 )
+ANSWERED = (  # total: answered on the database and on its neighbour
+    "SELECT MAX(n) FROM (SELECT cat, COUNT(*) * 1e30 AS n FROM t GROUP BY cat) d",
+    "SELECT COUNT(*) FROM (SELECT cat, COUNT(*) * 1e30 AS n FROM t GROUP BY cat) d WHERE n > 0",
+)
 
 
 def _duckdb(path: Path, rows: tuple[tuple[Any, ...], ...]) -> Engine:
@@ -178,3 +182,11 @@ def test_what_could_fail_on_released_rows_is_refused_uncharged(
 ) -> None:
     for engine in engines:
         assert outcome(engine, sql) == ("0A000", False)
+
+
+@pytest.mark.parametrize("sql", ANSWERED)
+def test_the_total_outer_query_is_answered_on_both_neighbours(
+    engines: tuple[Engine, Engine], sql: str
+) -> None:
+    for engine in engines:
+        assert outcome(engine, sql) == (None, True)
