@@ -19,10 +19,22 @@ and the types alone, before anything runs:
   number literal, and the aggregates COUNT, MIN, MAX, SUM and AVG (SUM and AVG of numbers);
 * everything else — arithmetic, functions, casts, LIKE, variances — is refused (0A000),
   because each can raise on some value (overflow, a domain, a conversion, a pattern), and
-  values of two types met in a comparison may be converted, and fail, row by row.
+  values of two types met in a comparison may be converted, and fail, row by row;
+* a scalar subquery must return at most one row (an aggregate without GROUP BY or DISTINCT,
+  or LIMIT 0 or 1): more rows is an error at run time, and how many released rows a subquery
+  meets is decided by the noise (``s > (SELECT s FROM (…) e)`` failed where two keys survived);
+* the analyst's own VALUES are refused in any query planned in parts (:func:`refuse_values`):
+  the check below trusts dpproxy's VALUES, so a look-alike of a keyed lookup, ``(SELECT
+  CAST(released.v AS DOUBLE PRECISION) FROM (VALUES (5, 'x')) AS released(k0, v) WHERE
+  released.k0 = d.s)``, ran a failing cast exactly where a released value met its key.
+
+Static errors — ones the database raises whatever the rows, a grouping error, ``MAX`` of a
+boolean on PostgreSQL — are not this module's: ``composed.check_outer_binds`` EXPLAINs the
+outer query with the placeholders before the budget is reserved and refuses them (42000).
 
 The released values themselves are written within ±:data:`MAGNITUDE` (:func:`written`;
-post-processing of noisy values, which it changes only beyond 1e140): SUM over at most
+post-processing of noisy values, which it changes only beyond 1e140; a column cast to BIGINT,
+within ±9e18, :func:`bigint`): SUM over at most
 100,001 of them stays below 1e146, and PostgreSQL's AVG of doubles, which squares deviations
 of up to n·|x| (``float8_accum``), below 1e300, so neither overflows. The placeholders
 dpproxy writes for the relations (``SELECT CAST(NULL AS t) AS name … WHERE FALSE``) hold
