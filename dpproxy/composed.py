@@ -142,11 +142,13 @@ def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
             hint=f"the database said: {said[0][:300]}; nothing was charged",
             log_detail=e.log_detail,
         ) from None
-    text = " ".join(str(v) for row in shown.rows for v in row)
-    if "Error occurred during query planning" in text:  # Spark's EXPLAIN reports, not raises
+    text = "\n".join(str(v) for row in shown.rows for v in row)
+    marker = "Error occurred during query planning:"
+    if marker in text:  # Spark's EXPLAIN reports the error in its rows, it does not raise
+        said = text.split(marker, 1)[1].strip().splitlines() or [""]
         raise OuterQueryInvalid(
             "the query around the parts released first does not run on the database",
-            hint="nothing was charged",
+            hint=f"the database said: {said[0][:300]}; nothing was charged",
             log_detail=text[:2000],
         )
 
