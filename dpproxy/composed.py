@@ -18,11 +18,14 @@ keyed lookup's VALUES of the public keys with 0 for each value), which is the st
 after the releases but for the literals of the released values: each is written under a cast
 to its column's type, so both bind alike, and any static error (a type, a grouping, a
 function, ``MAX`` of a boolean on PostgreSQL) is refused with :class:`OuterQueryInvalid`
-(42000), nothing charged. What could still fail on a value at run time is kept out by the
+(42000), nothing charged. The outer query's text at the released values is parsed again after
+the charge, so its length is bounded first (:meth:`ComposedPlan.longest`: every key kept,
+every value as wide as a float's text can be) and refused beyond the parser's limit (54001).
+What could still fail on a value at run time is kept out by the
 total subset (``planning/released.py``). Privacy of the dry run: the statement reads public
 tables only (``PublicPath.check_reads``, ``plan_public``) and no released value, and EXPLAIN
 binds and plans without running it, so its outcome depends on the query text, the schema and
-public data alone. A private outer query needs none: it is planned by the DP planner, whose
+public data alone. A private outer query is not EXPLAINed: it is planned by the DP planner, whose
 rewrite is total by construction as any single query's, and its plan at the released values
 must be the one reserved for (:func:`~dpproxy.planning.scalars.same_outer`).
 """
@@ -43,6 +46,7 @@ from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.scalars import ComposedPlan, outer_query, public_values, same_outer
 from dpproxy.release.answer import Answer, Prepared, Progress
 from dpproxy.release.postprocess import Released
+from dpproxy.sql.parse import MAX_QUERY_LENGTH, too_complex
 from dpproxy.values import Cost
 
 Options = tuple[Fraction | None, Fraction | None, MechanismKind | None, Method | None]
@@ -126,11 +130,17 @@ def run_composed(
 
 
 def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
-    """Refuse (42000) a public outer query that does not bind on the database, before the
-    budget is reserved (see the module docstring); a private outer query is the planner's."""
-    outer = composed.outer
-    if not isinstance(outer, PublicPlan) or composed.empty is not None:
+    """Before the budget is reserved (see the module docstring): refuse (54001) an outer query
+    whose text at the released values could be too long to parse, and (42000) a public outer
+    query that does not bind on the database; a private one is the planner's."""
+    if composed.empty is not None:
         return  # no outer query runs after a charge (an empty key domain: exact and free)
+    longest = composed.longest()  # the outer query's text at any released values
+    if longest > MAX_QUERY_LENGTH:  # else the parser refuses it after the charge (54001)
+        raise too_complex(f"up to {longest:,} characters with the released values written in")
+    outer = composed.outer
+    if not isinstance(outer, PublicPlan):
+        return
     try:
         shown = backend.execute(f"EXPLAIN {outer.sql}")
     except DPProxyError as e:

@@ -123,6 +123,23 @@ def bigint(value: float) -> float:
     return value
 
 
+VALUE_WIDTH = 26  # the most characters a released number is printed in: (-2.2250738585072014e-308)
+
+
+def literal_width(value: object) -> int:
+    """An upper bound on the characters ``sql/correlated.literal`` prints a key in (the outer
+    query's text at the released values is bounded with it: ``ComposedPlan.longest``)."""
+    if value is None or isinstance(value, bool):
+        return 5  # NULL, TRUE, FALSE
+    if isinstance(value, int):
+        return len(str(abs(value))) + 3  # (-…)
+    if isinstance(value, float):
+        return VALUE_WIDTH
+    if isinstance(value, str):
+        return 2 * len(value) + 4  # every character escaped, a prefix and the quotes
+    return 40  # a date: CAST('YYYY-MM-DD' AS DATE)
+
+
 def _placeholder(node: exp.Expr) -> bool:
     """A relation's body as dpproxy plans it (``RelationPart.placeholder``)."""
     if not isinstance(node, exp.Select) or not _only(node, {"expressions", "where"}):

@@ -69,7 +69,7 @@ from dpproxy.planning.relations import (
     plan_relation,
     substitute_relations,
 )
-from dpproxy.planning.released import refuse_values
+from dpproxy.planning.released import VALUE_WIDTH, refuse_values
 from dpproxy.sql.correlated import correlation
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import (
@@ -162,6 +162,21 @@ class ComposedPlan:
             tree = substitute_relations(self.tree, self.public.catalog, bodies)
             return self.hints + tree.sql("postgres", comments=False)
         return self.hints + substitute(self.tree, values).sql("postgres", comments=False)
+
+    def longest(self) -> int:
+        """An upper bound on the length of :meth:`outer_text` at any released values: the
+        placeholders' text, and for each part what its released values may add (every key
+        kept, every number :data:`~dpproxy.planning.released.VALUE_WIDTH` characters, as
+        ``sql/correlated.number`` and ``sql/scalars.constant`` write them)."""
+        total = len(self.outer_sql)
+        for p in self.scalars:
+            if isinstance(p, RelationPart):
+                total += p.widest()
+            elif isinstance(p, KeyedPart):
+                total += VALUE_WIDTH * len(p.keys)  # each 0.0 becomes a released number
+            else:
+                total += VALUE_WIDTH
+        return total
 
     def replan(self, text: str) -> PublicPlan | None:
         """The plan of the outer query at the released values, when it is public."""
