@@ -46,7 +46,7 @@ from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.scalars import ComposedPlan, outer_query, public_values, same_outer
 from dpproxy.release.answer import Answer, Prepared, Progress
 from dpproxy.release.postprocess import Released
-from dpproxy.sql.parse import MAX_QUERY_LENGTH, too_complex
+from dpproxy.sql.parse import MAX_QUERY_LENGTH, parse, too_complex
 from dpproxy.values import Cost
 
 Options = tuple[Fraction | None, Fraction | None, MechanismKind | None, Method | None]
@@ -138,6 +138,7 @@ def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
     longest = composed.longest()  # the outer query's text at any released values
     if longest > MAX_QUERY_LENGTH:  # else the parser refuses it after the charge (54001)
         raise too_complex(f"up to {longest:,} characters with the released values written in")
+    parse(composed.deepest_text())  # nor too deep for the parser (54001) at any values
     outer = composed.outer
     if not isinstance(outer, PublicPlan):
         return

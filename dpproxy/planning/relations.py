@@ -43,7 +43,7 @@ from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_KEYS, PublicPlan
-from dpproxy.planning.released import VALUE_WIDTH, bigint, literal_width, written
+from dpproxy.planning.released import VALUE_WIDTH, bigint, key_depth, literal_width, written
 from dpproxy.sql.correlated import (
     Key,
     coded_index,
@@ -99,11 +99,17 @@ class RelationPart:
         width = len(one.sql("postgres")) if one is not None else 0
         for key in self.keys:
             cells = [
-                literal_width(key[at]) if is_key else VALUE_WIDTH
-                for _, at, is_key, _ in self.items
+                literal_width(key[at]) if is_key else VALUE_WIDTH for _, at, is_key, _ in self.items
             ]
             width += sum(cells) + 2 * len(cells) + 4  # (…, …) and the comma between rows
         return width
+
+    def deepest(self, value: float) -> exp.Select:
+        """The released relation at its most nested: one row (rows are siblings), of the key
+        whose literals nest deepest, every aggregate ``value`` (``scalars.WIDEST``)."""
+        if not self.keys:
+            return self.placeholder
+        return self.body([(max(self.keys, key=key_depth), [value] * len(self.items))])
 
     def body(self, rows: Sequence[tuple[Key, Sequence[object]]]) -> exp.Select:
         def cell(key: Key, values: Sequence[object], item: tuple[str, int, bool, str]) -> exp.Expr:

@@ -140,6 +140,20 @@ def literal_width(value: object) -> int:
     return 40  # a date: CAST('YYYY-MM-DD' AS DATE)
 
 
+def key_depth(key: tuple[object, ...]) -> int:
+    """How deep ``sql/correlated.literal`` nests a key's deepest value: a negative number
+    ``(-…)`` and a date ``CAST('…' AS DATE)`` below a plain literal."""
+    depths = [
+        3
+        if isinstance(v, int | float) and not isinstance(v, bool) and v < 0
+        else 2
+        if v is not None and not isinstance(v, bool | int | float | str)
+        else 1
+        for v in key
+    ]
+    return max(depths, default=1)
+
+
 def _placeholder(node: exp.Expr) -> bool:
     """A relation's body as dpproxy plans it (``RelationPart.placeholder``)."""
     if not isinstance(node, exp.Select) or not _only(node, {"expressions", "where"}):

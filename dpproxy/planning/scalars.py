@@ -84,6 +84,7 @@ from dpproxy.sql.scalars import (
 )
 from dpproxy.values import Cost
 
+WIDEST = -2.2250738585072014e-308  # a released number at its longest and most nested text
 _HINT = re.compile(r"/\*\+\s*dpproxy\b.*?\*/", re.DOTALL | re.IGNORECASE)
 FIRST_NOTE = (
     "each scalar subquery is released first with differential privacy, as a query of its own; "
@@ -177,6 +178,21 @@ class ComposedPlan:
             else:
                 total += VALUE_WIDTH
         return total
+
+    def deepest_text(self) -> str:
+        """The outer query at its most nested released values: each relation with one row,
+        each keyed part with one key (rows and keys are siblings), of the deepest key literal,
+        every value :data:`WIDEST` (negative: written ``(-…)``, two levels below a number).
+        The text written after the releases nests no deeper, so parsing this one before the
+        budget is reserved proves the parser's nesting and depth limits (54001) cannot refuse
+        that one after the charge (its length: :meth:`longest`)."""
+        values: list[exp.Expression] = []
+        for p in self.scalars:
+            if isinstance(p, RelationPart | KeyedPart):
+                values.append(p.deepest(WIDEST) if p.plan is not None else exp.Null())
+            else:
+                values.append(constant(WIDEST))
+        return self.outer_text(values)
 
     def replan(self, text: str) -> PublicPlan | None:
         """The plan of the outer query at the released values, when it is public."""

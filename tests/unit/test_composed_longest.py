@@ -1,4 +1,5 @@
-"""``ComposedPlan.longest`` bounds the outer query's text at any released values.
+"""``ComposedPlan.longest`` and ``deepest_text`` bound the outer query's text at any released
+values: its length, and its nesting and depth as the parser measures them.
 
 The text written after the releases is parsed again after the charge, so its length is bounded
 before the budget is reserved (``composed.check_outer_binds``, 54001 beyond the parser's
@@ -15,6 +16,7 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlglot import exp
 
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.load import parse_catalog
@@ -115,3 +117,43 @@ def test_the_bound_holds_at_any_released_values(
     composed = engine._composed(sql, None, None, None, None)
     assert composed is not None
     assert len(_text(composed, data)) <= composed.longest()
+
+
+def _nesting(sql: str) -> tuple[int, int]:
+    """The parser's two measures of ``sql``: its brackets' nesting (with unary operators in a
+    row, as ``sql/parse.check_tokens``) and its tree's depth."""
+    from sqlglot.dialects.postgres import Postgres
+
+    from dpproxy.sql.parse import _CLOSE, _OPEN, _UNARY, parse
+
+    most = depth = run = 0
+    for tok in Postgres().tokenize(sql):
+        if tok.token_type in _UNARY:
+            run += 1
+        else:
+            run = 0
+            if tok.token_type in _OPEN:
+                depth += 1
+            elif tok.token_type in _CLOSE:
+                depth = max(depth - 1, 0)
+        most = max(most, depth + run)
+    stack: list[tuple[exp.Expr, int]] = [(parse(sql), 1)]
+    deepest = 0
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack += [(child, d + 1) for child in node.iter_expressions()]
+    return most, deepest
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_no_released_text_nests_deeper_than_the_deepest(
+    engine: Engine, sql: str, data: st.DataObject
+) -> None:
+    composed = engine._composed(sql, None, None, None, None)
+    assert composed is not None
+    worst = _nesting(composed.deepest_text())
+    real = _nesting(_text(composed, data))
+    assert real[0] <= worst[0] and real[1] <= worst[1]
