@@ -9,6 +9,25 @@ values; its plan must be the one reserved for, :func:`~dpproxy.planning.scalars.
 or, when it reads public tables only once the parts are released, answered exactly at no
 further cost. Exact public parts (keys of a keyed subquery) are computed before the budget is
 reserved: they depend on public data only.
+
+Never charged for nothing (SECURITY.md). A public outer query runs only after the parts were
+released and charged, so it must not fail then. :func:`check_outer_binds` proves, before the
+budget is reserved, that it binds on the database: it has the backend EXPLAIN the outer query
+with the parts' placeholders (a relation's typed ``SELECT CAST(NULL AS t) … WHERE FALSE``, a
+keyed lookup's VALUES of the public keys with 0 for each value), which is the statement run
+after the releases but for the literals of the released values: each is written under a cast
+to its column's type, so both bind alike, and any static error (a type, a grouping, a
+function, ``MAX`` of a boolean on PostgreSQL) is refused with :class:`OuterQueryInvalid`
+(42000), nothing charged. The outer query's text at the released values is parsed again after
+the charge, so its length is bounded first (:meth:`ComposedPlan.longest`: every key kept,
+every value as wide as a float's text can be) and refused beyond the parser's limit (54001).
+What could still fail on a value at run time is kept out by the
+total subset (``planning/released.py``). Privacy of the dry run: the statement reads public
+tables only (``PublicPath.check_reads``, ``plan_public``) and no released value, and EXPLAIN
+binds and plans without running it, so its outcome depends on the query text, the schema and
+public data alone. A private outer query is not EXPLAINed: it is planned by the DP planner, whose
+rewrite is total by construction as any single query's, and its plan at the released values
+must be the one reserved for (:func:`~dpproxy.planning.scalars.same_outer`).
 """
 
 from __future__ import annotations
@@ -19,14 +38,15 @@ from typing import Protocol
 
 from dpproxy.accounting.ledger import ReleaseRecord
 from dpproxy.accounting.memory import Accountant
-from dpproxy.backends import CancelToken
+from dpproxy.backends import Backend, CancelToken
 from dpproxy.catalog.model import MechanismKind
-from dpproxy.errors import InternalError
+from dpproxy.errors import DPProxyError, InternalError, OuterQueryInvalid
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.public import PublicPlan
 from dpproxy.planning.scalars import ComposedPlan, outer_query, public_values, same_outer
 from dpproxy.release.answer import Answer, Prepared, Progress
 from dpproxy.release.postprocess import Released
+from dpproxy.sql.parse import MAX_QUERY_LENGTH, parse, too_complex
 from dpproxy.values import Cost
 
 Options = tuple[Fraction | None, Fraction | None, MechanismKind | None, Method | None]
@@ -107,6 +127,41 @@ def run_composed(
 
     key = engine.accountant.cache_key(analyst, normalised)
     return engine._spend(analyst, composed.outer, composed.cost, (key, record), cancel, body)
+
+
+def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
+    """Before the budget is reserved (see the module docstring): refuse (54001) an outer query
+    whose text at the released values could be too long to parse, and (42000) a public outer
+    query that does not bind on the database; a private one is the planner's."""
+    if composed.empty is not None:
+        return  # no outer query runs after a charge (an empty key domain: exact and free)
+    longest = composed.longest()  # the outer query's text at any released values
+    if longest > MAX_QUERY_LENGTH:  # else the parser refuses it after the charge (54001)
+        raise too_complex(f"up to {longest:,} characters with the released values written in")
+    parse(composed.deepest_text())  # nor too deep for the parser (54001) at any values
+    outer = composed.outer
+    if not isinstance(outer, PublicPlan):
+        return
+    try:
+        shown = backend.execute(f"EXPLAIN {outer.sql}")
+    except DPProxyError as e:
+        if e.sqlstate != "XX000":  # unreachable, cancelled: nothing was reserved either
+            raise
+        said = (e.log_detail or e.message).strip().splitlines() or [""]
+        raise OuterQueryInvalid(
+            "the query around the parts released first does not run on the database",
+            hint=f"the database said: {said[0][:300]}; nothing was charged",
+            log_detail=e.log_detail,
+        ) from None
+    text = "\n".join(str(v) for row in shown.rows for v in row)
+    marker = "Error occurred during query planning:"
+    if marker in text:  # Spark's EXPLAIN reports the error in its rows, it does not raise
+        said = text.split(marker, 1)[1].strip().splitlines() or [""]
+        raise OuterQueryInvalid(
+            "the query around the parts released first does not run on the database",
+            hint=f"the database said: {said[0][:300]}; nothing was charged",
+            log_detail=text[:2000],
+        )
 
 
 def plan_summary(plan: QueryPlan | PublicPlan) -> str:

@@ -20,7 +20,7 @@ from dpproxy.accounting.memory import Accountant, MemoryAccountant
 from dpproxy.backends import Backend, CancelToken
 from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.catalog.public import attach_public
-from dpproxy.composed import Options, composed_key, run_composed
+from dpproxy.composed import Options, check_outer_binds, composed_key, run_composed
 from dpproxy.composed import plan_summary as _plan_summary
 from dpproxy.errors import BackendUnavailable, CanceledBeforeStart, DPProxyError, InternalError
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
@@ -150,11 +150,8 @@ class Engine:
         if public is not None:
             return Prepared(public, public.sql)
         union = self._union(sql, epsilon, delta, mechanism, method)
-
-        part = functools.partial(  # a branch or part, prepared with this call's secret if given
-            self.prepare, epsilon=epsilon, delta=delta, mechanism=mechanism, secret=secret,
-            method=method, analyst=analyst,
-        )  # fmt: skip
+        part = functools.partial(self.prepare, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                                 secret=secret, method=method, analyst=analyst)  # fmt: skip
         if union is not None:  # each branch prepared as a query of its own (for explain)
             statements = tuple(part(t).statements for t in union.branches)
             extra = tuple((f"branch {i}", s) for i, st in enumerate(statements) for s in st)
@@ -478,7 +475,10 @@ class Engine:
         """A query with scalar subqueries, every part planned (planning/scalars.py), or None."""
         plan_of = lambda text: self.public_plan(text) or self._plan(text, *opts)[0]  # noqa: E731
         numeric = lambda p: columns_of(p)[0].type in ("integer", "double")  # noqa: E731
-        return compose(sql, self.catalog, plan_of, numeric, PublicPath(self))  # keys: exact
+        composed = compose(sql, self.catalog, plan_of, numeric, PublicPath(self))  # keys: exact
+        if composed is not None:  # before any reservation: the outer query binds (42000)
+            check_outer_binds(self.backend, composed)
+        return composed
 
     @_before_the_data
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)

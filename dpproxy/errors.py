@@ -136,6 +136,14 @@ class GroupingError(ProgrammingError):
     sqlstate = "42803"
 
 
+class OuterQueryInvalid(ProgrammingError):
+    """The query around parts released first (``composed.py``) does not bind on the database
+    (syntax_error_or_access_rule_violation): a static error — a type, a grouping, a function —
+    found before the budget is reserved, so nothing is charged (SECURITY.md)."""
+
+    sqlstate = "42000"
+
+
 class WindowingError(ProgrammingError):
     """A window function where SQL allows none (WHERE, GROUP BY, HAVING) or nested in one."""
 

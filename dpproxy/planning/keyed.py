@@ -78,6 +78,7 @@ from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_KEYS, PublicPlan, plan_public, reads_public_only
+from dpproxy.planning.released import key_depth
 from dpproxy.sql.correlated import Correlation, Key, key_index, keyed_sql, lookup
 from dpproxy.sql.correlated import key_case as key_case
 from dpproxy.sql.parse import parse
@@ -109,6 +110,14 @@ class KeyedPart:
     def placeholder(self) -> exp.Expression:
         """The released table as planned before the data is read: 0 for every key."""
         return lookup(self.corr, self.keys, [0.0] * len(self.keys), self.relation)
+
+    def deepest(self, value: float) -> exp.Expression:
+        """The released table at its most nested: one key, the one whose literal nests deepest
+        (keys are siblings in the CASE or the VALUES), with ``value`` (``scalars.WIDEST``)."""
+        if not self.keys:
+            return exp.Null()
+        key = max(self.keys, key=key_depth)
+        return lookup(self.corr, [key], [value], self.relation)
 
     @property
     def groups(self) -> list[object]:

@@ -43,7 +43,7 @@ from dpproxy.catalog.model import Catalog, ColumnType
 from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_KEYS, PublicPlan
-from dpproxy.planning.released import written
+from dpproxy.planning.released import VALUE_WIDTH, bigint, key_depth, literal_width, written
 from dpproxy.sql.correlated import (
     Key,
     coded_index,
@@ -92,13 +92,36 @@ class RelationPart:
             kept.append((self.keys[index], row[1:-1]))
         return self.body(kept)
 
+    def widest(self) -> int:
+        """An upper bound on the characters the released relation adds to the outer query's
+        text over its placeholder: every key kept, every value :data:`VALUE_WIDTH` wide."""
+        one = self.body([(self.keys[0], [0.0] * len(self.items))]) if self.keys else None
+        width = len(one.sql("postgres")) if one is not None else 0
+        for key in self.keys:
+            cells = [
+                literal_width(key[at]) if is_key else VALUE_WIDTH for _, at, is_key, _ in self.items
+            ]
+            width += sum(cells) + 2 * len(cells) + 4  # (…, …) and the comma between rows
+        return width
+
+    def deepest(self, value: float) -> exp.Select:
+        """The released relation at its most nested: one row (rows are siblings), of the key
+        whose literals nest deepest, every aggregate ``value`` (``scalars.WIDEST``)."""
+        if not self.keys:
+            return self.placeholder
+        return self.body([(max(self.keys, key=key_depth), [value] * len(self.items))])
+
     def body(self, rows: Sequence[tuple[Key, Sequence[object]]]) -> exp.Select:
         def cell(key: Key, values: Sequence[object], item: tuple[str, int, bool, str]) -> exp.Expr:
             _, at, is_key, _ = item
             if is_key:
                 return literal(key[at])
             v = values[at]
-            return exp.Null() if v is None else number(written(v))  # type: ignore[arg-type]
+            if v is None:
+                return exp.Null()
+            if item[3] == "BIGINT":  # cast to BIGINT below: kept within its range (released.py)
+                return number(bigint(v))  # type: ignore[arg-type]
+            return number(written(v))  # type: ignore[arg-type]
 
         if not rows:
             casts = [

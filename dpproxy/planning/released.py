@@ -19,10 +19,22 @@ and the types alone, before anything runs:
   number literal, and the aggregates COUNT, MIN, MAX, SUM and AVG (SUM and AVG of numbers);
 * everything else — arithmetic, functions, casts, LIKE, variances — is refused (0A000),
   because each can raise on some value (overflow, a domain, a conversion, a pattern), and
-  values of two types met in a comparison may be converted, and fail, row by row.
+  values of two types met in a comparison may be converted, and fail, row by row;
+* a scalar subquery must return at most one row (an aggregate without GROUP BY or DISTINCT,
+  or LIMIT 0 or 1): more rows is an error at run time, and how many released rows a subquery
+  meets is decided by the noise (``s > (SELECT s FROM (…) e)`` failed where two keys survived);
+* the analyst's own VALUES are refused in any query planned in parts (:func:`refuse_values`):
+  the check below trusts dpproxy's VALUES, so a look-alike of a keyed lookup, ``(SELECT
+  CAST(released.v AS DOUBLE PRECISION) FROM (VALUES (5, 'x')) AS released(k0, v) WHERE
+  released.k0 = d.s)``, ran a failing cast exactly where a released value met its key.
+
+Static errors — ones the database raises whatever the rows, a grouping error, ``MAX`` of a
+boolean on PostgreSQL — are not this module's: ``composed.check_outer_binds`` EXPLAINs the
+outer query with the placeholders before the budget is reserved and refuses them (42000).
 
 The released values themselves are written within ±:data:`MAGNITUDE` (:func:`written`;
-post-processing of noisy values, which it changes only beyond 1e140): SUM over at most
+post-processing of noisy values, which it changes only beyond 1e140; a column cast to BIGINT,
+within ±9e18, :func:`bigint`): SUM over at most
 100,001 of them stays below 1e146, and PostgreSQL's AVG of doubles, which squares deviations
 of up to n·|x| (``float8_accum``), below 1e300, so neither overflows. The placeholders
 dpproxy writes for the relations (``SELECT CAST(NULL AS t) AS name … WHERE FALSE``) hold
@@ -97,6 +109,49 @@ def written(value: float) -> float:
     if isinstance(value, float) and abs(value) > MAGNITUDE:
         return MAGNITUDE if value > 0 else -MAGNITUDE
     return value
+
+
+BIGINT_MAX = 9e18  # below 2⁶³ − 1, a float exactly (the literal is written from a float)
+
+
+def bigint(value: float) -> float:
+    """A released value of a relation column cast to BIGINT (its aggregates all COUNTs, say
+    ``COUNT(*) * 1e30``): within ±9·10¹⁸, so that the cast cannot overflow on a noisy value
+    (post-processing; NaN stays NaN, written as NULL)."""
+    if isinstance(value, int | float) and abs(value) >= BIGINT_MAX:
+        return BIGINT_MAX if value > 0 else -BIGINT_MAX
+    return value
+
+
+VALUE_WIDTH = 26  # the most characters a released number is printed in: (-2.2250738585072014e-308)
+
+
+def literal_width(value: object) -> int:
+    """An upper bound on the characters ``sql/correlated.literal`` prints a key in (the outer
+    query's text at the released values is bounded with it: ``ComposedPlan.longest``)."""
+    if value is None or isinstance(value, bool):
+        return 5  # NULL, TRUE, FALSE
+    if isinstance(value, int):
+        return len(str(abs(value))) + 3  # (-…)
+    if isinstance(value, float):
+        return VALUE_WIDTH
+    if isinstance(value, str):
+        return 2 * len(value) + 4  # every character escaped, a prefix and the quotes
+    return 40  # a date: CAST('YYYY-MM-DD' AS DATE)
+
+
+def key_depth(key: tuple[object, ...]) -> int:
+    """How deep ``sql/correlated.literal`` nests a key's deepest value: a negative number
+    ``(-…)`` and a date ``CAST('…' AS DATE)`` below a plain literal."""
+    depths = [
+        3
+        if isinstance(v, int | float) and not isinstance(v, bool) and v < 0
+        else 2
+        if v is not None and not isinstance(v, bool | int | float | str)
+        else 1
+        for v in key
+    ]
+    return max(depths, default=1)
 
 
 def _placeholder(node: exp.Expr) -> bool:
@@ -259,9 +314,56 @@ def _check(node: exp.Expr) -> None:
         raise _refuse(node)
 
 
+def _one_row(node: exp.Subquery) -> bool:
+    """Does a scalar subquery return at most one row whatever the rows it reads: an
+    aggregate without GROUP BY, a LIMIT of 0 or 1, or dpproxy's keyed lookup (one per key)?"""
+    select = node.this
+    if _released(select):
+        return True
+    if not isinstance(select, exp.Select):
+        return False  # a set operation
+    limit = select.args.get("limit")
+    if isinstance(limit, exp.Limit) and isinstance(limit.expression, exp.Literal):
+        if limit.expression.is_int and int(limit.expression.name) <= 1:
+            return True
+    if select.args.get("group") is not None or select.args.get("distinct") is not None:
+        return False
+    return any(
+        isinstance(a, exp.AggFunc) and a.parent_select is select
+        for item in select.expressions
+        for a in item.find_all(exp.AggFunc)
+    )
+
+
 def check_total(tree: exp.Expr) -> None:
     """Refuse (0A000) an outer query over released relations that could fail on a value.
-    ``tree``: the query with the relations' placeholders, qualified and typed."""
+    ``tree``: the query with the relations' placeholders, qualified and typed. A scalar
+    subquery must return at most one row (:func:`_one_row`): more is an error at run time,
+    and how many rows a released relation keeps is decided by the noise."""
     for node in tree.walk(prune=_released):
-        if not _released(node):
-            _check(node)
+        if _released(node):
+            continue
+        if isinstance(node, exp.Subquery) and not isinstance(
+            node.parent, exp.From | exp.Join | exp.In | exp.SetOperation
+        ):
+            if not _one_row(node):
+                raise UnsupportedQuery(
+                    f"{node.sql('postgres')[:80]} may return more than one row, which fails "
+                    "on the released rows: not supported in the query around a subquery "
+                    "released first",
+                    hint="compute one row: an aggregate without GROUP BY, or LIMIT 1",
+                )
+        _check(node)
+
+
+def refuse_values(tree: exp.Expr) -> None:
+    """Refuse (0A000) the analyst's own VALUES in a query planned in parts: dpproxy writes
+    released rows and keyed lookups as VALUES lists, and :func:`check_total` does not look
+    inside those (its own, literals only), so a look-alike must not reach it."""
+    values = tree.find(exp.Values)
+    if values is not None:
+        raise UnsupportedQuery(
+            f"VALUES ({values.sql('postgres')[:60]}) is not supported in a query with "
+            "subqueries released first",
+            hint="read public tables and the released subqueries only",
+        )

@@ -69,6 +69,7 @@ from dpproxy.planning.relations import (
     plan_relation,
     substitute_relations,
 )
+from dpproxy.planning.released import VALUE_WIDTH, refuse_values
 from dpproxy.sql.correlated import correlation
 from dpproxy.sql.parse import parse
 from dpproxy.sql.scalars import (
@@ -83,6 +84,7 @@ from dpproxy.sql.scalars import (
 )
 from dpproxy.values import Cost
 
+WIDEST = -2.2250738585072014e-308  # a released number at its longest and most nested text
 _HINT = re.compile(r"/\*\+\s*dpproxy\b.*?\*/", re.DOTALL | re.IGNORECASE)
 FIRST_NOTE = (
     "each scalar subquery is released first with differential privacy, as a query of its own; "
@@ -162,6 +164,36 @@ class ComposedPlan:
             return self.hints + tree.sql("postgres", comments=False)
         return self.hints + substitute(self.tree, values).sql("postgres", comments=False)
 
+    def longest(self) -> int:
+        """An upper bound on the length of :meth:`outer_text` at any released values: the
+        placeholders' text, and for each part what its released values may add (every key
+        kept, every number :data:`~dpproxy.planning.released.VALUE_WIDTH` characters, as
+        ``sql/correlated.number`` and ``sql/scalars.constant`` write them)."""
+        total = len(self.outer_sql)
+        for p in self.scalars:
+            if isinstance(p, RelationPart):
+                total += p.widest()
+            elif isinstance(p, KeyedPart):
+                total += VALUE_WIDTH * len(p.keys)  # each 0.0 becomes a released number
+            else:
+                total += VALUE_WIDTH
+        return total
+
+    def deepest_text(self) -> str:
+        """The outer query at its most nested released values: each relation with one row,
+        each keyed part with one key (rows and keys are siblings), of the deepest key literal,
+        every value :data:`WIDEST` (negative: written ``(-…)``, two levels below a number).
+        The text written after the releases nests no deeper, so parsing this one before the
+        budget is reserved proves the parser's nesting and depth limits (54001) cannot refuse
+        that one after the charge (its length: :meth:`longest`)."""
+        values: list[exp.Expression] = []
+        for p in self.scalars:
+            if isinstance(p, RelationPart | KeyedPart):
+                values.append(p.deepest(WIDEST) if p.plan is not None else exp.Null())
+            else:
+                values.append(constant(WIDEST))
+        return self.outer_text(values)
+
     def replan(self, text: str) -> PublicPlan | None:
         """The plan of the outer query at the released values, when it is public."""
         public = isinstance(self.outer, PublicPlan) and self.public is not None
@@ -189,6 +221,7 @@ def compose(
     found = find_scalars(tree)
     if not found:
         return None
+    refuse_values(tree)  # VALUES in the outer query are dpproxy's (released.py)
     domain_of = public.rows if public is not None else None
     outer_cols = [outer_columns(n.this, catalog, n.root()) for n in found]
     correlations = [
@@ -273,6 +306,7 @@ def _released_relations(
     hints: str,
 ) -> ComposedPlan:
     """Aggregate CTEs and derived tables released first, the rest exact (relations.py)."""
+    refuse_values(tree)  # VALUES in the outer query are dpproxy's (released.py)
     public.check_reads(substitute_relations(tree, catalog, [exp.select("1") for _ in relations]))
     prefix = lambda s: _with_outer_ctes(s, tree)  # noqa: E731
     parts = [

@@ -242,6 +242,11 @@ def constant(value: object) -> exp.Expression:
         return exp.Null()
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"a scalar subquery released a {type(value).__name__}")
+    if isinstance(value, int) and abs(value) >= 10**15:  # no longer than a float's text
+        try:
+            value = float(value)
+        except OverflowError:  # beyond ±1.8e308: not finite, as below
+            return exp.Null()
     text = repr(float(value)) if isinstance(value, float) else str(value)
     if text.lower() in ("nan", "inf", "-inf"):
         return exp.Null()
