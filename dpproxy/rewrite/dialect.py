@@ -19,6 +19,8 @@ float over/underflow   ±inf / 0                   raises → operands tamed, on
                                                   formula for both (``rewrite/guard.py``)
 ``x % y`` on doubles   ``fmod``                   no ``float8 % float8`` → one portable
                                                   formula for both
+cast to ``REAL``       ``TRY_CAST``: NULL beyond  raises beyond REAL's range → one
+                       REAL's range, 0 below it   rounding for both (``rewrite/real.py``)
 keyed row hash         ``hash`` (fast, native)    none in common → ``md5`` of a
                                                   canonical text (:func:`row_hash`)
 text ordering          bytewise                   the database collation → ``COLLATE "C"``
