@@ -39,7 +39,7 @@ from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.domains import DOMAIN_FUNCS, in_domain, width_bucket
 from dpproxy.rewrite.precedence import parenthesise
-from dpproxy.rewrite.real import REAL, real_rounding
+from dpproxy.rewrite.real import REAL, real_rounding, rounded_operand
 from dpproxy.rewrite.textsize import SIZED, bound_text
 from dpproxy.sql.dates import (
     portable_difference,
@@ -337,7 +337,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             if isinstance(operand, exp.Literal) and not operand.is_string:
                 n.set(side, _as_double(operand))
     if type(n) is exp.Cast and n.to.this is REAL:  # float32 rounding, as a DOUBLE (real.py)
-        out = real_rounding(_guarded_double(n.this, table))
+        operand = _guarded_double(n.this, table)  # a REAL already: rounding it changes nothing
+        out = operand if rounded_operand(operand) is not None else real_rounding(operand)
     elif type(n) is exp.Cast and not _widening(n, table) and not _constant_cast(n):
         out = _try_cast(n, table)
     elif isinstance(n, exp.Round):
