@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -327,3 +328,33 @@ def test_a_bigint_is_rounded_to_a_double_first(world: Any) -> None:
     d, p = _column(world, "CAST(iu AS REAL)")
     row = INTEGERS.index(TWICE_ROUNDED)
     assert d[row] == p[row] == float(2**60)
+
+
+SPARK_CASES = ["CAST(fu AS REAL)", "CAST(iu AS REAL)", "CAST(s AS REAL)", "CAST(fu AS REAL) * 1e30"]
+
+
+def test_spark_gives_the_same_values(
+    world: Any, spark_master: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Spark (ANSI) rounds to REAL as DuckDB and PostgreSQL do, and never raises: its own
+    ANSI cast is applied only within REAL's range too (``rewrite/spark.py``)."""
+    from dpproxy.backends.spark import SparkBackend
+    from dpproxy.rewrite.spark import to_spark
+    from tests.spark import export_parquet
+
+    duck, *_ = world
+    (path,) = duck.execute("SELECT path FROM duckdb_databases() WHERE NOT internal").fetchone()
+    parquet = export_parquet(Path(path), tmp_path_factory.mktemp("realcast-spark") / "data")
+    spark = SparkBackend(f"{spark_master}?parquet_dir={parquet}")
+    try:
+        for sql in SPARK_CASES:
+            raw: exp.Expression = exp.maybe_parse(sql, dialect="postgres")
+            tamed = finite_arithmetic(guard_row_expression(raw, REALCAST), REALCAST)
+            select = exp.select(exp.column("uid"), exp.alias_(tamed, "v")).from_("realcast")
+            select = select.order_by("uid")
+            d = duck.execute(select.sql(dialect="duckdb")).fetchall()
+            s = spark.execute(to_spark(select.copy(), TYPES).sql(dialect="spark")).rows
+            mismatches = [(a, b) for a, b in zip(d, s, strict=True) if not _same(a[1], b[1])]
+            assert not mismatches, (sql, mismatches)
+    finally:
+        spark.close()
