@@ -178,6 +178,16 @@ def round_to_real(x: float) -> float:
     return rounded
 
 
+def real_value(x: float | None) -> float | None:
+    """:func:`real_rounding` on one value, in Python: for the casts dpproxy computes itself,
+    on released values (``release/postprocess.py``)."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return x
+    if abs(x) > REAL_MAX:
+        return None
+    return 0.0 if abs(x) <= UNDERFLOW else round_to_real(x)
+
+
 #: Decimal exponents of the largest REAL and of the least positive one.
 REAL_MAX_EXPONENT = math.log10(REAL_MAX)  # 38.53
 REAL_MIN_EXPONENT = math.log10(REAL_MIN)  # -44.85

@@ -289,6 +289,24 @@ def test_the_reported_case_counts_what_the_semantics_says(world: Any) -> None:
         assert engine.run(sql, analyst="realcast").released.rows == ((expected,),)
 
 
+def test_a_released_value_cast_to_real_follows_the_same_rule(world: Any) -> None:
+    """A cast that dpproxy computes itself, on a released value (``release/postprocess.py``):
+    the count times 1e38 is beyond the largest REAL, so NULL, and no row exceeds NULL; times
+    1e37 it is a REAL, rounded as in SQL."""
+    _, _, duck, pg = world
+    n = len(_rows())
+    query = "SELECT COUNT(*) FROM realcast WHERE fu {} (SELECT CAST(COUNT(*) * {} AS REAL) FROM t)"
+    beyond = query.format(">", "1e38").replace("FROM t)", "FROM realcast)")
+    within = query.format(">=", "1e37").replace("FROM t)", "FROM realcast)")
+    bound = real(n * 1e37)
+    assert bound is not None and bound != n * 1e37  # rounded
+    above = sum(1 for x in FLOATS if x is not None and not math.isnan(x) and x >= bound)
+    above += sum(1 for x in FLOATS if x is not None and math.isnan(x))  # NaN is above all
+    for engine in (duck, pg):
+        assert engine.run(beyond, analyst="realcast").released.rows == ((0,),)
+        assert engine.run(within, analyst="realcast").released.rows == ((above,),)
+
+
 def _column(world: Any, sql: str) -> tuple[list[Any], list[Any]]:
     raw: exp.Expression = exp.maybe_parse(sql, dialect="postgres")
     d, p = _both(world, finite_arithmetic(guard_row_expression(raw, REALCAST), REALCAST))

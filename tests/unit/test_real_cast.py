@@ -21,6 +21,7 @@ from dpproxy.rewrite.real import (
     in_range_real,
     real_rounding,
     real_span,
+    real_value,
     round_to_real,
     rounded_operand,
 )
@@ -140,3 +141,11 @@ def test_the_range_of_a_clamped_column_cast_to_real_is_rounded() -> None:
     tree = guard_row_expression(clamp_values(exp.maybe_parse("CAST(fb AS REAL)"), T), T)
     assert row_range(tree, T) == (0.0, round_to_real(0.1))
     assert round_to_real(0.1) > 0.1
+
+
+def test_real_value_is_the_rounding_on_one_value() -> None:
+    """What ``release/postprocess.py`` applies to a released value cast to REAL."""
+    assert real_value(16777217.0) == 16777216.0
+    assert real_value(4e38) is None and real_value(-1e308) is None
+    assert real_value(1e-46) == 0.0 and real_value(None) is None
+    assert real_value(math.inf) == math.inf and math.isnan(real_value(math.nan) or 0.0)
