@@ -339,6 +339,8 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if type(n) is exp.Cast and n.to.this is REAL:  # float32 rounding, as a DOUBLE (real.py)
         operand = _guarded_double(n.this, table)  # a REAL already: rounding it changes nothing
         out = operand if rounded_operand(operand) is not None else real_rounding(operand)
+    elif type(n) is exp.Cast and rounded_operand(n) is not None:
+        pass  # a REAL rounding already (guarded again): it stays one, and recognised as one
     elif type(n) is exp.Cast and not _widening(n, table) and not _constant_cast(n):
         out = _try_cast(n, table)
     elif isinstance(n, exp.Round):

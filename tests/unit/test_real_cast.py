@@ -84,6 +84,12 @@ def test_a_real_cast_of_a_real_is_the_same_tree() -> None:
     assert guarded("CAST(CAST(fu AS REAL) AS REAL)") == guarded("CAST(fu AS REAL)")
 
 
+@pytest.mark.parametrize("sql", ["CAST(fu AS REAL)", "CAST(uid AS REAL) * 2", "fu::real + 1"])
+def test_guarding_a_rounding_again_changes_nothing(sql: str) -> None:
+    once = guarded(sql)
+    assert guard_row_expression(once, T) == once
+
+
 def _in_range_cast(tree: exp.Expression) -> exp.TryCast:
     casts = [c for c in tree.find_all(exp.TryCast) if c.to.this is exp.DataType.Type.FLOAT]
     assert len(casts) == 1
