@@ -50,6 +50,7 @@ from dpproxy.release.memo import per_plan
 from dpproxy.release.noise import NoisyGroup, derived_name, drawn_half_width
 from dpproxy.release.windows import compute_windows
 from dpproxy.rewrite.dialect import BOOL_TEXT, DATE_TEXT, FLOAT_TEXT, INTEGER_TEXT, MAX_CAST_TEXT
+from dpproxy.rewrite.real import REAL, real_value
 from dpproxy.sql.postmath import POST_FUNCS
 from dpproxy.sql.scope import COUNT_KINDS
 from dpproxy.sql.types import SqlType
@@ -396,8 +397,10 @@ def _cast(v: Any, to: exp.DataType) -> Any:
         return int(v) if -limit <= v < limit else None
     if t in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
         if text:
-            return _read_text(v, "float")
-        return float(v) if isinstance(v, int | float) else None
+            double = _read_text(v, "float")
+        else:
+            double = float(v) if isinstance(v, int | float) else None
+        return real_value(double) if t is REAL else double  # REAL: as rewrite/real.py
     if t in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT, exp.DataType.Type.CHAR):
         if isinstance(v, bool):
             return "true" if v else "false"

@@ -19,6 +19,8 @@ float over/underflow   ±inf / 0                   raises → operands tamed, on
                                                   formula for both (``rewrite/guard.py``)
 ``x % y`` on doubles   ``fmod``                   no ``float8 % float8`` → one portable
                                                   formula for both
+cast to ``REAL``       ``TRY_CAST``: NULL beyond  raises beyond REAL's range → one
+                       REAL's range, 0 below it   rounding for both (``rewrite/real.py``)
 keyed row hash         ``hash`` (fast, native)    none in common → ``md5`` of a
                                                   canonical text (:func:`row_hash`)
 text ordering          bytewise                   the database collation → ``COLLATE "C"``
@@ -35,6 +37,7 @@ from typing import Any, cast
 
 from sqlglot import exp
 
+from dpproxy.rewrite.real import REAL, in_range_real, real_rounding
 from dpproxy.sql.types import SqlType
 
 DOUBLE = exp.DataType.Type.DOUBLE
@@ -209,19 +212,27 @@ def _valid_date(value: exp.Expression) -> exp.Expression:
     )
 
 
-def safe_cast(node: exp.TryCast, source: SqlType) -> exp.Expression:
+def safe_cast(node: exp.TryCast, source: SqlType, *, real_in_range: bool = False) -> exp.Expression:
     """A PostgreSQL expression equal to DuckDB's ``TRY_CAST``: NULL where the cast would fail.
 
     ``source`` is the operand's type (``sql/types.py``). Casts that cannot fail are printed
     as plain casts; the others are guarded by a nested CASE that checks the value first
     (PostgreSQL evaluates a CASE's WHENs in order and only the chosen THEN). Text sources are
     checked against the same grammar as in ``text_cast_condition`` whatever the caller did.
+    A cast to REAL is plain only where ``real_in_range`` (``rewrite/real.in_range_real``: the
+    branch of ``real_rounding`` whose WHENs keep every value within REAL's range); any other
+    is written as ``real_rounding`` of the value as a DOUBLE.
     """
     from dpproxy.errors import UnsupportedQuery
 
     value: exp.Expression = node.this
     to: exp.DataType = node.to
     target = to.this
+    if target is REAL:
+        if real_in_range:
+            return _cast(value, REAL)
+        double = safe_cast(exp.TryCast(this=value, to=exp.DataType(this=DOUBLE)), source)
+        return real_rounding(double, native_cast=True)
     from_text = source in (SqlType.TEXT, SqlType.UNKNOWN)
     if target in _TEXT_TYPES:  # PostgreSQL writes booleans 'true'/'false', like DuckDB
         return _cast(value, exp.DataType.Type.TEXT)
@@ -407,18 +418,23 @@ def _is_text(node: exp.Expression, column_types: dict[str, SqlType]) -> bool:
 def to_postgres(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
     """Rewrite a finished DuckDB-flavoured tree so that PostgreSQL computes the same values.
 
-    * ``TRY_CAST`` → :func:`safe_cast` (sqlglot would print a plain, failing ``CAST``);
+    * ``TRY_CAST`` → :func:`safe_cast` (sqlglot would print a plain, failing ``CAST``), the
+      cast to REAL inside ``rewrite/real.real_rounding`` a plain one;
     * ``a / b`` → ``CAST(a AS DOUBLE PRECISION) / b`` unless ``a`` is already a double: the
       division of dpproxy's SQL is real division on every backend;
     * ``<``, ``<=``, ``>``, ``>=`` and BETWEEN on text compare ``COLLATE "C"`` (bytewise, as
       DuckDB), not by the database's collation.
     """
-    for visited in reversed(list(tree.dfs())):
+    nodes = list(tree.dfs())
+    # decided on the tree as built, before the pass below changes the branches' operands
+    in_range = {id(n) for n in nodes if isinstance(n, exp.TryCast) and in_range_real(n)}
+    for visited in reversed(nodes):
         node = cast(exp.Expression, visited)
         parent, key, index = node.parent, node.arg_key, node.index
         new: exp.Expression = node
         if isinstance(node, exp.TryCast):
-            new = safe_cast(node, guarded_type(node.this, column_types))
+            source = guarded_type(node.this, column_types)
+            new = safe_cast(node, source, real_in_range=id(node) in in_range)
         elif isinstance(node, exp.Div):
             numerator = node.this
             if not (isinstance(numerator, exp.Cast) and numerator.to.this is DOUBLE):

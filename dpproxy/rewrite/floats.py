@@ -25,6 +25,8 @@ about 10⁸. So every arithmetic expression evaluated per row is made provably f
    branch alone, the same value on every row (:func:`_clamped_within`).
 
 Comparisons of a bare column (``WHERE x > 1e200``) involve no arithmetic and are untouched.
+Nor is a value cast to REAL, whose magnitudes lie within [2⁻¹⁴⁹, 3.4·10³⁸] whatever its
+operand (``rewrite/real.py``): it has that span, and what is inside it needs no taming.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from sqlglot import exp
 from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.rewrite.noop_clamps import NOOP, taming_is_identity
+from dpproxy.rewrite.real import real_span, rounded_operand
 from dpproxy.sql.buckets import literal_number
 from dpproxy.sql.mathargs import log_base
 from dpproxy.sql.types import clone
@@ -144,6 +147,9 @@ class Magnitudes:
     # class's first one; a case that does not apply to a particular node passes it on).
 
     def _leaf(self, node: exp.Expression) -> Span | None:  # a Column or a Cast
+        if (operand := rounded_operand(node)) is not None:  # CAST(... AS REAL): rewrite/real.py
+            self.span(operand)
+            return Span(*real_span())
         if is_float_leaf(node, self.table):
             return Span(self.L, -self.L)
         if isinstance(node, exp.Column):
@@ -312,6 +318,9 @@ def _feeds_arithmetic(node: exp.Expression, root: exp.Expression) -> bool:
     while n is not None and n is not root:
         if isinstance(n, _ARITH):
             return True
+        # a REAL, within a fixed span whatever is inside it (rewrite/real.py)
+        if rounded_operand(typing.cast(exp.Expression, n)) is not None:
+            return False
         passes = (
             isinstance(n, (*_PASS, *_HULL, exp.Floor, exp.Ceil, exp.Trunc))
             or (isinstance(n, exp.Cast) and n.to.this in _FLOAT_TYPES)

@@ -6,7 +6,8 @@ rewritten SQL evaluates per row:
 
 * ``guard_row_expression``, in one bottom-up pass: ``a / b`` → ``a / NULLIF(b, 0)`` (also
   ``//`` and ``%``); ``CAST`` → ``TRY_CAST`` (NULL instead of an error), and from text only for
-  strings in dpproxy's grammar (``rewrite/dialect.py``), which every backend parses alike;
+  strings in dpproxy's grammar (``rewrite/dialect.py``), which every backend parses alike; a
+  cast to ``REAL`` → that value as a DOUBLE rounded to float32 (:mod:`dpproxy.rewrite.real`);
   every operand of arithmetic that is not statically DOUBLE (an integer or DECIMAL column,
   CASE, COALESCE, cast, LENGTH, EXTRACT — anything but a literal) is computed as DOUBLE, and
   so are the literals of arithmetic that has no DOUBLE operand (``2147483647 + 1``): integer
@@ -38,6 +39,7 @@ from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.domains import DOMAIN_FUNCS, in_domain, width_bucket
 from dpproxy.rewrite.precedence import parenthesise
+from dpproxy.rewrite.real import REAL, real_rounding, rounded_operand
 from dpproxy.rewrite.textsize import SIZED, bound_text
 from dpproxy.sql.dates import (
     portable_difference,
@@ -334,7 +336,12 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
             operand = n.args[side]
             if isinstance(operand, exp.Literal) and not operand.is_string:
                 n.set(side, _as_double(operand))
-    if type(n) is exp.Cast and not _widening(n, table) and not _constant_cast(n):
+    if type(n) is exp.Cast and n.to.this is REAL:  # float32 rounding, as a DOUBLE (real.py)
+        operand = _guarded_double(n.this, table)  # a REAL already: rounding it changes nothing
+        out = operand if rounded_operand(operand) is not None else real_rounding(operand)
+    elif type(n) is exp.Cast and rounded_operand(n) is not None:
+        pass  # a REAL rounding already (guarded again): it stays one, and recognised as one
+    elif type(n) is exp.Cast and not _widening(n, table) and not _constant_cast(n):
         out = _try_cast(n, table)
     elif isinstance(n, exp.Round):
         out = _portable_round(n, table)
@@ -388,6 +395,14 @@ def _try_cast(n: exp.Cast, table: Table) -> exp.Expression:
     if condition is None:
         return cast
     return exp.Case(ifs=[exp.If(this=condition, true=cast)])
+
+
+def _guarded_double(e: exp.Expression, table: Table) -> exp.Expression:
+    """``e`` (guarded) as a DOUBLE, by the cast ``CAST(e AS DOUBLE PRECISION)`` is guarded to."""
+    if is_double(e, table):
+        return e
+    n = exp.Cast(this=e, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+    return n if _widening(n, table) or _constant_cast(n) else _try_cast(n, table)
 
 
 def _constant_cast(n: exp.Cast) -> bool:

@@ -28,7 +28,9 @@ Why it holds. Each node gets an interval that holds every value it can take:
   NaN the ``>`` one since it compares above every number on all three engines; so inside that
   ELSE each occurrence of v (the same tree) has [a, b].
 * ``NULLIF(x, y)`` is x or NULL; parentheses, ``−`` and ``ABS`` are exact; a cast to a
-  double converts; a cast to an integer type keeps an exact integer interval.
+  double converts; a cast to an integer type keeps an exact integer interval; a cast to REAL
+  (``rewrite/real.real_rounding``) rounds each end to a REAL (rounding is monotone; a value
+  beyond the largest REAL is NULL there, NaN and ±inf come only from such operands).
 
 Anything else (a column not bound by a clamp, a function, a divisor that may be 0, a result
 beyond ±10³⁰⁰) gives ``None``, and the comparisons stay.
@@ -47,6 +49,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Table
 from dpproxy.rewrite.guard import is_double
+from dpproxy.rewrite.real import REAL, round_to_real, rounded_operand
 
 _EXACT = 2**53  # integers below this convert to doubles exactly
 LIMIT = 1e300  # a range beyond this is not used (no overflow anywhere near)
@@ -138,10 +141,13 @@ def _number_text(text: str) -> _Range | None:
 
 
 def _cast(node: exp.Cast, table: Table, env: _Env) -> _Range | None:
-    inner = _range(node.this, table, env)
+    operand = rounded_operand(node)  # CAST(... AS REAL), rewrite/real.py
+    inner = _range(node.this if operand is None else operand, table, env)
     if inner is None:
         return None
     to = node.to.this
+    if operand is not None or to is REAL:  # rounded to a REAL: monotone
+        return _Range(round_to_real(float(inner.lo)), round_to_real(float(inner.hi)), False)
     if to in _DOUBLES:
         return _Range(float(inner.lo), float(inner.hi), False)
     if to in _INTEGERS and inner.exact:

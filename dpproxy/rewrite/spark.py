@@ -54,6 +54,7 @@ from sqlglot import exp
 
 from dpproxy.errors import UnsupportedQuery
 from dpproxy.rewrite.dialect import text_cast_condition
+from dpproxy.rewrite.real import REAL, in_range_real, real_rounding
 from dpproxy.sql.types import SqlType
 
 _DOUBLE = exp.DataType.Type.DOUBLE
@@ -84,7 +85,7 @@ def _when(condition: exp.Expression, value: exp.Expression) -> exp.Case:
     return exp.Case(ifs=[exp.If(this=condition, true=value)])
 
 
-def safe_cast(node: exp.TryCast, source: SqlType) -> exp.Expression:
+def safe_cast(node: exp.TryCast, source: SqlType, *, real_in_range: bool = False) -> exp.Expression:
     """A Spark expression equal to DuckDB's ``TRY_CAST`` as dpproxy allows it: NULL where the
     cast would fail, never an error.
 
@@ -97,6 +98,11 @@ def safe_cast(node: exp.TryCast, source: SqlType) -> exp.Expression:
     value: exp.Expression = node.this
     target = node.to.this
     from_text = source in (SqlType.TEXT, SqlType.UNKNOWN)
+    if target is REAL:  # plain in rewrite/real.real_rounding's in-range branch, as there
+        if real_in_range:
+            return exp.Cast(this=value, to=_type(REAL))
+        double = safe_cast(exp.TryCast(this=value, to=_type(_DOUBLE)), source)
+        return real_rounding(double, native_cast=True)
     if target in _TEXTS:
         return exp.Cast(this=value, to=_type(exp.DataType.Type.TEXT))
     if target is exp.DataType.Type.BOOLEAN and source is SqlType.BOOLEAN:
@@ -354,13 +360,16 @@ def to_spark(tree: exp.Select, column_types: dict[str, SqlType]) -> exp.Select:
     (the table in the module docstring)."""
     from dpproxy.rewrite.dialect import guarded_type
 
-    for visited in reversed(list(tree.dfs())):
+    nodes = list(tree.dfs())
+    in_range = {id(n) for n in nodes if isinstance(n, exp.TryCast) and in_range_real(n)}
+    for visited in reversed(nodes):
         node = cast(exp.Expression, visited)
         parent, key, index = node.parent, node.arg_key, node.index
         new: exp.Expression = node
         if isinstance(node, exp.TryCast):
             # The guard's own pattern tests are built here, after the walk passed them.
-            new = safe_cast(node, guarded_type(node.this, column_types)).transform(_rlike)
+            source = guarded_type(node.this, column_types)
+            new = safe_cast(node, source, real_in_range=id(node) in in_range).transform(_rlike)
         elif isinstance(node, exp.Div):
             numerator = node.this
             if not (isinstance(numerator, exp.Cast) and numerator.to.this is _DOUBLE):

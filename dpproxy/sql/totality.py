@@ -178,7 +178,9 @@ TOTALITY: dict[type[exp.Expression], str] = {
         "a cast that could fail becomes TRY_CAST on DuckDB; on PostgreSQL a CASE that casts "
         "only values matching a literal-only pattern of strings every engine reads alike, "
         "and numbers only inside the target's range (rewrite/dialect.py); casts that widen "
-        "(integer or float to DOUBLE) cannot fail"
+        "(integer or float to DOUBLE) cannot fail; a cast to REAL is the value as a DOUBLE "
+        "rounded to float32 by a CASE that casts only magnitudes within (2^-150, REAL's "
+        "largest] (beyond: NULL; below: 0.0), returned as a DOUBLE (rewrite/real.py)"
     ),
     exp.TryCast: "as CAST",
     exp.Extract: (

@@ -444,7 +444,9 @@ def test_tamed_float_arithmetic_agrees_and_never_raises(awkward: Any, sql: str) 
     assert not mismatches, mismatches
 
 
-_LEAVES = st.sampled_from(["x", "i", "2", "0.5", "3", "1e10", "1e-10", "-7"])
+_LEAVES = st.sampled_from(
+    ["x", "i", "2", "0.5", "3", "1e10", "1e-10", "-7", "CAST(x AS REAL)", "CAST(i AS REAL)"]
+)
 
 
 def _expressions(depth: int) -> st.SearchStrategy[str]:
@@ -463,9 +465,10 @@ def _expressions(depth: int) -> st.SearchStrategy[str]:
 )
 @given(sql=_expressions(3))
 def test_random_arithmetic_never_raises_and_agrees(awkward: Any, sql: str) -> None:
-    """Random arithmetic over a FLOAT and an INTEGER column, on every awkward and extreme
-    double: after the guards either dpproxy refuses the expression (0A000), or PostgreSQL
-    evaluates it without an error and both engines give the same values."""
+    """Random arithmetic over a FLOAT and an INTEGER column (and them cast to REAL), on every
+    awkward and extreme double: after the guards either dpproxy refuses the expression
+    (0A000), or PostgreSQL evaluates it without an error and both engines give the same
+    values."""
     raw = sqlglot.parse_one(sql, read="postgres")
     try:
         tamed = finite_arithmetic(guard_row_expression(raw, AWK), AWK)
