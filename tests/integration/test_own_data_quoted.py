@@ -249,6 +249,79 @@ def test_a_view_gives_a_name_with_a_space_a_plain_one(pg_dsn: str) -> None:
         backend.close()
 
 
+JOINED = """
+version: 1
+dataset: joined
+privacy: {epsilon: 1, delta: "1e-6", budget: {epsilon: 1000, delta: 0.5}}
+tables:
+  Sales:
+    privacy_unit: userId
+    max_rows_per_unit: 2
+    columns:
+      userId: {type: integer}
+      regionId: {type: integer}
+      amount: {type: float, lower: 0, upper: 100}
+  Regions:
+    private: false
+    columns:
+      regionId: {type: integer}
+      Name: {type: text}
+"""
+JOINED_ROWS = [
+    'CREATE TABLE "Sales" ("userId" int, "regionId" int, amount float8)',
+    'INSERT INTO "Sales" VALUES (1, 1, 10), (2, 2, 20), (2, 2, 30)',
+    'CREATE TABLE "Regions" ("regionId" int PRIMARY KEY, "Name" text)',
+    "INSERT INTO \"Regions\" VALUES (1, 'north'), (2, 'south')",
+]
+JOINED_ANSWERS = [
+    ('SELECT "Name" FROM "Regions" ORDER BY "Name"', [("north",), ("south",)]),
+    (
+        'SELECT r."Name", SUM(s.amount) FROM "Sales" s JOIN "Regions" r '
+        'ON s."regionId" = r."regionId" GROUP BY r."Name" ORDER BY 1',
+        [("north", 10.0), ("south", 50.0)],
+    ),
+    (
+        'SELECT COUNT(*) FROM "Sales" WHERE "regionId" IN '
+        '(SELECT "regionId" FROM "Regions" WHERE "Name" = \'south\')',
+        [(2,)],
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), JOINED_ANSWERS)
+def test_a_quoted_public_table_is_read_and_joined(pg_dsn: str, sql: str, expected: object) -> None:
+    """A public table "Regions", read exactly, joined and used in IN. Before: the engine did
+    not open; with the names fixed at open, the public query missed the quoted "Name"
+    (42703) and the join on "regionId" was refused as a cross join (0A000)."""
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        for statement in JOINED_ROWS:
+            con.execute(statement)
+    backend = PostgresBackend(pg_dsn)
+    try:
+        e = Engine(parse_catalog(JOINED), backend, noise=NoNoise())
+        assert list(e.run(sql, analyst="a").released.rows) == expected
+    finally:
+        backend.close()
+
+
+def test_duckdb_joins_on_a_mixed_case_column(tmp_path: Path) -> None:
+    """The join on regionId was refused as a cross join on DuckDB too (Table.column looked
+    the lower-case name up exactly)."""
+    con = duckdb.connect(str(tmp_path / "j.duckdb"))
+    for statement in JOINED_ROWS:
+        con.execute(statement)
+    con.close()
+    backend = DuckDBBackend(str(tmp_path / "j.duckdb"))
+    try:
+        e = Engine(parse_catalog(JOINED), backend, noise=NoNoise())
+        assert list(e.run(JOINED_ANSWERS[1][0], analyst="a").released.rows) == [
+            ("north", 10.0),
+            ("south", 50.0),
+        ]
+    finally:
+        backend.close()
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
