@@ -253,6 +253,7 @@ class PostgresBackend:
             t.name: tuple(shapes.get(found.get(t.name, (0, "", False))[0], ()))
             for t in catalog.tables
         }
+        described, wide = fit.read_wide(catalog, described)  # numeric read as DOUBLE
         fit.refuse_misfit(catalog, described, self.name, lambda: describe_postgres(self.dsn))
         tables = []
         for t in catalog.tables:
@@ -282,7 +283,8 @@ class PostgresBackend:
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
             t = checks.mark(t, proven.get(name, set()))
             t = checks.mark(t, not_null.get(name, set()), "not_null")
-            tables.append(replace(t, unit_is_unique=is_unique, schema=schema))
+            wide_t = wide.get(t.name, ())
+            tables.append(replace(t, unit_is_unique=is_unique, schema=schema, wide=wide_t))
         return replace(catalog, tables=tuple(tables))
 
     def close(self) -> None:

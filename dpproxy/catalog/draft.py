@@ -111,7 +111,18 @@ def _decimal_type(t: str) -> ColumnType | None:
     ):
         return None
     return ColumnType.INTEGER if scale <= 0 else ColumnType.FLOAT
+
+
 _TEXT = re.compile(r"^(VARCHAR|TEXT|STRING|CHAR|BPCHAR|CHARACTER( VARYING)?|NAME)(\(\d+\))?$")
+
+
+def wide_numeric(sql_type: str) -> bool:
+    """Is ``sql_type`` a PostgreSQL ``numeric`` that no schema type fits because its values
+    may lie beyond a double's range (no precision, or too wide one)? A private table's
+    ``float`` column of such a type is read through ``sql/widenum.total_double``."""
+    t = sql_type.strip().upper()
+    m = _DECIMAL.match(t)
+    return m is not None and m.group(1) == "NUMERIC" and _decimal_type(t) is None
 
 
 def schema_type(sql_type: str) -> ColumnType | None:

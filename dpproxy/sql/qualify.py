@@ -30,6 +30,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Table
 from dpproxy.sql.pgnames import quoted_names
+from dpproxy.sql.widenum import read_as_double
 
 T = TypeVar("T", bound=exp.Expression)
 
@@ -38,16 +39,29 @@ class TableSchemas(dict[str, str]):
     """{lower-case table name: its schema}, with :attr:`quoted`: {lower-case name: the
     spelling written in double quotes} of the names PostgreSQL would fold."""
 
-    def __init__(self, schemas: Mapping[str, str], quoted: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        schemas: Mapping[str, str],
+        quoted: Mapping[str, str],
+        wide: Mapping[str, tuple[tuple[str, bool], ...]] | None = None,
+    ) -> None:
         super().__init__(schemas)
         self.quoted = dict(quoted)
+        # {lower-case table name: its columns (spelling, read as DOUBLE?)}, for the tables
+        # with a numeric column read through sql/widenum.py
+        self.wide = dict(wide or {})
 
 
 def table_schemas(tables: Iterable[Table]) -> TableSchemas:
     """The schemas of the tables a backend attached with one (:class:`TableSchemas`)."""
     tables = tuple(tables)
     schemas = {t.name.lower(): t.schema for t in tables if t.schema is not None}
-    return TableSchemas(schemas, quoted_names(tables) if schemas else {})
+    wide = {
+        t.name.lower(): tuple((c.name, c.name.lower() in t.wide) for c in t.columns)
+        for t in tables
+        if t.wide and t.schema is not None
+    }
+    return TableSchemas(schemas, quoted_names(tables) if schemas else {}, wide)
 
 
 def _is_cte(table: exp.Table, name: str) -> bool:
@@ -99,6 +113,9 @@ def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
             continue
         table.set("catalog", None)
         table.set("db", exp.Identifier(this=schema, quoted=True))
+        wide = schemas.wide.get(name) if isinstance(schemas, TableSchemas) else None
+        if wide:
+            table.replace(read_as_double(table, wide))
     return tree
 
 
