@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpproxy.catalog.check import fit_error
-from dpproxy.catalog.draft import ColumnShape, TableShape, wide_numeric
-from dpproxy.catalog.model import Catalog, ColumnType
+from dpproxy.catalog.draft import ColumnShape, TableShape, double_readable, wide_numeric
+from dpproxy.catalog.model import Catalog
 
 
 def refuse_misfit(
@@ -27,14 +27,15 @@ def refuse_misfit(
     described: Mapping[str, tuple[ColumnShape, ...]],
     where: str,
     everything: Callable[[], tuple[TableShape, ...]],
+    exact: bool = False,
 ) -> None:
     """Raise ``catalog.check.fit_error`` for a schema that does not fit the database.
 
     ``described``: each schema table's columns as the database declares them (an empty tuple
     for a table it lacks), keyed by the schema's name; ``where`` names the database in the
     hint; ``everything`` reads every table of the database, called only when one is missing
-    (the message lists them)."""
-    shapes = tuple(TableShape(name, cols) for name, cols in described.items() if cols)
+    (the message lists them); ``exact``: the database compares names exactly (PostgreSQL)."""
+    shapes = tuple(TableShape(n, cols, exact=exact) for n, cols in described.items() if cols)
     if len(shapes) < len(catalog.tables):
         shapes = everything()
     err = fit_error(catalog, shapes, where)
@@ -44,38 +45,24 @@ def refuse_misfit(
 
 def read_wide(
     catalog: Catalog, described: Mapping[str, tuple[ColumnShape, ...]]
-) -> tuple[dict[str, tuple[ColumnShape, ...]], dict[str, tuple[str, ...]]]:
-    """PostgreSQL: the ``float`` columns of private tables whose type is a ``numeric`` wider
-    than a double (``catalog.draft.wide_numeric``), which dpproxy reads as DOUBLE through a
-    total conversion (``sql/widenum.py``): ``described`` with each such column's type read as
-    ``double precision`` (so it fits), and {table: the lower-case names of its such
-    columns}. Any other wide column (``integer``, or of a public table) keeps its type, and
-    is refused (42804), and so is a unit column or a key a unit is reached by: two values
-    the conversion reads as one (1e400 and 2e400 as 1e308) would be one unit."""
-    out = dict(described)
+) -> dict[str, tuple[str, ...]]:
+    """PostgreSQL: {table: the lower-case names of its columns read as DOUBLE through a total
+    conversion (``sql/widenum.py``)}: the ``float`` columns of private tables, other than
+    unit columns and keys (``catalog.draft.double_readable``), whose type is a ``numeric``
+    wider than a double (``catalog.draft.wide_numeric``). ``catalog.draft.check_against``
+    lets these fit; any other wide column (``integer``, or of a public table) is refused
+    (42804)."""
+    readable = double_readable(catalog)
     wide: dict[str, tuple[str, ...]] = {}
-    keys = {  # (table, column) of the units and the keys units are reached by
-        (t.name.lower(), c.lower())
-        for t in catalog.tables
-        for c in (t.privacy_unit, *t.unit_columns, t.unit_via and t.unit_via.column)
-        if c
-    } | {(t.unit_via.table.lower(), t.unit_via.key.lower()) for t in catalog.tables if t.unit_via}
     for t in catalog.tables:
-        floats = {
-            c.name
-            for c in t.columns
-            if c.type is ColumnType.FLOAT and (t.name.lower(), c.name.lower()) not in keys
-        }
-        cols = described.get(t.name, ())
-        names = [c.name for c in cols if c.name in floats and wide_numeric(c.sql_type)]
-        if not t.private or not names:
-            continue
-        out[t.name] = tuple(
-            ColumnShape(c.name, "double precision", c.nullable) if c.name in names else c
-            for c in cols
+        names = tuple(
+            c.name.lower()
+            for c in described.get(t.name, ())
+            if (t.name.lower(), c.name.lower()) in readable and wide_numeric(c.sql_type)
         )
-        wide[t.name] = tuple(n.lower() for n in names)
-    return out, wide
+        if names:
+            wide[t.name] = names
+    return wide
 
 
 def duckdb_shapes(c: Any) -> tuple[TableShape, ...]:

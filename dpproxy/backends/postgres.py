@@ -253,8 +253,9 @@ class PostgresBackend:
             t.name: tuple(shapes.get(found.get(t.name, (0, "", False))[0], ()))
             for t in catalog.tables
         }
-        described, wide = fit.read_wide(catalog, described)  # numeric read as DOUBLE
-        fit.refuse_misfit(catalog, described, self.name, lambda: describe_postgres(self.dsn))
+        wide = fit.read_wide(catalog, described)  # numeric read as DOUBLE
+        everything = lambda: describe_postgres(self.dsn)  # noqa: E731
+        fit.refuse_misfit(catalog, described, self.name, everything, exact=True)
         tables = []
         for t in catalog.tables:
             name = t.name.lower()

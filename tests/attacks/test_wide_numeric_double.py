@@ -186,3 +186,17 @@ def test_a_numeric_unit_column_is_still_refused(pg_dsn: str) -> None:
         assert got.value.sqlstate == "42804"
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize(("declared", "fits"), [("float", True), ("integer", False)])
+def test_schema_check_agrees_with_the_engine(pg_dsn: str, declared: str, fits: bool) -> None:
+    """``dpproxy schema check --database`` lets the numeric column fit where the engine reads
+    it as a double, and reports 42804 where the engine refuses it."""
+    from dpproxy.backends.postgres_shapes import describe_postgres
+    from dpproxy.catalog.check import check_schema
+
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        con.execute("CREATE TABLE t (uid int NOT NULL, x numeric, b numeric)")
+    text = SCHEMA.replace("x: {type: float", f"x: {{type: {declared}")
+    report = check_schema(text, "wide.yaml", describe_postgres(pg_dsn))
+    assert report.codes == (() if fits else ("42804",)), report.problems

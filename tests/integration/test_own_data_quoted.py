@@ -341,6 +341,9 @@ ROOT = Path(__file__).resolve().parents[2]
                 "The SQL dpproxy sends writes such names in double quotes.",
                 "are refused on PostgreSQL (0A000)",  # test_two_spellings_of_one_name_...
                 'there `sales`, `SALES` and `"Sales"` all name the table `Sales`',
+                "Over PostgreSQL it compares names exactly, as dpproxy does when it opens the "
+                "database: a schema table `sales` is reported missing where the database has "
+                '`"Sales"`, with `did you mean "Sales"?`.',  # test_schema_check_resolves_...
                 "give dpproxy a view of the table under a plain name (`CREATE VIEW order_items "
                 'AS SELECT * FROM "Order Items"`)',
             ],
@@ -362,3 +365,26 @@ def test_the_docs_say_what_these_tests_check(doc: str, claims: list[str]) -> Non
     text = " ".join((ROOT / doc).read_text(encoding="utf-8").split())
     for claim in claims:
         assert claim in text, claim
+
+
+@pytest.mark.parametrize(
+    ("table", "unit", "created", "problem"),
+    [
+        ("Sales", "userId", "createdAt", None),
+        ("sales", "userId", "createdAt", 'is not in the database (did you mean "Sales"?)'),
+        ("Sales", "userId", "createdat", '(did you mean "createdAt"?) (SQLSTATE 42703)'),
+    ],
+)
+def test_schema_check_resolves_names_as_the_engine_does(
+    pg: str, table: str, unit: str, created: str, problem: str | None
+) -> None:
+    """``dpproxy schema check --database`` over PostgreSQL compares names exactly too (it
+    found sales for "Sales" regardless of case, and then the engine refused to open)."""
+    from dpproxy.backends.postgres_shapes import describe_postgres
+    from dpproxy.catalog.check import check_schema
+
+    report = check_schema(schema(table, unit, created), "s.yaml", describe_postgres(pg))
+    if problem is None:
+        assert report.problems == ()
+    else:
+        assert any(problem in p for p in report.problems), report.problems
