@@ -46,6 +46,7 @@ from dpproxy.release.public import columns_of, public_failure, release_public
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite_sql, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
+from dpproxy.sql.pgnames import check_names, spellings
 from dpproxy.sql.qualify import table_schemas
 from dpproxy.sql.validate import validate
 from dpproxy.union import plan_union, run_union
@@ -107,6 +108,7 @@ class Engine:
             backend.dialect,
         )
         self.schemas = table_schemas(self.catalog.tables)
+        self.names = spellings(self.catalog.tables) if backend.dialect == "postgres" else {}
         self.accountant = accountant or MemoryAccountant(catalog.policy.budget)
         self.noise = noise or OpenDPNoise()
         # DP rows-per-unit bounds by analyst and relation: reused at no cost (post-processing)
@@ -214,7 +216,7 @@ class Engine:
     ) -> QueryPlan:
         """The checked plan; with ``rows``, calibrated at that drawn (or reused) bound."""
         options = parse_hints(sql, method)
-        query = validate(parse(sql), self.catalog, sql)
+        query = validate(check_names(parse(sql), self.names), self.catalog, sql)
         plan = plan_query(
             query,
             self.catalog.policy,
@@ -297,7 +299,7 @@ class Engine:
     def public_plan(self, sql: str) -> PublicPlan | None:
         """The plan of a query that reads public tables only (answered exactly, at no cost:
         ``planning/public.py``); None when it reads a private table, or no table."""
-        tree = parse(sql)
+        tree = check_names(parse(sql), self.names)  # every query's first step (prepare, run…)
         if not reads_public_only(tree, self.catalog):
             return None
         return plan_public(tree, self.catalog, self.backend.dialect, self.public_max_rows)
@@ -344,8 +346,7 @@ class Engine:
         * anything else — whatever the backend or dpproxy raised, on either engine: charged,
           and raised as the one fixed :class:`PrivateQueryFailed`. Its cause goes only to the
           operator's log (``dpproxy``, ERROR), with a ``dpproxy.sidechannel`` WARNING naming
-          the analyst, the normalised query and the plan (never a value).
-        """
+          the analyst, the normalised query and the plan (never a value)."""
         sql = dated(sql)  # CURRENT_DATE: today's plans and answers, cached for today only
         public = self.public_plan(sql)
         if public is not None:

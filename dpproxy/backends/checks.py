@@ -262,24 +262,30 @@ _PG_BUILT_IN = (
     "AND d.refclassid IN ('pg_catalog.pg_operator'::pg_catalog.regclass, "
     "'pg_catalog.pg_proc'::pg_catalog.regclass))"
 )
+# The column a query of the schema's name reads: the schema spells it as the database does and
+# the SQL dpproxy writes quotes it where PostgreSQL would fold it (sql/pgnames.py), but dpproxy
+# matches these facts, and the column names inside a CHECK, to the schema's columns regardless
+# of case. So a relation two of whose columns differ in case only ("UID" beside uid) proves
+# nothing: the facts of one must not speak for the other (a table with "UID" PRIMARY KEY
+# beside uid: 100 rows of 10 units were counted as 100 with max_rows_per_unit 1, and COUNT(a)
+# as COUNT(*) by "A"'s NOT NULL). Attaching checks that the schema's spelling is the column's.
+_PG_DISTINCT = (
+    "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute x JOIN pg_catalog.pg_attribute y "
+    "ON y.attrelid = x.attrelid AND y.attnum > x.attnum AND lower(y.attname) = lower(x.attname) "
+    "WHERE x.attrelid = c.oid AND x.attnum > 0 AND NOT x.attisdropped AND NOT y.attisdropped)"
+)
 _PG_CHECKS = (
     "SELECT lower(c.relname), pg_catalog.pg_get_expr(k.conbin, k.conrelid) "
     "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
     "WHERE k.contype = 'c' AND k.convalidated AND NOT k.connoinherit "
     "AND c.relkind IN ('r', 'p') AND lower(c.relname) = ANY (%s) "
     f"AND c.relnamespace = ANY ({{path}}) AND {_PG_ALONE} "
-    f"AND {_PG_NO_FOREIGN} AND {_PG_BUILT_IN}"
+    f"AND {_PG_NO_FOREIGN} AND {_PG_BUILT_IN} AND {_PG_DISTINCT}"
 )
-# The column a query of the schema's name reads: the rewrite writes names that PostgreSQL folds
-# to lower case, so a column "UID" is never read for uid, and its facts must not speak for uid
-# (a table with "UID" PRIMARY KEY beside uid: 100 rows of 10 units were counted as 100 with
-# max_rows_per_unit 1, and COUNT(a) as COUNT(*) by "A"'s NOT NULL). A name PostgreSQL would not
-# fold to itself (upper case, or lower() changes it otherwise) proves nothing.
-_PG_FOLDED = "a.attname = lower(a.attname)"
 _PG_TYPES = (
     "SELECT lower(c.relname), lower(a.attname), pg_catalog.format_type(a.atttypid, a.atttypmod) "
     "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    f"WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
+    f"WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_DISTINCT} "
     "AND lower(c.relname) = ANY (%s) AND c.relnamespace = ANY ({path})"
 )
 
@@ -316,7 +322,7 @@ PG_UNIQUE = (
     "JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0] "
     f"{_PG_DEFAULT_EQ}"
-    f"AND i.indisunique AND i.indisvalid AND a.attnotnull AND {_PG_FOLDED} "
+    f"AND i.indisunique AND i.indisvalid AND a.attnotnull AND {_PG_DISTINCT} "
     "AND i.indnkeyatts = 1 AND i.indpred IS NULL "
     "AND i.indexprs IS NULL AND NOT (c.relkind = 'r' AND c.relhassubclass) "
     f"AND c.relnamespace = ANY ({{path}}) AND {_PG_ALONE}"
@@ -328,7 +334,7 @@ PG_UNIQUE = (
 _PG_NOT_NULL = (
     "SELECT lower(c.relname), lower(a.attname) FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-    f"WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_FOLDED} "
+    f"WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped AND {_PG_DISTINCT} "
     "AND c.relkind = 'r' AND NOT c.relhassubclass AND lower(c.relname) = ANY (%s) "
     f"AND c.relnamespace = ANY ({{path}}) AND {_PG_ALONE}"
 )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpproxy.catalog.check import fit_error
-from dpproxy.catalog.draft import ColumnShape, TableShape
+from dpproxy.catalog.draft import ColumnShape, TableShape, double_readable, wide_numeric
 from dpproxy.catalog.model import Catalog
 
 
@@ -27,19 +27,42 @@ def refuse_misfit(
     described: Mapping[str, tuple[ColumnShape, ...]],
     where: str,
     everything: Callable[[], tuple[TableShape, ...]],
+    exact: bool = False,
 ) -> None:
     """Raise ``catalog.check.fit_error`` for a schema that does not fit the database.
 
     ``described``: each schema table's columns as the database declares them (an empty tuple
     for a table it lacks), keyed by the schema's name; ``where`` names the database in the
     hint; ``everything`` reads every table of the database, called only when one is missing
-    (the message lists them)."""
-    shapes = tuple(TableShape(name, cols) for name, cols in described.items() if cols)
+    (the message lists them); ``exact``: the database compares names exactly (PostgreSQL)."""
+    shapes = tuple(TableShape(n, cols, exact=exact) for n, cols in described.items() if cols)
     if len(shapes) < len(catalog.tables):
         shapes = everything()
     err = fit_error(catalog, shapes, where)
     if err is not None:
         raise err
+
+
+def read_wide(
+    catalog: Catalog, described: Mapping[str, tuple[ColumnShape, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """PostgreSQL: {table: the lower-case names of its columns read as DOUBLE through a total
+    conversion (``sql/widenum.py``)}: the ``float`` columns of private tables, other than
+    unit columns and keys (``catalog.draft.double_readable``), whose type is a ``numeric``
+    wider than a double (``catalog.draft.wide_numeric``). ``catalog.draft.check_against``
+    lets these fit; any other wide column (``integer``, or of a public table) is refused
+    (42804)."""
+    readable = double_readable(catalog)
+    wide: dict[str, tuple[str, ...]] = {}
+    for t in catalog.tables:
+        names = tuple(
+            c.name.lower()
+            for c in described.get(t.name, ())
+            if (t.name.lower(), c.name.lower()) in readable and wide_numeric(c.sql_type)
+        )
+        if names:
+            wide[t.name] = names
+    return wide
 
 
 def duckdb_shapes(c: Any) -> tuple[TableShape, ...]:

@@ -44,9 +44,11 @@ from dpproxy.errors import (
     ConnectionLost,
     InternalError,
     QueryCanceled,
+    UndefinedColumn,
     UndefinedTable,
 )
 from dpproxy.release.noise import ExactResult
+from dpproxy.sql.pgnames import spellings
 
 log = logging.getLogger("dpproxy.postgres")
 
@@ -205,9 +207,11 @@ class PostgresBackend:
         class: ``checks.PG_UNIQUE``) proves unique, and the columns
         of private tables declared NOT NULL (``checks.postgres_not_null``). Reads metadata
         only."""
+        spellings(catalog.tables)  # one spelling of each name, or 0A000
         path = path_array(self.path)
-        names = sorted({t.name.lower() for t in catalog.tables})
+        names = sorted({t.name for t in catalog.tables})
         resolve_q = sql.SQL(checks.on_path(_RESOLVE, path))
+        near_q = sql.SQL(checks.on_path(_NEAR, path))
         unique_q = sql.SQL(checks.on_path(checks.PG_UNIQUE, path))
         try:
             with self._pool.connection(timeout=self.connect_timeout) as conn:
@@ -222,6 +226,10 @@ class PostgresBackend:
                     ).fetchall():  # the first row of a name: what the name resolves to
                         entry = (int(oid), str(schema), bool(readable))
                         found.setdefault(str(relname), entry if usable else (0, "", False))
+                    near = {  # the tables the name would find regardless of case
+                        str(r).lower(): str(r)
+                        for (r,) in conn.execute(near_q, ([n.lower() for n in names],))
+                    }
                     oids = [oid for oid, _, _ in found.values() if oid]
                     columns = conn.execute(_COLUMNS, (oids,)).fetchall()
                     unique = set(conn.execute(unique_q).fetchall())
@@ -237,41 +245,47 @@ class PostgresBackend:
             raise BackendUnavailable(
                 f"cannot read the catalog of PostgreSQL at {self.name}", log_detail=str(e)
             ) from e
-        present = {(int(oid), str(name).lower()) for oid, name, _, _ in columns}
+        present = {(int(oid), str(name)) for oid, name, _, _ in columns}
         shapes: dict[int, list[ColumnShape]] = {}
         for oid, name, sql_type, nullable in columns:
             shapes.setdefault(int(oid), []).append(ColumnShape(name, sql_type, bool(nullable)))
         described = {
-            t.name: tuple(shapes.get(found.get(t.name.lower(), (0, "", False))[0], ()))
+            t.name: tuple(shapes.get(found.get(t.name, (0, "", False))[0], ()))
             for t in catalog.tables
         }
-        fit.refuse_misfit(catalog, described, self.name, lambda: describe_postgres(self.dsn))
+        wide = fit.read_wide(catalog, described)  # numeric read as DOUBLE
+        everything = lambda: describe_postgres(self.dsn)  # noqa: E731
+        fit.refuse_misfit(catalog, described, self.name, everything, exact=True)
         tables = []
         for t in catalog.tables:
             name = t.name.lower()
-            oid, schema, readable = found.get(name, (0, "", False))
-            missing = [c.name for c in t.columns if (oid, c.name.lower()) not in present]
-            if len(missing) == len(t.columns):
+            oid, schema, readable = found.get(t.name, (0, "", False))
+            missing = [c.name for c in t.columns if (oid, c.name) not in present]
+            if not oid:
                 raise UndefinedTable(
                     f'table "{t.name}" of the schema is not in the database {self.name}',
-                    hint="check that --schema and --database belong together, and the "
+                    hint=_near(near.get(name))
+                    + "check that --schema and --database belong together, and the "
                     "search_path of the DSN's user (for the demo: dpproxy demo load)",
                 )
             if missing:
-                raise UndefinedTable(
+                spelled = {str(n).lower(): str(n) for o, n, _, _ in columns if o == oid}
+                raise UndefinedColumn(
                     f'columns {", ".join(missing)} of table "{t.name}" are not in the database',
-                    hint="check that --schema and --database belong together",
+                    hint=_near(spelled.get(missing[0].lower()))
+                    + "check that --schema and --database belong together",
                 )
             if not readable:
                 raise BackendUnavailable(
                     f'the database role of {self.name} cannot SELECT from "{t.name}"',
-                    hint=f"GRANT SELECT ON {_quoted(schema)}.{t.name} TO the proxy's role "
+                    hint=f"GRANT SELECT ON {_quoted(schema)}.{_quoted(t.name)} TO the proxy's role "
                     "(docs/postgres.md: a read-only role for dpproxy)",
                 )
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
             t = checks.mark(t, proven.get(name, set()))
             t = checks.mark(t, not_null.get(name, set()), "not_null")
-            tables.append(replace(t, unit_is_unique=is_unique, schema=schema))
+            wide_t = wide.get(t.name, ())
+            tables.append(replace(t, unit_is_unique=is_unique, schema=schema, wide=wide_t))
         return replace(catalog, tables=tuple(tables))
 
     def close(self) -> None:
@@ -292,6 +306,13 @@ _RESOLVE = (
     "OR c.relnamespace = 'pg_catalog'::pg_catalog.regnamespace) "
     "ORDER BY pg_catalog.array_position({path}, c.relnamespace) NULLS FIRST"
 )
+# The spellings of the names' relations on the path regardless of case, first on the path first
+_NEAR = (
+    "SELECT c.relname FROM pg_catalog.pg_class c "
+    f"WHERE lower(c.relname) = ANY (%s::pg_catalog.text[]) AND {_TABLE} "
+    "AND c.relnamespace = ANY ({path}) "
+    "ORDER BY pg_catalog.array_position({path}, c.relnamespace) DESC"
+)
 # The columns of the resolved relations (by oid): (oid, name, type as ``schema init`` reads
 # it, nullable), in their order.
 _COLUMNS = (
@@ -300,6 +321,17 @@ _COLUMNS = (
     "WHERE a.attrelid = ANY (%s::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped "
     "ORDER BY a.attrelid, a.attnum"
 )
+
+
+def _near(spelled: str | None) -> str:
+    """The start of a hint naming the database's spelling of a name the schema spells
+    otherwise, if there is one."""
+    if spelled is None:
+        return ""
+    return (
+        f"did you mean {_quoted(spelled)}? The schema names a table or column exactly as "
+        "PostgreSQL spells it; "
+    )
 
 
 def _quoted(name: str) -> str:

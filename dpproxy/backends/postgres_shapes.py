@@ -63,4 +63,7 @@ def describe_postgres(dsn: str) -> tuple[TableShape, ...]:
     tables: dict[str, list[ColumnShape]] = {}
     for table, column, sql_type, nullable in rows:
         tables.setdefault(table, []).append(ColumnShape(column, sql_type, bool(nullable)))
-    return tuple(TableShape(n, tuple(cs), keys.get(n.lower())) for n, cs in tables.items())
+    # PostgreSQL compares names exactly: "Sales" is not sales (sql/pgnames.py)
+    return tuple(
+        TableShape(n, tuple(cs), keys.get(n.lower()), exact=True) for n, cs in tables.items()
+    )

@@ -4,6 +4,7 @@ file and the metadata."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from dpproxy.catalog.draft import TableShape, Todo, check_against, find_todos
@@ -207,9 +208,11 @@ def fit_error(
         return None
     first = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    near = re.search(r'did you mean "[^"]*"\?', first.text)  # a name spelled otherwise
     err = _MISMATCH[first.sqlstate](
         f"the schema does not fit the data: {first.path}: {first.text}{more}",
-        hint=f"`dpproxy schema check --database {_shell(database)} {_shell(catalog.source)}` "
+        hint=(f"{near.group(0)} PostgreSQL compares names exactly; " if near else "")
+        + f"`dpproxy schema check --database {_shell(database)} {_shell(catalog.source)}` "
         "lists every "
         "problem; fix the schema (or the data) so that they agree",
     )

@@ -40,15 +40,49 @@ class ColumnShape:
 @dataclass(frozen=True, slots=True)
 class TableShape:
     """A table or view as the database declares it; ``primary_key`` only when it has a
-    single-column PRIMARY KEY (or UNIQUE NOT NULL) constraint."""
+    single-column PRIMARY KEY (or UNIQUE NOT NULL) constraint. ``exact``: the database
+    compares names exactly (PostgreSQL: ``sql/pgnames.py``), not regardless of case."""
 
     name: str
     columns: tuple[ColumnShape, ...]
     primary_key: str | None = None
+    exact: bool = False
 
     def column(self, name: str) -> ColumnShape | None:
+        if self.exact:
+            return next((c for c in self.columns if c.name == name), None)
         low = name.lower()
         return next((c for c in self.columns if c.name.lower() == low), None)
+
+    def near(self, name: str) -> str:
+        """`` (did you mean "X"?)`` for a column spelled otherwise, or ''."""
+        return _near([c.name for c in self.columns], name) if self.exact else ""
+
+
+def _near(names: list[str], name: str) -> str:
+    low = name.lower()
+    found = next((n for n in names if n.lower() == low), None)
+    return f' (did you mean "{found}"?)' if found is not None and found != name else ""
+
+
+def double_readable(catalog: Catalog) -> set[tuple[str, str]]:
+    """(table, column), lower case, of the ``float`` columns of private tables that are read
+    as DOUBLE through ``sql/widenum.total_double`` when PostgreSQL types them
+    :func:`wide_numeric`: not a unit column nor a key a unit is reached by (two values the
+    conversion reads as one, 1e400 and 2e400, would be one unit)."""
+    keys = {
+        (t.name.lower(), c.lower())
+        for t in catalog.tables
+        for c in (t.privacy_unit, *t.unit_columns, t.unit_via.column if t.unit_via else None)
+        if c
+    } | {(t.unit_via.table.lower(), t.unit_via.key.lower()) for t in catalog.tables if t.unit_via}
+    return {
+        (t.name.lower(), c.name.lower())
+        for t in catalog.tables
+        if t.private
+        for c in t.columns
+        if c.type is ColumnType.FLOAT and (t.name.lower(), c.name.lower()) not in keys
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +145,18 @@ def _decimal_type(t: str) -> ColumnType | None:
     ):
         return None
     return ColumnType.INTEGER if scale <= 0 else ColumnType.FLOAT
+
+
 _TEXT = re.compile(r"^(VARCHAR|TEXT|STRING|CHAR|BPCHAR|CHARACTER( VARYING)?|NAME)(\(\d+\))?$")
+
+
+def wide_numeric(sql_type: str) -> bool:
+    """Is ``sql_type`` a PostgreSQL ``numeric`` that no schema type fits because its values
+    may lie beyond a double's range (no precision, or too wide one)? A private table's
+    ``float`` column of such a type is read through ``sql/widenum.total_double``."""
+    t = sql_type.strip().upper()
+    m = _DECIMAL.match(t)
+    return m is not None and m.group(1) == "NUMERIC" and _decimal_type(t) is None
 
 
 def schema_type(sql_type: str) -> ColumnType | None:
@@ -144,18 +189,21 @@ def _fits(declared: ColumnType, actual: ColumnType | None) -> bool:
 def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mismatch, ...]:
     """Every table and column of the schema that the database lacks, and every column whose
     database type does not fit its schema type, in schema order."""
-    found = {s.name.lower(): s for s in shapes}
+    exact = any(s.exact for s in shapes)  # PostgreSQL: names compare exactly
+    found = {s.name if exact else s.name.lower(): s for s in shapes}
+    readable = double_readable(catalog)
     out: list[Mismatch] = []
     for table in catalog.tables:
-        shape = found.get(table.name.lower())
+        shape = found.get(table.name if exact else table.name.lower())
         path = f"tables.{table.name}"
         if shape is None:
             have = ", ".join(sorted(s.name for s in shapes)) or "none"
+            near = _near([s.name for s in shapes], table.name) if exact else ""
             out.append(
                 Mismatch(
                     "42P01",
                     path,
-                    f'table "{table.name}" is not in the database (its tables: {have})',
+                    f'table "{table.name}" is not in the database{near} (its tables: {have})',
                 )
             )
             continue
@@ -167,9 +215,13 @@ def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mis
                     Mismatch(
                         "42703",
                         cpath,
-                        f'column "{col.name}" is not in table "{shape.name}" of the database',
+                        f'column "{col.name}" is not in table "{shape.name}" of the database'
+                        + shape.near(col.name),
                     )
                 )
+                continue
+            wide = wide_numeric(actual.sql_type)  # read as DOUBLE (sql/widenum.py)
+            if wide and (table.name.lower(), col.name.lower()) in readable:
                 continue
             if not _fits(col.type, schema_type(actual.sql_type)):
                 want = schema_type(actual.sql_type)

@@ -137,8 +137,15 @@ class Table:
     # PostgreSQL: the schema the backend found the table in when it attached the catalog (the
     # first on the steward's search path); its SQL names the table with it (sql/qualify.py).
     schema: str | None = None
-    # ``column``'s index by name, built on first use (the first column of each name, as a
-    # scan of ``columns`` finds it): planning a query looks columns up dozens of times.
+    # PostgreSQL: the lower-case names of the ``float`` columns of a type wider than a double
+    # (``numeric`` without a precision), read as DOUBLE through a total conversion
+    # (sql/widenum.py) in every statement; private tables only.
+    wide: tuple[str, ...] = ()
+    # ``column``'s index by lower-case name, built on first use (the first column of each
+    # name, as a scan of ``columns`` finds it): planning a query looks columns up dozens of
+    # times. Regardless of case, as ``Catalog.table``: the schema's column names are unique
+    # regardless of case, and planning looks them up in lower case (until 2026-11-29 a column
+    # ``regionId`` was not found for ``regionid``, and a join on it was refused as a cross join).
     _by_name: dict[str, Column] | None = field(default=None, init=False, repr=False, compare=False)
 
     def column(self, name: str) -> Column | None:
@@ -146,9 +153,9 @@ class Table:
         if index is None:
             index = {}
             for c in self.columns:
-                index.setdefault(c.name, c)
+                index.setdefault(c.name.lower(), c)
             object.__setattr__(self, "_by_name", index)
-        return index.get(name)
+        return index.get(name.lower())
 
     def is_unit(self, name: str) -> bool:
         """Is ``name`` the privacy unit, or a column known to equal it on every row?"""

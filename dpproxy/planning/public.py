@@ -66,6 +66,7 @@ from dpproxy.errors import (
     UnsupportedQuery,
 )
 from dpproxy.planning.released import category, check_total
+from dpproxy.sql.pgnames import fold
 from dpproxy.sql.qualify import qualify_tables, table_schemas
 from dpproxy.values import Cost
 
@@ -383,8 +384,10 @@ def plan_public(
     check_allowed(tree, values)
     tree = tree.copy()
     _name_outputs(tree)
+    # PostgreSQL: a name it would fold is keyed quoted, so that sqlglot matches it exactly
+    key = (lambda n: n if fold(n) == n else f'"{n}"') if dialect == "postgres" else str
     schema: dict[str, object] = {
-        t.name: {c.name: _SCHEMA_TYPES.get(c.type, c.type.name) for c in t.columns}
+        key(t.name): {key(c.name): _SCHEMA_TYPES.get(c.type, c.type.name) for c in t.columns}
         for t in catalog.tables
         if not t.private
     }

@@ -13,6 +13,12 @@ another schema's table.
 
 A name that a WITH of an enclosing query defines is that CTE's, and left alone; DuckDB's SQL
 never comes here (its tables have no schema), so its text is unchanged.
+
+A table or column name that PostgreSQL would fold to lower case (``"Sales"``, ``"createdAt"``:
+``sql/pgnames.py``) is written in double quotes with the catalog's spelling, wherever it
+appears in the statement (planning compares names regardless of case and may have written it
+in another case). Every identifier of that name is rewritten alike, aliases included, so
+that the statement's references still meet their definitions.
 """
 
 from __future__ import annotations
@@ -23,13 +29,39 @@ from typing import TypeVar
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
+from dpproxy.sql.pgnames import quoted_names
+from dpproxy.sql.widenum import read_as_double
 
 T = TypeVar("T", bound=exp.Expression)
 
 
-def table_schemas(tables: Iterable[Table]) -> dict[str, str]:
-    """{lower-case table name: its schema} of the tables a backend attached with one."""
-    return {t.name.lower(): t.schema for t in tables if t.schema is not None}
+class TableSchemas(dict[str, str]):
+    """{lower-case table name: its schema}, with :attr:`quoted`: {lower-case name: the
+    spelling written in double quotes} of the names PostgreSQL would fold."""
+
+    def __init__(
+        self,
+        schemas: Mapping[str, str],
+        quoted: Mapping[str, str],
+        wide: Mapping[str, tuple[tuple[str, bool], ...]] | None = None,
+    ) -> None:
+        super().__init__(schemas)
+        self.quoted = dict(quoted)
+        # {lower-case table name: its columns (spelling, read as DOUBLE?)}, for the tables
+        # with a numeric column read through sql/widenum.py
+        self.wide = dict(wide or {})
+
+
+def table_schemas(tables: Iterable[Table]) -> TableSchemas:
+    """The schemas of the tables a backend attached with one (:class:`TableSchemas`)."""
+    tables = tuple(tables)
+    schemas = {t.name.lower(): t.schema for t in tables if t.schema is not None}
+    wide = {
+        t.name.lower(): tuple((c.name, c.name.lower() in t.wide) for c in t.columns)
+        for t in tables
+        if t.wide and t.schema is not None
+    }
+    return TableSchemas(schemas, quoted_names(tables) if schemas else {}, wide)
 
 
 def _is_cte(table: exp.Table, name: str) -> bool:
@@ -52,13 +84,26 @@ def _is_cte(table: exp.Table, name: str) -> bool:
     return False
 
 
+def _names_schema(ident: exp.Identifier) -> bool:
+    """Is ``ident`` the schema (or database) of a table reference?"""
+    return isinstance(ident.parent, exp.Table) and ident.arg_key in ("db", "catalog")
+
+
 def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
     """``tree`` with the schema (quoted) set on each reference to a table of ``schemas``
-    (:func:`table_schemas`) that is not a CTE's name; in place. A reference the analyst wrote
+    (:func:`table_schemas`) that is not a CTE's name, and the names PostgreSQL would fold in
+    double quotes (:attr:`TableSchemas.quoted`); in place. A reference the analyst wrote
     qualified (``public.w``, which ``sql/validate.py`` takes for the schema's table ``w``) gets
     the attached schema too: the table whose constraints were read is the one read."""
     if not schemas:
         return tree
+    quoted = schemas.quoted if isinstance(schemas, TableSchemas) else {}
+    if quoted:
+        for ident in list(tree.find_all(exp.Identifier)):
+            spelled = quoted.get(ident.this.lower()) if isinstance(ident.this, str) else None
+            if spelled is not None and not _names_schema(ident):
+                ident.set("this", spelled)
+                ident.set("quoted", True)
     for table in list(tree.find_all(exp.Table)):
         if not isinstance(table.this, exp.Identifier):
             continue
@@ -68,6 +113,9 @@ def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
             continue
         table.set("catalog", None)
         table.set("db", exp.Identifier(this=schema, quoted=True))
+        wide = schemas.wide.get(name) if isinstance(schemas, TableSchemas) else None
+        if wide:
+            table.replace(read_as_double(table, wide))
     return tree
 
 

@@ -6,7 +6,8 @@ whose database type the schema's number type cannot read (42804:
 built. An ``Engine`` over a DuckDB ``UHUGEINT`` column declared ``integer`` opened, and
 ``SELECT COUNT(*) FROM t WHERE x = -1`` failed (XX000, charged) on the database where one
 unit held 2^128 - 1 and was answered on its neighbour without that unit: one exact bit about
-that unit. Likewise a PostgreSQL ``numeric`` without a precision holding 1e400. The fit is now
+that unit. Likewise a PostgreSQL ``numeric`` without a precision holding 1e400 (since
+2026-11-29 read as DOUBLE through a total conversion instead: ``sql/widenum.py``). The fit is now
 checked by the backends' ``attach_catalog`` (``backends/fit.py``), which every engine calls:
 the direct engine is refused at construction with open_engine's SQLSTATE, on every database
 alike.
@@ -130,18 +131,20 @@ def load(dsn: str, column_type: str, rows: list[tuple[int, str]]) -> None:
 
 
 @pytest.mark.parametrize("column_type", ["numeric", "numeric(1000, 500)"])
-def test_a_direct_postgres_engine_over_a_wide_numeric_is_refused(
+def test_a_direct_postgres_engine_reads_a_wide_numeric_as_a_double(
     pg_dsn: str, tmp_path: Path, column_type: str
 ) -> None:
+    """Refused (42804) until 2026-11-29; now read as DOUBLE through a total conversion
+    (sql/widenum.py), answered on the database and its neighbour alike."""
     dsn = _url(pg_dsn)
     schema = SCHEMA.replace("TYPE", "float")
     (tmp_path / "wide.yaml").write_text(schema)
     got = []
     for rows in ([(1, "1.5"), (2, "2.5"), (3, "1e400")], [(1, "1.5"), (2, "2.5")]):
         load(dsn, column_type, rows)
-        assert opened(dsn, tmp_path / "wide.yaml") == "42804"
+        assert opened(dsn, tmp_path / "wide.yaml") is None
         got.append(direct(schema, PostgresBackend(dsn), SQL["postgres"]))
-    assert got[0] == got[1] == ("refused", "42804"), got
+    assert got[0] == got[1] == ("answered", None), got
 
 
 def test_a_direct_postgres_engine_that_fits_still_opens(pg_dsn: str, tmp_path: Path) -> None:

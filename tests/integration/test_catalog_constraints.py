@@ -404,7 +404,7 @@ def test_postgres_trusts_a_unique_index_with_the_columns_own_equality(
             assert refused.value.sqlstate == "42804"
         finally:
             backend.close()
-        monkeypatch.setattr(fit, "refuse_misfit", lambda *args: None)
+        monkeypatch.setattr(fit, "refuse_misfit", lambda *args, **kwargs: None)
     with psycopg.connect(pg_dsn) as con:
         units = con.execute("SELECT COUNT(DISTINCT uid) FROM w").fetchone()[0]  # type: ignore[index]
     e = Engine(parse_catalog(TEXT_SCHEMA), PostgresBackend(pg_dsn), noise=NoNoise())
