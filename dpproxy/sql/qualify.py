@@ -14,11 +14,13 @@ another schema's table.
 A name that a WITH of an enclosing query defines is that CTE's, and left alone; DuckDB's SQL
 never comes here (its tables have no schema), so its text is unchanged.
 
-A table or column name that PostgreSQL would fold to lower case (``"Sales"``, ``"createdAt"``:
-``sql/pgnames.py``) is written in double quotes with the catalog's spelling, wherever it
-appears in the statement (planning compares names regardless of case and may have written it
-in another case). Every identifier of that name is rewritten alike, aliases included, so
-that the statement's references still meet their definitions.
+Every table and column name of the catalog is written in double quotes with the catalog's
+spelling, wherever it appears in the statement: one PostgreSQL would fold to lower case
+(``"Sales"``, ``"createdAt"``: planning compares names regardless of case and may have written
+it in another case), and since 2026-11-29 a lower-case one too (``"user"``, ``"order"``: bare,
+the first is ``current_user`` and the second a syntax error; ``pgnames.quoted_names``).
+Every identifier of that name is rewritten alike, aliases included, so that the statement's
+references still meet their definitions.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ T = TypeVar("T", bound=exp.Expression)
 
 class TableSchemas(dict[str, str]):
     """{lower-case table name: its schema}, with :attr:`quoted`: {lower-case name: the
-    spelling written in double quotes} of the names PostgreSQL would fold."""
+    spelling written in double quotes} of every name of the catalog."""
 
     def __init__(
         self,
@@ -91,10 +93,10 @@ def _names_schema(ident: exp.Identifier) -> bool:
 
 def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
     """``tree`` with the schema (quoted) set on each reference to a table of ``schemas``
-    (:func:`table_schemas`) that is not a CTE's name, and the names PostgreSQL would fold in
-    double quotes (:attr:`TableSchemas.quoted`); in place. A reference the analyst wrote
-    qualified (``public.w``, which ``sql/validate.py`` takes for the schema's table ``w``) gets
-    the attached schema too: the table whose constraints were read is the one read."""
+    (:func:`table_schemas`) that is not a CTE's name, and every catalog name in double quotes
+    (:attr:`TableSchemas.quoted`); in place. A reference the analyst wrote qualified
+    (``public.w``, which ``sql/validate.py`` takes for the schema's table ``w``) gets the
+    attached schema too: the table whose constraints were read is the one read."""
     if not schemas:
         return tree
     quoted = schemas.quoted if isinstance(schemas, TableSchemas) else {}
