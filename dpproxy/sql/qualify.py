@@ -45,12 +45,12 @@ class TableSchemas(dict[str, str]):
         self,
         schemas: Mapping[str, str],
         quoted: Mapping[str, str],
-        wide: Mapping[str, tuple[tuple[str, bool], ...]] | None = None,
+        wide: Mapping[str, tuple[tuple[str, str | None], ...]] | None = None,
     ) -> None:
         super().__init__(schemas)
         self.quoted = dict(quoted)
-        # {lower-case table name: its columns (spelling, read as DOUBLE?)}, for the tables
-        # with a numeric column read through sql/widenum.py
+        # {lower-case table name: its columns (spelling, "numeric" or "real" when read as
+        # DOUBLE, else None)}, for the tables with such a column (sql/widenum.py)
         self.wide = dict(wide or {})
 
 
@@ -58,10 +58,14 @@ def table_schemas(tables: Iterable[Table]) -> TableSchemas:
     """The schemas of the tables a backend attached with one (:class:`TableSchemas`)."""
     tables = tuple(tables)
     schemas = {t.name.lower(): t.schema for t in tables if t.schema is not None}
+
+    def kind(t: Table, name: str) -> str | None:
+        return "numeric" if name in t.wide else "real" if name in t.real else None
+
     wide = {
-        t.name.lower(): tuple((c.name, c.name.lower() in t.wide) for c in t.columns)
+        t.name.lower(): tuple((c.name, kind(t, c.name.lower())) for c in t.columns)
         for t in tables
-        if t.wide and t.schema is not None
+        if (t.wide or t.real) and t.schema is not None
     }
     return TableSchemas(schemas, quoted_names(tables) if schemas else {}, wide)
 
