@@ -91,7 +91,12 @@ def _is_cte(table: exp.Table, name: str) -> bool:
 
 
 def _names_schema(ident: exp.Identifier) -> bool:
-    """Is ``ident`` the schema (or database) of a table reference?"""
+    """Is ``ident`` the schema (or database) of a table reference, or a collation (the
+    ``COLLATE "C"`` of ``rewrite/dialect.py``)? Neither names a table or column: renamed to a
+    catalog spelling, ``"C"`` would become ``"c"`` beside a column ``c``, which PostgreSQL has
+    no collation of (42704, after the charge)."""
+    if isinstance(ident.parent, exp.Collate):
+        return ident.arg_key == "expression"
     return isinstance(ident.parent, exp.Table) and ident.arg_key in ("db", "catalog")
 
 
