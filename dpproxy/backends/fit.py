@@ -19,7 +19,7 @@ from typing import Any
 
 from dpproxy.catalog.check import fit_error
 from dpproxy.catalog.draft import ColumnShape, TableShape, double_readable, wide_numeric
-from dpproxy.catalog.model import Catalog
+from dpproxy.catalog.model import Catalog, ColumnType
 
 
 def refuse_misfit(
@@ -63,6 +63,28 @@ def read_wide(
         if names:
             wide[t.name] = names
     return wide
+
+
+def read_real(
+    catalog: Catalog, described: Mapping[str, tuple[ColumnShape, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """PostgreSQL: {table: the lower-case names of its ``float`` columns stored as ``real``},
+    private tables only, which every statement reads as DOUBLE PRECISION
+    (``sql/widenum.read_as_double``). A float4 left as it is unified float4 with the
+    rewrite's constants: the taming ``CASE WHEN ... THEN 1e150 ... ELSE x END`` of
+    ``rewrite/floats.py`` is a float4 CASE there, and 1e150 does not fit one (22003, XX000
+    after the charge on every database, ``tests/attacks/test_real_column.py``)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for t in catalog.tables:
+        floats = {c.name.lower() for c in t.columns if c.type is ColumnType.FLOAT}
+        names = tuple(
+            c.name.lower()
+            for c in described.get(t.name, ())
+            if t.private and c.name.lower() in floats and c.sql_type.strip().lower() == "real"
+        )
+        if names:
+            out[t.name] = names
+    return out
 
 
 def duckdb_shapes(c: Any) -> tuple[TableShape, ...]:

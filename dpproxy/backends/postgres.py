@@ -254,6 +254,7 @@ class PostgresBackend:
             for t in catalog.tables
         }
         wide = fit.read_wide(catalog, described)  # numeric read as DOUBLE
+        real = fit.read_real(catalog, described)  # float4 read as DOUBLE
         everything = lambda: describe_postgres(self.dsn)  # noqa: E731
         fit.refuse_misfit(catalog, described, self.name, everything, exact=True)
         tables = []
@@ -284,8 +285,9 @@ class PostgresBackend:
             is_unique = t.privacy_unit is not None and (name, t.privacy_unit.lower()) in unique
             t = checks.mark(t, proven.get(name, set()))
             t = checks.mark(t, not_null.get(name, set()), "not_null")
-            wide_t = wide.get(t.name, ())
-            tables.append(replace(t, unit_is_unique=is_unique, schema=schema, wide=wide_t))
+            wide_t, real_t = wide.get(t.name, ()), real.get(t.name, ())
+            t = replace(t, unit_is_unique=is_unique, schema=schema, wide=wide_t, real=real_t)
+            tables.append(t)
         return replace(catalog, tables=tuple(tables))
 
     def close(self) -> None:

@@ -141,6 +141,10 @@ class Table:
     # (``numeric`` without a precision), read as DOUBLE through a total conversion
     # (sql/widenum.py) in every statement; private tables only.
     wide: tuple[str, ...] = ()
+    # PostgreSQL: the lower-case names of the ``float`` columns stored as ``real`` (float4),
+    # read as DOUBLE PRECISION (an exact, total widening) in every statement, so that no
+    # float4 arithmetic or float4 CASE runs (sql/widenum.py); private tables only.
+    real: tuple[str, ...] = ()
     # ``column``'s index by lower-case name, built on first use (the first column of each
     # name, as a scan of ``columns`` finds it): planning a query looks columns up dozens of
     # times. Regardless of case, as ``Catalog.table``: the schema's column names are unique

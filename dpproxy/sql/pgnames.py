@@ -14,8 +14,9 @@ meet here:
   PostgreSQL would resolve it: ``sales``, ``SALES`` and ``"sales"`` do not name ``"Sales"``
   (42P01, 42703, with a hint naming the close match), though planning, blind to case, would
   have matched them. Run before planning, on PostgreSQL only;
-* :func:`quoted_names` (``sql/qualify.py``): the spellings PostgreSQL would fold, which every
-  statement dpproxy sends writes in double quotes.
+* :func:`quoted_names` (``sql/qualify.py``): the spellings that every statement dpproxy sends
+  writes in double quotes: all of them (a bare ``user`` is ``current_user``, a bare ``order``
+  a syntax error).
 """
 
 from __future__ import annotations
@@ -60,8 +61,17 @@ def spellings(tables: Iterable[Table]) -> dict[str, str]:
 
 
 def quoted_names(tables: Iterable[Table]) -> dict[str, str]:
-    """The spellings (:func:`spellings`) that PostgreSQL would fold were they not quoted."""
-    return {k: v for k, v in spellings(tables).items() if fold(v) != v}
+    """The spellings (:func:`spellings`) that every statement writes in double quotes: all of
+    them, not only those PostgreSQL would fold. A name that needs no folding may still not be
+    a name when bare: ``user``, ``current_user`` and ``current_date`` are functions (a unit
+    column ``user`` written bare read ``current_user``, one value for every row, so the
+    contribution bounding kept ``max_rows_per_unit`` rows of the whole table), and ``order``
+    or ``end`` bare are syntax errors (XX000 after the charge): ``tests/attacks/
+    test_keyword_names.py``. Why quoting every one is right: a double-quoted identifier is
+    always an identifier to PostgreSQL, whatever its text (no keyword list to keep up to
+    date), and names exactly the spelling inside it, which is the database's (attach checked
+    it); a lower-case name quoted means what it means bare wherever bare it is a name."""
+    return spellings(tables)
 
 
 def _read(ident: exp.Identifier) -> str:

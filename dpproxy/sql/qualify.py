@@ -14,11 +14,13 @@ another schema's table.
 A name that a WITH of an enclosing query defines is that CTE's, and left alone; DuckDB's SQL
 never comes here (its tables have no schema), so its text is unchanged.
 
-A table or column name that PostgreSQL would fold to lower case (``"Sales"``, ``"createdAt"``:
-``sql/pgnames.py``) is written in double quotes with the catalog's spelling, wherever it
-appears in the statement (planning compares names regardless of case and may have written it
-in another case). Every identifier of that name is rewritten alike, aliases included, so
-that the statement's references still meet their definitions.
+Every table and column name of the catalog is written in double quotes with the catalog's
+spelling, wherever it appears in the statement: one PostgreSQL would fold to lower case
+(``"Sales"``, ``"createdAt"``: planning compares names regardless of case and may have written
+it in another case), and since 2026-11-29 a lower-case one too (``"user"``, ``"order"``: bare,
+the first is ``current_user`` and the second a syntax error; ``pgnames.quoted_names``).
+Every identifier of that name is rewritten alike, aliases included, so that the statement's
+references still meet their definitions.
 """
 
 from __future__ import annotations
@@ -37,18 +39,18 @@ T = TypeVar("T", bound=exp.Expression)
 
 class TableSchemas(dict[str, str]):
     """{lower-case table name: its schema}, with :attr:`quoted`: {lower-case name: the
-    spelling written in double quotes} of the names PostgreSQL would fold."""
+    spelling written in double quotes} of every name of the catalog."""
 
     def __init__(
         self,
         schemas: Mapping[str, str],
         quoted: Mapping[str, str],
-        wide: Mapping[str, tuple[tuple[str, bool], ...]] | None = None,
+        wide: Mapping[str, tuple[tuple[str, str | None], ...]] | None = None,
     ) -> None:
         super().__init__(schemas)
         self.quoted = dict(quoted)
-        # {lower-case table name: its columns (spelling, read as DOUBLE?)}, for the tables
-        # with a numeric column read through sql/widenum.py
+        # {lower-case table name: its columns (spelling, "numeric" or "real" when read as
+        # DOUBLE, else None)}, for the tables with such a column (sql/widenum.py)
         self.wide = dict(wide or {})
 
 
@@ -56,10 +58,14 @@ def table_schemas(tables: Iterable[Table]) -> TableSchemas:
     """The schemas of the tables a backend attached with one (:class:`TableSchemas`)."""
     tables = tuple(tables)
     schemas = {t.name.lower(): t.schema for t in tables if t.schema is not None}
+
+    def kind(t: Table, name: str) -> str | None:
+        return "numeric" if name in t.wide else "real" if name in t.real else None
+
     wide = {
-        t.name.lower(): tuple((c.name, c.name.lower() in t.wide) for c in t.columns)
+        t.name.lower(): tuple((c.name, kind(t, c.name.lower())) for c in t.columns)
         for t in tables
-        if t.wide and t.schema is not None
+        if (t.wide or t.real) and t.schema is not None
     }
     return TableSchemas(schemas, quoted_names(tables) if schemas else {}, wide)
 
@@ -85,16 +91,21 @@ def _is_cte(table: exp.Table, name: str) -> bool:
 
 
 def _names_schema(ident: exp.Identifier) -> bool:
-    """Is ``ident`` the schema (or database) of a table reference?"""
+    """Is ``ident`` the schema (or database) of a table reference, or a collation (the
+    ``COLLATE "C"`` of ``rewrite/dialect.py``)? Neither names a table or column: renamed to a
+    catalog spelling, ``"C"`` would become ``"c"`` beside a column ``c``, which PostgreSQL has
+    no collation of (42704, after the charge)."""
+    if isinstance(ident.parent, exp.Collate):
+        return ident.arg_key == "expression"
     return isinstance(ident.parent, exp.Table) and ident.arg_key in ("db", "catalog")
 
 
 def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
     """``tree`` with the schema (quoted) set on each reference to a table of ``schemas``
-    (:func:`table_schemas`) that is not a CTE's name, and the names PostgreSQL would fold in
-    double quotes (:attr:`TableSchemas.quoted`); in place. A reference the analyst wrote
-    qualified (``public.w``, which ``sql/validate.py`` takes for the schema's table ``w``) gets
-    the attached schema too: the table whose constraints were read is the one read."""
+    (:func:`table_schemas`) that is not a CTE's name, and every catalog name in double quotes
+    (:attr:`TableSchemas.quoted`); in place. A reference the analyst wrote qualified
+    (``public.w``, which ``sql/validate.py`` takes for the schema's table ``w``) gets the
+    attached schema too: the table whose constraints were read is the one read."""
     if not schemas:
         return tree
     quoted = schemas.quoted if isinstance(schemas, TableSchemas) else {}

@@ -10,6 +10,10 @@ wide_numeric``: no precision, or one reaching beyond a double's range) is now re
 :func:`read_as_double`: a derived table of the same name whose such columns are DOUBLE. The
 rest of the rewrite sees a ``double precision`` column, with the guards it has for one (NaN,
 ±Infinity, the clamps and casts of ``rewrite/guard.py``).
+
+A private table's ``float`` column stored as ``real`` (float4) is read through the same
+derived table as ``CAST(x AS DOUBLE PRECISION)`` (exact and total; :func:`read_as_double`
+says why it is needed).
 """
 
 from __future__ import annotations
@@ -69,11 +73,19 @@ def total_double(x: exp.Expression) -> exp.Expression:
     return case.else_(exp.cast(x.copy(), exp.DataType.build("double")))
 
 
-def read_as_double(table: exp.Table, columns: Sequence[tuple[str, bool]]) -> exp.Expression:
+def read_as_double(table: exp.Table, columns: Sequence[tuple[str, str | None]]) -> exp.Expression:
     """The derived table that replaces the reference ``table`` (schema set): ``columns`` (each
-    column's spelling, and whether it is read through :func:`total_double`), under the
-    reference's alias, or its name when it has none, so the statement's references to the
-    table and its columns mean what they did."""
+    column's spelling, and ``"numeric"`` when it is read through :func:`total_double`,
+    ``"real"`` when it is a float4 read as ``CAST(x AS DOUBLE PRECISION)``, else None), under
+    the reference's alias, or its name when it has none, so the statement's references to the
+    table and its columns mean what they did.
+
+    A float4 is widened because PostgreSQL would otherwise unify it with the rewrite's
+    constants as a float4: ``CASE WHEN ... THEN 1e150 ELSE x END`` (``rewrite/floats.py``'s
+    taming) casts 1e150 to float4 and fails (22003) before any row is read, on every
+    database. The widening is total and exact: every float4 is a double, NaN and ±Infinity
+    included, and PostgreSQL's ``float4 → float8`` never raises; so the rest of the rewrite
+    sees the ``double precision`` column it was written for."""
     alias = table.args.get("alias")
     name = (
         alias.this.copy()
@@ -82,13 +94,14 @@ def read_as_double(table: exp.Table, columns: Sequence[tuple[str, bool]]) -> exp
     )
     inner = table.copy()
     inner.set("alias", None)
-    items = [
-        exp.alias_(
-            total_double(exp.column(exp.to_identifier(c, quoted=True)))
-            if wide
-            else exp.column(exp.to_identifier(c, quoted=True)),
-            exp.to_identifier(c, quoted=True),
-        )
-        for c, wide in columns
-    ]
+
+    def read(c: str, kind: str | None) -> exp.Expression:
+        column = exp.column(exp.to_identifier(c, quoted=True))
+        if kind == "numeric":
+            return total_double(column)
+        if kind == "real":
+            return exp.cast(column, exp.DataType.build("double"))
+        return column
+
+    items = [exp.alias_(read(c, kind), exp.to_identifier(c, quoted=True)) for c, kind in columns]
     return exp.select(*items).from_(inner).subquery(exp.TableAlias(this=name))
