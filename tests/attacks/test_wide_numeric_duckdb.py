@@ -198,3 +198,77 @@ def test_schema_check_agrees_with_the_engine(tmp_path: Path, declared: str, fits
     report = check_schema(text, "wide.yaml", describe(str(path)))
     assert report.codes == (() if fits else ("42804",)), report.problems
     assert (answers(path, text) != "42804") is fits
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_files_read_in_place_are_read_the_same_way(tmp_path: Path, suffix: str) -> None:
+    """A CSV file whose column DuckDB's sniffer types HUGEINT, a Parquet file's DECIMAL(38, 0):
+    the file with the extreme value and its neighbour without it are both answered, as a
+    DuckDB file with the converted values in a DOUBLE column. (The CSV neighbour's column is
+    typed BIGINT, which fits as it is.)"""
+    from dpproxy.engine import open_engine
+
+    schema = tmp_path / "wide.yaml"
+    schema.write_text(SCHEMA)
+    column_type, value = ("HUGEINT", str(H)) if suffix == "csv" else ("DECIMAL(38, 0)", "9" * 38)
+    got = []
+    for rows in ([*BASE, (3, value, "9")], BASE):
+        source = make(tmp_path / f"src{len(rows)}.duckdb", column_type, rows)
+        path = tmp_path / f"t{len(rows)}" / f"t.{suffix}"
+        path.parent.mkdir()
+        with duckdb.connect(str(source)) as con:
+            fmt = "(HEADER)" if suffix == "csv" else "(FORMAT parquet)"
+            con.execute(f"COPY t TO '{path}' {fmt}")
+        engine = open_engine(str(path), str(schema), noise=NoNoise())
+        try:
+            t = engine.catalog.table("t")
+            assert t is not None and ("x" in t.wide or rows == BASE), t
+            got.append([list(engine.run(q, analyst="a").released.rows) for q in QUERIES])
+        finally:
+            engine.close()
+        rows = [(u, converted(x), b) for u, x, b in rows]
+        assert got[-1] == answers(make(tmp_path / f"d{len(rows)}.duckdb", "DOUBLE", rows))
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("doc", "claims"),
+    [
+        (
+            "schemas/README.md",
+            [
+                "On DuckDB (a DuckDB file, or Parquet and CSV files read in place), a HUGEINT, "
+                "a UHUGEINT or a DECIMAL with more than 20 digits before the point or 18 after "
+                "it fits `float` in a private table the same way: dpproxy reads it as "
+                "`CAST(x AS DOUBLE)`, which cannot fail (every such value lies within ±3.5e38, "
+                "far inside a double's range), so it is answered as a DOUBLE column holding the "
+                "converted values.",
+                "Declared `integer`, in a public table, or as a privacy unit or a key a unit is "
+                "reached by, it is refused (`42804`), as on PostgreSQL.",
+            ],
+        ),
+        (
+            "docs/postgres.md",
+            [
+                "DuckDB's HUGEINT, UHUGEINT and wide DECIMAL columns are read the same way, "
+                "through a plain `CAST(x AS DOUBLE)` (their values lie within ±3.5e38), in the "
+                "same derived table; on PostgreSQL and DuckDB only (Spark checks names, not "
+                "types).",
+            ],
+        ),
+        (
+            "SECURITY.md",
+            [
+                "a DuckDB HUGEINT, UHUGEINT or wide DECIMAL declared the same way, a domain; "
+                "declared `float` in a private table, such a `numeric` or DuckDB column is read "
+                "as a double through a total conversion",
+            ],
+        ),
+    ],
+)
+def test_the_docs_say_what_these_tests_check(doc: str, claims: list[str]) -> None:
+    text = " ".join((ROOT / doc).read_text(encoding="utf-8").split())
+    for claim in claims:
+        assert claim in text, claim
