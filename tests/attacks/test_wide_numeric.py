@@ -33,7 +33,7 @@ here), it is still refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import duckdb
@@ -111,7 +111,7 @@ def world(pg_dsn: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     yield f"postgresql://{user}@{host}:{info.get('port') or 5432}/{info['dbname']}", schema
 
 
-def load(dsn: str, column_type: str, rows: list[tuple[int, str | None, int]]) -> None:
+def load(dsn: str, column_type: str, rows: Sequence[tuple[int, str | None, int]]) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS t")
         conn.execute(f"CREATE TABLE t (uid integer NOT NULL, x {column_type}, b {column_type})")
