@@ -216,6 +216,7 @@ class DuckDBBackend:
                 types[t.name] = {str(r[0]).lower(): str(r[1]) for r in rows}
                 not_null[t.name] = {str(r[0]).lower() for r in rows if r[2] == "NO"}
             fit.refuse_misfit(catalog, shapes, str(self.path), lambda: fit.duckdb_shapes(self._con))
+            wide = fit.read_wide(catalog, shapes)  # read as DOUBLE (sql/widenum.py)
             stored, made, collated, sizes = self._stored_tables()  # made: that may generate
             # the stored tables a statement may read without the optimizer (backends/light.py)
             names = {t.name.lower() for t in catalog.tables} & sizes.keys()
@@ -280,9 +281,12 @@ class DuckDBBackend:
             # query reads (a = CASE WHEN epoch(now()) >= T THEN 1000 ELSE 50 END passed a scan
             # for [0, 100] before T, and SUM(a) over 10 units released 10000 unclamped after).
             # Nor is it marked bigint: rewrite/unclamp.py's two sums would be two reads.
+            # Nor is a column read as DOUBLE (sql/widenum.py): the statements read the cast's
+            # value, not the stored one the scan would compare (its clamp stays).
+            wide_low = {t.name.lower(): set(wide.get(t.name, ())) for t in catalog.tables}
             skip = {
-                n: proven.get(n, set()) | set(generated.get(n, {}))
-                for n in proven.keys() | generated.keys()
+                n: proven.get(n, set()) | set(generated.get(n, {})) | wide_low.get(n, set())
+                for n in proven.keys() | generated.keys() | wide_low.keys()
             }
             scanned = (
                 data_bounds.proven(self._con, catalog, bounded, stored, skip, _quote)
@@ -317,7 +321,7 @@ class DuckDBBackend:
                 t = checks.mark_bigint(
                     t, {c: ty for c, ty in types.get(t.name, {}).items() if c not in computed}
                 )
-            tables.append(replace(t, unit_is_unique=is_unique))
+            tables.append(replace(t, unit_is_unique=is_unique, wide=wide.get(t.name, ())))
         return replace(catalog, tables=tuple(tables))
 
     def _stored_tables(self) -> tuple[dict[str, int], set[str], set[str], dict[str, int]]:

@@ -6,10 +6,11 @@ an ``Engine(catalog, backend)`` built directly is refused exactly as ``dpproxy.c
 (42703) the database lacks, and a column whose type is not the schema's (42804: the rewritten
 SQL is total only on data of the declared types; a PostgreSQL ``numeric`` without a precision
 or a DuckDB HUGEINT let one unit's value fail a query that its neighbour answered,
-``tests/attacks/test_wide_numeric.py``), all at once in the error's ``problems``. Metadata
-only, read once per engine from what ``attach_catalog`` already reads (DuckDB's ``DESCRIBE``,
-PostgreSQL's ``pg_attribute``); the whole database's tables are listed only for the message
-of a missing table. Spark checks names only (``backends/spark.py``).
+``tests/attacks/test_wide_numeric.py``, unless :func:`read_wide` reads it as DOUBLE), all at
+once in the error's ``problems``. Metadata only, read once per engine from what
+``attach_catalog`` already reads (DuckDB's ``DESCRIBE``, PostgreSQL's ``pg_attribute``); the
+whole database's tables are listed only for the message of a missing table. Spark checks names
+only (``backends/spark.py``).
 """
 
 from __future__ import annotations
@@ -46,12 +47,13 @@ def refuse_misfit(
 def read_wide(
     catalog: Catalog, described: Mapping[str, tuple[ColumnShape, ...]]
 ) -> dict[str, tuple[str, ...]]:
-    """PostgreSQL: {table: the lower-case names of its columns read as DOUBLE through a total
-    conversion (``sql/widenum.py``)}: the ``float`` columns of private tables, other than
-    unit columns and keys (``catalog.draft.double_readable``), whose type is a ``numeric``
-    wider than a double (``catalog.draft.wide_numeric``). ``catalog.draft.check_against``
-    lets these fit; any other wide column (``integer``, or of a public table) is refused
-    (42804)."""
+    """PostgreSQL and DuckDB: {table: the lower-case names of its columns read as DOUBLE
+    through a total conversion (``sql/widenum.py``)}: the ``float`` columns of private
+    tables, other than unit columns and keys (``catalog.draft.double_readable``), whose type
+    is too wide (``catalog.draft.wide_numeric``: a ``numeric`` wider than a double; DuckDB's
+    HUGEINT, UHUGEINT, a DECIMAL beyond 20 digits before the point or 18 after).
+    ``catalog.draft.check_against`` lets these fit; any other wide column (``integer``, a
+    unit or key, or of a public table) is refused (42804)."""
     readable = double_readable(catalog)
     wide: dict[str, tuple[str, ...]] = {}
     for t in catalog.tables:

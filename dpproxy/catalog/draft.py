@@ -67,9 +67,9 @@ def _near(names: list[str], name: str) -> str:
 
 def double_readable(catalog: Catalog) -> set[tuple[str, str]]:
     """(table, column), lower case, of the ``float`` columns of private tables that are read
-    as DOUBLE through ``sql/widenum.total_double`` when PostgreSQL types them
-    :func:`wide_numeric`: not a unit column nor a key a unit is reached by (two values the
-    conversion reads as one, 1e400 and 2e400, would be one unit)."""
+    as DOUBLE (``sql/widenum.py``) when PostgreSQL or DuckDB types them :func:`wide_numeric`:
+    not a unit column nor a key a unit is reached by (two values the conversion reads as
+    one, 1e400 and 2e400, or 2^127 - 1 and 2^127 - 2, would be one unit)."""
     keys = {
         (t.name.lower(), c.lower())
         for t in catalog.tables
@@ -151,12 +151,17 @@ _TEXT = re.compile(r"^(VARCHAR|TEXT|STRING|CHAR|BPCHAR|CHARACTER( VARYING)?|NAME
 
 
 def wide_numeric(sql_type: str) -> bool:
-    """Is ``sql_type`` a PostgreSQL ``numeric`` that no schema type fits because its values
-    may lie beyond a double's range (no precision, or too wide one)? A private table's
-    ``float`` column of such a type is read through ``sql/widenum.total_double``."""
+    """Is ``sql_type`` a number type that no schema type fits because its values are too
+    wide: a PostgreSQL ``numeric`` whose values may lie beyond a double's range (no
+    precision, or too wide one), or DuckDB's HUGEINT, UHUGEINT or a DECIMAL beyond
+    :data:`DUCKDB_INTEGER_DIGITS` and :data:`DUCKDB_SCALE`? A private table's ``float``
+    column of such a type is read as DOUBLE: ``sql/widenum.total_double`` on PostgreSQL,
+    ``sql/widenum.duckdb_double`` on DuckDB."""
     t = sql_type.strip().upper()
+    if _WIDE.match(t) and not t.startswith("DECIMAL"):
+        return True  # HUGEINT, UHUGEINT
     m = _DECIMAL.match(t)
-    return m is not None and m.group(1) == "NUMERIC" and _decimal_type(t) is None
+    return m is not None and _decimal_type(t) is None
 
 
 def schema_type(sql_type: str) -> ColumnType | None:
@@ -231,7 +236,8 @@ def check_against(catalog: Catalog, shapes: tuple[TableShape, ...]) -> tuple[Mis
                         ", whose values are too wide for DuckDB to compare with an integer "
                         f"or a literal: at most {DUCKDB_INTEGER_DIGITS} digits before the "
                         f"point and {DUCKDB_SCALE} after it (DECIMAL(38, 18), BIGINT, "
-                        "UBIGINT) or DOUBLE"
+                        "UBIGINT) or DOUBLE (a private table's float column, other than a unit "
+                        "or its key, is read as DOUBLE)"
                     )
                 elif want is None and _DECIMAL.match(actual.sql_type.strip().upper()):
                     fix = (

@@ -137,9 +137,9 @@ class Table:
     # PostgreSQL: the schema the backend found the table in when it attached the catalog (the
     # first on the steward's search path); its SQL names the table with it (sql/qualify.py).
     schema: str | None = None
-    # PostgreSQL: the lower-case names of the ``float`` columns of a type wider than a double
-    # (``numeric`` without a precision), read as DOUBLE through a total conversion
-    # (sql/widenum.py) in every statement; private tables only.
+    # PostgreSQL and DuckDB: the lower-case names of the ``float`` columns of a type too wide
+    # (``numeric`` without a precision; HUGEINT, UHUGEINT, DECIMAL(38, 0)), read as DOUBLE
+    # through a total conversion (sql/widenum.py) in every statement; private tables only.
     wide: tuple[str, ...] = ()
     # PostgreSQL: the lower-case names of the ``float`` columns stored as ``real`` (float4),
     # read as DOUBLE PRECISION (an exact, total widening) in every statement, so that no

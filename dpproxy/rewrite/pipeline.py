@@ -43,9 +43,10 @@ from dpproxy.rewrite.ranges import row_range
 from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row
 from dpproxy.sql.parse import dialect_of
-from dpproxy.sql.qualify import qualify_tables
+from dpproxy.sql.qualify import qualify_tables, read_wide_tables
 from dpproxy.sql.treekey import TreeMemo
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
+from dpproxy.sql.widenum import duckdb_double
 
 DIALECTS = ("duckdb", "postgres", "spark")
 
@@ -349,14 +350,14 @@ def rewrite_sql(ctx: RewriteContext) -> str:
 def for_dialect(tree: exp.Select, ctx: RewriteContext) -> exp.Select:
     """The dialect pass of the backend: ``rewrite/dialect.py`` and the tables' schemas
     (``sql/qualify.py``) for PostgreSQL, ``rewrite/spark.py`` for Spark; DuckDB's tree as
-    built but for ``rewrite/unclamp.py``."""
+    built but for ``rewrite/unclamp.py`` and its wide columns read as DOUBLE (``sql/widenum``)."""
     if ctx.dialect == "postgres":
         return qualify_tables(to_postgres(tree, ctx.column_types), ctx.schemas)
     if ctx.dialect == "spark":
         from dpproxy.rewrite.spark import to_spark
 
         return to_spark(tree, ctx.column_types)
-    return unclamp(tree, ctx.plan.query.table)  # rewrite/unclamp.py
+    return read_wide_tables(unclamp(tree, ctx.plan.query.table), ctx.schemas, duckdb_double)
 
 
 def build(ctx: RewriteContext) -> exp.Select:

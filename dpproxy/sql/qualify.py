@@ -11,8 +11,9 @@ name them so themselves.
 A reference left unqualified fails (no such relation on the pinned path): it cannot read
 another schema's table.
 
-A name that a WITH of an enclosing query defines is that CTE's, and left alone; DuckDB's SQL
-never comes here (its tables have no schema), so its text is unchanged.
+A name that a WITH of an enclosing query defines is that CTE's, and left alone. DuckDB's SQL
+comes only to :func:`read_wide_tables` (its tables have no schema), and only a table with a
+column read as DOUBLE (``sql/widenum.py``) changes there.
 
 Every table and column name of the catalog is written in double quotes with the catalog's
 spelling, wherever it appears in the statement: one PostgreSQL would fold to lower case
@@ -25,14 +26,14 @@ references still meet their definitions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
 from dpproxy.sql.pgnames import quoted_names
-from dpproxy.sql.widenum import read_as_double
+from dpproxy.sql.widenum import read_as_double, total_double
 
 T = TypeVar("T", bound=exp.Expression)
 
@@ -49,9 +50,13 @@ class TableSchemas(dict[str, str]):
     ) -> None:
         super().__init__(schemas)
         self.quoted = dict(quoted)
-        # {lower-case table name: its columns (spelling, "numeric" or "real" when read as
-        # DOUBLE, else None)}, for the tables with such a column (sql/widenum.py)
+        # {lower-case table name: its columns (spelling, "numeric" when read through
+        # sql/widenum.py's conversion, "real" when a float4 read as DOUBLE, else None)}, for the
+        # tables with such a column (PostgreSQL and DuckDB)
         self.wide = dict(wide or {})
+
+    def __bool__(self) -> bool:  # DuckDB's: no schema, and maybe tables read through widenum
+        return bool(len(self) or self.wide)
 
 
 def table_schemas(tables: Iterable[Table]) -> TableSchemas:
@@ -65,7 +70,7 @@ def table_schemas(tables: Iterable[Table]) -> TableSchemas:
     wide = {
         t.name.lower(): tuple((c.name, kind(t, c.name.lower())) for c in t.columns)
         for t in tables
-        if (t.wide or t.real) and t.schema is not None
+        if t.wide or t.real
     }
     return TableSchemas(schemas, quoted_names(tables) if schemas else {}, wide)
 
@@ -124,9 +129,30 @@ def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
             continue
         table.set("catalog", None)
         table.set("db", exp.Identifier(this=schema, quoted=True))
-        wide = schemas.wide.get(name) if isinstance(schemas, TableSchemas) else None
-        if wide:
-            table.replace(read_as_double(table, wide))
+    return read_wide_tables(tree, schemas)
+
+
+def read_wide_tables(
+    tree: T,
+    schemas: Mapping[str, str],
+    convert: Callable[[exp.Expression], exp.Expression] = total_double,
+) -> T:
+    """``tree`` with each reference to a table of :attr:`TableSchemas.wide` that is not a
+    CTE's name replaced by its derived table (``sql/widenum.read_as_double``: its wide
+    columns read through ``convert``, ``total_double`` on PostgreSQL, ``duckdb_double`` on
+    DuckDB); in place. PostgreSQL's references were qualified first (:func:`qualify_tables`);
+    DuckDB's tables have no schema set, and only the wide tables change."""
+    wide = schemas.wide if isinstance(schemas, TableSchemas) else {}
+    if not wide:
+        return tree
+    for table in list(tree.find_all(exp.Table)):
+        if not isinstance(table.this, exp.Identifier):
+            continue
+        name = table.name.lower()
+        columns = wide.get(name)
+        if columns is None or (table.args.get("db") is None and _is_cte(table, name)):
+            continue
+        table.replace(read_as_double(table, columns, convert))
     return tree
 
 

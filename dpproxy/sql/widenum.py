@@ -1,4 +1,4 @@
-"""PostgreSQL ``numeric`` columns wider than a double, read as DOUBLE through a total conversion.
+"""Number columns wider than dpproxy computes with, read as DOUBLE through a total conversion.
 
 A ``numeric`` without a precision holds up to 131,072 digits before the point and 16,383 after
 it, NaN and (PostgreSQL 14 on) ±Infinity; ``numeric`` → ``double precision`` raises 22003 for a
@@ -14,11 +14,17 @@ rest of the rewrite sees a ``double precision`` column, with the guards it has f
 A private table's ``float`` column stored as ``real`` (float4) is read through the same
 derived table as ``CAST(x AS DOUBLE PRECISION)`` (exact and total; :func:`read_as_double`
 says why it is needed).
+
+DuckDB's HUGEINT, UHUGEINT and a DECIMAL with more than 20 digits before the point or 18 after
+it were refused the same way (``catalog/draft.py``: DuckDB compares them with an integer or a
+literal in a type that cannot hold every value of both). Such a ``float`` column of a private
+table is read through :func:`duckdb_double`, by the same derived table (:func:`read_as_double`,
+placed by ``sql/qualify.read_wide_tables`` for both engines).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
@@ -73,12 +79,34 @@ def total_double(x: exp.Expression) -> exp.Expression:
     return case.else_(exp.cast(x.copy(), exp.DataType.build("double")))
 
 
-def read_as_double(table: exp.Table, columns: Sequence[tuple[str, str | None]]) -> exp.Expression:
-    """The derived table that replaces the reference ``table`` (schema set): ``columns`` (each
-    column's spelling, and ``"numeric"`` when it is read through :func:`total_double`,
-    ``"real"`` when it is a float4 read as ``CAST(x AS DOUBLE PRECISION)``, else None), under
-    the reference's alias, or its name when it has none, so the statement's references to the
-    table and its columns mean what they did.
+def duckdb_double(x: exp.Expression) -> exp.Expression:
+    """``x`` (a DuckDB HUGEINT, UHUGEINT or DECIMAL(p, s), p <= 38) as a DOUBLE:
+    ``CAST(x AS DOUBLE)``, which cannot fail on any stored value.
+
+    Why it is total. DuckDB casts these types to DOUBLE by arithmetic, not through text: a
+    HUGEINT's magnitude is at most 2^127 (about 1.7e38), a UHUGEINT's at most 2^128 - 1
+    (3.4e38) and a DECIMAL(38, s)'s below 10^38, all far below a double's largest value
+    (1.8e308), so the result is finite and the cast has no overflow to raise; the result
+    is the nearest double or one next to it, never an error. A NULL casts to NULL. There is
+    no NaN nor infinity in these types. Checked on DuckDB with each type's extremes
+    (±(2^127 - 1), -2^127, UHUGEINT 2^128 - 1, DECIMAL(38, 0) ±(10^38 - 1), DECIMAL(38, 37)
+    ±9.99..., 1e-37) and NULL: ``tests/attacks/test_wide_numeric_duckdb.py``. The values
+    change only where a double cannot hold them exactly (beyond 2^53, or beyond 15-17
+    significant digits), rounded as a double rounds."""
+    return exp.cast(x.copy(), exp.DataType.build("double"))
+
+
+def read_as_double(
+    table: exp.Table,
+    columns: Sequence[tuple[str, str | None]],
+    convert: Callable[[exp.Expression], exp.Expression] = total_double,
+) -> exp.Expression:
+    """The derived table that replaces the reference ``table``: ``columns`` (each column's
+    spelling, and ``"numeric"`` when it is read through ``convert`` — :func:`total_double` on
+    PostgreSQL, :func:`duckdb_double` on DuckDB —, ``"real"`` when it is a PostgreSQL float4
+    read as ``CAST(x AS DOUBLE PRECISION)``, else None), under the reference's alias, or its
+    name when it has none, so the statement's references to the table and its columns mean
+    what they did.
 
     A float4 is widened because PostgreSQL would otherwise unify it with the rewrite's
     constants as a float4: ``CASE WHEN ... THEN 1e150 ELSE x END`` (``rewrite/floats.py``'s
@@ -98,7 +126,7 @@ def read_as_double(table: exp.Table, columns: Sequence[tuple[str, str | None]]) 
     def read(c: str, kind: str | None) -> exp.Expression:
         column = exp.column(exp.to_identifier(c, quoted=True))
         if kind == "numeric":
-            return total_double(column)
+            return convert(column)
         if kind == "real":
             return exp.cast(column, exp.DataType.build("double"))
         return column
