@@ -45,6 +45,7 @@ CONDITION_NAMES: dict[str, str] = {
     "23505": "unique_violation",
     "24000": "invalid_cursor_state",
     "25006": "read_only_sql_transaction",
+    "42000": "syntax_error_or_access_rule_violation",
     "42501": "insufficient_privilege",
     "42601": "syntax_error",
     "42702": "ambiguous_column",
