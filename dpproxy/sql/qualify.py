@@ -36,6 +36,7 @@ from dpproxy.sql.pgnames import quoted_names
 from dpproxy.sql.widenum import read_as_double, total_double
 
 T = TypeVar("T", bound=exp.Expression)
+V = TypeVar("V")
 
 
 class TableSchemas(dict[str, str]):
@@ -120,13 +121,7 @@ def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
             if spelled is not None and not _names_schema(ident):
                 ident.set("this", spelled)
                 ident.set("quoted", True)
-    for table in list(tree.find_all(exp.Table)):
-        if not isinstance(table.this, exp.Identifier):
-            continue
-        name = table.name.lower()
-        schema = schemas.get(name)
-        if schema is None or (table.args.get("db") is None and _is_cte(table, name)):
-            continue
+    for table, schema in _references(tree, schemas):
         table.set("catalog", None)
         table.set("db", exp.Identifier(this=schema, quoted=True))
     return read_wide_tables(tree, schemas)
@@ -145,15 +140,24 @@ def read_wide_tables(
     wide = schemas.wide if isinstance(schemas, TableSchemas) else {}
     if not wide:
         return tree
+    for table, columns in _references(tree, wide):
+        table.replace(read_as_double(table, columns, convert))
+    return tree
+
+
+def _references(tree: exp.Expression, known: Mapping[str, V]) -> list[tuple[exp.Table, V]]:
+    """Each reference of ``tree`` to a table named in ``known`` (by lower-case name) that is
+    not a CTE's name, with its entry (a reference qualified already is a table's)."""
+    found = []
     for table in list(tree.find_all(exp.Table)):
         if not isinstance(table.this, exp.Identifier):
             continue
         name = table.name.lower()
-        columns = wide.get(name)
-        if columns is None or (table.args.get("db") is None and _is_cte(table, name)):
+        entry = known.get(name)
+        if entry is None or (table.args.get("db") is None and _is_cte(table, name)):
             continue
-        table.replace(read_as_double(table, columns, convert))
-    return tree
+        found.append((table, entry))
+    return found
 
 
 def qualified_text(sql: str, schemas: Mapping[str, str]) -> str:
