@@ -147,21 +147,21 @@ def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
     except DPProxyError as e:
         if e.sqlstate != "XX000":  # unreachable, cancelled: nothing was reserved either
             raise
-        said = (e.log_detail or e.message).strip().splitlines() or [""]
-        raise OuterQueryInvalid(
-            "the query around the parts released first does not run on the database",
-            hint=f"the database said: {said[0][:300]}; nothing was charged",
-            log_detail=e.log_detail,
-        ) from None
+        raise _does_not_bind(e.log_detail or e.message, e.log_detail) from None
     text = "\n".join(str(v) for row in shown.rows for v in row)
     marker = "Error occurred during query planning:"
     if marker in text:  # Spark's EXPLAIN reports the error in its rows, it does not raise
-        said = text.split(marker, 1)[1].strip().splitlines() or [""]
-        raise OuterQueryInvalid(
-            "the query around the parts released first does not run on the database",
-            hint=f"the database said: {said[0][:300]}; nothing was charged",
-            log_detail=text[:2000],
-        )
+        raise _does_not_bind(text.split(marker, 1)[1], text[:2000])
+
+
+def _does_not_bind(said: str, detail: str | None) -> OuterQueryInvalid:
+    """The refusal of an outer query the database cannot bind, quoting its first line."""
+    first = said.strip().splitlines() or [""]
+    return OuterQueryInvalid(
+        "the query around the parts released first does not run on the database",
+        hint=f"the database said: {first[0][:300]}; nothing was charged",
+        log_detail=detail,
+    )
 
 
 def plan_summary(plan: QueryPlan | PublicPlan) -> str:
