@@ -45,7 +45,7 @@ from dpproxy.release.postprocess import Released, postprocess
 from dpproxy.release.public import columns_of, public_failure, release_public
 from dpproxy.rewrite.pipeline import RewriteContext, rewrite_sql, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
-from dpproxy.sql.parse import dated, normalised_text, parse, too_complex
+from dpproxy.sql.parse import dated, normalised_text, parse, peek, too_complex
 from dpproxy.sql.pgnames import check_names, spellings
 from dpproxy.sql.qualify import table_schemas
 from dpproxy.sql.validate import validate
@@ -299,10 +299,10 @@ class Engine:
     def public_plan(self, sql: str) -> PublicPlan | None:
         """The plan of a query that reads public tables only (answered exactly, at no cost:
         ``planning/public.py``); None when it reads a private table, or no table."""
-        tree = check_names(parse(sql), self.names)  # every query's first step (prepare, run…)
-        if not reads_public_only(tree, self.catalog):
+        seen = check_names(peek(sql), self.names)  # every query's first step (prepare, run…)
+        if not reads_public_only(seen, self.catalog):  # read only: the tree is the memo's
             return None
-        return plan_public(tree, self.catalog, self.backend.dialect, self.public_max_rows)
+        return plan_public(parse(sql), self.catalog, self.backend.dialect, self.public_max_rows)
 
     def _run_public(self, plan: PublicPlan, analyst: str, cancel: CancelToken | None) -> Answer:
         """Nothing is reserved, charged or written to the ledger: public rows cost no privacy.

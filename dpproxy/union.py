@@ -35,7 +35,7 @@ from dpproxy.planning.public import PublicPlan
 from dpproxy.release.answer import Answer, Progress
 from dpproxy.release.postprocess import Released
 from dpproxy.release.public import columns_of
-from dpproxy.sql.parse import parse
+from dpproxy.sql.parse import parse, peek
 
 if TYPE_CHECKING:  # built, and imported, for a UNION only (plan_union)
     from dpproxy.planning.union_plan import Plan, UnionPlan
@@ -83,9 +83,9 @@ def plan_union(
     """The plan of a UNION [ALL] of aggregate SELECTs, or None for any other statement.
     ``plan_of``: the engine's planner for one query (public or DP); ``composed``: would the
     engine plan this query in parts (subqueries)? Refusals are raised here, before any data."""
-    tree = parse(sql)
-    if not isinstance(tree, exp.SetOperation):
+    if not isinstance(peek(sql), exp.SetOperation):  # read, not copied: most queries
         return None
+    tree = parse(sql)
     modifiers = {k: tree.args.get(k) for k in ("order", "limit", "offset")}
     for k in modifiers:
         tree.set(k, None)

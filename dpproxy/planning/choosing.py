@@ -317,9 +317,11 @@ def _share_of(
     released: dict[str, tuple[Fraction, Fraction]],
 ) -> AggregatePlan:
     """:func:`_share` of the share (ε, δ)."""
+    n = len(plan.parts)
+    share = (epsilon, delta) if n == 1 else (epsilon / n, delta / n)  # exact either way
     for p in plan.parts:
-        e, d = released.get(p, (Fraction(0), Fraction(0)))
-        released[p] = (e + epsilon / len(plan.parts), d + delta / len(plan.parts))
+        spent = released.get(p)
+        released[p] = share if spent is None else (spent[0] + share[0], spent[1] + share[1])
     return plan
 
 

@@ -71,7 +71,7 @@ from dpproxy.planning.relations import (
 )
 from dpproxy.planning.released import VALUE_WIDTH, refuse_values
 from dpproxy.sql.correlated import correlation
-from dpproxy.sql.parse import parse
+from dpproxy.sql.parse import parse, peek
 from dpproxy.sql.scalars import (
     check_scalar,
     compared,
@@ -200,6 +200,15 @@ class ComposedPlan:
         return self.public.plan(text) if public and self.public is not None else None
 
 
+def _in_parts(tree: exp.Expression, catalog: Catalog, public: PublicPath | None) -> bool:
+    """Has the query aggregate relations or scalar subqueries (:func:`compose` plans those
+    in parts)? Reads ``tree`` only; refuses a scalar subquery under row-level arithmetic."""
+    if public is not None and find_relations(tree, catalog):
+        return True
+    refuse_arithmetic(tree)
+    return bool(find_scalars(tree))
+
+
 def compose(
     sql: str,
     catalog: Catalog,
@@ -212,6 +221,8 @@ def compose(
     ``numeric``: does a plan release a number (its one output column)? ``public``: the
     engine's public path, for key domains and public outer queries (without it, correlated
     subqueries and aggregate relations are refused)."""
+    if not _in_parts(peek(sql), catalog, public):  # most queries: read, not copied
+        return None
     tree = parse(sql)
     hints = "".join(m + " " for m in _HINT.findall(sql))
     relations = find_relations(tree, catalog) if public is not None else []

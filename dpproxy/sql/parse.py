@@ -280,12 +280,26 @@ def parse(sql: str) -> exp.Expression:
     >>> parse("SELECT 1") is not parse("SELECT 1")
     True
     """
+    return clone(peek(sql))
+
+
+def peek(sql: str) -> exp.Expression:
+    """The tree :func:`parse` copies, itself: for a caller that only reads it, such as the
+    engine's first looks at a query (does it read public tables only, is it a UNION, has it
+    subqueries?), which a private aggregate answers no to without changing anything. Such a
+    caller must not change the tree, nor keep it where another could: it is shared with
+    every later caller of the same text. ``tests/unit/test_parse_memo.py`` plans a corpus of
+    queries of every kind and checks that each kept tree is still its text's fresh parse.
+
+    >>> peek("SELECT 1") is peek("SELECT 1")
+    True
+    """
     kept = PARSED.get(sql)
     if kept is not None:
-        return clone(kept)
+        return kept
     tree = _parse_one(sql)
     PARSED.keep(sql, tree)
-    return clone(tree)
+    return tree
 
 
 class ParsedTexts:
@@ -294,7 +308,8 @@ class ParsedTexts:
     one longer text parsed last, up to :data:`PARSED_LARGEST` characters (a tree takes about
     130 bytes per character of its text: a 10,000-item IN list's text of 59 KB was parsed
     four times by one first ``Engine.prepare``, 0.5 s of its 0.6). A longer text is parsed
-    each time. Kept trees are never handed out, only copies of them, so nobody changes one.
+    each time. A kept tree is handed out only to :func:`peek`'s callers, which only read
+    it; :func:`parse` hands out copies, so nobody changes one.
 
     No lock (this layer is pure): under the server's threads each step is one dict operation
     or one assignment, atomic under the GIL, and what a race can do is harmless: a text kept

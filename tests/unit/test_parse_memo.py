@@ -130,3 +130,62 @@ def test_threads_parsing_the_same_texts_get_equal_trees_of_their_own(parses: lis
     assert len(got) == 4 * 20 * len(texts)
     assert all(tree == expected[t] for t, tree in got)
     assert len({id(tree) for _, tree in got}) == len(got)  # no tree handed out twice
+
+
+# Every kind of first look at a text: private aggregates (no look changes anything), public
+# tables, UNION ALL, scalar subqueries, an aggregate relation, and refusals of each.
+_LOOKED_AT = (
+    "SELECT COUNT(*) FROM orders WHERE o_orderstatus = 'F'",
+    "SELECT c_mktsegment, AVG(c_acctbal) FROM customer GROUP BY c_mktsegment",
+    "SELECT n_name FROM nation WHERE n_nationkey < 5 ORDER BY n_name",
+    "SELECT r_name, COUNT(*) FROM region GROUP BY r_name",
+    "SELECT COUNT(*) AS n FROM orders UNION ALL SELECT COUNT(*) FROM customer ORDER BY n",
+    "SELECT n_name AS name, 1 AS n FROM nation WHERE n_nationkey = 3 UNION ALL "
+    "SELECT 'customers', COUNT(*) FROM customer",
+    "SELECT COUNT(*) FROM customer WHERE c_acctbal > (SELECT AVG(c_acctbal) FROM customer)",
+    "/*+ dpproxy max_rows=1000 */ SELECT p_partkey, p_size FROM part WHERE p_brand = "
+    "'Brand#13' AND p_size > (SELECT COUNT(*) FROM lineitem WHERE l_partkey = p_partkey)",
+    "WITH seg AS (SELECT c_mktsegment AS s, COUNT(*) AS n FROM customer GROUP BY c_mktsegment) "
+    "SELECT s, n FROM seg ORDER BY s",
+    "SELECT COUNT(*) FROM orders UNION ALL SELECT o_comment FROM orders",  # refused
+    "SELECT COUNT(*) FROM customer WHERE c_acctbal + (SELECT AVG(c_acctbal) FROM customer) > 0",
+    "SELECT c_name FROM customer",  # refused: not an aggregate
+)
+
+
+def test_the_first_looks_leave_the_kept_trees_as_parsed(tpch_db: object) -> None:
+    """``peek`` hands the kept tree itself to the engine's first looks (public tables, UNION,
+    subqueries): were any of them to change it, a later caller of the same text would plan
+    another query. Planning and running a query of every kind leaves each kept tree equal to
+    a fresh parse of its text."""
+    from fractions import Fraction
+
+    from dpproxy.accounting.memory import MemoryAccountant
+    from dpproxy.backends.duckdb import DuckDBBackend
+    from dpproxy.engine import Engine
+    from dpproxy.errors import DPProxyError
+    from dpproxy.values import Cost
+    from tests.noise import NoNoise
+
+    PARSED.clear()
+    path, catalog = tpch_db.path, tpch_db.catalog()  # type: ignore[attr-defined]
+    budget = MemoryAccountant(Cost(Fraction(10**6), Fraction(1, 2)), cache="off")
+    engine = Engine(catalog, DuckDBBackend(path), accountant=budget, noise=NoNoise())
+    outcomes = {}
+    try:
+        for sql in _LOOKED_AT:
+            try:
+                engine.prepare(sql)
+                engine.run(sql, analyst="memo")
+                outcomes[sql] = "answered"
+            except DPProxyError as e:
+                outcomes[sql] = e.sqlstate
+    finally:
+        engine.close()
+    assert list(outcomes.values()).count("answered") >= 8, outcomes  # each kind was planned
+    assert set(outcomes.values()) - {"answered"}, outcomes  # and refusals too
+    kept = {sql: tree for sql, tree in PARSED._trees.items() if sql in _LOOKED_AT}
+    assert set(kept) == set(_LOOKED_AT)
+    for sql, tree in kept.items():
+        fresh = parse_module._parse_one(sql)
+        assert tree == fresh and tree.sql() == fresh.sql(), sql
