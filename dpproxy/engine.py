@@ -8,8 +8,6 @@ import functools
 import json
 import logging
 import secrets
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
@@ -22,6 +20,7 @@ from dpproxy.catalog.model import Catalog, MechanismKind
 from dpproxy.catalog.public import attach_public
 from dpproxy.composed import Options, check_outer_binds, composed_key, run_composed
 from dpproxy.composed import plan_summary as _plan_summary
+from dpproxy.drawn import DrawnBounds, draw_rows
 from dpproxy.errors import BackendUnavailable, CanceledBeforeStart, DPProxyError, InternalError
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
@@ -56,7 +55,6 @@ if TYPE_CHECKING:  # imported by union.py for a UNION only
     from dpproxy.planning.union_plan import UnionPlan
 log = logging.getLogger("dpproxy")
 _summary = per_plan(_plan_summary)  # the release log's plan text, once per plan object
-CHOSEN_KEPT = 4096  # rows-per-unit bounds remembered for reuse (per analyst and relation)
 
 Composed = ComposedPlan | None
 _Options = Options
@@ -111,9 +109,7 @@ class Engine:
         self.names = spellings(self.catalog.tables) if backend.dialect == "postgres" else {}
         self.accountant = accountant or MemoryAccountant(catalog.policy.budget)
         self.noise = noise or OpenDPNoise()
-        # DP rows-per-unit bounds by analyst and relation: reused at no cost (post-processing)
-        self._chosen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
-        self._chosen_lock = threading.Lock()
+        self._drawn = DrawnBounds(self.accountant)  # DP rows-per-unit bounds, reused free
         self._shown: Engine | None = None  # see canonical
         self._ahead = prefetcher_for(self.noise)  # noise drawn while the SQL runs, or None
 
@@ -167,7 +163,7 @@ class Engine:
             return Prepared(replace(composed, statements=statements), None, extra)
         plan, unkeyed, statement = self._plan(sql, epsilon, delta, mechanism, method)
         if statement is not None:
-            tau = self._reusable(plan, statement, analyst)
+            tau = self._drawn.reusable(plan, statement, analyst)
             if tau is not None:
                 plan = self._plan_chosen(sql, epsilon, delta, mechanism, method, tau, True)
                 unkeyed = None
@@ -178,31 +174,6 @@ class Engine:
             return unkeyed
         key = secrets.randbits(62) if secret is None else secret
         return self._rewrite(plan, key)
-
-    @staticmethod
-    def _choice_key(plan: QueryPlan, statement: str, analyst: str) -> tuple[str, str, str]:
-        """Equal keys draw from the same rows: the analyst, the per-unit statement (the
-        plan's :func:`truncation_sql`) and the coverage."""
-        trunc = plan.truncation
-        assert trunc is not None
-        return (analyst, statement, f"{trunc.coverage}")
-
-    def _reusable(self, plan: QueryPlan, statement: str, analyst: str | None) -> int | None:
-        """A bound drawn earlier for this analyst and these rows: in memory, or kept by the
-        accountant (the ledger keeps it across restarts, like released answers)."""
-        if analyst is None:
-            return None
-        key = self._choice_key(plan, statement, analyst)
-        with self._chosen_lock:
-            if key in self._chosen:
-                self._chosen.move_to_end(key)
-                return self._chosen[key]
-        kept = self.accountant.cached(self._bound_cache_key(key))
-        return int(kept) if kept is not None and kept.isdigit() else None
-
-    def _bound_cache_key(self, key: tuple[str, str, str]) -> str:
-        analyst, statement, coverage = key
-        return self.accountant.cache_key(analyst, f"rows per unit|{coverage}|{statement}")
 
     def _plan_chosen(
         self,
@@ -229,23 +200,6 @@ class Engine:
         )
         check_plan(plan)
         return plan
-
-    def _choose_rows(self, plan: QueryPlan, statement: str, cancel: CancelToken | None) -> int:
-        """Draw the rows-per-unit bound with DP (``planning/truncation.py``) from the counts
-        ``statement`` (the plan's :func:`truncation_sql`) returns."""
-        trunc = plan.truncation
-        assert trunc is not None and trunc.coverage is not None
-        exact = self.backend.execute(statement, cancel)
-        units = [0] * (len(trunc.grid) + 1)
-        for row in exact.rows:
-            units[int(row[0])] += int(row[1])
-        scale = 2 / trunc.epsilon
-        from dpproxy.planning.truncation import scores as truncation_scores
-        from dpproxy.release.local import exponential_index
-
-        scores = truncation_scores(units, trunc.coverage, trunc.grid, scale)
-        index = exponential_index(scores, scale, self.noise)
-        return trunc.grid[index]
 
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)
     def _plan(
@@ -436,14 +390,11 @@ class Engine:
         assert isinstance(first, QueryPlan)
         plan = first
         if prepared.truncation is not None:
-            tau = self._choose_rows(plan, prepared.truncation, cancel)
+            tau = draw_rows(self.backend, self.noise, plan, prepared.truncation, cancel)
             progress.touched = True
-            choice = self._choice_key(plan, prepared.truncation, analyst)
-            progress.drawn.append((self._bound_cache_key(choice), str(tau)))
-            with self._chosen_lock:
-                self._chosen[choice] = tau
-                while len(self._chosen) > CHOSEN_KEPT:  # the oldest is drawn again
-                    self._chosen.popitem(last=False)
+            choice = self._drawn.choice(plan, prepared.truncation, analyst)
+            progress.drawn.append((self._drawn.ledger_key(choice), str(tau)))
+            self._drawn.remember(choice, tau)
             plan = self._plan_chosen(sql, *opts, tau, False)
             reserved = first.cost
             if not reserved.covers(plan.cost) and (same := one_method(first)):

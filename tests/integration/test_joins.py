@@ -25,6 +25,7 @@ import pytest
 from dpproxy.accounting.memory import MemoryAccountant
 from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.backends.postgres import PostgresBackend
+from dpproxy.drawn import draw_rows
 from dpproxy.engine import Engine
 from dpproxy.mechanisms.noise import OpenDPNoise
 from dpproxy.tpch import Q1, Q3, Q5, Q10, QUERIES, load_tpch_postgres
@@ -191,8 +192,10 @@ def test_the_dp_choice_lands_near_the_target_quantile(noisy_engine: Engine, tpch
         con.close()
     prepared = noisy_engine.prepare("SELECT COUNT(*) FROM lineitem")
     assert prepared.truncation is not None
-    draws = [noisy_engine._choose_rows(prepared.plan, prepared.truncation, None)
-             for _ in range(40)]
+    e = noisy_engine
+    draws = [
+        draw_rows(e.backend, e.noise, prepared.plan, prepared.truncation, None) for _ in range(40)
+    ]
     inside = sum(p99 <= tau <= 2 * most for tau in draws)
     assert inside >= 24, (p99, most, sorted(draws))
     assert statistics.median(draws) <= 2 * most
@@ -285,7 +288,8 @@ def test_postgres_gives_the_same_noise_free_answers(pg_dsn: str, tpch_db: Any) -
         pg_engine = engines["postgres"]
         prepared = pg_engine.prepare(Q3)
         assert prepared.truncation is not None and prepared.plan.truncation is not None
-        drawn = pg_engine._choose_rows(prepared.plan, prepared.truncation, None)
+        e = pg_engine
+        drawn = draw_rows(e.backend, e.noise, prepared.plan, prepared.truncation, None)
         assert drawn in prepared.plan.truncation.grid
     finally:
         for e in engines.values():
