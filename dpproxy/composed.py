@@ -22,7 +22,11 @@ function, ``MAX`` of a boolean on PostgreSQL) is refused with :class:`OuterQuery
 the charge, so its length is bounded first (:meth:`ComposedPlan.longest`: every key kept,
 every value as wide as a float's text can be) and refused beyond the parser's limit (54001).
 What could still fail on a value at run time is kept out by the
-total subset (``planning/released.py``). Privacy of the dry run: the statement reads public
+total subset (``planning/released.py``). How many rows the public outer query returns can depend
+on the released rows, so its row cap (``public_max_rows``, 53400 beyond) is proved before the
+budget is reserved too (:func:`check_outer_rows`: ``planning/rowbound.py`` bounds the rows with
+every released relation at all its keys, from the sizes of the public tables it reads, counted
+first). Privacy of the dry run: the statement reads public
 tables only (``PublicPath.check_reads``, ``plan_public``) and no released value, and EXPLAIN
 binds and plans without running it, so its outcome depends on the query text, the schema and
 public data alone. A private outer query is not EXPLAINed: it is planned by the DP planner, whose
@@ -40,9 +44,11 @@ from dpproxy.accounting.ledger import ReleaseRecord
 from dpproxy.accounting.memory import Accountant
 from dpproxy.backends import Backend, CancelToken
 from dpproxy.catalog.model import MechanismKind
-from dpproxy.errors import DPProxyError, InternalError, OuterQueryInvalid
+from dpproxy.errors import DPProxyError, InternalError, OuterQueryInvalid, PublicResultTooLarge
 from dpproxy.planning.plan import Method, QueryPlan
 from dpproxy.planning.public import PublicPlan
+from dpproxy.planning.relations import RelationPart, substitute_relations
+from dpproxy.planning.rowbound import most_rows
 from dpproxy.planning.scalars import ComposedPlan, outer_query, public_values, same_outer
 from dpproxy.release.answer import Answer, Prepared, Progress
 from dpproxy.release.postprocess import Released
@@ -152,6 +158,47 @@ def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
     marker = "Error occurred during query planning:"
     if marker in text:  # Spark's EXPLAIN reports the error in its rows, it does not raise
         raise _does_not_bind(text.split(marker, 1)[1], text[:2000])
+    check_outer_rows(backend, composed)
+
+
+def check_outer_rows(backend: Backend, composed: ComposedPlan) -> None:
+    """Before the budget is reserved: refuse (53400) a public outer query that could return
+    more rows than the engine's cap on a public answer, at any released values
+    (``planning/rowbound.py``: every released relation with all its keys, each public table
+    it reads with its rows, counted now; its own LIMIT when that bounds it alone)."""
+    outer, public = composed.outer, composed.public
+    if not isinstance(outer, PublicPlan) or public is None:
+        return
+    cap = outer.max_rows
+    relations = [p for p in composed.scalars if isinstance(p, RelationPart)]
+    tree = composed.tree
+    if relations:
+        bodies = [p.body([(k, [0.0] * len(p.items)) for k in p.keys]) for p in relations]
+        tree = substitute_relations(tree, public.catalog, bodies)
+    limited = most_rows(tree, lambda name: None)  # a LIMIT of its own, no table counted
+    if limited is not None and limited <= cap:
+        return
+    counted: dict[str, int] = {}
+
+    def size(name: str) -> int | None:
+        table = public.catalog.table(name)
+        if table is None or table.private:
+            return None
+        if name not in counted:
+            plan = public.plan(f'SELECT COUNT(*) FROM "{table.name}"')  # public rows: free
+            counted[name] = int(backend.execute(plan.sql).rows[0][0])
+        return counted[name]
+
+    bound = most_rows(tree, size)
+    if bound is not None and bound <= cap:
+        return
+    could = "an unknown number of" if bound is None else f"up to {bound:,}"
+    raise PublicResultTooLarge(
+        f"the query around the parts released first could return {could} rows, more than "
+        f"the {cap:,} an answer over public tables and released rows may have; refused before "
+        "anything is charged",
+        hint=f"add ORDER BY … LIMIT {cap} (or less) to the query, or join fewer rows",
+    )
 
 
 def _does_not_bind(said: str, detail: str | None) -> OuterQueryInvalid:
