@@ -156,7 +156,9 @@ def check_outer_binds(backend: Backend, composed: ComposedPlan) -> None:
         raise _does_not_bind(e.log_detail or e.message, e.log_detail) from None
     text = "\n".join(str(v) for row in shown.rows for v in row)
     marker = "Error occurred during query planning:"
-    if marker in text:  # Spark's EXPLAIN reports the error in its rows, it does not raise
+    # Spark's EXPLAIN reports the error in its rows, it does not raise; a plan begins with
+    # "== Physical Plan ==", so a string literal holding the marker is no error
+    if text.startswith(marker):
         raise _does_not_bind(text.split(marker, 1)[1], text[:2000])
     check_outer_rows(backend, composed)
 

@@ -360,6 +360,19 @@ def _columns(tree: exp.Expr) -> list[tuple[str, str | None]]:
     return out
 
 
+def _exact_sums(tree: exp.Expr) -> None:
+    """Spark (ANSI) sums integers into a BIGINT and raises on overflow, where DuckDB sums into
+    a HUGEINT and PostgreSQL into a NUMERIC. Over released rows whether a SUM overflows would be
+    decided by the data, after the charge (two kept keys of ``COUNT(*) * 1e30``, each written
+    as 9·10¹⁸: ``released.bigint``), so on Spark a query over released rows sums integers in
+    ``DECIMAL(38, 0)``: exact, and returned as an int (``backends/spark._plain``)."""
+    for node in list(tree.find_all(exp.Sum)):
+        term = node.this
+        inner = term.expressions[0] if isinstance(term, exp.Distinct) else term
+        if category(inner.type) == "integer":
+            inner.replace(exp.Cast(this=inner.copy(), to=exp.DataType.build("DECIMAL(38, 0)")))
+
+
 def _unify(a: str | None, b: str | None) -> str | None:
     if a is None or b is None or a == b:
         return a or b
@@ -431,6 +444,8 @@ def plan_public(
     tree.set("limit", exp.Limit(expression=exp.Literal.number(cap)))
     if dialect == "postgres":  # each table with the schema it was found in
         qualify_tables(tree, table_schemas(catalog.tables))
+    if dialect == "spark" and values:  # over released rows: checked total, then at the values
+        _exact_sums(tree)
     return PublicPlan(
         query=query,
         sql=tree.sql(dialect=dialect, comments=False),

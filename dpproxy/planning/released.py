@@ -36,7 +36,9 @@ The released values themselves are written within ±:data:`MAGNITUDE` (:func:`wr
 post-processing of noisy values, which it changes only beyond 1e140; a column cast to BIGINT,
 within ±9e18, :func:`bigint`): SUM over at most
 100,001 of them stays below 1e146, and PostgreSQL's AVG of doubles, which squares deviations
-of up to n·|x| (``float8_accum``), below 1e300, so neither overflows. The placeholders
+of up to n·|x| (``float8_accum``), below 1e300, so neither overflows; Spark, whose SUM of
+integers is a BIGINT that two such values overflow, sums integers in ``DECIMAL(38, 0)`` there
+(``public._exact_sums``), as DuckDB (HUGEINT) and PostgreSQL (NUMERIC) do. The placeholders
 dpproxy writes for the relations (``SELECT CAST(NULL AS t) AS name … WHERE FALSE``) hold
 nothing that runs on a value and are not checked, nor are a keyed subquery's lookups in its
 released VALUES (``sql/correlated.lookup_relation``, literals and equalities only).

@@ -4,14 +4,17 @@ A query around an aggregate relation or a keyed subquery (``planning/relations.p
 ``planning/keyed.py``) reserves the parts' cost, releases them, and then runs the rest of the
 query exactly over public tables and the released rows. That outer query was never run, nor
 bound, before the charge: a static error in it, one the database raises on every database
-(``SELECT s FROM (…) d GROUP BY cat``, an aggregate in WHERE, ``MAX(COUNT(*))``, and on
-PostgreSQL ``MAX`` of a boolean or ``SELECT DISTINCT … ORDER BY`` a column not selected),
-surfaced as XX000 once the budget was spent: the analyst paid for nothing. Now the outer
-query, with the parts' typed placeholders, is EXPLAINed on the backend before the budget is
-reserved (``composed.check_outer_binds``; it reads public tables only) and a static error is
-refused with 42000, nothing charged.
+(``SELECT s FROM (…) d GROUP BY cat``, an aggregate in WHERE, ``MAX(COUNT(*))``), on
+PostgreSQL and Spark ``SELECT DISTINCT … ORDER BY`` a column not selected, and on PostgreSQL
+``MAX`` of a boolean, surfaced as XX000 once the budget was spent: the analyst paid for
+nothing. Now the outer query, with the parts' typed placeholders, is EXPLAINed on the backend
+before the budget is reserved (``composed.check_outer_binds``; it reads public tables only)
+and a static error is refused with 42000, nothing charged: DuckDB and PostgreSQL raise it,
+Spark's EXPLAIN reports it in its result rows ("Error occurred during query planning:"),
+which only a plan's first line may say (a bound query's string literal holding those words
+is printed in its plan, and is answered).
 
-Three failures depended on the released rows, so no dry run over placeholders sees them; they
+Four failures depended on the released rows, so no dry run over placeholders sees them; they
 are refused up front or made total:
 
 * a scalar subquery over released rows that returns more than one row fails when more than
@@ -22,11 +25,18 @@ are refused up front or made total:
   checked (the check trusts dpproxy's VALUES) and failed exactly when a released value matched
   its key: the analyst's VALUES are refused in a query planned in parts (0A000);
 * a relation column whose aggregates are all COUNTs is cast to BIGINT, and ``COUNT(*) * 1e30``
-  overflowed that cast whenever a key was kept: the value is now written within ±9·10¹⁸.
+  overflowed that cast whenever a key was kept: the value is now written within ±9·10¹⁸;
+* on Spark (ANSI), ``SUM`` of that column is a BIGINT, which two kept keys of 9·10¹⁸ overflow
+  (XX000 on the database, answered on its neighbour, which keeps one): a total outer query
+  sums integers in ``DECIMAL(38, 0)`` on Spark (``planning/public._exact_sums``), exactly, as
+  DuckDB and PostgreSQL do.
 
 Every case was charged on the code before (XX000 on the database; the data-dependent ones were
-answered on its neighbour without unit 1); each is now refused before the budget is reserved
-(nothing charged) or answered, on DuckDB and PostgreSQL.
+answered on its neighbour without unit 1), but the last two answered ones: the SUM was charged
+on Spark only, and the literal was refused on Spark as if it did not bind (42000). Each is now
+refused before the budget is reserved (nothing charged) or answered, on DuckDB, PostgreSQL and
+Spark (local, the tables as Parquet
+files exported from DuckDB; it skips without PySpark or Java, and fails under CI).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from dpproxy.catalog.load import parse_catalog
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
 from tests.noise import NoNoise
+from tests.spark import export_parquet, small_data
 
 SCHEMA = """
 version: 1
@@ -86,10 +97,10 @@ STATIC = (  # fail on every database: refused with 42000 before the charge
     f"SELECT cat FROM {D} GROUP BY cat HAVING s > 0",
     f"SELECT name FROM p WHERE y > {KEYED} GROUP BY k",
 )
-POSTGRES_STATIC = (  # PostgreSQL refuses what DuckDB runs
-    f"SELECT MAX(s > 0) FROM {D}",
-    f"SELECT DISTINCT cat FROM {D} ORDER BY s",
-    f"SELECT MAX(y > 1) FROM p WHERE y > {KEYED}",
+BY_DIALECT = (  # static errors on some databases (refused, 42000), bound and answered on others
+    (f"SELECT MAX(s > 0) FROM {D}", {"postgres"}),
+    (f"SELECT DISTINCT cat FROM {D} ORDER BY s", {"postgres", "spark"}),
+    (f"SELECT MAX(y > 1) FROM p WHERE y > {KEYED}", {"postgres"}),
 )
 REFUSED = (  # could fail on the released rows (or on public ones): 0A000 before the charge
     f"SELECT cat FROM {D} WHERE s > (SELECT s FROM (SELECT cat, SUM(x) AS s FROM t "
@@ -98,13 +109,17 @@ REFUSED = (  # could fail on the released rows (or on public ones): 0A000 before
     f"SELECT COUNT(*) FROM {D} WHERE s > (SELECT CAST(released.v AS DOUBLE PRECISION) "
     "FROM (VALUES (5, 'x')) AS released(k0, v) WHERE released.k0 = d.s)",
 )
+N = "(SELECT cat, COUNT(*) * 1e30 AS n FROM t GROUP BY cat) d"
 ANSWERED = (  # total: answered on the database and on its neighbour
-    "SELECT MAX(n) FROM (SELECT cat, COUNT(*) * 1e30 AS n FROM t GROUP BY cat) d",
-    "SELECT COUNT(*) FROM (SELECT cat, COUNT(*) * 1e30 AS n FROM t GROUP BY cat) d WHERE n > 0",
+    f"SELECT MAX(n) FROM {N}",
+    f"SELECT COUNT(*) FROM {N} WHERE n > 0",
+    f"SELECT SUM(n) FROM {N}",  # 2 · 9e18 on the database: past BIGINT, Spark's SUM of BIGINTs
+    # Spark's EXPLAIN of a bound query prints the literal in its plan: no error
+    f"SELECT name FROM p WHERE name <> 'Error occurred during query planning:' AND y < {KEYED}",
 )
 
 
-def _duckdb(path: Path, rows: tuple[tuple[Any, ...], ...]) -> Engine:
+def _duckdb_file(path: Path, rows: tuple[tuple[Any, ...], ...]) -> Path:
     i, f, s = DDL["duckdb"]
     con = duckdb.connect(str(path))
     con.execute(f"CREATE TABLE t(uid {i}, k {i}, x {f}, cat {s})")
@@ -112,7 +127,25 @@ def _duckdb(path: Path, rows: tuple[tuple[Any, ...], ...]) -> Engine:
     con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [list(r) for r in rows])
     con.executemany("INSERT INTO p VALUES (?, ?, ?)", [list(r) for r in PUBLIC])
     con.close()
-    return Engine(parse_catalog(SCHEMA), DuckDBBackend(path), noise=NoNoise())
+    return path
+
+
+def _duckdb(path: Path, rows: tuple[tuple[Any, ...], ...]) -> Engine:
+    backend = DuckDBBackend(_duckdb_file(path, rows))
+    return Engine(parse_catalog(SCHEMA), backend, noise=NoNoise())
+
+
+def _spark(master: str, tmp: Path, rows: tuple[tuple[Any, ...], ...]) -> Engine:
+    """The same tables as Parquet files (exported from DuckDB) on the session's Spark local."""
+    from dpproxy.backends.spark import SparkBackend
+
+    data = export_parquet(_duckdb_file(tmp / "source.duckdb", rows), tmp / "data")
+    backend = small_data(SparkBackend(f"{master}?parquet_dir={data}"))
+    try:
+        return Engine(parse_catalog(SCHEMA), backend, noise=NoNoise())
+    except BaseException:
+        backend.close()
+        raise
 
 
 def _postgres(dsn: str, schema: str, rows: tuple[tuple[Any, ...], ...]) -> Engine:
@@ -132,13 +165,22 @@ def _postgres(dsn: str, schema: str, rows: tuple[tuple[Any, ...], ...]) -> Engin
     return Engine(parse_catalog(SCHEMA), backend, noise=NoNoise())
 
 
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+@pytest.fixture(scope="module", params=["duckdb", "postgres", "spark"])
 def engines(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Engine, Engine]]:
     if request.param == "duckdb":
         tmp = tmp_path_factory.mktemp("composed")
         pair = (_duckdb(tmp / "d.duckdb", ROWS), _duckdb(tmp / "nb.duckdb", NEIGHBOUR))
+    elif request.param == "spark":  # skips without PySpark or Java, fails under CI
+        master = request.getfixturevalue("spark_master")
+        d, nb = tmp_path_factory.mktemp("composed-spark"), tmp_path_factory.mktemp("composed-nb")
+        first = _spark(master, d, ROWS)
+        try:
+            pair = (first, _spark(master, nb, NEIGHBOUR))
+        except BaseException:
+            first.close()
+            raise
     else:
         dsn = request.getfixturevalue("pg_session_dsn")
         pair = (_postgres(dsn, "cd", ROWS), _postgres(dsn, "cnb", NEIGHBOUR))
@@ -166,12 +208,15 @@ def test_a_static_error_around_released_parts_is_refused_uncharged(
         assert outcome(engine, sql) == ("42000", False)
 
 
-@pytest.mark.parametrize("sql", POSTGRES_STATIC)
-def test_what_postgres_cannot_bind_is_refused_uncharged(
-    engines: tuple[Engine, Engine], sql: str
+@pytest.mark.parametrize(("sql", "refused_by"), BY_DIALECT)
+def test_what_one_database_cannot_bind_is_refused_uncharged(
+    engines: tuple[Engine, Engine], sql: str, refused_by: set[str]
 ) -> None:
-    """PostgreSQL refuses these before the charge; DuckDB binds them and answers (charged)."""
-    expected = ("42000", False) if engines[0].backend.dialect == "postgres" else (None, True)
+    """A database that cannot bind these refuses them before the charge; one that binds them
+    answers (charged): PostgreSQL refuses all three, Spark the ORDER BY of a column DISTINCT
+    leaves out, DuckDB none (it orders by any of the group's values)."""
+    refused = engines[0].backend.dialect in refused_by
+    expected = ("42000", False) if refused else (None, True)
     for engine in engines:
         assert outcome(engine, sql) == expected
 

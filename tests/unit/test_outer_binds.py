@@ -1,8 +1,11 @@
-"""``composed.check_outer_binds``: the public outer query of a query planned in parts is
-EXPLAINed before the budget is reserved, and the database's refusal becomes 42000 — whether
-the backend raises (DuckDB, PostgreSQL) or, as Spark's EXPLAIN does, reports the error in its
-rows. Unreachable stays unreachable (08001: nothing was reserved), and a private outer query
-is never EXPLAINed (it could consult statistics of private rows)."""
+"""``composed.check_outer_binds`` with a stand-in backend, for what a real database does not
+show on demand: the exact statement sent (EXPLAIN of the outer query, nothing else), an
+unreachable database staying unreachable (08001: nothing was reserved), and a private outer
+query never EXPLAINed (it could consult statistics of private rows). The database's refusal
+becoming 42000 — raised by DuckDB and PostgreSQL, reported in EXPLAIN's rows by Spark, and a
+bound query whose literal holds Spark's words answered — is proven on the real engines in
+``tests/attacks/test_composed_charge_for_nothing.py``; the two refusal cases here only pin
+the translation itself."""
 
 from __future__ import annotations
 
@@ -58,6 +61,7 @@ def test_the_database_refusing_to_bind_is_42000() -> None:
 
 
 def test_spark_reporting_the_error_in_its_rows_is_42000() -> None:
+    """The shape of Spark's report; real Spark: the attack test's ``spark`` engine."""
     rows = (("Error occurred during query planning: ",), ("[MISSING_AGGREGATION] name",))
     backend = FakeBackend(ExactResult(("plan",), rows))
     with pytest.raises(OuterQueryInvalid) as refused:
