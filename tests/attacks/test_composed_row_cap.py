@@ -11,22 +11,26 @@ noise only, but an unreleased answer was charged. Now ``composed.check_outer_row
 rows before the budget is reserved (``planning/rowbound.py``: every key kept, each public
 table with its rows, counted first) and refuses (53400, nothing charged) when the bound is over
 the cap, on every database alike; a LIMIT within the cap, or a cap above the bound, answers.
-On DuckDB and PostgreSQL, each on a database and its neighbour without unit 1."""
+On DuckDB, PostgreSQL and Spark, each on a database and its neighbour without unit 1."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import duckdb
 import pytest
 
-from dpproxy.backends.duckdb import DuckDBBackend
-from dpproxy.backends.postgres import PostgresBackend
 from dpproxy.catalog.load import parse_catalog
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
-from tests.attacks.test_composed_charge_for_nothing import DDL, NEIGHBOUR, PUBLIC, ROWS, SCHEMA
+from tests.attacks.test_composed_charge_for_nothing import (
+    NEIGHBOUR,
+    ROWS,
+    SCHEMA,
+    _duckdb,
+    _postgres,
+    _spark,
+)
 from tests.noise import NoNoise
 
 D = "(SELECT cat, COUNT(*) AS n FROM t GROUP BY cat) d"  # 2 keys: a, b
@@ -45,50 +49,39 @@ CASES = (
 )
 
 
-def _duckdb(path: Path, rows: tuple[tuple[Any, ...], ...], cap: int) -> Engine:
-    i, f, s = DDL["duckdb"]
-    if not path.exists():
-        con = duckdb.connect(str(path))
-        con.execute(f"CREATE TABLE t(uid {i}, k {i}, x {f}, cat {s})")
-        con.execute(f"CREATE TABLE p(k {i}, name {s}, y {f})")
-        con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [list(r) for r in rows])
-        con.executemany("INSERT INTO p VALUES (?, ?, ?)", [list(r) for r in PUBLIC])
-        con.close()
-    backend = DuckDBBackend(path)
-    return Engine(parse_catalog(SCHEMA), backend, noise=NoNoise(), public_max_rows=cap)
-
-
-def _postgres(dsn: str, schema: str, rows: tuple[tuple[Any, ...], ...], cap: int) -> Engine:
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    i, f, s = DDL["postgres"]
-    with psycopg.connect(dsn, autocommit=True) as con:
-        con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        con.execute(f"CREATE SCHEMA {schema}")
-        con.execute(f"CREATE TABLE {schema}.t(uid {i}, k {i}, x {f}, cat {s})")
-        con.execute(f"CREATE TABLE {schema}.p(k {i}, name {s}, y {f})")
-        with con.cursor() as cur:
-            cur.executemany(f"INSERT INTO {schema}.t VALUES (%s, %s, %s, %s)", rows)
-            cur.executemany(f"INSERT INTO {schema}.p VALUES (%s, %s, %s)", PUBLIC)
-    backend = PostgresBackend(make_conninfo(dsn, options=f"-c search_path={schema}"))
-    return Engine(parse_catalog(SCHEMA), backend, noise=NoNoise(), public_max_rows=cap)
-
-
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
-def databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A maker of the engine over the database and over its neighbour, at a given cap."""
+@pytest.fixture(scope="module", params=["duckdb", "postgres", "spark"])
+def databases(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[int], tuple[Engine, Engine]]]:
+    """A maker of engines at a given cap over the database and over its neighbour (each a
+    new engine, so no plan of another cap is reused, over the module's two backends)."""
+    tmp = tmp_path_factory.mktemp("rowcap")
     if request.param == "duckdb":
-        tmp = tmp_path_factory.mktemp("rowcap")
-        return lambda cap: (
-            _duckdb(tmp / "d.duckdb", ROWS, cap),
-            _duckdb(tmp / "nb.duckdb", NEIGHBOUR, cap),
+        base = (_duckdb(tmp / "d.duckdb", ROWS), _duckdb(tmp / "nb.duckdb", NEIGHBOUR))
+    elif request.param == "spark":  # skips without PySpark or Java, fails under CI
+        master = request.getfixturevalue("spark_master")
+        (tmp / "d").mkdir()
+        (tmp / "nb").mkdir()
+        first = _spark(master, tmp / "d", ROWS)
+        try:
+            base = (first, _spark(master, tmp / "nb", NEIGHBOUR))
+        except BaseException:
+            first.close()
+            raise
+    else:
+        dsn = request.getfixturevalue("pg_session_dsn")
+        base = (_postgres(dsn, "rcd", ROWS), _postgres(dsn, "rcnb", NEIGHBOUR))
+
+    def make(cap: int) -> tuple[Engine, Engine]:
+        a, b = (
+            Engine(parse_catalog(SCHEMA), e.backend, noise=NoNoise(), public_max_rows=cap)
+            for e in base
         )
-    dsn = request.getfixturevalue("pg_session_dsn")
-    return lambda cap: (
-        _postgres(dsn, "rcd", ROWS, cap),
-        _postgres(dsn, "rcnb", NEIGHBOUR, cap),
-    )
+        return a, b
+
+    yield make
+    for e in base:
+        e.close()
 
 
 def outcome(engine: Engine, sql: str) -> tuple[str | None, bool, int]:
@@ -107,24 +100,15 @@ def outcome(engine: Engine, sql: str) -> tuple[str | None, bool, int]:
 def test_the_row_cap_is_proved_before_the_charge(
     databases: Any, sql: str, cap: int, expected: str | None
 ) -> None:
-    engines: tuple[Engine, Engine] = databases(cap)
-    try:
-        for engine in engines:
-            state, charged, rows = outcome(engine, sql)
-            assert (state, charged) == (expected, expected is None), (engine.backend.dialect, sql)
-            assert expected is not None or 0 <= rows <= cap
-    finally:
-        for engine in engines:
-            engine.close()
+    for engine in databases(cap):
+        state, charged, rows = outcome(engine, sql)
+        assert (state, charged) == (expected, expected is None), (engine.backend.dialect, sql)
+        assert expected is not None or 0 <= rows <= cap
 
 
 def test_the_refusal_names_the_bound_and_the_fix(databases: Any) -> None:
-    engine, neighbour = databases(1)
-    try:
-        with pytest.raises(DPProxyError) as refused:
-            engine.run(f"SELECT cat, n FROM {D}", analyst="mallory")
-        assert "up to 2 rows" in refused.value.message
-        assert refused.value.hint is not None and "LIMIT 1" in refused.value.hint
-    finally:
-        engine.close()
-        neighbour.close()
+    engine, _ = databases(1)
+    with pytest.raises(DPProxyError) as refused:
+        engine.run(f"SELECT cat, n FROM {D}", analyst="mallory")
+    assert "up to 2 rows" in refused.value.message
+    assert refused.value.hint is not None and "LIMIT 1" in refused.value.hint
