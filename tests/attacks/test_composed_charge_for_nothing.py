@@ -148,6 +148,16 @@ def _spark(master: str, tmp: Path, rows: tuple[tuple[Any, ...], ...]) -> Engine:
         raise
 
 
+def _spark_pair(master: str, database: Path, neighbour: Path) -> tuple[Engine, Engine]:
+    """Spark engines over ROWS in ``database`` and NEIGHBOUR in ``neighbour`` (two folders)."""
+    first = _spark(master, database, ROWS)
+    try:
+        return first, _spark(master, neighbour, NEIGHBOUR)
+    except BaseException:
+        first.close()
+        raise
+
+
 def _postgres(dsn: str, schema: str, rows: tuple[tuple[Any, ...], ...]) -> Engine:
     import psycopg
     from psycopg.conninfo import make_conninfo
@@ -175,12 +185,7 @@ def engines(
     elif request.param == "spark":  # skips without PySpark or Java, fails under CI
         master = request.getfixturevalue("spark_master")
         d, nb = tmp_path_factory.mktemp("composed-spark"), tmp_path_factory.mktemp("composed-nb")
-        first = _spark(master, d, ROWS)
-        try:
-            pair = (first, _spark(master, nb, NEIGHBOUR))
-        except BaseException:
-            first.close()
-            raise
+        pair = _spark_pair(master, d, nb)
     else:
         dsn = request.getfixturevalue("pg_session_dsn")
         pair = (_postgres(dsn, "cd", ROWS), _postgres(dsn, "cnb", NEIGHBOUR))

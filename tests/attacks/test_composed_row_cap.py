@@ -29,7 +29,7 @@ from tests.attacks.test_composed_charge_for_nothing import (
     SCHEMA,
     _duckdb,
     _postgres,
-    _spark,
+    _spark_pair,
 )
 from tests.noise import NoNoise
 
@@ -59,15 +59,9 @@ def databases(
     if request.param == "duckdb":
         base = (_duckdb(tmp / "d.duckdb", ROWS), _duckdb(tmp / "nb.duckdb", NEIGHBOUR))
     elif request.param == "spark":  # skips without PySpark or Java, fails under CI
-        master = request.getfixturevalue("spark_master")
         (tmp / "d").mkdir()
         (tmp / "nb").mkdir()
-        first = _spark(master, tmp / "d", ROWS)
-        try:
-            base = (first, _spark(master, tmp / "nb", NEIGHBOUR))
-        except BaseException:
-            first.close()
-            raise
+        base = _spark_pair(request.getfixturevalue("spark_master"), tmp / "d", tmp / "nb")
     else:
         dsn = request.getfixturevalue("pg_session_dsn")
         base = (_postgres(dsn, "rcd", ROWS), _postgres(dsn, "rcnb", NEIGHBOUR))
