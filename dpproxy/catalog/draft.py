@@ -344,7 +344,15 @@ def _draft_column(
             f"# {name}: left out, not a plain identifier (letters, digits and _): rename it "
             "in the data to use it"
         )
-    if ctype is None:
+    wide = ctype is None and wide_numeric(col.sql_type)
+    if wide and unit:
+        return (
+            f"# {name}: left out, its type {col.sql_type} is too wide to name a unit exactly "
+            "(two of its values could read as one): use another column as the unit"
+        )
+    if wide:  # read as DOUBLE (sql/widenum.py), as schema check accepts for a private table
+        ctype = ColumnType.FLOAT
+    elif ctype is None:
         return (
             f"# {name}: left out, its type {col.sql_type} has no schema type "
             "(integer, float, text, boolean, date)"
@@ -362,6 +370,8 @@ def _draft_column(
         todo = f"  # {dp[2]}"
     elif ctype.numeric:
         todo = "  # TODO lower, upper: public bounds (SUM and AVG need them)"
+    if wide:
+        todo += f"  ({col.sql_type}: read as a double)"
     elif ctype is ColumnType.TEXT and dom is not None:
         if dom[0]:
             fields.append(f"domain: [{', '.join(_text_value(v) for v in dom[0])}]")

@@ -522,13 +522,45 @@ def test_schema_init_takes_the_primary_key_of_a_duckdb_table(
     assert sqlstate(p) == "22023" and "--force" in p.stderr
 
 
+def test_schema_init_drafts_wide_numbers_as_floats_read_as_doubles(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """HUGEINT, UHUGEINT and a DECIMAL wider than DuckDB compares exactly are read as DOUBLE
+    (``sql/widenum.py``): the draft declares them ``float``, the check accepts that, and a
+    SUM over one is answered once its bounds are given; a wide unit column is left out."""
+    db = tmp_path / "ledger.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(
+        "CREATE TABLE entries (entry_id INTEGER PRIMARY KEY, h HUGEINT, u UHUGEINT, "
+        "d DECIMAL(38, 2), w HUGEINT)"
+    )
+    con.execute("INSERT INTO entries SELECT i, i, i, i / 4, i FROM range(400) t(i)")
+    con.execute("CREATE TABLE wide_units (k HUGEINT PRIMARY KEY, v INTEGER)")
+    con.close()
+    ok(run(f"dpproxy schema init -d {db} --table entries -o ledger.yaml", tmp_path, env))
+    text = (tmp_path / "ledger.yaml").read_text()
+    for name, sql_type in (("h", "HUGEINT"), ("u", "UHUGEINT"), ("d", "DECIMAL(38,2)")):
+        line = next(x for x in text.splitlines() if x.strip().startswith(f"{name}:"))
+        assert line.strip().startswith(f"{name}: {{type: float, nullable: true}}"), line
+        assert f"({sql_type}: read as a double)" in line.replace(", ", ","), line
+    ok(run(f"dpproxy schema check -d {db} ledger.yaml", tmp_path, env))
+    bounded = text.replace("w: {type: float, nullable: true}", "w: {type: float, nullable: true,"
+                           " lower: 0, upper: 400}")  # fmt: skip
+    (tmp_path / "ledger.yaml").write_text(bounded)
+    sql = "SELECT SUM(w) AS s FROM entries"
+    out = ok(run(f"dpproxy query -d {db} -s ledger.yaml --format csv '{sql}'", tmp_path, env))
+    assert abs(float(out.stdout.splitlines()[1]) - sum(range(400))) < 0.05 * sum(range(400))
+    unit = ok(run(f"dpproxy schema init -d {db} --table wide_units", tmp_path, env)).stdout
+    assert "# k: left out, its type HUGEINT is too wide to name a unit exactly" in unit
+
+
 def test_schema_init_and_check_over_postgresql(
     pg_dsn: str, tmp_path: Path, env: dict[str, str]
 ) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as con:
         con.execute(
             "CREATE TABLE patients (patient_id bigint PRIMARY KEY, weight real, "
-            "ward varchar(10) NOT NULL, admitted date)"
+            "ward varchar(10) NOT NULL, admitted date, paid numeric)"
         )
     parts = psycopg.conninfo.conninfo_to_dict(pg_dsn)
     url = f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}"
@@ -536,6 +568,8 @@ def test_schema_init_and_check_over_postgresql(
     text = (tmp_path / "p.yaml").read_text()
     assert "privacy_unit: patient_id" in text and "ward: {type: text}" in text
     assert "weight: {type: float, nullable: true}" in text
+    assert "paid: {type: float, nullable: true}" in text  # numeric: read as a double
+    assert "(numeric: read as a double)" in text
     ok(run(f"dpproxy schema check -d {url} p.yaml", tmp_path, env))
     (tmp_path / "p.yaml").write_text(text.replace("weight: {type: float", "weight: {type: integer"))
     p = run(f"dpproxy schema check -d {url} p.yaml", tmp_path, env)
