@@ -191,7 +191,11 @@ def check_outer_rows(backend: Backend, composed: ComposedPlan) -> None:
             counted[name] = int(backend.execute(plan.sql).rows[0][0])
         return counted[name]
 
-    bound = most_rows(tree, size)
+    def columns(name: str) -> set[str] | None:
+        table = public.catalog.table(name)
+        return None if table is None else {c.name.lower() for c in table.columns}
+
+    bound = most_rows(tree, size, columns)
     if bound is not None and bound <= cap:
         return
     could = "an unknown number of" if bound is None else f"up to {bound:,}"

@@ -20,6 +20,9 @@ The bound holds for every released value, because every rule below holds for any
   ``a``), a list of FROM items: their product;
 * WHERE, GROUP BY, HAVING and DISTINCT only remove rows; a SELECT with an aggregate of its own
   and no GROUP BY returns one row (none with HAVING), one without FROM one row;
+* GROUP BY (or DISTINCT) returns one row per distinct tuple of its keys, and the keys are
+  functions of the rows of the FROM items whose columns they read: at most the product of
+  those items' bounds (each plus one when an outer join may pair a row with NULLs);
 * ``LIMIT n`` (a number): at most ``n``; OFFSET only removes rows;
 * UNION [ALL]: the sum of its sides, INTERSECT: the smaller, EXCEPT: the left side.
 
@@ -34,15 +37,19 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from dpproxy.sql.ctes import cte_named
+
 Sizes = Callable[[str], int | None]  # a public table's name → its rows (None: not known)
+Columns = Callable[[str], set[str] | None]  # a public table's name → its columns, lower case
 
 _PRODUCT_JOINS = frozenset({"", "INNER", "CROSS"})
 
 
-def most_rows(tree: exp.Expression, sizes: Sizes) -> int | None:
+def most_rows(tree: exp.Expression, sizes: Sizes, columns: Columns | None = None) -> int | None:
     """An upper bound on the rows ``tree`` returns whatever the released values in it
     (module docstring), or None when none is proved. ``sizes``: the rows of a table that is
-    not one of the query's CTEs, by its name in lower case.
+    not one of the query's CTEs, by its name in lower case; ``columns``: its columns (lower
+    case), which let GROUP BY and DISTINCT bound the groups by the FROM items they read.
 
     >>> from sqlglot import parse_one
     >>> most_rows(parse_one("SELECT a FROM t JOIN u ON t.k = u.k"), {"t": 3, "u": 4}.get)
@@ -51,13 +58,17 @@ def most_rows(tree: exp.Expression, sizes: Sizes) -> int | None:
     5
     >>> most_rows(parse_one("SELECT COUNT(*) FROM t"), {}.get)
     1
+    >>> grouped = parse_one("SELECT u.b FROM t JOIN u ON t.k = u.k GROUP BY u.b")
+    >>> most_rows(grouped, {"t": 3, "u": 4}.get)
+    4
     """
-    return _Bound(sizes).of(tree)
+    return _Bound(sizes, columns or (lambda name: None)).of(tree)
 
 
 class _Bound:
-    def __init__(self, sizes: Sizes) -> None:
+    def __init__(self, sizes: Sizes, columns: Columns) -> None:
         self.sizes = sizes
+        self.columns = columns
         self.ctes: dict[int, int | None] = {}  # id of a CTE → its bound, computed once
 
     def of(self, node: exp.Expr) -> int | None:
@@ -88,17 +99,87 @@ class _Bound:
         source = select.args.get("from_")
         if source is None:
             return 1  # SELECT of constants: one row
-        rows = self.of(source.this)
-        for join in select.args.get("joins") or ():
-            other = self.of(join.this)
-            if rows is None or other is None:
-                return None
+        joins = select.args.get("joins") or []
+        items: list[exp.Expr] = [source.this, *(j.this for j in joins)]
+        bounds = [self.of(item) for item in items]
+        rows = bounds[0]
+        outer = False  # a join that may add rows with NULLs for one side
+        for join, other in zip(joins, bounds[1:], strict=True):
             inner = not join.side and (join.kind or "").upper() in _PRODUCT_JOINS
-            rows = rows * other if inner else rows * other + rows + other
+            outer = outer or not inner
+            if rows is not None and other is not None:
+                rows = rows * other if inner else rows * other + rows + other
+            else:
+                rows = None
+        group = select.args.get("group")
+        keys = group.expressions if group is not None else None
+        if keys is None and select.args.get("distinct"):
+            keys = list(select.expressions)
+        if keys is not None:  # each group is one tuple of the rows of the items its keys read
+            read = self._read(select, keys, items)
+            if read is not None and all(bounds[i] is not None for i in read):
+                groups = 1
+                for i in read:
+                    groups *= (bounds[i] or 0) + (1 if outer else 0)  # NULLs of an outer join
+                rows = groups if rows is None else min(rows, groups)
         return rows
 
+    def _read(
+        self, select: exp.Select, keys: list[exp.Expr], items: list[exp.Expr]
+    ) -> set[int] | None:
+        """The FROM items the key expressions read (every item a column may belong to), or
+        None when that is not known (a subquery, ``*``, a column no item is known to have)."""
+        read: set[int] = set()
+        unknown = (exp.Subquery, exp.Select, exp.Star)
+        for key in keys:
+            expressions = [key]
+            if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
+                n = int(key.this)  # GROUP BY 1: the first output column
+                if not 1 <= n <= len(select.expressions):
+                    return None
+                expressions = [select.expressions[n - 1]]
+            elif isinstance(key, exp.Column) and not key.table:  # a column, or an output alias
+                name = key.name.lower()
+                expressions = [e for e in select.expressions if e.alias_or_name.lower() == name]
+                owners = self._owners(key, items)
+                if not owners and not expressions:
+                    return None
+                read |= owners  # both readings, when both are possible
+            for expression in expressions:
+                if any(isinstance(n, unknown) for n in expression.walk()):
+                    return None
+                for col in expression.find_all(exp.Column):
+                    owners = self._owners(col, items)
+                    if not owners:
+                        return None
+                    read |= owners
+        return read
+
+    def _owners(self, col: exp.Column, items: list[exp.Expr]) -> set[int]:
+        name, qualifier = col.name.lower(), col.table.lower()
+        if qualifier:
+            return {i for i, item in enumerate(items) if item.alias_or_name.lower() == qualifier}
+        found = set()
+        for i, item in enumerate(items):
+            names = self._names(item)
+            if names is None or name in names:
+                found.add(i)
+        return found
+
+    def _names(self, item: exp.Expr) -> set[str] | None:
+        """The columns of a FROM item (lower case), or None when not known."""
+        alias = item.args.get("alias")
+        if isinstance(alias, exp.TableAlias) and alias.columns:
+            return {c.name.lower() for c in alias.columns}
+        if isinstance(item, exp.Subquery):
+            return _outputs(item.this)
+        if isinstance(item, exp.Table):
+            cte = cte_named(item)
+            return _outputs(cte.this) if cte is not None else self.columns(item.name.lower())
+        return None
+
     def _table(self, table: exp.Table) -> int | None:
-        cte = _cte_named(table)
+        cte = cte_named(table)
         if cte is not None:
             key = id(cte)
             if key not in self.ctes:
@@ -108,6 +189,19 @@ class _Bound:
         if table.args.get("db") is not None or not isinstance(table.this, exp.Identifier):
             return None
         return self.sizes(table.name.lower())
+
+
+def _outputs(query: exp.Expr) -> set[str] | None:
+    """The output column names of a query (lower case), or None when not known (``*``)."""
+    while isinstance(query, exp.Subquery | exp.Paren):
+        query = query.this
+    if isinstance(query, exp.SetOperation):
+        return _outputs(query.left)
+    if not isinstance(query, exp.Select):
+        return None
+    if any(isinstance(e, exp.Star) or isinstance(e.this, exp.Star) for e in query.expressions):
+        return None
+    return {e.alias_or_name.lower() for e in query.expressions}
 
 
 def _limited(node: exp.Expr, rows: int | None) -> int | None:
@@ -127,24 +221,3 @@ def _aggregates_here(select: exp.Select) -> bool:
             if isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window):
                 return True
     return False
-
-
-def _cte_named(table: exp.Table) -> exp.CTE | None:
-    """The CTE a table reference names: the nearest enclosing WITH that defines it (in a
-    WITH, only the CTEs before the one being defined), or None for a table of the database."""
-    if table.args.get("db") is not None:
-        return None
-    name = table.name.lower()
-    passed: set[int] = set()  # the ancestors on the way up
-    node: exp.Expr | None = table
-    while node is not None:
-        passed.add(id(node))
-        with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
-        if isinstance(with_, exp.With):
-            for cte in with_.expressions:
-                if id(cte) in passed:
-                    break  # a CTE sees only those defined before it
-                if isinstance(cte, exp.CTE) and cte.alias_or_name.lower() == name:
-                    return cte
-        node = node.parent
-    return None
