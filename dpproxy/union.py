@@ -43,8 +43,50 @@ if TYPE_CHECKING:  # built, and imported, for a UNION only (plan_union)
 _HINT = re.compile(r"/\*\+\s*dpproxy\b.*?\*/", re.DOTALL | re.IGNORECASE)
 
 
-def _branches(tree: exp.Expression) -> tuple[list[exp.Expression], bool]:
-    """The branches of a chain of UNIONs, left to right, and whether it is UNION (not ALL)."""
+def _with_ctes(tree: exp.Expression, outer: tuple[exp.Expr, ...]) -> tuple[exp.Expr, ...]:
+    """The CTEs a part of a UNION sees: those of the WITHs around it (``outer``) and its own
+    WITH's, taken off it (a branch gets them all back as its own WITH: :func:`_branches`)."""
+    with_ = tree.args.get("with_")
+    if with_ is None:
+        return outer
+    if with_.args.get("recursive"):
+        raise UnsupportedQuery("recursive CTEs are not supported")
+    own = tuple(with_.expressions)
+    names = [c.alias_or_name.lower() for c in (*outer, *own)]
+    if len(set(names)) != len(names):
+        raise UnsupportedQuery(
+            "a WITH inside a UNION that defines a CTE of the WITH around it again is not "
+            "supported",
+            hint="give the inner CTE a name of its own",
+        )
+    tree.set("with_", None)
+    return outer + own
+
+
+def _used(branch: exp.Expression, ctes: tuple[exp.Expr, ...]) -> list[exp.Expr]:
+    """The CTEs ``branch`` reads, directly or through another, in their order (a CTE it does
+    not read is left out: one over a private table would make a public branch private)."""
+    names = {t.name.lower() for t in branch.find_all(exp.Table)}
+    used: set[int] = set()
+    for cte in reversed(ctes):  # a CTE reads only those before it
+        if cte.alias_or_name.lower() in names:
+            used.add(id(cte))
+            names |= {t.name.lower() for t in cte.find_all(exp.Table)}
+    return [c for c in ctes if id(c) in used]
+
+
+def _branches(
+    tree: exp.Expression, outer: tuple[exp.Expr, ...] = ()
+) -> tuple[list[exp.Expression], bool]:
+    """The branches of a chain of UNIONs, left to right, and whether it is UNION (not ALL).
+    A WITH before the UNION (or before a parenthesised part of it) belongs to every branch it
+    covers: each branch gets those CTEs as its own WITH, before any of its own."""
+    ctes = _with_ctes(tree, outer)
+    if not isinstance(tree, exp.SetOperation):
+        used = _used(tree, ctes)
+        if used:
+            tree.set("with_", exp.With(expressions=[c.copy() for c in used]))
+        return [tree], False
     if isinstance(tree, exp.Intersect | exp.Except):
         op = "INTERSECT" if isinstance(tree, exp.Intersect) else "EXCEPT"
         raise UnsupportedQuery(
@@ -52,8 +94,6 @@ def _branches(tree: exp.Expression) -> tuple[list[exp.Expression], bool]:
             hint=f"run the two queries separately and compare the released rows "
             f"(an {op} of released rows would be post-processing done by you)",
         )
-    if not isinstance(tree, exp.Union):
-        return [tree], False
     if tree.args.get("order") or tree.args.get("limit") or tree.args.get("offset"):
         raise UnsupportedQuery(
             "ORDER BY, LIMIT or OFFSET inside a UNION (on a parenthesised part) is not supported",
@@ -65,7 +105,7 @@ def _branches(tree: exp.Expression) -> tuple[list[exp.Expression], bool]:
         if isinstance(side, exp.Subquery) and not side.alias:
             side = side.this
         assert isinstance(side, exp.Expression)
-        parts, kind = _branches(side)
+        parts, kind = _branches(side, ctes)
         if isinstance(side, exp.Union) and kind != distinct:
             raise UnsupportedQuery(
                 "a mix of UNION and UNION ALL is not supported",

@@ -71,6 +71,7 @@ from dpproxy.planning.relations import (
 )
 from dpproxy.planning.released import VALUE_WIDTH, refuse_values
 from dpproxy.sql.correlated import correlation
+from dpproxy.sql.ctes import unshadow_ctes
 from dpproxy.sql.parse import parse, peek
 from dpproxy.sql.scalars import (
     check_scalar,
@@ -223,7 +224,7 @@ def compose(
     subqueries and aggregate relations are refused)."""
     if not _in_parts(peek(sql), catalog, public):  # most queries: read, not copied
         return None
-    tree = parse(sql)
+    tree = unshadow_ctes(parse(sql), (t.name for t in catalog.tables))  # a name, a relation
     hints = "".join(m + " " for m in _HINT.findall(sql))
     relations = find_relations(tree, catalog) if public is not None else []
     if relations and public is not None:

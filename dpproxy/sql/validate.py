@@ -27,6 +27,7 @@ from dpproxy.errors import (
 )
 from dpproxy.sql.aggregates import PostBuilder, default_name, rates_as_means
 from dpproxy.sql.buckets import bucket_spec
+from dpproxy.sql.ctes import unshadow_ctes
 from dpproxy.sql.domains import listed_domain, narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joinparts import JoinSource
@@ -112,6 +113,7 @@ def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuer
             f"{tree.key.upper()} statements are not supported; send an aggregate SELECT"
         )
     tree = factor_where(tree)  # (A AND B) OR (A AND C) → A AND (B OR C), before the joins
+    tree = unshadow_ctes(tree, (t.name for t in catalog.tables))  # one relation per name
     ctes = _collect_ctes(tree)
     semis = SemiJoins(catalog, ctes)
     scope = _from_scope(tree, catalog, ctes, semis=semis)
