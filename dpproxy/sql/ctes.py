@@ -51,11 +51,14 @@ def unshadow_ctes(tree: _E, taken: Iterable[str] = ()) -> _E:
     >>> unshadow_ctes(parse_one("WITH t AS (SELECT * FROM t) SELECT t.a FROM t")).sql()
     'WITH t_1 AS (SELECT * FROM t) SELECT t.a FROM t_1 AS t'
     """
+    ctes = list(tree.find_all(exp.CTE))
+    if not ctes:
+        return tree  # most queries: one walk
     tables = list(tree.find_all(exp.Table))
     named = {id(t): cte_named(t) for t in tables}
     shadowing = [  # a CTE whose name also means another relation somewhere in the query
         cte
-        for cte in tree.find_all(exp.CTE)
+        for cte in ctes
         if any(
             t.name.lower() == cte.alias_or_name.lower() and named[id(t)] is not cte
             for t in tables
@@ -64,7 +67,7 @@ def unshadow_ctes(tree: _E, taken: Iterable[str] = ()) -> _E:
     if not shadowing:
         return tree
     used = {n.lower() for n in taken} | {t.name.lower() for t in tables}
-    used |= {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    used |= {c.alias_or_name.lower() for c in ctes}
     renames = [(cte, [t for t in tables if named[id(t)] is cte]) for cte in shadowing]
     for cte, references in renames:
         name, n = cte.alias_or_name, 1
