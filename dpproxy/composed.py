@@ -40,6 +40,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Protocol
 
+from sqlglot import exp
+
 from dpproxy.accounting.ledger import ReleaseRecord
 from dpproxy.accounting.memory import Accountant
 from dpproxy.backends import Backend, CancelToken
@@ -187,7 +189,8 @@ def check_outer_rows(backend: Backend, composed: ComposedPlan) -> None:
         if table is None or table.private:
             return None
         if name not in counted:
-            plan = public.plan(f'SELECT COUNT(*) FROM "{table.name}"')  # public rows: free
+            quoted = exp.to_identifier(table.name, quoted=True).sql("postgres")
+            plan = public.plan(f"SELECT COUNT(*) FROM {quoted}")  # public rows: free
             counted[name] = int(backend.execute(plan.sql).rows[0][0])
         return counted[name]
 
