@@ -370,14 +370,14 @@ def _draft_column(
         todo = f"  # {dp[2]}"
     elif ctype.numeric:
         todo = "  # TODO lower, upper: public bounds (SUM and AVG need them)"
-    if wide:
-        todo += f"  ({col.sql_type}: read as a double)"
     elif ctype is ColumnType.TEXT and dom is not None:
         if dom[0]:
             fields.append(f"domain: [{', '.join(_text_value(v) for v in dom[0])}]")
         todo = f"  # {dom[1]}"
     elif ctype is ColumnType.TEXT:
         todo = "  # TODO domain: the public list of values, if any"
+    if wide:
+        todo += f"  ({col.sql_type}: read as a double)"
     return f"{name}: {{{', '.join(fields)}}}{todo}"
 
 

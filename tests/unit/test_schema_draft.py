@@ -331,3 +331,27 @@ def test_a_reference_key_the_database_does_not_declare_unique_is_noted(
             "lineitem row that references it in both units): keep it only if the data's "
             "documentation makes it"
         ]
+
+
+def test_wide_numbers_are_drafted_as_floats_and_the_unit_keeps_no_todo() -> None:
+    """A wide number is a float read as a double (its type said beside it); a wide unit is
+    left out; a text unit named with ``--unit`` gets no TODO (no domain for a unit)."""
+    shape = TableShape(
+        "ledger",
+        (
+            ColumnShape("code", "VARCHAR"),
+            ColumnShape("h", "HUGEINT"),
+            ColumnShape("n", "numeric"),
+            ColumnShape("d", "DECIMAL(38,2)"),
+            ColumnShape("k", "UHUGEINT"),
+        ),
+        None,
+    )
+    text = draft_schema("l", (shape,), source="l.duckdb", units={"ledger": "code"})
+    lines = {line.strip().split(":")[0].strip("# "): line.strip() for line in text.splitlines()}
+    assert lines["code"] == "code: {type: text, nullable: true}"
+    for name, sql_type in (("h", "HUGEINT"), ("n", "numeric"), ("d", "DECIMAL(38,2)")):
+        assert lines[name].startswith(f"{name}: {{type: float, nullable: true}}  # TODO lower")
+        assert lines[name].endswith(f"({sql_type}: read as a double)")
+    wide_unit = draft_schema("l", (shape,), source="l.duckdb", units={"ledger": "k"})
+    assert "# k: left out, its type UHUGEINT is too wide to name a unit exactly" in wide_unit
