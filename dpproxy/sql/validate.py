@@ -570,7 +570,18 @@ def _domain(expr: exp.Expression, table: Table) -> tuple[Any, ...] | None:
                 values.append(v)
         return tuple(values)
     if isinstance(expr, exp.Predicate | exp.Not | exp.And | exp.Or):
-        return (False, True) + ((None,) if nullable else ())
+        return (False, True) + ((None,) if nullable and not _never_null(expr) else ())
     if isinstance(expr, exp.WidthBucket):  # 0 … n + 1 (sql/buckets.py)
         return tuple(range(bucket_spec(expr)[2] + 2)) + ((None,) if nullable else ())
     return None
+
+
+def _never_null(expr: exp.Expression) -> bool:
+    """Is this truth value never NULL? ``x IS NULL``, ``x IS DISTINCT FROM y`` and their
+    negations are TRUE or FALSE on every row, whatever ``x`` holds."""
+    inner = expr.unnest()
+    if isinstance(inner, exp.Not):
+        return _never_null(inner.this)
+    if isinstance(inner, exp.And | exp.Or):
+        return _never_null(inner.this) and _never_null(inner.expression)
+    return isinstance(inner, exp.Is | exp.NullSafeEQ | exp.NullSafeNEQ)

@@ -13,8 +13,9 @@ Found by the same probe: ``SUM((sex = 'Male')::int)`` was refused for unbounded 
 ``SUM(CAST(sex = 'Male' AS INT))`` was answered (the parentheses hid the predicate from
 ``analysis/bounds``); ``SELECT (SELECT COUNT(*) FROM adult WHERE sex = 'Male')`` was refused
 with ``column "sex" does not exist`` (a column of the subquery taken for one of the FROM-less
-outer query); and ``SELECT upper(sex) … GROUP BY sex`` said ``function upper() is not
-supported``, though it is on rows."""
+outer query); ``SELECT upper(sex) … GROUP BY sex`` said ``function upper() is not
+supported``, though it is on rows; and ``GROUP BY workclass IS NULL`` released a third group,
+NULL, zero-filled, which no row can have (``IS NULL`` is never NULL)."""
 
 from __future__ import annotations
 
@@ -141,3 +142,12 @@ def test_refused_with_the_reason(engine: Engine, name: str) -> None:
     got = answer(engine, sql)
     assert isinstance(got, tuple) and got[0] == state and got[1].startswith(start), got
     assert engine.remaining("ana") == before
+
+
+@pytest.mark.parametrize(
+    "key", ["workclass IS NULL", "workclass IS DISTINCT FROM 'Private'", "NOT (workclass IS NULL)"]
+)
+def test_a_never_null_truth_value_has_two_groups(engine: Engine, key: str) -> None:
+    rows = answer(engine, f"SELECT {key} AS k, COUNT(*) FROM adult GROUP BY 1")
+    assert [r[0] for r in rows] == [False, True], rows
+    assert sum(r[1] for r in rows) == 32561
