@@ -194,13 +194,25 @@ def plan_relation(
         isinstance(n, exp.Subquery) for n in select.walk() if n is not select
     ):
         raise _refuse(name, "may not have HAVING or subqueries to be released first")
+    for clause in ("limit", "offset", "qualify"):  # not applied to the release
+        if select.args.get(clause) is not None:
+            raise _refuse(
+                name,
+                f"may not have {clause.upper()} to be released first",
+                hint="apply it in the outer query (… FROM g ORDER BY n DESC LIMIT 2)",
+            )
     group_by = list(select.args["group"].expressions)
     aliases = {i.alias.lower(): i.unalias() for i in select.expressions if i.alias}
     keys: list[exp.Column] = []
     for g in group_by:
         if isinstance(g, exp.Literal) and g.is_int and 0 < int(g.name) <= len(select.expressions):
             g = select.expressions[int(g.name) - 1].unalias()
-        elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases:
+        elif (  # an output name, unless a column of the FROM has it (as PostgreSQL reads it)
+            isinstance(g, exp.Column)
+            and not g.table
+            and g.name.lower() in aliases
+            and owner(g, select, catalog) is None
+        ):
             g = aliases[g.name.lower()]
         if not isinstance(g, exp.Column) or owner(g, select, catalog) is None:
             raise _refuse(name, f"must group by columns of its tables, not {g.sql('postgres')}")
@@ -223,6 +235,10 @@ def plan_relation(
             aggregates.append(expr)
         else:
             raise _refuse(name, f"may output its group keys and aggregates only, not {out}")
+    if select.args.get("distinct") is not None and len({at for _, at, k, _ in items if k}) < len(
+        keys
+    ):  # rows that differ only in a key not output would be merged: not applied either
+        raise _refuse(name, "may not have DISTINCT without all its group keys in its output")
     domains: list[tuple[object, ...]] = []
     sources: list[str] = []
     for i, key in enumerate(keys):

@@ -15,7 +15,13 @@ Found by the same probe: ``SUM((sex = 'Male')::int)`` was refused for unbounded 
 with ``column "sex" does not exist`` (a column of the subquery taken for one of the FROM-less
 outer query); ``SELECT upper(sex) … GROUP BY sex`` said ``function upper() is not
 supported``, though it is on rows; and ``GROUP BY workclass IS NULL`` released a third group,
-NULL, zero-filled, which no row can have (``IS NULL`` is never NULL)."""
+NULL, zero-filled, which no row can have (``IS NULL`` is never NULL).
+
+And for an aggregate subquery released first (``planning/relations``): its LIMIT and OFFSET
+were dropped (``WITH g AS (… GROUP BY race ORDER BY n DESC LIMIT 2) SELECT * FROM g``
+released all five races, silently), now refused (0A000); and its ``GROUP BY race`` took the
+output ``sex AS race`` before the column race, where PostgreSQL takes the column (and refuses
+the query, sex not being grouped): now read as PostgreSQL reads it."""
 
 from __future__ import annotations
 
@@ -62,6 +68,10 @@ SAME = {
         "SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(age) FROM t)",
         "SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(hours_per_week) FROM adult)",
     ),
+    "released_group_by_output_name": (
+        "SELECT band, n FROM (SELECT sex AS band, COUNT(*) AS n FROM adult GROUP BY band) t",
+        "SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+    ),
     "parenthesised_cast": (
         "SELECT SUM((sex = 'Male')::int), AVG((income_class = '>50K')::int) FROM adult",
         "SELECT SUM(CAST(sex = 'Male' AS INT)), AVG(CAST(income_class = '>50K' AS INT)) "
@@ -89,6 +99,22 @@ REFUSED = {
         "SELECT (SELECT COUNT(*) FROM adult WHERE sex = 'Male')",
         "0A000",
         "a query must read a table (FROM is missing)",
+    ),
+    "released_with_limit": (
+        "WITH g AS (SELECT race, COUNT(*) AS n FROM adult GROUP BY race ORDER BY n DESC "
+        "LIMIT 2) SELECT * FROM g",
+        "0A000",
+        "the aggregate subquery g may not have LIMIT",
+    ),
+    "released_with_offset": (
+        "SELECT AVG(n) FROM (SELECT race, COUNT(*) AS n FROM adult GROUP BY race OFFSET 1) t",
+        "0A000",
+        "the aggregate subquery t may not have OFFSET",
+    ),
+    "released_group_by_a_column_not_its_output": (
+        "SELECT race, n FROM (SELECT sex AS race, COUNT(*) AS n FROM adult GROUP BY race) t",
+        "0A000",
+        "the aggregate subquery t may output its group keys and aggregates only",
     ),
     "row_function_over_a_key": (
         "SELECT upper(sex) AS s, COUNT(*) FROM adult GROUP BY sex",
