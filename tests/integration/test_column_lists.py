@@ -21,7 +21,9 @@ And for an aggregate subquery released first (``planning/relations``): its LIMIT
 were dropped (``WITH g AS (… GROUP BY race ORDER BY n DESC LIMIT 2) SELECT * FROM g``
 released all five races, silently), now refused (0A000); and its ``GROUP BY race`` took the
 output ``sex AS race`` before the column race, where PostgreSQL takes the column (and refuses
-the query, sex not being grouped): now read as PostgreSQL reads it."""
+the query, sex not being grouped): now read as PostgreSQL reads it. A scalar subquery with
+OFFSET, LIMIT 0 or HAVING (which may leave it no row, NULL) failed on the database as XX000,
+charged; now refused up front (``sql/scalars.check_scalar``), free."""
 
 from __future__ import annotations
 
@@ -115,6 +117,22 @@ REFUSED = {
         "SELECT race, n FROM (SELECT sex AS race, COUNT(*) AS n FROM adult GROUP BY race) t",
         "0A000",
         "the aggregate subquery t may output its group keys and aggregates only",
+    ),
+    "scalar_subquery_offset": (
+        "SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(age) FROM adult OFFSET 1)",
+        "0A000",
+        "OFFSET in a scalar subquery is not supported",
+    ),
+    "scalar_subquery_limit_0": (
+        "SELECT COUNT(*) FROM adult WHERE age > (SELECT AVG(age) FROM adult LIMIT 0)",
+        "0A000",
+        "LIMIT in a scalar subquery is not supported",
+    ),
+    "scalar_subquery_having": (
+        "SELECT COUNT(*) FROM adult WHERE age > "
+        "(SELECT AVG(age) FROM adult HAVING COUNT(*) > 100000)",
+        "0A000",
+        "HAVING in a scalar subquery is not supported",
     ),
     "row_function_over_a_key": (
         "SELECT upper(sex) AS s, COUNT(*) FROM adult GROUP BY sex",
