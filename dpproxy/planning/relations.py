@@ -44,6 +44,7 @@ from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_KEYS, PublicPlan
 from dpproxy.planning.released import VALUE_WIDTH, bigint, key_depth, literal_width, written
+from dpproxy.sql.aggregates import default_name
 from dpproxy.sql.correlated import (
     Key,
     coded_index,
@@ -285,10 +286,11 @@ def plan_relation(
 def _output_names(node: exp.CTE | exp.Subquery, select: exp.Select) -> list[str]:
     alias = node.args.get("alias")
     listed = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
-    names = [i.alias_or_name for i in select.expressions]
-    if listed and len(listed) != len(names):
+    # an output without AS gets PostgreSQL's name (COUNT(*): count), as at top level
+    names = [i.alias or default_name(i, n) for n, i in enumerate(select.expressions)]
+    if len(listed) > len(names):
         raise _refuse(node.alias_or_name, "names more columns than it outputs")
-    return listed or names
+    return listed + names[len(listed) :]  # a shorter list renames the first outputs
 
 
 def _public_join(

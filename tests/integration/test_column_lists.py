@@ -23,7 +23,11 @@ released all five races, silently), now refused (0A000); and its ``GROUP BY race
 output ``sex AS race`` before the column race, where PostgreSQL takes the column (and refuses
 the query, sex not being grouped): now read as PostgreSQL reads it. A scalar subquery with
 OFFSET, LIMIT 0 or HAVING (which may leave it no row, NULL) failed on the database as XX000,
-charged; now refused up front (``sql/scalars.check_scalar``), free."""
+charged; now refused up front (``sql/scalars.check_scalar``), free. Its outputs without AS
+(``SELECT * FROM (SELECT sex, COUNT(*) FROM adult GROUP BY sex) t``, as BI tools wrap a
+question) were nameless and refused ("the type of * cannot be determined"); they now get
+PostgreSQL's names (count, avg), and a column list shorter than the outputs renames the first
+ones instead of being refused."""
 
 from __future__ import annotations
 
@@ -73,6 +77,14 @@ SAME = {
     "released_group_by_output_name": (
         "SELECT band, n FROM (SELECT sex AS band, COUNT(*) AS n FROM adult GROUP BY band) t",
         "SELECT sex, COUNT(*) FROM adult GROUP BY sex",
+    ),
+    "released_unnamed_outputs": (
+        "SELECT * FROM (SELECT sex, COUNT(*), AVG(age) FROM adult GROUP BY sex) t",
+        "SELECT sex, COUNT(*), AVG(age) FROM adult GROUP BY sex",
+    ),
+    "released_shorter_list": (
+        "WITH g(r) AS (SELECT race, COUNT(*) AS n FROM adult GROUP BY race) SELECT r, n FROM g",
+        "SELECT race, COUNT(*) FROM adult GROUP BY race",
     ),
     "parenthesised_cast": (
         "SELECT SUM((sex = 'Male')::int), AVG((income_class = '>50K')::int) FROM adult",
