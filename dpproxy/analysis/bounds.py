@@ -162,7 +162,8 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     if isinstance(node, exp.Cast | exp.TryCast):
         if node.to.this is exp.DataType.Type.BOOLEAN:
             return Interval(Fraction(0), Fraction(1))
-        if isinstance(node.this, exp.Predicate | exp.Not | exp.And | exp.Or):
+        # ``(a = b)::int`` parses as a cast of the parenthesised predicate: 0 or 1 too
+        if isinstance(node.this.unnest(), exp.Predicate | exp.Not | exp.And | exp.Or):
             return Interval(Fraction(0), Fraction(1))
         v = b(node.this)
         if v is None or not v.bounded:

@@ -44,6 +44,7 @@ from dpproxy.errors import PublicResultTooLarge, UnsupportedQuery
 from dpproxy.planning.plan import QueryPlan
 from dpproxy.planning.public import MAX_KEYS, PublicPlan
 from dpproxy.planning.released import VALUE_WIDTH, bigint, key_depth, literal_width, written
+from dpproxy.sql.aggregates import default_name
 from dpproxy.sql.correlated import (
     Key,
     coded_index,
@@ -194,13 +195,25 @@ def plan_relation(
         isinstance(n, exp.Subquery) for n in select.walk() if n is not select
     ):
         raise _refuse(name, "may not have HAVING or subqueries to be released first")
+    for clause in ("limit", "offset", "qualify"):  # not applied to the release
+        if select.args.get(clause) is not None:
+            raise _refuse(
+                name,
+                f"may not have {clause.upper()} to be released first",
+                hint="apply it in the outer query (… FROM g ORDER BY n DESC LIMIT 2)",
+            )
     group_by = list(select.args["group"].expressions)
     aliases = {i.alias.lower(): i.unalias() for i in select.expressions if i.alias}
     keys: list[exp.Column] = []
     for g in group_by:
         if isinstance(g, exp.Literal) and g.is_int and 0 < int(g.name) <= len(select.expressions):
             g = select.expressions[int(g.name) - 1].unalias()
-        elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases:
+        elif (  # an output name, unless a column of the FROM has it (as PostgreSQL reads it)
+            isinstance(g, exp.Column)
+            and not g.table
+            and g.name.lower() in aliases
+            and owner(g, select, catalog) is None
+        ):
             g = aliases[g.name.lower()]
         if not isinstance(g, exp.Column) or owner(g, select, catalog) is None:
             raise _refuse(name, f"must group by columns of its tables, not {g.sql('postgres')}")
@@ -223,6 +236,10 @@ def plan_relation(
             aggregates.append(expr)
         else:
             raise _refuse(name, f"may output its group keys and aggregates only, not {out}")
+    if select.args.get("distinct") is not None and len({at for _, at, k, _ in items if k}) < len(
+        keys
+    ):  # rows that differ only in a key not output would be merged: not applied either
+        raise _refuse(name, "may not have DISTINCT without all its group keys in its output")
     domains: list[tuple[object, ...]] = []
     sources: list[str] = []
     for i, key in enumerate(keys):
@@ -269,10 +286,11 @@ def plan_relation(
 def _output_names(node: exp.CTE | exp.Subquery, select: exp.Select) -> list[str]:
     alias = node.args.get("alias")
     listed = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
-    names = [i.alias_or_name for i in select.expressions]
-    if listed and len(listed) != len(names):
+    # an output without AS gets PostgreSQL's name (COUNT(*): count), as at top level
+    names = [i.alias or default_name(i, n) for n, i in enumerate(select.expressions)]
+    if len(listed) > len(names):
         raise _refuse(node.alias_or_name, "names more columns than it outputs")
-    return listed or names
+    return listed + names[len(listed) :]  # a shorter list renames the first outputs
 
 
 def _public_join(

@@ -19,6 +19,7 @@ from dpproxy.errors import (
     Forbidden,
     GroupingError,
     InvalidParameter,
+    UndefinedFunction,
     UnsupportedQuery,
 )
 from dpproxy.sql.postmath import POST_FUNCS, post_type
@@ -190,6 +191,16 @@ class PostBuilder:
                     hint="row-level values are never released",
                 )
         if not isinstance(node, _POST_NODES):
+            if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous | exp.AggFunc):
+                # allowed on rows (WHERE, GROUP BY) perhaps, but not on what is released
+                what = "an aggregate" if has_aggregate else "a GROUP BY key"
+                raise UndefinedFunction(
+                    f"function {user_name(node)}() is not supported over {what}",
+                    hint="docs/sql.md lists the functions allowed after aggregation"
+                    if has_aggregate
+                    else "it is allowed on rows: GROUP BY the expression itself to release "
+                    "or order by it",
+                )
             raise_unsupported(node)
         args: dict[str, Any] = {}
         for key, value in node.args.items():

@@ -171,6 +171,19 @@ def check_scalar(node: exp.Subquery, catalog: Catalog, *, correlated: bool = Fal
             f"a scalar subquery must compute one aggregate with no GROUP BY (in {text})",
             hint="write it as SELECT AVG(x) FROM t WHERE ...",
         )
+    limit = select.args.get("limit")
+    count = limit.expression if isinstance(limit, exp.Limit) else None
+    keeps_its_row = limit is None or (
+        isinstance(count, exp.Literal) and count.is_int and int(count.name) >= 1
+    )
+    # HAVING, OFFSET or LIMIT 0 may leave no row (the value NULL): not applied when released
+    clause = next((c for c in ("having", "offset", "qualify") if select.args.get(c)), None)
+    if clause is not None or not keeps_its_row:
+        written = (clause or "limit").upper()
+        raise UnsupportedQuery(
+            f"{written} in a scalar subquery is not supported (in {text})",
+            hint="write the condition in the outer query",
+        )
     if not any(isinstance(n, exp.AggFunc) for n in select.expressions[0].walk()):
         raise UnsupportedQuery(
             f"a scalar subquery over private data must compute an aggregate (in {text}): "

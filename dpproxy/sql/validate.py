@@ -112,6 +112,13 @@ def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuer
         raise UnsupportedQuery(
             f"{tree.key.upper()} statements are not supported; send an aggregate SELECT"
         )
+    for ref in tree.find_all(exp.Table):  # FROM adult AS t(a, b): not read as renamed
+        alias = ref.args.get("alias")
+        if isinstance(alias, exp.TableAlias) and alias.columns:
+            raise UnsupportedQuery(
+                f"a column list on a table ({ref.sql('postgres')}) is not supported",
+                hint="rename the columns in a subquery: (SELECT x AS a, … FROM t) AS t",
+            )
     tree = factor_where(tree)  # (A AND B) OR (A AND C) → A AND (B OR C), before the joins
     tree = unshadow_ctes(tree, (t.name for t in catalog.tables))  # one relation per name
     ctes = _collect_ctes(tree)
@@ -191,7 +198,9 @@ def _from_scope(
         raise UnsupportedQuery("LATERAL and PIVOT are not supported")
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
-        column = next((c for p in select.expressions for c in p.find_all(exp.Column)), None)
+        # a column of this SELECT, not one a subquery reads from its own FROM
+        found = (c for p in select.expressions for c in p.find_all(exp.Column))
+        column = next((c for c in found if c.find_ancestor(exp.Select) is select), None)
         if column is not None:  # as PostgreSQL (and dpproxy serve's catalog emulation)
             raise UndefinedColumn(
                 f'column "{column.name}" does not exist',
@@ -210,7 +219,7 @@ def _from_scope(
         alias = source.alias_or_name.lower()
         if name in ctes and not source.db:
             inner = ctes[name]
-            scope = _subquery_scope(inner, catalog, ctes, depth, semis, name)
+            scope = _subquery_scope(inner, catalog, ctes, depth, semis, name, _listed(inner))
             scope.qualifiers = {alias}
             return scope
         table = catalog.table(name)
@@ -237,6 +246,13 @@ def _from_scope(
         scope.qualifiers = {source.alias_or_name.lower()} if source.alias else set()
         return scope
     raise UnsupportedQuery(f"unsupported FROM item: {source.sql('postgres')[:80]}")
+
+
+def _listed(body: exp.Expression) -> list[str]:
+    """The column list of the CTE whose body is ``body`` (``WITH t(a, b) AS (…)``)."""
+    cte = body.parent
+    alias = cte.args.get("alias") if isinstance(cte, exp.CTE) else None
+    return [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
 
 
 def _join_scope(select: exp.Select, catalog: Catalog, ctes: dict[str, exp.Expression]) -> Scope:
@@ -303,19 +319,32 @@ def _subquery_scope(
     scope = _from_scope(inner, catalog, local, depth + 1, semis=semis)
     _where(inner, scope, semis)
     names: dict[str, exp.Expression] = {}
-    for proj in inner.expressions:
-        if isinstance(proj, exp.Star):
+    listed = columns or []  # t(a, b): the outputs renamed by position, as SQL does
+    twice: set[str] = set()
+    if len(listed) > len(inner.expressions):
+        raise UnsupportedQuery(
+            f'table "{name}" has {len(inner.expressions)} columns available but '
+            f"{len(listed)} columns specified"
+        )
+    for i, proj in enumerate(inner.expressions):
+        if isinstance(proj, exp.Star) or (
+            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
+        ):
+            if listed:
+                raise UnsupportedQuery(
+                    f'a column list on "{name}" over SELECT * is not supported',
+                    hint="name the columns in the subquery's select list (AS)",
+                )
             names.update(scope.names)
             continue
-        if isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star):
-            names.update(scope.names)
-            continue
-        out_name = proj.alias_or_name.lower()
+        out_name = (listed[i] if i < len(listed) else proj.alias_or_name).lower()
         if not out_name:
             raise UnsupportedQuery(f"give the subquery column {proj.sql('postgres')} a name (AS)")
+        if out_name in names:  # two outputs of one name: a reference to it is ambiguous
+            twice.add(out_name)
         names[out_name] = scope.resolve(proj.unalias())
     scope.names = {k: v for k, v in names.items() if "." not in k}
-    scope.ambiguous = set()
+    scope.ambiguous = twice
     scope.joined_names = False
     return scope
 
@@ -541,7 +570,18 @@ def _domain(expr: exp.Expression, table: Table) -> tuple[Any, ...] | None:
                 values.append(v)
         return tuple(values)
     if isinstance(expr, exp.Predicate | exp.Not | exp.And | exp.Or):
-        return (False, True) + ((None,) if nullable else ())
+        return (False, True) + ((None,) if nullable and not _never_null(expr) else ())
     if isinstance(expr, exp.WidthBucket):  # 0 … n + 1 (sql/buckets.py)
         return tuple(range(bucket_spec(expr)[2] + 2)) + ((None,) if nullable else ())
     return None
+
+
+def _never_null(expr: exp.Expression) -> bool:
+    """Is this truth value never NULL? ``x IS NULL``, ``x IS DISTINCT FROM y`` and their
+    negations are TRUE or FALSE on every row, whatever ``x`` holds."""
+    inner = expr.unnest()
+    if isinstance(inner, exp.Not):
+        return _never_null(inner.this)
+    if isinstance(inner, exp.And | exp.Or):
+        return _never_null(inner.this) and _never_null(inner.expression)
+    return isinstance(inner, exp.Is | exp.NullSafeEQ | exp.NullSafeNEQ)
