@@ -32,6 +32,7 @@ from dpproxy.sql.domains import listed_domain, narrow_domain
 from dpproxy.sql.factor import factor_where
 from dpproxy.sql.joinparts import JoinSource
 from dpproxy.sql.joins import JoinBuilder, needs_join
+from dpproxy.sql.lift import lift_aggregate
 from dpproxy.sql.scope import (
     AggKind,
     Aggregate,
@@ -112,6 +113,7 @@ def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuer
         raise UnsupportedQuery(
             f"{tree.key.upper()} statements are not supported; send an aggregate SELECT"
         )
+    tree = lift_aggregate(tree)  # SELECT x FROM (SELECT COUNT(*) AS x …) AS virtual_table
     for ref in tree.find_all(exp.Table):  # FROM adult AS t(a, b): not read as renamed
         alias = ref.args.get("alias")
         if isinstance(alias, exp.TableAlias) and alias.columns:
