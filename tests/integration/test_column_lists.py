@@ -31,22 +31,13 @@ ones instead of being refused."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from fractions import Fraction
 from typing import Any
 
 import pytest
 
-from dpproxy.accounting.memory import MemoryAccountant
-from dpproxy.backends.duckdb import DuckDBBackend
-from dpproxy.backends.postgres import PostgresBackend
-from dpproxy.catalog.load import load_catalog
-from dpproxy.demo import demo_database_path, demo_schema_path, load_demo_postgres
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
-from dpproxy.values import Cost
-from tests import pg
-from tests.noise import NoNoise
+from tests.integration.test_shadowing_ctes import engine  # noqa: F401 (the demo on both engines)
 
 # (the query with a column list, the same query written without it)
 SAME = {
@@ -88,8 +79,7 @@ SAME = {
     ),
     "parenthesised_cast": (
         "SELECT SUM((sex = 'Male')::int), AVG((income_class = '>50K')::int) FROM adult",
-        "SELECT SUM(CAST(sex = 'Male' AS INT)), AVG(CAST(income_class = '>50K' AS INT)) "
-        "FROM adult",
+        "SELECT SUM(CAST(sex = 'Male' AS INT)), AVG(CAST(income_class = '>50K' AS INT)) FROM adult",
     ),
 }
 # (query, SQLSTATE, the start of the message)
@@ -152,39 +142,20 @@ REFUSED = {
         "function upper() is not supported over a GROUP BY key",
     ),
 }
-HUGE = Cost(Fraction(10**6), Fraction(1, 2))
 
 
-def _engine(backend: Any) -> Engine:
-    catalog = load_catalog(demo_schema_path())
-    accountant = MemoryAccountant(HUGE, cache="off")
-    return Engine(catalog, backend, accountant=accountant, noise=NoNoise())
-
-
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
-def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
-    if request.param == "duckdb":
-        made = _engine(DuckDBBackend(demo_database_path()))
-        yield made
-        made.close()
-        return
-    server = request.getfixturevalue("pg_server")
-    with pg.temporary_database(server.admin_dsn) as dsn:
-        load_demo_postgres(dsn)
-        made = _engine(PostgresBackend(dsn))
-        yield made
-        made.close()
-
-
-def answer(engine: Engine, sql: str) -> Any:
+def answer(on: Engine, sql: str) -> Any:
     try:
-        return sorted(engine.run(sql, analyst="ana").released.rows)
+        return sorted(on.run(sql, analyst="ana").released.rows)
     except DPProxyError as e:
         return (e.sqlstate, e.message)
 
 
 @pytest.mark.parametrize("name", SAME)
-def test_a_column_list_renames_by_position(engine: Engine, name: str) -> None:
+def test_a_column_list_renames_by_position(
+    engine: Engine,  # noqa: F811 (the imported fixture)
+    name: str,
+) -> None:
     listed, plain = SAME[name]
     expected = answer(engine, plain)
     assert isinstance(expected, list) and expected, expected
@@ -192,7 +163,10 @@ def test_a_column_list_renames_by_position(engine: Engine, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", REFUSED)
-def test_refused_with_the_reason(engine: Engine, name: str) -> None:
+def test_refused_with_the_reason(
+    engine: Engine,  # noqa: F811 (the imported fixture)
+    name: str,
+) -> None:
     sql, state, start = REFUSED[name]
     before = engine.remaining("ana")
     got = answer(engine, sql)
@@ -203,7 +177,10 @@ def test_refused_with_the_reason(engine: Engine, name: str) -> None:
 @pytest.mark.parametrize(
     "key", ["workclass IS NULL", "workclass IS DISTINCT FROM 'Private'", "NOT (workclass IS NULL)"]
 )
-def test_a_never_null_truth_value_has_two_groups(engine: Engine, key: str) -> None:
+def test_a_never_null_truth_value_has_two_groups(
+    engine: Engine,  # noqa: F811 (the imported fixture)
+    key: str,
+) -> None:
     rows = answer(engine, f"SELECT {key} AS k, COUNT(*) FROM adult GROUP BY 1")
     assert [r[0] for r in rows] == [False, True], rows
     assert sum(r[1] for r in rows) == 32561
