@@ -14,6 +14,7 @@ this connection itself warns, as it does for every DB-API connection but sqlite3
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
@@ -23,7 +24,7 @@ from dpproxy import errors
 from dpproxy.accounting.ledger import ledger_setting
 from dpproxy.accounting.memory import BudgetStatus
 from dpproxy.catalog.model import MechanismKind
-from dpproxy.engine import Engine, open_engine
+from dpproxy.engine import Engine, open_engine, path_argument
 from dpproxy.mechanisms.noise import NoiseSource
 
 # PEP 249 globals, constructors and type objects (also exported by the ``dpproxy`` package,
@@ -321,9 +322,9 @@ class Connection:
 
 
 def connect(
-    database: str | None = None,
+    database: str | os.PathLike[str] | None = None,
     *,
-    schema: str | None = None,
+    schema: str | os.PathLike[str] | None = None,
     analyst: str = "analyst",
     epsilon: float | str | Fraction | None = None,
     delta: float | str | Fraction | None = None,
@@ -333,12 +334,13 @@ def connect(
     budget_delta: float | str | None = None,
     noise: NoiseSource | None = None,
     statement_timeout: float | None = None,
-    ledger: str | None = None,
+    ledger: str | os.PathLike[str] | None = None,
     cache: str = "analyst",
 ) -> Connection:
     """Open a DB-API connection; with no database and schema, the bundled Adult demo.
 
-    ``database`` is a DuckDB file or a ``postgresql://`` DSN; ``statement_timeout`` (seconds,
+    ``database`` is a DuckDB file or a ``postgresql://`` DSN (paths as ``str`` or
+    ``pathlib.Path``, as are ``schema`` and ``ledger``); ``statement_timeout`` (seconds,
     PostgreSQL only) cancels a query that runs longer (SQLSTATE 57014, budget charged).
     ``ledger`` is a SQLite file that keeps budgets and released answers across processes and
     restarts (default ``$DPPROXY_LEDGER``, else in this process only); ``cache`` is the scope of
@@ -381,7 +383,7 @@ def connect(
         noise=noise,
         budget=budget,
         statement_timeout=statement_timeout,
-        ledger=ledger_setting(ledger, durable=False),
+        ledger=ledger_setting(path_argument(ledger, "ledger"), durable=False),
         cache=cache,
     )
     method = method_named(plan) if plan is not None else None

@@ -7,6 +7,7 @@ import copy
 import functools
 import json
 import logging
+import os
 import secrets
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,7 +22,13 @@ from dpproxy.catalog.public import attach_public
 from dpproxy.composed import Options, check_outer_binds, composed_key, run_composed
 from dpproxy.composed import plan_summary as _plan_summary
 from dpproxy.drawn import DrawnBounds, draw_rows
-from dpproxy.errors import BackendUnavailable, CanceledBeforeStart, DPProxyError, InternalError
+from dpproxy.errors import (
+    BackendUnavailable,
+    CanceledBeforeStart,
+    DPProxyError,
+    InternalError,
+    InvalidParameter,
+)
 from dpproxy.mechanisms.noise import NoiseSource, OpenDPNoise
 from dpproxy.planning.check import check_plan
 from dpproxy.planning.hints import parse_hints
@@ -513,15 +520,31 @@ def _poll(cancel: CancelToken | None) -> Callable[[], bool] | None:
     return None if cancel is None else lambda: cancel.cancelled
 
 
+def path_argument(value: str | os.PathLike[str] | None, name: str) -> str | None:
+    """A path or DSN argument of the Python API as text: a ``str`` or an ``os.PathLike``
+    (``pathlib.Path``); anything else is refused with 22023 (not an AttributeError deep in
+    the opener)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        text = os.fspath(value)
+        if isinstance(text, str):
+            return text
+    raise InvalidParameter(
+        f"{name} must be a path or a string, not {type(value).__name__}",
+        hint=f"pass {name} as a str or a pathlib.Path",
+    )
+
+
 def open_engine(
-    database: str | None = None,
-    schema: str | None = None,
+    database: str | os.PathLike[str] | None = None,
+    schema: str | os.PathLike[str] | None = None,
     *,
     noise: NoiseSource | None = None,
     budget: Cost | None = None,
     progress: bool = False,
     statement_timeout: float | None = None,
-    ledger: str | None = None,
+    ledger: str | os.PathLike[str] | None = None,
     cache: str = "analyst",
 ) -> Engine:
     """An engine over a database and a schema file; both default to the bundled demo.
@@ -532,6 +555,9 @@ def open_engine(
     from dpproxy.catalog.load import load_catalog
     from dpproxy.demo import demo_database_path, demo_schema_path
 
+    database = path_argument(database, "database")
+    schema = path_argument(schema, "schema")
+    ledger = path_argument(ledger, "ledger")
     if (database is None) != (schema is None):
         raise half_given(database)
     catalog = load_catalog(schema or demo_schema_path())

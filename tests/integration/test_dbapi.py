@@ -295,3 +295,28 @@ def test_executemany_spends_once_per_parameter_set(exact_con: dbapi.Connection) 
     cur.executemany("SELECT COUNT(*) FROM adult WHERE sex = %s", [("Male",), ("Female",)])
     assert cur.fetchall() == [(EXACT_FEMALE,)]
     assert cur.remaining_budget.epsilon == before - 2
+
+
+def test_paths_may_be_pathlib_paths(demo_db: Path, tmp_path: Path) -> None:
+    """``database``, ``schema`` and ``ledger`` as ``pathlib.Path`` (they raised AttributeError
+    from deep in the opener before): the same answer as with strings, the ledger file made."""
+    from dpproxy.demo import demo_schema_path
+
+    ledger = tmp_path / "ledger.sqlite"
+    with dpproxy.connect(
+        demo_db, schema=Path(demo_schema_path()), ledger=ledger, noise=NoNoise()
+    ) as c:
+        assert c.cursor().execute("SELECT COUNT(*) FROM adult").fetchall() == [(ADULT_ROWS,)]
+    assert ledger.is_file()
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"database": 3, "schema": "x.yaml"},
+    {"database": "x.duckdb", "schema": b"x.yaml"},
+    {"ledger": ["ledger.sqlite"]},
+])
+def test_paths_of_another_type_are_refused(kwargs: dict[str, Any], demo_db: Path) -> None:
+    with pytest.raises(dbapi.DataError) as info:
+        dpproxy.connect(**kwargs)
+    assert info.value.sqlstate == "22023"
+    assert "must be a path or a string" in str(info.value)
