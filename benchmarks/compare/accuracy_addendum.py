@@ -364,9 +364,15 @@ def docs(data: dict[str, Any]) -> str:
         if rerun
         else "dpproxy's cells only"
     )
+    remeasured = sorted(data["queries"])
+    if len(when) == 1 and len(remeasured) == now["columns"]:  # all of them, in one run
+        (commit, runs), = when
+        what = f"all {len(remeasured)} queries were remeasured at {commit} ({runs} runs each"
+    else:
+        what = f"{_and(remeasured)} were remeasured ({at}"
     return (
         f"The target row above is the rerun of {early['date']} (dpproxy at {early['commit']}). "
-        f"Since then {_and(sorted(data['queries']))} were remeasured ({at}; "
+        f"Since then {what}; "
         "[ACCURACY_ADDENDUM.md](../benchmarks/compare/ACCURACY_ADDENDUM.md), ratio intervals "
         f"resampling {resampled}): {'; '.join(parts)}. As they stand, ≤ on "
         f"{now['columns'] - len(now['above'])}/{now['columns']} columns; above: "

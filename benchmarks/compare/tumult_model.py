@@ -9,7 +9,8 @@ as installed by ``envs.py``), on the exact aggregates of ``work/data/pums.csv`` 
 
 * COUNT (Q02, Q14): two-sided geometric noise, α = 1/ε; Q14's HAVING/ORDER BY/LIMIT on the
   noisy counts of the six races, as the adapter does.
-* SUM (Q16, by sex): geometric, α = max(|lo|, |hi|)/ε = 500,000 per group.
+* SUM (Q03, of the whole table; Q16, by sex): geometric, α = max(|lo|, |hi|)/ε = 500,000 per
+  sum.
 * AVG (Q05, Q10, Q15): the sum of deviations from the integer midpoint (α = (w/2)/(ε/2)) and
   the count (α = 1/(ε/2)), average = sod / max(1, count) + midpoint.
 * STDDEV_SAMP (Q07): ε/3 each to the sum of deviations (α = 3·w/2), the sum of x² − m₂ with m₂
@@ -168,6 +169,10 @@ def main(argv: list[str] | None = None) -> None:
         ],
         "Q12": lambda: [
             [[v]] for v in quantile(income, "income", 0.9, eps, args.quantile_draws, args.seed)
+        ],
+        # last, so that the queries above draw what they drew before it was added
+        "Q03": lambda: [
+            [[v]] for v in income.sum() + geometric(rng, max(map(abs, bounds("income"))) / eps, n)
         ],
     }
     unknown = sorted(set(args.queries or ()) - set(builders))
