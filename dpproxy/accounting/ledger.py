@@ -34,9 +34,11 @@ or deleted entry — or an account row edited behind the log's back — is detec
 
 Amounts are exact fractions stored as text (``"3/2"``); nothing is rounded.
 
-This module holds the accountant (:class:`Ledger`: connections, accounts, reserving and
-committing); ``accounting/ledger_flight.py`` single flight, the answer cache and crash
-recovery; ``accounting/ledger_store.py`` the tables, records and hash chain;
+This module holds the accountant (:class:`Ledger`: opening the file, the log, reserving and
+committing); ``accounting/ledger_connection.py`` its connections and write transactions;
+``accounting/ledger_account.py`` the accounts and what an analyst has left and has spent;
+``accounting/ledger_flight.py`` single flight, the answer cache and crash recovery;
+``accounting/ledger_store.py`` the tables, records and hash chain;
 ``accounting/ledger_admin.py`` administration and ``budget verify``'s replay.
 """
 
@@ -50,23 +52,20 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dpproxy.accounting.composition import tightest
+from dpproxy.accounting.ledger_account import LedgerAccounts
 from dpproxy.accounting.ledger_admin import LedgerAdmin
+from dpproxy.accounting.ledger_connection import LedgerConnections
 from dpproxy.accounting.ledger_flight import LedgerFlights
 from dpproxy.accounting.ledger_store import (
     DDL,
     GENESIS,
     Account,
-    LedgerConnection,
     LogEntry,
     ReleaseRecord,
     Verification,
-    body_cost,
     cost_body,
     entry_hash,
     frac_of,
@@ -74,14 +73,8 @@ from dpproxy.accounting.ledger_store import (
     storage_error,
     text_of,
 )
-from dpproxy.accounting.memory import BudgetStatus, Reservation, Spending
-from dpproxy.errors import (
-    BudgetExhausted,
-    DPProxyError,
-    InternalError,
-    InvalidParameter,
-    LedgerLocked,
-)
+from dpproxy.accounting.memory import Reservation
+from dpproxy.errors import BudgetExhausted, DPProxyError, InternalError, InvalidParameter
 from dpproxy.values import Cost
 
 # The ledger's API, with the records of accounting/ledger_store.py it takes and returns.
@@ -123,7 +116,7 @@ def default_ledger_path() -> Path:
     return Path(base) / "dpproxy" / "ledger.sqlite"
 
 
-class Ledger(LedgerFlights, LedgerAdmin):
+class Ledger(LedgerConnections, LedgerAccounts, LedgerFlights, LedgerAdmin):
     """The durable accountant (see the module docstring); thread-safe, multi-process safe."""
 
     def __init__(
@@ -176,89 +169,6 @@ class Ledger(LedgerFlights, LedgerAdmin):
             )
         self.recover()
 
-    # ------------------------------------------------------------------ connections
-
-    def _con(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if con is None:
-            try:
-                con = sqlite3.connect(
-                    self.path,
-                    timeout=self._busy,
-                    isolation_level=None,
-                    check_same_thread=True,
-                    factory=LedgerConnection,
-                )
-            except sqlite3.Error as e:
-                raise storage_error(e) from e
-            try:
-                # Switching a new file to WAL needs the write lock and does not wait for it
-                # on its own: retry while it is locked, until the busy timeout (two processes
-                # creating one ledger). Any other failure (read-only) is final at once.
-                deadline = time.monotonic() + self._busy
-                while True:
-                    try:
-                        con.execute("PRAGMA journal_mode = WAL")
-                        break
-                    except LedgerLocked:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.01)
-                con.execute("PRAGMA synchronous = FULL")
-                con.execute(f"PRAGMA busy_timeout = {int(self._busy * 1000)}")
-            except BaseException:
-                con.close()
-                raise
-            self._local.con = con
-        return con
-
-    @contextmanager
-    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """One write transaction, holding SQLite's write lock from its first statement. Any
-        failure, the COMMIT's included (a full disk), rolls it back: the lock is never kept
-        (SQLite may already have rolled back on its own).
-
-        ``durable=False`` is for reservations only (:meth:`reserve`, :meth:`claim`): the
-        transaction commits at ``synchronous = NORMAL``, without an fsync of its own. In WAL
-        mode it is then atomic, isolated and visible at once to every connection and process
-        (so concurrent reservations still cannot overspend), and it survives a crash of the
-        process (the WAL is written before COMMIT returns), but a power loss or a crash of
-        the operating system before the next durable transaction may undo it. That loses no
-        spending: no answer leaves before its reservation is turned into spent budget by
-        :meth:`commit`, a durable transaction, and the fsync of the WAL that ends it makes
-        every earlier transaction durable too (the WAL is one append-only file, recovered
-        only as a prefix). A reservation undone so held no answer that was released. What
-        it saves is one fsync per query: a query costs one (its commit) instead of two."""
-        con = self._con()
-        if not durable:
-            con.execute("PRAGMA synchronous = NORMAL")
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                yield con
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    with contextlib.suppress(DPProxyError):
-                        con.execute("ROLLBACK")
-                raise
-        finally:
-            if not durable:
-                self._full(con)
-
-    def _full(self, con: sqlite3.Connection) -> None:
-        """Back to ``synchronous = FULL`` after a reservation; a connection that cannot be
-        set back is closed and forgotten, so no later transaction commits on it undurably
-        (the next :meth:`_con` opens one at FULL)."""
-        try:
-            con.execute("PRAGMA synchronous = FULL")
-        except BaseException:
-            if getattr(self._local, "con", None) is con:
-                self._local.con = None
-            with contextlib.suppress(Exception):
-                con.close()
-            raise
-
     def probe(self) -> None:
         """Write to the ledger once, or raise LedgerUnavailable naming the file (``dpproxy
         serve`` at start). Opening writes nothing when there is nothing to recover, so a
@@ -270,12 +180,6 @@ class Ledger(LedgerFlights, LedgerAdmin):
                 )
         except DPProxyError as e:
             raise storage_error(e, self.path) from None
-
-    def close(self) -> None:
-        con = getattr(self._local, "con", None)
-        if con is not None:
-            con.close()
-            self._local.con = None
 
     # ------------------------------------------------------------------ the log
 
@@ -292,86 +196,6 @@ class Ledger(LedgerFlights, LedgerAdmin):
             (seq, t, kind, self.dataset, principal, text, prev, h),
         )
         return seq
-
-    # ------------------------------------------------------------------ accounts
-
-    def _account(self, con: sqlite3.Connection, principal: str, kind: str) -> Account | None:
-        row = con.execute(
-            "SELECT total_eps, total_delta, spent_eps, spent_delta, spent_rho, reserved_eps, "
-            "reserved_delta, reserved_rho, period_seconds, period_start FROM accounts "
-            "WHERE dataset = ? AND principal = ? AND kind = ?",
-            (self.dataset, principal, kind),
-        ).fetchone()
-        if row is None:
-            return None
-        return Account(
-            principal,
-            kind,
-            Cost(frac_of(row[0]), frac_of(row[1])),
-            Cost(frac_of(row[2]), frac_of(row[3]), frac_of(row[4])),
-            Cost(frac_of(row[5]), frac_of(row[6]), frac_of(row[7])),
-            row[8],
-            row[9],
-        )
-
-    def _store(self, con: sqlite3.Connection, a: Account) -> None:
-        con.execute(
-            "INSERT OR REPLACE INTO accounts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                self.dataset,
-                a.principal,
-                a.kind,
-                text_of(a.total.epsilon),
-                text_of(a.total.delta),
-                text_of(a.spent.epsilon),
-                text_of(a.spent.delta),
-                text_of(a.spent.rho),
-                text_of(a.reserved.epsilon),
-                text_of(a.reserved.delta),
-                text_of(a.reserved.rho),
-                a.period_seconds,
-                a.period_start,
-            ),
-        )
-
-    def _open_account(self, con: sqlite3.Connection, analyst: str) -> Account:
-        """The analyst's account, opened with the schema's default budget on first use."""
-        a = self._account(con, analyst, "analyst")
-        if a is None:
-            a = Account(
-                analyst,
-                "analyst",
-                self.default_budget,
-                Cost.zero(),
-                Cost.zero(),
-                None,
-                float(self._clock()),
-            )
-            body = {"kind": "analyst", "period_start": repr(a.period_start), **cost_body(a.total)}
-            self._append(con, "open", analyst, body)
-            self._store(con, a)
-        return self._renewed(con, a)
-
-    def _renewed(self, con: sqlite3.Connection, a: Account) -> Account:
-        """Start a new period (spent back to zero) if the account's period has run out."""
-        if not a.period_seconds:
-            return a
-        now = float(self._clock())
-        periods = int((now - a.period_start) // a.period_seconds)
-        if periods <= 0:
-            return a
-        start = a.period_start + periods * a.period_seconds
-        self._append(con, "renew", a.principal, {"kind": a.kind, "period_start": repr(start)})
-        a = Account(a.principal, a.kind, a.total, Cost.zero(), a.reserved, a.period_seconds, start)
-        self._store(con, a)
-        return a
-
-    def _groups(self, con: sqlite3.Connection, analyst: str) -> list[str]:
-        rows = con.execute(
-            "SELECT grp FROM members WHERE dataset = ? AND analyst = ? ORDER BY grp",
-            (self.dataset, analyst),
-        ).fetchall()
-        return [r[0] for r in rows]
 
     # ------------------------------------------------------------------ Accountant
 
@@ -528,72 +352,3 @@ class Ledger(LedgerFlights, LedgerAdmin):
             analyst, groups, cost = self._close(con, r.token)
             self._move(con, analyst, groups, cost, spend=False)
             self._append(con, "rollback", analyst, {"token": r.token, **cost_body(cost)})
-
-    def remaining(self, analyst: str) -> Cost:
-        """What the analyst can still spend: their own account's and every group's remaining,
-        whichever is smaller. Read without the write lock unless an account must be opened or
-        renewed first."""
-        con = self._con()
-        accounts = [self._account(con, analyst, "analyst")]
-        accounts += [self._account(con, g, "group") for g in self._groups(con, analyst)]
-        now = float(self._clock())
-        if accounts[0] is None or any(
-            a is not None and a.period_seconds and now - a.period_start >= a.period_seconds
-            for a in accounts
-        ):
-            with self._write() as wcon:
-                accounts = [self._open_account(wcon, analyst)]
-                for g in self._groups(wcon, analyst):
-                    ga = self._account(wcon, g, "group")
-                    accounts.append(None if ga is None else self._renewed(wcon, ga))
-        remaining: Cost | None = None
-        for a in accounts:
-            if a is None:
-                continue
-            r = a.remaining
-            remaining = (
-                r
-                if remaining is None
-                else Cost(min(remaining.epsilon, r.epsilon), min(remaining.delta, r.delta))
-            )
-        assert remaining is not None
-        return remaining
-
-    def spent(self, analyst: str) -> Cost:
-        with self._write() as con:
-            return self._open_account(con, analyst).spent
-
-    def status(self, analyst: str) -> BudgetStatus:
-        """The analyst's own account (groups aside) and the tightest (ε, δ) of its spending
-        in the current period."""
-        with self._write() as con:
-            a = self._open_account(con, analyst)
-        costs = [s.cost for s in self._period_releases(analyst)]
-        return BudgetStatus(a.total, a.spent, a.reserved, tightest(costs))
-
-    def releases(self, analyst: str) -> list[Spending]:
-        """Every release (and expired reservation) charged to the analyst, oldest first."""
-        out = []
-        for e in self.entries(analyst):
-            if e.kind in ("release", "expire"):
-                failed = e.body.get("failed")
-                out.append(
-                    Spending(
-                        e.seq,
-                        e.time,
-                        "failed" if failed is not None else e.kind,
-                        str(e.body.get("query", "")),
-                        str(e.body.get("plan", "")),
-                        str(e.body.get("mechanism", "")),
-                        body_cost(e.body),
-                        None if failed is None else str(failed),
-                    )
-                )
-        return out
-
-    def _period_releases(self, analyst: str) -> list[Spending]:
-        since = 0
-        for e in self.entries(analyst):
-            if e.kind in ("reset", "renew") and e.body.get("kind") == "analyst":
-                since = e.seq
-        return [s for s in self.releases(analyst) if s.seq > since]
