@@ -180,7 +180,7 @@ def round_to_real(x: float) -> float:
 
 def real_value(x: float | None) -> float | None:
     """:func:`real_rounding` on one value, in Python: for the casts dpproxy computes itself,
-    on released values (``release/postprocess.py``)."""
+    on released values (``release/evaluation.py``)."""
     if x is None or math.isnan(x) or math.isinf(x):
         return x
     if abs(x) > REAL_MAX:

@@ -2,7 +2,7 @@
 
 Every aggregate call becomes a placeholder column ``__agg_i`` (with an :class:`Aggregate`
 describing it over base columns) and every group-key occurrence ``__key_j``. The expressions are
-evaluated by ``release/postprocess.py`` on noisy values, never by the database.
+evaluated by ``release/evaluation.py`` on noisy values, never by the database.
 """
 
 from __future__ import annotations

@@ -402,7 +402,7 @@ def _aggregate_query(select: exp.Select, scope: Scope, sql: str) -> ValidQuery:
             raise WindowingError("window functions are not allowed in HAVING")
         having = post.build(h.this, outputs)
         # Typed like a WHERE clause (string literals become typed constants here), so the
-        # evaluation on released values (release/postprocess.py) never meets a type error.
+        # evaluation on released values (release/evaluation.py) never meets a type error.
         t = post.type_of(having)
         if t not in (SqlType.BOOLEAN, SqlType.NULL):
             raise DatatypeMismatch(f"argument of HAVING must be type boolean, not type {t.value}")

@@ -290,7 +290,7 @@ def test_the_reported_case_counts_what_the_semantics_says(world: Any) -> None:
 
 
 def test_a_released_value_cast_to_real_follows_the_same_rule(world: Any) -> None:
-    """A cast that dpproxy computes itself, on a released value (``release/postprocess.py``):
+    """A cast that dpproxy computes itself, on a released value (``release/evaluation.py``):
     the count times 1e38 is beyond the largest REAL, so NULL, and no row exceeds NULL; times
     1e37 it is a REAL, rounded as in SQL."""
     _, _, duck, pg = world

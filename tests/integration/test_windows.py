@@ -21,7 +21,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from dpproxy.release.postprocess import evaluate
+from dpproxy.release.evaluation import evaluate
 from dpproxy.release.windows import compute_windows
 from dpproxy.sql.types import SqlType
 from dpproxy.sql.windows import WindowItem, build_window

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlglot import exp
 
-from dpproxy.release.postprocess import evaluate
+from dpproxy.release.evaluation import evaluate
 
 
 def _ev(sql: str, **env: Any) -> Any:

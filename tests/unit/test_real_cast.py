@@ -150,7 +150,7 @@ def test_the_range_of_a_clamped_column_cast_to_real_is_rounded() -> None:
 
 
 def test_real_value_is_the_rounding_on_one_value() -> None:
-    """What ``release/postprocess.py`` applies to a released value cast to REAL."""
+    """What ``release/evaluation.py`` applies to a released value cast to REAL."""
     assert real_value(16777217.0) == 16777216.0
     assert real_value(4e38) is None and real_value(-1e308) is None
     assert real_value(1e-46) == 0.0 and real_value(None) is None

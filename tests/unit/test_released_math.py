@@ -20,7 +20,7 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.model import Catalog, Column, ColumnType, Table
 from dpproxy.engine import Engine
 from dpproxy.errors import DPProxyError
-from dpproxy.release.postprocess import evaluate, evaluate_span
+from dpproxy.release.evaluation import evaluate, evaluate_span
 from dpproxy.values import Cost
 from tests.noise import NoNoise
 
