@@ -165,9 +165,10 @@ def _query_memos() -> list[Any]:
 def _engine_caches(engine: Any) -> list[Any]:
     """The engine's caches keyed by a query's text (its plan cache and the public-table
     planner's, ``functools.lru_cache`` on its methods, some under a decorator), found on its
-    class through each method's ``__wrapped__`` chain."""
+    class and its bases (the planning methods are ``engine_plans.EnginePlans``') through each
+    method's ``__wrapped__`` chain."""
     found = []
-    for value in vars(type(engine)).values():
+    for value in (v for cls in type(engine).__mro__ for v in vars(cls).values()):
         while value is not None:
             if callable(getattr(value, "cache_clear", None)):
                 found.append(value)

@@ -114,7 +114,7 @@ def clear_plan_caches() -> None:
     for fn in (Engine._plan, Engine.public_plan, Engine._composed, parse_module.normalised_text):
         inner: Any = fn
         while not hasattr(inner, "cache_clear"):
-            inner = inner.__wrapped__  # under the _before_the_data guard
+            inner = inner.__wrapped__  # under the before_the_data guard
         inner.cache_clear()
 
 

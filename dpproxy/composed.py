@@ -1,6 +1,6 @@
 """Running a query planned as several parts — scalar subqueries, keyed subqueries, released
 relations (``planning/scalars.py``, ``planning/keyed.py``, ``planning/relations.py``) — on an
-engine (``engine.py``, which plans them: ``Engine._composed``).
+engine (``engine.py``; ``engine_plans.py`` plans them: ``EnginePlans._composed``).
 
 Privacy: the parts are separate DP releases over the same data, run under ONE reservation of
 their summed cost (``ComposedPlan.cost``: sequential composition). The outer query is then

@@ -225,7 +225,7 @@ def test_planning_raises_only_dpproxy_errors(
     def broken(*args: object, **kwargs: object) -> None:
         raise exception
 
-    monkeypatch.setattr("dpproxy.engine.validate", broken)
+    monkeypatch.setattr("dpproxy.engine_plans.validate", broken)
     sql = "SELECT COUNT(*) FROM adult WHERE age > 77"  # not planned (cached) before
     assert _outcome(engine, sql) == (expected, Cost.zero())
 

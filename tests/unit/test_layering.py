@@ -14,12 +14,13 @@ ORDER = [
     "errors", "pep249", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning",
     "rewrite", "release", "explain_notes", "explain", "backends", "accounting", "prefetch", "demo",
     "tpch",
-    "drawn", "composed", "union", "engine",
+    "drawn", "composed", "union", "engine_plans", "engine",
     "explain_command", "dbapi", "notebook", "sqlalchemy_dialect", "output", "server",
     "console", "logsetup", "config", "cli",
 ]
 # I/O: only the shell uses them
-SHELL = {"drawn", "composed", "union", "engine", "dbapi", "server", "console", "cli"}
+SHELL = {"drawn", "composed", "union", "engine_plans", "engine", "dbapi", "server", "console",
+         "cli"}
 SHELL_ONLY = {"backends", "accounting", "prefetch", "demo", "tpch"}
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",
         "explain_notes", "explain"}
