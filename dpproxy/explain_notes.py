@@ -4,8 +4,9 @@ Pure functions of the validated query (``sql/validate.py``): the WHERE as planne
 folded: date arithmetic, intervals and CURRENT_DATE are computed before planning, so the plan
 shows the dates it compares with), semi- and anti-joins, outer joins, per-unit subqueries,
 UNION ALL in FROM, group keys computed on each row, GROUP BY and ORDER BY output names and
-ordinals resolved, DISTINCT aggregates, and what dpproxy computes itself on the released values
-(math functions and where they give NULL, HAVING, window functions, ORDER BY and LIMIT).
+ordinals resolved, DISTINCT aggregates, what dpproxy computes itself on the released values
+(math functions and where they give NULL, HAVING, window functions, ORDER BY and LIMIT), and
+where a contribution bound that is not drawn with DP comes from.
 Internal names (``__agg_0``, ``__sq1_t``, ``n1__n_name``) do not appear: released aggregates
 and columns are named as the user wrote them (``tests/integration/test_explain_constructs.py``
 checks it over the corpus).
@@ -232,6 +233,25 @@ def how_lines(q: ValidQuery) -> list[str]:
             "ordinals resolved to the columns they name)"
         )
     return out
+
+
+def fixed_bound(q: ValidQuery) -> str:
+    """Where a bound that is not drawn with DP comes from."""
+    if q.per_unit is not None:
+        return "one row per unit: the per-unit subquery"
+    if q.union is not None:
+        return "the sum of the UNION ALL branches' bounds declared in the schema"
+    if q.table.unit_is_unique:
+        if q.source is not None:  # sql/joins.py JoinBuilder._unit_unique
+            return (
+                "every joined table's unit column is a PRIMARY KEY or UNIQUE NOT NULL in the "
+                "database"
+            )
+        # Spark: the schema's unit_unique, checked against the data (backends/spark_unique.py)
+        return (
+            "the unit column is a PRIMARY KEY or UNIQUE NOT NULL in the database, or checked unique"
+        )
+    return "declared in the schema"
 
 
 LIST_KEEP = 6  # list items shown by abbreviated(); the rest are counted

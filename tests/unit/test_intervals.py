@@ -8,8 +8,8 @@ import pytest
 
 from dpproxy.catalog.model import Catalog
 from dpproxy.errors import DPProxyError
-from dpproxy.explain import column_errors
 from dpproxy.explain_command import ExplainStatement, parse_explain, query_start
+from dpproxy.explain_errors import column_errors
 from dpproxy.planning.plan import AggregatePlan, QueryPlan
 from dpproxy.planning.planner import plan_query
 from dpproxy.release.intervals import interval_ends, interval_notes, requested

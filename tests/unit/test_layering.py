@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dpproxy"
 # Each layer may import itself and the layers before it.
 ORDER = [
     "errors", "pep249", "dsn", "values", "catalog", "sql", "analysis", "mechanisms", "planning",
-    "rewrite", "release", "explain_notes", "explain", "backends", "accounting", "prefetch", "demo",
-    "tpch",
+    "rewrite", "release", "explain_notes", "explain_errors", "explain", "backends", "accounting",
+    "prefetch", "demo", "tpch",
     "drawn", "composed", "union", "engine_plans", "engine",
     "explain_command", "dbapi", "notebook", "sqlalchemy_dialect", "output", "server",
     "console", "logsetup", "config", "cli",
@@ -23,7 +23,7 @@ SHELL = {"drawn", "composed", "union", "engine_plans", "engine", "dbapi", "serve
          "cli"}
 SHELL_ONLY = {"backends", "accounting", "prefetch", "demo", "tpch"}
 PURE = {"values", "catalog", "sql", "analysis", "mechanisms", "planning", "rewrite", "release",
-        "explain_notes", "explain"}
+        "explain_notes", "explain_errors", "explain"}
 IMPURE_MODULES = {"duckdb", "psycopg", "psycopg_pool", "socket", "sqlite3", "subprocess",
                   "threading", "os"}
 # Command groups kept beside what they administer, and what their commands share, belong to the

@@ -111,8 +111,8 @@ def test_a_demo_query_loads_duckdb_and_the_samplers_only(demo_db: Path) -> None:
             "dpproxy.console.command"}.isdisjoint(mods)
     # nor the plan printer, needed for EXPLAIN only (dbapi, explain_command), nor sqlglot's
     # optimizer passes, needed for queries over public tables only (planning/public.py)
-    assert {"dpproxy.explain", "dpproxy.explain_notes", "sqlglot.optimizer.qualify",
-            "sqlglot.optimizer.annotate_types"}.isdisjoint(mods)
+    assert {"dpproxy.explain", "dpproxy.explain_errors", "dpproxy.explain_notes",
+            "sqlglot.optimizer.qualify", "sqlglot.optimizer.annotate_types"}.isdisjoint(mods)
     # nor the standard modules only the Gaussian mechanism (statistics), building the demo
     # (gzip), a PostgreSQL hint (shlex) or file globs (glob) need
     assert {"statistics", "gzip", "shlex", "glob"}.isdisjoint(mods)

@@ -7,8 +7,8 @@ that every unit has one row and needs no contribution bounding; a privacy schema
 size, δ = 1e-5, a budget no run exhausts); then ``open_engine(..., cache="off")``: the answer
 cache would hand back the very same noisy answer for a repeated query, and accuracy needs fresh
 noise on every run. Each query is then ``engine.run(sql, epsilon=ε, delta=δ)``: SQL text in,
-released rows out. ``predicted_error95`` comes from ``dpproxy.explain.column_errors`` (no data
-read).
+released rows out. ``predicted_error95`` comes from ``dpproxy.explain_errors.column_errors`` (no
+data read).
 
 On ``tpch`` (TPC-H scale 1, the customer as privacy unit): no database is built; the engine
 opens ``DIR/tpch/tpch.duckdb`` (written by data.py) read-only with ``schemas/tpch.yaml`` as it
@@ -207,7 +207,7 @@ def main() -> None:
 
     import dpproxy
     from dpproxy.engine import open_engine
-    from dpproxy.explain import column_errors
+    from dpproxy.explain_errors import column_errors
     from dpproxy.values import Cost
 
     queries = kit.queries(args)
