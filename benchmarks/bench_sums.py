@@ -59,8 +59,9 @@ from dpproxy.catalog.load import load_catalog  # noqa: E402
 from dpproxy.catalog.model import Table  # noqa: E402
 from dpproxy.engine import Engine  # noqa: E402
 from dpproxy.planning.plan import Primitive, QueryPlan  # noqa: E402
+from dpproxy.rewrite.clamps import clamp  # noqa: E402
 from dpproxy.rewrite.fixed import computed_range, sum_grids, unscale  # noqa: E402
-from dpproxy.rewrite.guard import clamp, number  # noqa: E402
+from dpproxy.rewrite.nodes import number  # noqa: E402
 
 QUERIES: dict[str, str] = {
     "sum": "SELECT SUM(amount) FROM people",

@@ -74,7 +74,7 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         col = table.column(node.name)
         if col is None:
             return _UNBOUNDED
-        return col.bounds  # half-bounded columns are clamped on their side (rewrite/guard.py)
+        return col.bounds  # half-bounded columns are clamped on their side (rewrite/clamps.py)
     if isinstance(node, exp.Literal):
         if node.is_string:
             return _UNBOUNDED

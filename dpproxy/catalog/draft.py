@@ -115,7 +115,7 @@ DECIMAL_SCALE = 37
 #: DECIMAL(38, max s), casting every operand to it, which fails for one row's value too wide
 #: for it. With at most 20 digits before the point (UBIGINT's) and 18 after it on every
 #: operand (integer columns, ``CAST(… AS DECIMAL(p, s))``: ``sql/casts.py``; a literal: at
-#: most 19 before and 18 after, else a DOUBLE: ``rewrite/guard.double_text``) the type holds
+#: most 19 before and 18 after, else a DOUBLE: ``rewrite/nodes.double_text``) the type holds
 #: every value of every operand. HUGEINT and UHUGEINT (39 digits) are left out for the same
 #: reason: ``h = -1`` over a UHUGEINT failed for a value beyond 2^63, ``h = 1.5`` over a
 #: HUGEINT for one beyond 10^37.

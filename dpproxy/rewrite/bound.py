@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from dpproxy.rewrite.dialect import bytewise, row_hash
-from dpproxy.rewrite.guard import lit, table
+from dpproxy.rewrite.nodes import lit, table
 from dpproxy.sql.types import SqlType
 
 if TYPE_CHECKING:

@@ -81,7 +81,8 @@ from sqlglot import exp
 
 from dpproxy.analysis.bounds import integral
 from dpproxy.analysis.sensitivity import PrimitiveKind
-from dpproxy.rewrite.guard import clamp_bounds, lit, number
+from dpproxy.rewrite.clamps import clamp_bounds
+from dpproxy.rewrite.nodes import lit, number
 from dpproxy.sql.types import clone
 from dpproxy.sql.validate import literal_value
 
@@ -236,7 +237,7 @@ def _double(v: Fraction) -> exp.Expression:
 
 
 def _integer(q: int) -> exp.Expression:
-    """:func:`~dpproxy.rewrite.guard.number` of an integer, without building a Fraction."""
+    """:func:`~dpproxy.rewrite.nodes.number` of an integer, without building a Fraction."""
     return exp.Neg(this=lit(-q)) if q < 0 else lit(q)
 
 
@@ -353,7 +354,7 @@ def operand(v: exp.Expression) -> exp.Expression:
 def exact_range(measure: exp.Expression, table: Table) -> tuple[Fraction, Fraction] | None:
     """The exact [lo, hi] of a measure's row values as the database computes them, when it
     is known without rounding: a bounded numeric column (clamped to its bounds, rounded
-    outward as :func:`~dpproxy.rewrite.guard.clamp` writes them), or a CASE whose every result
+    outward as :func:`~dpproxy.rewrite.clamps.clamp` writes them), or a CASE whose every result
     is a number literal (NULL allowed). ``None`` for anything else (its floating-point value
     may stray from the interval arithmetic's bounds, so it keeps its clamp)."""
     if isinstance(measure, exp.Column):
@@ -400,7 +401,7 @@ def computed_range(
         if abs(p.center.numerator) > _EXACT_INT:
             return None
         centre = float(p.center.numerator)
-    else:  # written as a double (guard.number), which is what the database subtracts
+    else:  # written as a double (nodes.number), which is what the database subtracts
         centre = float(p.center)
         if abs(centre) > _EXACT_INT:
             return None

@@ -131,7 +131,7 @@ class Magnitudes:
         self.table = table
         self.L = tame_exponent
         self.violations: list[exp.Expression] = []
-        # ids of rewrite/guard.clamp_values' CASEs (held by the caller): their conditions
+        # ids of rewrite/clamps.clamp_values' CASEs (held by the caller): their conditions
         # compare a CAST column with numbers, so only their values' spans are needed.
         self.clamps = clamps
 
@@ -355,7 +355,7 @@ def _safe(
 
 def _clamped_within(leaf: exp.Expression, L: int) -> bool:
     """Is ``leaf`` the ELSE of a clamp, ``CASE WHEN v < a THEN … WHEN v > b THEN … ELSE v
-    END`` with ``v`` the leaf itself (``guard.clamp`` writes them, and copies of them), whose
+    END`` with ``v`` the leaf itself (``clamps.clamp`` writes them, and copies of them), whose
     bounds a and b lie within ±10^L / 2?
 
     Then in that ELSE v is NULL, NaN or a double in [a, b]: ±inf and every v beyond a bound
@@ -376,7 +376,7 @@ def _clamped_within(leaf: exp.Expression, L: int) -> bool:
         return False
     limit = 10.0**L / 2
     for condition in (low, high):
-        bound = literal_number(condition.expression)  # how guard.number writes a bound
+        bound = literal_number(condition.expression)  # how nodes.number writes a bound
         if bound is None or not abs(bound) <= limit or condition.this != leaf:
             return False
     return True
@@ -424,7 +424,7 @@ def finite_arithmetic(
 ) -> exp.Expression:
     """``node`` (guarded, modified in place) with its float leaves under arithmetic tamed.
 
-    ``clamps``: CASEs of ``rewrite/guard.clamp_values`` in ``node`` (held by the caller, so
+    ``clamps``: CASEs of ``rewrite/clamps.clamp_values`` in ``node`` (held by the caller, so
     their ids are theirs). Their conditions hold no arithmetic (a CAST column compared with
     numbers) and, for a column that is not FLOAT, nothing holds a float leaf or arithmetic:
     such a CASE is not walked into for leaves, and no clamp's conditions are spanned.

@@ -19,15 +19,15 @@ rewritten SQL evaluates per row:
   (:mod:`dpproxy.rewrite.domains`) and ``SIGN`` is a DOUBLE; ``DATE_TRUNC`` and date ±
   interval on date columns become the forms of :mod:`dpproxy.sql.dates`, total on every date
   either engine stores;
-* ``clamp_values``: a numeric column in a *value position* of a measure (not inside a
-  condition) is clamped to its schema bounds, which makes :mod:`dpproxy.analysis.bounds` sound.
+* ``clamp_values`` (:mod:`dpproxy.rewrite.clamps`): a numeric column in a *value position* of
+  a measure (not inside a condition) is clamped to its schema bounds, which makes
+  :mod:`dpproxy.analysis.bounds` sound.
 
 Both are pure functions ``(expression, table) -> expression`` that copy their input by default.
 """
 
 from __future__ import annotations
 
-import functools
 import typing
 from collections.abc import Callable
 from fractions import Fraction
@@ -38,6 +38,7 @@ from dpproxy.catalog.model import Table
 from dpproxy.errors import DPProxyError, StatementTooComplex
 from dpproxy.rewrite.dialect import guarded_type, text_cast_condition
 from dpproxy.rewrite.domains import DOMAIN_FUNCS, in_domain, width_bucket
+from dpproxy.rewrite.nodes import as_double, double_text, lit
 from dpproxy.rewrite.precedence import parenthesise
 from dpproxy.rewrite.real import REAL, real_rounding, rounded_operand
 from dpproxy.rewrite.textsize import SIZED, bound_text
@@ -51,7 +52,6 @@ from dpproxy.sql.mathargs import math_operand, numeric_constant
 from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.tochar import portable_to_char
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, clone, typed_constant
-from dpproxy.values import float_down, float_up
 
 _ARITH = (
     exp.Add,
@@ -66,77 +66,6 @@ _ARITH = (
     exp.Floor,
     exp.Ceil,
 )
-_CONDITION = (exp.Predicate, exp.Not, exp.And, exp.Or, exp.Like, exp.ILike)
-
-
-def lit(v: object) -> exp.Literal:
-    """A numeric literal built directly (``exp.Literal.number`` re-validates its text)."""
-    return exp.Literal(this=str(v), is_string=False)
-
-
-def table(name: str) -> exp.Table:
-    """A table reference built without parsing."""
-    return exp.Table(this=exp.Identifier(this=name, quoted=False))
-
-
-def number(v: Fraction) -> exp.Expression:
-    """An exact SQL literal for a rational: integers as integers, others as a float literal
-    (either in exponent form where :func:`double_text` puts it, as the guards would)."""
-    if v.denominator == 1:  # the cache's own first branch, without hashing a Fraction
-        text, negative = str(abs(v.numerator)), v.numerator < 0
-        if abs(v.numerator) >= 2**63:
-            text = double_text(text, negated=negative)
-    else:
-        text, negative = _number_text(v)
-    literal = lit(text)
-    return exp.Neg(this=literal) if negative else literal
-
-
-@functools.lru_cache(maxsize=4096)
-def _number_text(v: Fraction) -> tuple[str, bool]:
-    if v.denominator == 1:
-        return str(abs(v.numerator)), v < 0
-    return double_text(repr(abs(float(v)))), v < 0
-
-
-#: The most digits a number literal may have before or after its point and still be read as
-#: an exact number (:func:`double_text`).
-LITERAL_DIGITS = 18
-
-
-def double_text(text: str, *, negated: bool = False) -> str:
-    """A number literal's text, in exponent form when DuckDB would read it as a DECIMAL or
-    HUGEINT too wide to meet an integer column: ``0.1234567890123456789012`` is a
-    DECIMAL(22, 22) there, and comparing it with (or COALESCE, CASE, GREATEST, IN, BETWEEN
-    beside) a BIGINT made DuckDB cast the column to DECIMAL(38, 22), which fails for one
-    row's value of 10^16 or more ("Could not cast value ... to DECIMAL(38,22)"), an error
-    no noise covers.
-
-    **Totality.** DuckDB reads a literal with an exponent as a DOUBLE, which every number
-    widens to without error; a literal kept as written has at most 18 digits before and
-    after its point (or is an integer within BIGINT): DECIMAL(p, s) with p − s ≤ 19 and
-    s ≤ 18, which meets an integer of up to 20 digits (UBIGINT's) in DECIMAL(≤ 38, s), wide
-    enough for every value of both (``negated``: the literal is the operand of a ``-``,
-    and −2⁶³ is a BIGINT too). PostgreSQL reads both forms as the same exact numeric.
-
-    >>> double_text("0.1234567890123456789012"), double_text("0.5"), double_text("1e400")
-    ('0.1234567890123456789012e0', '0.5', '1e400')
-    >>> double_text("9223372036854775808"), double_text("9223372036854775808", negated=True)
-    ('9223372036854775808e0', '9223372036854775808')
-    """
-    if "e" in text or "E" in text:
-        return text
-    whole, point, fraction = text.partition(".")
-    if not point:
-        return text if int(whole or "0") < 2**63 + negated else f"{text}e0"
-    if len(whole.lstrip("0")) > LITERAL_DIGITS or len(fraction) > LITERAL_DIGITS:
-        return f"{whole or '0'}.{fraction or '0'}e0"
-    return text
-
-
-def _as_double(col: exp.Expression) -> exp.Expression:
-    return exp.Cast(this=col, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
-
 
 #: Where PostgreSQL gives its operands one type: a REAL column and a number constant are
 #: unified as REAL, the constant cast to it.
@@ -158,129 +87,7 @@ def real_safe(e: exp.Expression) -> exp.Expression:
     v = numeric_constant(e)
     if v is None or v == 0 or _REAL_MIN <= abs(v) <= _REAL_MAX:
         return e
-    return _as_double(e)
-
-
-def _in_value_position(col: exp.Expression, root: exp.Expression) -> bool:
-    n = col.parent
-    child: exp.Expression = col
-    while n is not None and child is not root:
-        if isinstance(n, _CONDITION):
-            return False
-        if isinstance(n, exp.If) and child is n.this:
-            return False
-        if isinstance(n, exp.Nullif) and child is n.expression:
-            return False
-        child, n = n, n.parent  # type: ignore[assignment]
-    return True
-
-
-def clamp_bounds(lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
-    """The bounds :func:`clamp` writes: integers as they are, others rounded outward to
-    doubles. A clamped value lies exactly between them."""
-    return (
-        lo if lo.denominator == 1 else Fraction(float_down(lo)),
-        hi if hi.denominator == 1 else Fraction(float_up(hi)),
-    )
-
-
-def clamp(
-    make: Callable[[], exp.Expression], lo: Fraction | None, hi: Fraction | None
-) -> exp.Expression:
-    """``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``, bounds rounded outward.
-
-    ``make`` builds a fresh ``v`` for each of its three uses (cheaper than deep copies).
-    Written as CASE rather than LEAST/GREATEST because those skip NULLs in DuckDB and
-    PostgreSQL (a NULL would become ``lo``); here NULL stays NULL, and NaN, which both engines
-    order above every number, becomes ``hi``.
-    """
-    if lo is None or hi is None:  # one side only (a per-unit COUNT ∈ [0, ∞): sql/perunit.py)
-        ifs = []
-        if lo is not None:
-            lo_num = lo if lo.denominator == 1 else Fraction(float_down(lo))
-            ifs.append(
-                exp.If(this=exp.LT(this=make(), expression=number(lo_num)), true=number(lo_num))
-            )
-        if hi is not None:
-            hi_num = hi if hi.denominator == 1 else Fraction(float_up(hi))
-            ifs.append(
-                exp.If(this=exp.GT(this=make(), expression=number(hi_num)), true=number(hi_num))
-            )
-        return exp.Case(ifs=ifs, default=make())
-    lo_num, hi_num = clamp_bounds(lo, hi)
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.LT(this=make(), expression=number(lo_num)), true=number(lo_num)),
-            exp.If(this=exp.GT(this=make(), expression=number(hi_num)), true=number(hi_num)),
-        ],
-        default=make(),
-    )
-
-
-def _double_column(name: str) -> Callable[[], exp.Expression]:
-    return lambda: _as_double(exp.column(name))
-
-
-# (column name, lower, upper) → its clamp CASE, built once: a copy of it is the same tree
-# as a new :func:`clamp` of the column (its nodes hold only the name and the two bounds) and
-# costs a third as much to make. Never handed out itself, only copies.
-_COLUMN_CLAMPS: dict[tuple[str, Fraction | None, Fraction | None], exp.Expression] = {}
-
-
-def _column_clamp(name: str, lo: Fraction | None, hi: Fraction | None) -> exp.Expression:
-    key = (name, lo, hi)
-    template = _COLUMN_CLAMPS.get(key)
-    if template is None:
-        if len(_COLUMN_CLAMPS) >= 4096:  # schemas come and go in tests and reloads
-            _COLUMN_CLAMPS.clear()
-        template = _COLUMN_CLAMPS[key] = clamp(_double_column(name), lo, hi)
-    return clone(template)
-
-
-def clamp_values(
-    node: exp.Expression,
-    table: Table,
-    *,
-    copy: bool = True,
-    made: set[int] | None = None,
-    cases: list[exp.Expression] | None = None,
-) -> exp.Expression:
-    """Numeric columns in value positions → clamped to their bounds, as DOUBLE.
-
-    ``cases`` collects every CASE written, ``made`` its ``id``. Each is a fixed point of
-    :func:`guard_row_expression` against the same ``table`` (which may then skip them): its
-    nodes are the CASE, its WHENs, ``<``/``>`` comparisons, number literals (``-`` for
-    negative ones) and ``CAST(column AS DOUBLE)`` of a numeric column of ``table``, and
-    :func:`_guard_node` changes none of them — such a cast widens (:func:`_widening`), no
-    node is a division, function or binary arithmetic, inside the CASE only a literal has an
-    arithmetic parent (the ``-`` of a negative number) and literals are never promoted, and
-    the CASE itself is a DOUBLE (:func:`is_double`: its ELSE is such a cast), so it is not
-    promoted under arithmetic outside it either. It is a fixed point of ``parenthesise``
-    too: a comparison's operands are a cast and a number, which bind more tightly (a ``-``
-    more tightly still than a comparison), and a CASE is never parenthesised.
-
-    >>> from dpproxy.catalog.model import Column, ColumnType
-    >>> t = Table("t", True, (Column("age", ColumnType.INTEGER, Fraction(0), Fraction(9)),))
-    >>> sql = clamp_values(exp.maybe_parse("CASE WHEN age > 3 THEN age END"), t).sql()
-    >>> sql.replace("CAST(age AS DOUBLE)", "x")
-    'CASE WHEN age > 3 THEN CASE WHEN x < 0 THEN 0 WHEN x > 9 THEN 9 ELSE x END END'
-    """
-    out = clone(node) if copy else node
-    wrapper = exp.Paren(this=out)  # so that a bare column has a parent to be replaced in
-    for col in list(out.find_all(exp.Column)):
-        c = table.column(col.name)
-        if c is None or not c.type.numeric or (c.lower is None and c.upper is None):
-            continue  # a half-bounded column is clamped on its one side
-        if not _in_value_position(col, wrapper):
-            continue
-        clamped = _column_clamp(col.name, c.lower, c.upper)
-        if made is not None:
-            made.add(id(clamped))
-        if cases is not None:
-            cases.append(clamped)
-        col.replace(clamped)
-    result: exp.Expression = wrapper.this
-    return result
+    return as_double(e)
 
 
 def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
@@ -308,7 +115,7 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if isinstance(n, exp.DateDiff | exp.Extract):  # numbers: DOUBLE under arithmetic
         promote_date = _operand_to_promote(n, table)
         made = portable_difference(n) if isinstance(n, exp.DateDiff) else portable_extract(n)
-        return _as_double(made) if promote_date else made
+        return as_double(made) if promote_date else made
     if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
         rhs = n.expression
         if not (isinstance(rhs, exp.Literal) and not rhs.is_string and float(rhs.name) != 0):
@@ -322,7 +129,7 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if isinstance(n, exp.TimeToStr):  # TO_CHAR(d, 'YYYY-MM'): substrings of d's ISO text
         return portable_to_char(n, n.this)
     if isinstance(n, exp.Sign):  # a DOUBLE on both engines (DuckDB's SIGN is a TINYINT)
-        return _as_double(exp.Sign(this=_double(n.this, table)))
+        return as_double(exp.Sign(this=_double(n.this, table)))
     if isinstance(n, exp.Substring):
         _check_substring(n)
     if isinstance(n, SIZED):  # UPPER, LOWER, TRIM, ILIKE, ||: long texts NULL (textsize.py)
@@ -335,7 +142,7 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
         for side in ("this", "expression"):  # ``2147483647 + 1``: literals only
             operand = n.args[side]
             if isinstance(operand, exp.Literal) and not operand.is_string:
-                n.set(side, _as_double(operand))
+                n.set(side, as_double(operand))
     if type(n) is exp.Cast and n.to.this is REAL:  # float32 rounding, as a DOUBLE (real.py)
         operand = _guarded_double(n.this, table)  # a REAL already: rounding it changes nothing
         out = operand if rounded_operand(operand) is not None else real_rounding(operand)
@@ -346,7 +153,7 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     elif isinstance(n, exp.Round):
         out = _portable_round(n, table)
     if promote:
-        return _as_double(out)
+        return as_double(out)
     return out
 
 
@@ -429,7 +236,7 @@ def _widening(n: exp.Cast, table: Table) -> bool:
 
 
 def _double(e: exp.Expression, table: Table) -> exp.Expression:
-    return e if is_double(e, table) else _as_double(e)
+    return e if is_double(e, table) else as_double(e)
 
 
 def _portable_mod(n: exp.Mod, table: Table) -> exp.Expression:
@@ -565,8 +372,9 @@ def guard_row_expression(
     """Division, cast and overflow guards for WHERE clauses, group keys and measures.
 
     ``guarded`` (with ``copy=False`` only): ids of subtrees of ``node`` that are fixed points
-    of the guards in any context, such as :func:`clamp_values`'s CASEs (``made``): neither
-    walked into nor guarded themselves (their own node is not promoted either).
+    of the guards in any context, such as :func:`~dpproxy.rewrite.clamps.clamp_values`'s
+    CASEs (``made``): neither walked into nor guarded themselves (their own node is not
+    promoted either).
 
     >>> from dpproxy.catalog.model import Column, ColumnType
     >>> t = Table("t", True, (Column("n", ColumnType.INTEGER), Column("x", ColumnType.FLOAT)))

@@ -148,7 +148,7 @@ _KINDS: dict[type, int] = {}
 def _counted_column(ref: exp.Expr, value: exp.Expression) -> exp.Column | None:
     """The column x when ``ref`` is the argument of a COUNT and ``value``, its definition,
     is a clamp of x: ``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END`` (either
-    WHEN alone too; ``rewrite/guard.clamp``), v being x or ``CAST(x AS DOUBLE)``, possibly
+    WHEN alone too; ``rewrite/clamps.clamp``), v being x or ``CAST(x AS DOUBLE)``, possibly
     in ``CAST(… AS BIGINT)`` (``rewrite/wholesum.whole_row``). Such a value is NULL exactly
     when x is: for a NULL x no comparison holds and the ELSE is NULL; for any other x every
     result (a number literal or v) is not NULL (a cast of x to DOUBLE neither fails nor

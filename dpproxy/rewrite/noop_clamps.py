@@ -1,7 +1,7 @@
 """Clamps that map every row to itself, left out of the SQL that runs.
 
 A row-level measure clamps each bounded numeric column to its schema bounds
-(``rewrite/guard.clamp``): ``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END`` with
+(``rewrite/clamps.clamp``): ``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END`` with
 ``v = CAST(column AS DOUBLE)``. Where the backend has proved that no row of the table makes
 either comparison true, that CASE equals its ELSE branch ``v`` on every row, NULL included
 (both comparisons are NULL, so the ELSE is taken), and :func:`drop_noop_clamps` puts ``v`` in
@@ -9,7 +9,7 @@ its place. Two proofs count:
 
 * ``Column.in_bounds``: a CHECK constraint confines the integer column to ``[lower, upper]``
   (``backends/checks.py``). The clamp's bounds are then those integers themselves
-  (``guard.clamp_bounds``), and rounding to a double is monotone, so for every stored integer
+  (``clamps.clamp_bounds``), and rounding to a double is monotone, so for every stored integer
   ``lower ≤ x ≤ upper`` neither ``CAST(x AS DOUBLE) < lower`` nor ``> upper`` holds.
 * ``Column.scanned``: a read-only DuckDB file none of whose rows satisfies either comparison
   (``backends/scanned.py``). For an integer column the scan asks for ``x < lower OR x >
@@ -41,14 +41,14 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpproxy.catalog.model import ColumnType, Table
-from dpproxy.rewrite.guard import _column_clamp
+from dpproxy.rewrite.clamps import column_clamp
 
 
 def clamp_conditions(name: str, lo: Fraction, hi: Fraction) -> list[exp.Expression]:
     """The two comparisons of column ``name``'s clamp to ``[lo, hi]``, as the rewrite writes
     them (``v < lo`` and ``v > hi``, bounds rounded outward), and ``isnan(v)``: the rows the
     clamp does not map to themselves, with NaN named."""
-    case = _column_clamp(name, lo, hi)
+    case = column_clamp(name, lo, hi)
     ifs = case.args["ifs"]
     value = case.args["default"]
     return [ifs[0].this, ifs[1].this, exp.Anonymous(this="isnan", expressions=[value])]
@@ -101,7 +101,7 @@ def taming_is_identity(leaf: exp.Expression, table: Table, exponent: int) -> boo
 
 
 def mark_noop_clamps(cases: list[exp.Expression], table: Table) -> None:
-    """Mark each clamp CASE of ``cases`` (``guard.clamp_values``' list) whose column is proved
+    """Mark each clamp CASE of ``cases`` (``clamps.clamp_values``' list) whose column is proved
     within its bounds (module docstring). Only a mark in ``meta``, which sqlglot's equality,
     hashing and ``tree_key`` ignore and its copies keep: no decision of the rewrite changes."""
     for case in cases:

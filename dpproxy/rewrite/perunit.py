@@ -20,9 +20,10 @@ from sqlglot import exp
 
 from dpproxy.analysis.bounds import bounds_of
 from dpproxy.catalog.model import Table
+from dpproxy.rewrite.clamps import clamp, clamp_values
 from dpproxy.rewrite.floats import finite_arithmetic
-from dpproxy.rewrite.guard import clamp, clamp_values, guard_row_expression, is_double
-from dpproxy.rewrite.guard import table as table_ref
+from dpproxy.rewrite.guard import guard_row_expression, is_double
+from dpproxy.rewrite.nodes import table as table_ref
 from dpproxy.sql.perunit import UNIT_OF_ROW, Derived, PerUnit
 
 SUM_LIMIT = Fraction(10) ** 250  # as rewrite/aggregate.py: 2⁶³ summands stay below 10³⁰⁰

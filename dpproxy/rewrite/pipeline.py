@@ -27,17 +27,13 @@ from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.planning.plan import Primitive, QueryPlan
 from dpproxy.rewrite.aggregate import UNIT, primitive_aggregate
 from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows, two_sided
+from dpproxy.rewrite.clamps import clamp_values
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.fixed import centred_measures, operand
-from dpproxy.rewrite.guard import (
-    clamp_values,
-    guard_row_expression,
-    is_double,
-    lit,
-    number,
-)
-from dpproxy.rewrite.guard import table as table_ref
+from dpproxy.rewrite.guard import guard_row_expression, is_double
 from dpproxy.rewrite.inline import inline_rows
+from dpproxy.rewrite.nodes import lit, number
+from dpproxy.rewrite.nodes import table as table_ref
 from dpproxy.rewrite.noop_clamps import drop_noop_clamps, mark_noop_clamps
 from dpproxy.rewrite.ranges import row_range
 from dpproxy.rewrite.unclamp import unclamp

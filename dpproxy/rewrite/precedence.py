@@ -51,7 +51,7 @@ def _level(n: exp.Expression) -> int | None:
 def parenthesise(node: exp.Expression, fixed: set[int] | None = None) -> exp.Expression:
     """``node`` (modified in place) with parentheses wherever its tree needs them.
 
-    ``fixed``: ids of subtrees of ``node`` that need none (``rewrite/guard.py``'s clamp CASEs:
+    ``fixed``: ids of subtrees of ``node`` that need none (``rewrite/clamps.py``'s clamp CASEs:
     comparisons of a CAST column with number literals, no operand a connective or a
     comparison), and that bind as tightly as an atom (no level here); each is visited but
     not walked into. The caller keeps the subtrees alive, so their ids are still theirs.

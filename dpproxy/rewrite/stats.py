@@ -24,8 +24,9 @@ from dpproxy.errors import InternalError
 from dpproxy.planning.plan import Method, StatPlan
 from dpproxy.rewrite.aggregate import UNIT
 from dpproxy.rewrite.bound import bounding_ctes
+from dpproxy.rewrite.clamps import clamp
 from dpproxy.rewrite.dialect import row_hash
-from dpproxy.rewrite.guard import clamp, lit, number, table
+from dpproxy.rewrite.nodes import lit, number, table
 from dpproxy.rewrite.pipeline import (
     DIALECTS,
     RewriteContext,

@@ -83,7 +83,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpproxy.catalog.model import Table
-from dpproxy.rewrite.guard import lit, number
+from dpproxy.rewrite.nodes import lit, number
 
 CLAMPED = "dpproxy_unclampable"  # meta of whole_row's CAST(CASE …): the column's name
 TERM = "dpproxy_linear_term"  # meta of whole_summand's term: (column alias, s, a)

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from dpproxy.rewrite.floats import finite_arithmetic
 from dpproxy.rewrite.guard import guard_row_expression
-from dpproxy.rewrite.guard import table as table_ref
+from dpproxy.rewrite.nodes import table as table_ref
 from dpproxy.sql.perunit import UNIT_OF_ROW
 from dpproxy.sql.unionrel import Branch, UnionRelation
 

@@ -79,8 +79,9 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from dpproxy.analysis.sensitivity import PrimitiveKind
+from dpproxy.rewrite.clamps import clamp
 from dpproxy.rewrite.fixed import _natural_bits, exact_range, grid
-from dpproxy.rewrite.guard import clamp, lit, number
+from dpproxy.rewrite.nodes import lit, number
 from dpproxy.rewrite.unclamp import CLAMPED, TERM
 from dpproxy.sql.validate import literal_value
 

@@ -40,7 +40,7 @@ TOTALITY: dict[type[exp.Expression], str] = {
     exp.Literal: (
         "numbers must be finite doubles (22003 otherwise); one with more than 18 digits "
         "before or after its point, or an integer beyond BIGINT, is printed in exponent form "
-        "(rewrite/guard.py, double_text): a DOUBLE on DuckDB, which would otherwise unify it "
+        "(rewrite/nodes.py, double_text): a DOUBLE on DuckDB, which would otherwise unify it "
         "with an integer column in a DECIMAL(38, s) too narrow for the column's values; a "
         "string literal in a typed context is converted to a typed constant before any data "
         "is read (22P02 otherwise)"

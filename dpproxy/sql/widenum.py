@@ -9,7 +9,7 @@ wide_numeric``: no precision, or one reaching beyond a double's range) is now re
 :func:`total_double`, and every statement sent to PostgreSQL reads the table through
 :func:`read_as_double`: a derived table of the same name whose such columns are DOUBLE. The
 rest of the rewrite sees a ``double precision`` column, with the guards it has for one (NaN,
-±Infinity, the clamps and casts of ``rewrite/guard.py``).
+±Infinity, the clamps and casts of ``rewrite/clamps.py`` and ``rewrite/guard.py``).
 
 A private table's ``float`` column stored as ``real`` (float4) is read through the same
 derived table as ``CAST(x AS DOUBLE PRECISION)`` (exact and total; :func:`read_as_double`

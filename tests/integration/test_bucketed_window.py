@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.planning.plan import Method, StatPlan
-from dpproxy.rewrite.guard import clamp
+from dpproxy.rewrite.clamps import clamp
 from dpproxy.rewrite.pipeline import with_ctes
 from dpproxy.rewrite.stats import _bucketed_window, _window
 from dpproxy.sql.scope import AggKind

@@ -39,7 +39,7 @@ from dpproxy.engine import Engine
 from dpproxy.planning.plan import Primitive
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.fixed import Grid, grid, summand, unscale
-from dpproxy.rewrite.guard import number
+from dpproxy.rewrite.nodes import number
 from dpproxy.values import Cost, Interval
 from tests.noise import NoNoise
 from tests.raw_sql import run_raw

@@ -24,9 +24,9 @@ from sqlglot import exp
 from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.catalog.model import Column, ColumnType, Table
 from dpproxy.planning.plan import Primitive
+from dpproxy.rewrite.clamps import clamp_values
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.fixed import grid, summand
-from dpproxy.rewrite.guard import clamp_values
 from dpproxy.rewrite.wholesum import whole_measures, whole_row, whole_summand, whole_term
 from dpproxy.values import Interval
 

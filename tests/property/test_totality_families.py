@@ -313,7 +313,7 @@ CAST_PARAMETERS = (
 # casting the column to it, which fails for one row's value of 10^(38 - s) or more ("Could not
 # cast value 2147483647 to DECIMAL(38,37)"); so did a HUGEINT literal beside a DECIMAL(p, 18).
 # The literals are now printed in exponent form (DOUBLE on DuckDB, the same numeric on
-# PostgreSQL: rewrite/guard.py, double_text) and such casts refused, 0A000 (sql/casts.py).
+# PostgreSQL: rewrite/nodes.py, double_text) and such casts refused, 0A000 (sql/casts.py).
 WIDE_DECIMALS = (
     "SELECT COUNT(*) FROM t WHERE i32 = 0.1234567890123456789012345678901234567",
     "SELECT COUNT(*) FROM t WHERE i64 IN (0.12345678901234567890123, 2)",

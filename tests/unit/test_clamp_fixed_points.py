@@ -1,4 +1,4 @@
-"""The clamp CASEs of ``rewrite/guard.clamp_values`` are fixed points of the guards and of
+"""The clamp CASEs of ``rewrite/clamps.clamp_values`` are fixed points of the guards and of
 ``rewrite/precedence.parenthesise``, so ``guard_row_expression`` may skip them (``guarded``):
 the guarded SQL is the same as when every node is walked."""
 
@@ -13,7 +13,8 @@ import pytest
 from sqlglot import exp
 
 from dpproxy.catalog.model import Column, ColumnType, Table
-from dpproxy.rewrite.guard import clamp_values, guard_row_expression
+from dpproxy.rewrite.clamps import clamp_values
+from dpproxy.rewrite.guard import guard_row_expression
 
 TABLE = Table(
     "t",

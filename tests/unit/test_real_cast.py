@@ -12,9 +12,10 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Column, ColumnType, Table
 from dpproxy.errors import UnsupportedQuery
+from dpproxy.rewrite.clamps import clamp_values
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.floats import Magnitudes, finite_arithmetic
-from dpproxy.rewrite.guard import clamp_values, guard_row_expression
+from dpproxy.rewrite.guard import guard_row_expression
 from dpproxy.rewrite.ranges import row_range
 from dpproxy.rewrite.real import (
     REAL_MAX,
