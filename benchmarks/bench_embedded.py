@@ -58,7 +58,8 @@ from bench_plan import QUERIES as ADULT_QUERIES
 
 import dpproxy
 from dpproxy.demo import demo_database_path
-from dpproxy.rewrite.pipeline import RewriteContext, build, rewrite
+from dpproxy.rewrite.context import RewriteContext
+from dpproxy.rewrite.pipeline import build, rewrite
 
 SEED = 20240601
 GENERATOR_VERSION = 1  # bump when the generated data changes

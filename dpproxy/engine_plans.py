@@ -30,7 +30,8 @@ from dpproxy.planning.public import PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.scalars import ComposedPlan, compose
 from dpproxy.release.answer import Prepared
 from dpproxy.release.public import columns_of
-from dpproxy.rewrite.pipeline import RewriteContext, rewrite_sql, truncation_sql
+from dpproxy.rewrite.context import RewriteContext
+from dpproxy.rewrite.pipeline import rewrite_sql, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.sql.parse import dated, parse, peek, too_complex
 from dpproxy.sql.pgnames import check_names

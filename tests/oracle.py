@@ -16,8 +16,9 @@ from fractions import Fraction
 from typing import Any
 
 from dpproxy.planning.plan import QueryPlan, Release
+from dpproxy.rewrite.context import RewriteContext
 from dpproxy.rewrite.fixed import sum_grids, unscale
-from dpproxy.rewrite.pipeline import RewriteContext, groups_left_to_release
+from dpproxy.rewrite.pipeline import groups_left_to_release
 
 # Per group key, per primitive name: the exact value the database computed.
 Vector = dict[tuple[Any, ...], dict[str, Fraction]]

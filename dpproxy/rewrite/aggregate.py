@@ -2,7 +2,7 @@
 
 ``COUNT(*)``, ``COUNT(m)``, ``COUNT(DISTINCT …)`` or the ``SUM`` of a fixed-point term
 (``rewrite/fixed.py`` for doubles, ``rewrite/wholesum.py`` for whole numbers) over the measure
-column of the rows ``rewrite/pipeline.py`` builds. Every SUM is a bare ``SUM``: NULL when no
+column of the rows ``rewrite/rows.py`` builds. Every SUM is a bare ``SUM``: NULL when no
 row has a value, which the release reads as 0 (``release/noise.py``).
 """
 

@@ -19,7 +19,7 @@ from dpproxy.rewrite.nodes import lit, table
 from dpproxy.sql.types import SqlType
 
 if TYPE_CHECKING:
-    from dpproxy.rewrite.pipeline import RewriteContext
+    from dpproxy.rewrite.context import RewriteContext
 
 
 def _window(
@@ -59,7 +59,7 @@ def bounding_ctes(
     >>> # see tests/fixtures/rewrite/*.sql for the full SQL of each case
     """
     from dpproxy.rewrite.aggregate import UNIT
-    from dpproxy.rewrite.pipeline import key_alias
+    from dpproxy.rewrite.context import key_alias
 
     ranked, limit = bound_contributions(ctx, measures)
     columns = [
@@ -127,7 +127,7 @@ def bound_contributions(
     """``SELECT * FROM (__rows + ranks) WHERE ranks within the bound``, and the smallest
     limit (a unit with at most that many rows keeps them all)."""
     from dpproxy.rewrite.aggregate import UNIT
-    from dpproxy.rewrite.pipeline import key_alias
+    from dpproxy.rewrite.context import key_alias
 
     plan = ctx.plan
     bound = plan.query.table.bound

@@ -2,7 +2,7 @@
 
 ``SELECT unit AS __unit_of_row, unit AS <name>, COUNT(…) AS n, SUM(…) AS s … FROM <inner>
 WHERE <guarded filters> AND unit IS NOT NULL GROUP BY unit``, printed as a subquery in the FROM
-of ``__rows`` (``rewrite/pipeline.py``).
+of ``__rows`` (``rewrite/rows.py``).
 
 Totality: every row value is guarded and clamped as in ``__rows`` (``guard_row_expression``,
 ``clamp_values``, ``finite_arithmetic``). COUNT is a BIGINT on both engines. SUM and AVG add

@@ -2,9 +2,10 @@
 
 The rewritten query has three layers, built as sqlglot trees (never by pasting user text):
 
-1. ``__rows``: one row per input row that passes the WHERE clauses and, for public group
-   keys, lies in the public domain; it carries the privacy unit, the group keys and every
-   primitive's measure, guarded (``rewrite/guard.py``) and clamped to the planned interval.
+1. ``__rows`` (``rewrite/rows.py``): one row per input row that passes the WHERE clauses
+   and, for public group keys, lies in the public domain; it carries the privacy unit, the
+   group keys and every primitive's measure, guarded (``rewrite/guard.py``) and clamped to the
+   planned interval (``rewrite/clamps.py``).
 2. ``__bounded``: contribution bounding (``rewrite/bound.py``), or ``__rows`` itself when the
    backend proved the unit column unique.
 3. the exact per-group primitives: ``COUNT``/``SUM``/``COUNT(DISTINCT unit)``, every SUM over
@@ -17,114 +18,35 @@ DuckDB, without bounding, ``rewrite/inline.py`` then writes ``__rows`` in place 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlglot import exp
 
 from dpproxy.analysis.sensitivity import PrimitiveKind
-from dpproxy.catalog.model import ColumnType, Table
 from dpproxy.planning.plan import Primitive, QueryPlan
-from dpproxy.rewrite.aggregate import UNIT, primitive_aggregate
-from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows, two_sided
-from dpproxy.rewrite.clamps import clamp_values
+from dpproxy.rewrite.aggregate import primitive_aggregate
+from dpproxy.rewrite.bound import bounding_ctes, count_per_unit, counted_rows
+from dpproxy.rewrite.context import RewriteContext, key_alias
 from dpproxy.rewrite.dialect import to_postgres
 from dpproxy.rewrite.fixed import centred_measures, operand
-from dpproxy.rewrite.guard import guard_row_expression, is_double
 from dpproxy.rewrite.inline import inline_rows
 from dpproxy.rewrite.nodes import lit, number
 from dpproxy.rewrite.nodes import table as table_ref
-from dpproxy.rewrite.noop_clamps import drop_noop_clamps, mark_noop_clamps
+from dpproxy.rewrite.noop_clamps import drop_noop_clamps
 from dpproxy.rewrite.ranges import row_range
+from dpproxy.rewrite.rows import literal, row_measure, rows_select, select_from, where_all
 from dpproxy.rewrite.unclamp import unclamp
 from dpproxy.rewrite.wholesum import WholeTerm, whole_measures, whole_row
 from dpproxy.sql.parse import dialect_of
 from dpproxy.sql.qualify import qualify_tables, read_wide_tables
-from dpproxy.sql.treekey import TreeMemo
-from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
+from dpproxy.sql.types import SqlType, type_of
 from dpproxy.sql.widenum import duckdb_double
 
 DIALECTS = ("duckdb", "postgres", "spark")
 
 
-@dataclass(frozen=True, slots=True)
-class RewriteContext:
-    plan: QueryPlan
-    secret: int  # per-query key of the hash that picks which rows a unit keeps
-    dialect: str = "duckdb"
-    portable_hash: bool = False  # rewrite/dialect.py: the same rows on every engine
-    # PostgreSQL: {lower-case table name: its schema} (sql/qualify.py); empty elsewhere
-    schemas: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
-    # Every column's SQL type, computed once (read-only: callers never change it).
-    column_types: dict[str, SqlType] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        q = self.plan.query
-        inner = q.per_unit.inner if q.per_unit is not None else None
-        object.__setattr__(self, "column_types", _column_types(q.table, inner))
-
-    @property
-    def unit_kind(self) -> SqlType | None:
-        """How the unit column enters the portable hash (``None``: its text as is)."""
-        column = self.plan.query.table.column(self.plan.query.table.privacy_unit or "")
-        if column is None or column.type in (ColumnType.INTEGER, ColumnType.DATE):
-            return None
-        return COLUMN_TYPES[column.type]
-
-
-# (table, per-unit inner table) → their columns' SQL types: a pure function of the two schema
-# objects (kept with the value, so that their ids stay theirs), shared read-only by every
-# RewriteContext of those tables instead of a dict built per query.
-_COLUMN_TYPES: dict[tuple[int, int], tuple[Table, Table | None, dict[str, SqlType]]] = {}
-
-
-def _column_types(table: Table, inner: Table | None) -> dict[str, SqlType]:
-    key = (id(table), id(inner))
-    hit = _COLUMN_TYPES.get(key)
-    if hit is None or hit[0] is not table or hit[1] is not inner:
-        # A per-unit relation's inner columns too (sql/perunit.py: no name with two types).
-        columns = (inner.columns if inner is not None else ()) + table.columns
-        if len(_COLUMN_TYPES) >= 256:  # schemas come and go in tests and reloads
-            _COLUMN_TYPES.clear()
-        hit = _COLUMN_TYPES[key] = (table, inner, {c.name: COLUMN_TYPES[c.type] for c in columns})
-    return hit[2]
-
-
-def key_alias(i: int) -> str:
-    return f"__key_{i}"
-
-
 def measure_alias(p: Primitive) -> str:
     return f"{p.name}_m"
-
-
-def _literal(v: Any) -> exp.Expression:
-    if isinstance(v, bool):
-        return exp.Boolean(this=v)
-    if isinstance(v, int | float):
-        return lit(repr(v)) if isinstance(v, float) else lit(v)
-    return exp.Literal.string(str(v))
-
-
-def _domain_filter(key: exp.Expression, domain: tuple[Any, ...]) -> exp.Expression:
-    """``(key IN (values) OR key IS NULL)``; the key is parenthesised because sqlglot's
-    generator does not add parentheses for precedence (``a > 0 IN (...)`` would misparse).
-    ``FALSE`` for an empty domain: the WHERE clause excluded every value of it
-    (``sql/domains.py``: ``WHERE cat = 'zzz'`` beside ``GROUP BY cat`` with 'zzz' outside the
-    domain), so no group is released, as SQL returns none; this was an assertion, XX000."""
-    if not domain:
-        return exp.false()
-    values = [v for v in domain if v is not None]
-    atomic = isinstance(key, exp.Column | exp.Paren | exp.Case | exp.Func | exp.Literal)
-    operand = key if atomic else exp.Paren(this=key)
-    cond: exp.Expression | None = None
-    if values:
-        cond = exp.In(this=operand.copy(), expressions=[_literal(v) for v in values])
-    if None in domain:
-        is_null = exp.Is(this=operand.copy(), expression=exp.Null())
-        cond = is_null if cond is None else exp.Or(this=cond, expression=is_null)
-    assert cond is not None
-    return exp.Paren(this=cond)
 
 
 def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
@@ -132,178 +54,6 @@ def _raw_measure(p: Primitive, ctx: RewriteContext) -> exp.Expression | None:
     if p.measure is None:
         return None
     return row_measure(p.measure, ctx)
-
-
-# row_measure is a pure function of the measure's tree and the table's columns (no data, no
-# budget, no secret); so are the guarded group keys and row filters of rows_select.
-_ROW_MEASURES = TreeMemo()
-_GUARDED_KEYS = TreeMemo()
-_GUARDED_FILTERS = TreeMemo()
-
-
-def row_measure(measure: exp.Expression, ctx: RewriteContext) -> exp.Expression:
-    """A measure as the database computes it per row: guarded, with its columns clamped.
-
-    A numeric measure is a DOUBLE (``CAST`` when it is not one statically, as a CASE of
-    integer literals is): the arithmetic that the rewrite builds on it — centring, squaring,
-    cells of order statistics — then cannot overflow an integer type on any engine.
-
-    Memoised on the measure's exact tree and the table (:class:`TreeMemo`; a per-unit
-    relation's measures are not: their column types also come from the inner relation); a
-    hit is a copy of the tree first built, and a measure refused is refused again each time."""
-    table = ctx.plan.query.table
-    types = ctx.column_types
-
-    def make() -> exp.Expression:
-        return _row_measure(measure, table, types)
-
-    if ctx.plan.query.per_unit is not None:
-        return make()
-    return _ROW_MEASURES.get_or_make(measure, table, make)
-
-
-def _row_measure(
-    measure: exp.Expression, table: Table, column_types: dict[str, SqlType]
-) -> exp.Expression:
-    clamps: set[int] = set()
-    cases: list[exp.Expression] = []  # the clamp CASEs, held: their ids stay theirs
-    clamped = clamp_values(measure, table, made=clamps, cases=cases)
-    mark_noop_clamps(cases, table)  # left out of the finished statement (rewrite/noop_clamps.py)
-    guarded = guard_row_expression(clamped, table, copy=False, guarded=clamps)
-    from dpproxy.rewrite.floats import finite_arithmetic  # not needed by COUNT(*) alone
-
-    out = finite_arithmetic(guarded, table, cases)
-    # is_double first: a DOUBLE needs no cast whatever the measure's type (the measure was
-    # typed when validated; this only decides the cast, so it is read when it matters)
-    if not is_double(out, table) and type_of(measure, column_types) is SqlType.NUMERIC:
-        out = exp.Cast(this=out, to=exp.DataType(this=exp.DataType.Type.DOUBLE))
-    return out
-
-
-def rows_select(
-    ctx: RewriteContext,
-    measures: list[tuple[exp.Expression, str]],
-    *,
-    domain_filter: bool = True,
-) -> exp.Select:
-    """``__rows``: the unit, the group keys and the given measure columns of every row that
-    passes the WHERE clauses (and, for public keys and ``domain_filter``, lies in the public
-    domain; without it the caller keeps the domain's groups after aggregating)."""
-    q = ctx.plan.query
-    table = q.table
-    columns: list[exp.Expr] = [exp.alias_(exp.column(table.privacy_unit or ""), UNIT, copy=False)]
-    guarded_keys: list[exp.Expression] = []
-    if q.keys:
-        guarded_keys = [_guarded_key(k.expr, table) for k in q.keys]
-    for i, key in enumerate(guarded_keys):
-        columns.append(exp.alias_(key.copy(), key_alias(i), copy=False))
-    for m, alias in measures:
-        columns.append(exp.alias_(m, alias, copy=False))
-    rows = select_from(columns)
-    conditions = [guarded_filter(f, table) for f in q.filters]
-    if q.source is not None and q.source.sides is not None:  # two units' rows joined
-        joined = exp.Subquery(
-            this=two_sided(ctx), alias=exp.TableAlias(this=exp.to_identifier("__joined"))
-        )
-        source: exp.Expression = joined
-    elif q.source is not None:  # a join (sql/joins.py): its relation as a subquery
-        used = {
-            c.name
-            for e in (*guarded_keys, *(m for m, _ in measures), *conditions)
-            for c in e.find_all(exp.Column)
-        }
-        source = _joined(q.source.select, used | {table.privacy_unit or ""})
-    elif q.per_unit is not None:  # one row per unit, aggregated (sql/perunit.py)
-        from dpproxy.rewrite.perunit import per_unit_relation
-
-        source = per_unit_relation(q.per_unit)
-    elif q.union is not None:  # UNION ALL of private relations (sql/unionrel.py)
-        from dpproxy.rewrite.unionrel import union_relation
-
-        source = union_relation(q.union)
-    else:
-        source = table_ref(table.name)
-    rows.set("from_", exp.From(this=source))
-    if q.keys and q.public_keys and domain_filter:
-        for k, key in zip(q.keys, guarded_keys, strict=True):
-            assert k.domain is not None
-            conditions.append(_domain_filter(key, k.domain))
-    _where_all(rows, [exp.Paren(this=c) for c in conditions])
-    return rows
-
-
-def _guarded_key(key: exp.Expression, table: Table) -> exp.Expression:
-    """A group key with the guards of ``rewrite/guard.py`` and ``rewrite/floats.py``
-    (memoised: a pure function of the key's tree and the table)."""
-    from dpproxy.rewrite.floats import finite_arithmetic  # imported by the queries that use it
-
-    def make() -> exp.Expression:
-        return finite_arithmetic(guard_row_expression(key, table), table)
-
-    return _GUARDED_KEYS.get_or_make(key, table, make)
-
-
-def select_from(
-    columns: list[exp.Expr],
-    source: exp.Expression | None = None,
-    conditions: list[exp.Expression] | None = None,
-) -> exp.Select:
-    """``SELECT columns [FROM source] [WHERE c₁ AND c₂ …]`` built directly: the tree that
-    sqlglot's ``select(...).from_(...).where(...)`` builders make (``conditions`` as one
-    ``where`` call each), without their argument parsing and checks."""
-    select = exp.Select(expressions=columns)
-    if source is not None:
-        select.set("from_", exp.From(this=source))
-    if conditions:
-        _where_all(select, conditions)
-    return select
-
-
-def _where_all(select: exp.Select, conditions: list[exp.Expression]) -> None:
-    """The WHERE of ``conditions`` as successive ``select.where(c, copy=False)`` calls build
-    it on a SELECT without one: each AND-ed to what is there, with sqlglot's parentheses
-    around either side that is itself a connective (AND, OR)."""
-    where: exp.Expression | None = None
-    for c in conditions:
-        if where is None:
-            where = c
-        else:
-            where = exp.And(
-                this=exp.Paren(this=where) if isinstance(where, exp.Connector) else where,
-                expression=exp.Paren(this=c) if isinstance(c, exp.Connector) else c,
-            )
-    if where is not None:
-        select.set("where", exp.Where(this=where))
-
-
-def guarded_filter(f: exp.Expression, table: Table) -> exp.Expression:
-    """A row filter with the guards of ``rewrite/guard.py`` and ``rewrite/floats.py``.
-
-    A semi-join filter (``[NOT] EXISTS (SELECT 1 FROM (…) AS __sqN WHERE …)``, built by
-    ``sql/semijoins.py``) gets them on its WHERE, the only user expression in it: its columns
-    are the outer relation's and the subquery's renamed ones, all columns of ``table``."""
-    from dpproxy.rewrite.floats import finite_arithmetic  # imported by the queries that use it
-
-    target = f.this if isinstance(f, exp.Not) else f
-    if isinstance(target, exp.Exists):
-        out = f.copy()
-        select = (out.this if isinstance(out, exp.Not) else out).this
-        where = select.args.get("where")
-        if where is not None:
-            where.set("this", finite_arithmetic(guard_row_expression(where.this, table), table))
-        return out
-
-    def make() -> exp.Expression:
-        return finite_arithmetic(guard_row_expression(f, table), table)
-
-    return _GUARDED_FILTERS.get_or_make(f, table, make)  # pure: memoised
-
-
-def _joined(source: exp.Select, used: set[str]) -> exp.Subquery:
-    """The join's relation with only the columns the query reads (shorter SQL to read)."""
-    select = source.copy()
-    select.set("expressions", [e for e in select.expressions if e.alias_or_name in used])
-    return exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier("__joined")))
 
 
 def rewrite(
@@ -509,7 +259,7 @@ def _in_domain_groups(grouped: exp.Select, keys: Any) -> exp.Select:
         cond: exp.Expression | None = None
         if values:
             table = exp.Values(
-                expressions=[exp.Tuple(expressions=[_literal(v)]) for v in values],
+                expressions=[exp.Tuple(expressions=[literal(v)]) for v in values],
                 alias=exp.TableAlias(
                     this=exp.to_identifier("__domain"), columns=[exp.to_identifier("v")]
                 ),
@@ -523,7 +273,7 @@ def _in_domain_groups(grouped: exp.Select, keys: Any) -> exp.Select:
             cond = is_null if cond is None else exp.Or(this=cond, expression=is_null)
         assert cond is not None
         conditions.append(exp.Paren(this=cond))
-    _where_all(query, conditions)
+    where_all(query, conditions)
     return query
 
 

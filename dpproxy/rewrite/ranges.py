@@ -4,7 +4,7 @@ A fixed-point SUM (``rewrite/fixed.py``) clamps each row's scaled value onto the
 interval with two comparisons, unless the value is proved to lie there already. For a bare
 clamped column ``fixed.exact_range`` proves it; :func:`row_range` proves it for arithmetic
 over clamped columns too (``SUM(amount / 100 + age)``, ``AVG(amount * 0.5)``): it walks the
-row measure *as built* (``rewrite/pipeline.row_measure``: clamps, guards and tamings
+row measure *as built* (``rewrite/rows.row_measure``: clamps, guards and tamings
 written, before ``rewrite/noop_clamps.py`` leaves out what the rows make no-ops, which gives
 every row the same value) and returns an interval of doubles [L, H] that holds every
 non-NULL value any row can give, on DuckDB, PostgreSQL and Spark, or ``None``.

@@ -25,17 +25,11 @@ from dpproxy.planning.plan import Method, StatPlan
 from dpproxy.rewrite.aggregate import UNIT
 from dpproxy.rewrite.bound import bounding_ctes
 from dpproxy.rewrite.clamps import clamp
+from dpproxy.rewrite.context import RewriteContext, key_alias
 from dpproxy.rewrite.dialect import row_hash
 from dpproxy.rewrite.nodes import lit, number, table
-from dpproxy.rewrite.pipeline import (
-    DIALECTS,
-    RewriteContext,
-    for_dialect,
-    key_alias,
-    row_measure,
-    rows_select,
-    with_ctes,
-)
+from dpproxy.rewrite.pipeline import DIALECTS, for_dialect, with_ctes
+from dpproxy.rewrite.rows import row_measure, rows_select
 from dpproxy.sql.scope import AggKind
 from dpproxy.sql.types import type_of
 

@@ -2,7 +2,7 @@
 
 ``(SELECT <unit> AS __unit_of_row, <output> AS <name>, … FROM <branch relation> WHERE <guarded
 filters> UNION ALL SELECT …) AS __union``, printed as the FROM of ``__rows``
-(``rewrite/pipeline.py``), where the union's rows are bounded per unit like any table's.
+(``rewrite/rows.py``), where the union's rows are bounded per unit like any table's.
 
 Totality: a branch's outputs are columns of its relation and constants CAST to the union
 column's type (``sql/unionrel.py``: BIGINT to DOUBLE, a literal to its own type), none of which

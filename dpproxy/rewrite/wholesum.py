@@ -226,7 +226,7 @@ def whole_row(
     fold: tuple[int, int] | None = None,
 ) -> exp.Expression | None:
     """The BIGINT row value of a measure of :func:`whole_measures`; ``double`` is the DOUBLE
-    row value ``pipeline.row_measure`` wrote for it (a CASE's guarded conditions are kept).
+    row value ``rows.row_measure`` wrote for it (a CASE's guarded conditions are kept).
     ``None`` when that value is not of the expected shape (the caller keeps the DOUBLE).
     ``fold``: the measure's (scale, offset) from :func:`whole_measures`' ``folds``, if any."""
     if isinstance(measure, exp.Column):

@@ -27,7 +27,7 @@ w ≠ u, the inner rows that can match it are w's rows (case b) or public rows (
 are the same in D and D', so the filter keeps or drops it in both alike; only u's own outer
 rows can change. The filtered relation therefore differs from the unfiltered one's neighbour
 exactly as a row-level WHERE does: in the rows of u alone. The filter sits in the row-level
-part of the rewrite (``__rows``, ``rewrite/pipeline.py``), *before* contribution bounding, so
+part of the rewrite (``__rows``, ``rewrite/rows.py``), *before* contribution bounding, so
 the bound of τ rows per unit and every sensitivity of ``analysis/sensitivity.py`` hold
 unchanged (stability 1 per unit). The DP choice of τ (``planning/truncation.py``) counts rows
 per unit of the same filtered rows, each count a function of its unit's data alone.

@@ -4,7 +4,7 @@ out its two comparisons (``rewrite/fixed.summand``).
 
 Random measures (arithmetic over a FLOAT and two INTEGER columns and literals, CASEs, ABS,
 NULLIF, division) are built into row measures exactly as the rewrite builds them
-(``pipeline._row_measure``: clamps, guards, tamings), then evaluated per row over values at,
+(``rows._row_measure``: clamps, guards, tamings), then evaluated per row over values at,
 inside and beyond the bounds, ±0, subnormals, near the double range, NaN, ±inf and NULL
 (each combination of the special values, and random rows); each non-NULL value must lie
 within [L, H], and most of the corpus must be proved, not skipped. For a few measures the
@@ -27,8 +27,8 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import Column, ColumnType, Table
 from dpproxy.rewrite.dialect import to_postgres
-from dpproxy.rewrite.pipeline import _row_measure
 from dpproxy.rewrite.ranges import row_range
+from dpproxy.rewrite.rows import _row_measure
 from dpproxy.sql.types import SqlType
 
 TABLE = Table(

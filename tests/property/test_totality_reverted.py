@@ -31,10 +31,10 @@ from tests.totality import DuckDBWorld, PostgresWorld, check_query
 
 
 def _revert_promotion(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpproxy.rewrite import guard, pipeline
+    from dpproxy.rewrite import guard, rows
 
     monkeypatch.setattr(guard, "is_double", lambda n, table: True)
-    monkeypatch.setattr(pipeline, "is_double", lambda n, table: True)
+    monkeypatch.setattr(rows, "is_double", lambda n, table: True)
 
 
 def _revert_literal_reading(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,9 +34,6 @@ KNOWN_CYCLE_EDGES = {
     # _version() reads dpproxy.__version__; dpproxy.connect is dbapi.connect, which needs the
     # engine, which opens the demo.
     ("dpproxy.demo", "dpproxy"),
-    # bound.py takes RewriteContext (TYPE_CHECKING) and UNIT/key_alias (deferred) from the
-    # pipeline that calls it.
-    ("dpproxy.rewrite.bound", "dpproxy.rewrite.pipeline"),
 }
 
 

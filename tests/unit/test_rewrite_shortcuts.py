@@ -29,8 +29,9 @@ from dpproxy.catalog.model import Column, ColumnType, Table
 from dpproxy.engine import Engine
 from dpproxy.errors import SchemaError
 from dpproxy.planning.plan import Primitive
+from dpproxy.rewrite.context import RewriteContext
 from dpproxy.rewrite.fixed import computed_range, grid
-from dpproxy.rewrite.pipeline import RewriteContext, build
+from dpproxy.rewrite.pipeline import build
 from dpproxy.values import Cost, Interval
 from tests.noise import NoNoise
 

@@ -1,4 +1,4 @@
-"""``rewrite/pipeline.row_measure`` is memoised on the measure's exact tree (``sql/treekey.py``)
+"""``rewrite/rows.row_measure`` is memoised on the measure's exact tree (``sql/treekey.py``)
 and the table: a hit is the tree a fresh computation builds, handed out as a copy."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from sqlglot import exp
 
 from dpproxy.errors import DPProxyError
 from dpproxy.planning.planner import plan_query
-from dpproxy.rewrite import pipeline
+from dpproxy.rewrite import pipeline, rows
+from dpproxy.rewrite.context import RewriteContext
 from dpproxy.sql.parse import parse
 from dpproxy.sql.treekey import tree_key
 from dpproxy.sql.validate import validate
@@ -36,9 +37,9 @@ MEASURES = (
 
 
 def _clear() -> None:
-    pipeline._ROW_MEASURES.clear()
-    pipeline._GUARDED_KEYS.clear()
-    pipeline._GUARDED_FILTERS.clear()
+    rows._ROW_MEASURES.clear()
+    rows._GUARDED_KEYS.clear()
+    rows._GUARDED_FILTERS.clear()
 
 
 def _rewritten(catalog: Any, sql: str) -> str:
@@ -68,16 +69,16 @@ def test_a_memoised_measure_is_the_fresh_one(demo_catalog: Any, measure: str) ->
 def test_a_hit_is_a_copy(demo_catalog: Any) -> None:
     sql = "SELECT SUM(capital_gain - capital_loss) FROM adult"
     plan = plan_query(validate(parse(sql), demo_catalog, sql), demo_catalog.policy)
-    ctx = pipeline.RewriteContext(plan, 1)
+    ctx = RewriteContext(plan, 1)
     measure = plan.primitives[0].measure
     assert measure is not None
-    trees = [pipeline.row_measure(measure, ctx) for _ in range(4)]  # seen, kept, hit, hit
+    trees = [rows.row_measure(measure, ctx) for _ in range(4)]  # seen, kept, hit, hit
     text = trees[0].sql()
     for tree in trees[1:3]:  # what a caller may do with its tree
         tree.replace(exp.Literal.number(0))
         for node in list(tree.walk()):
             node.set("this", None)
-    assert trees[3].sql() == text and pipeline.row_measure(measure, ctx).sql() == text
+    assert trees[3].sql() == text and rows.row_measure(measure, ctx).sql() == text
     assert len({id(t) for t in trees}) == 4
 
 

@@ -21,7 +21,8 @@ from dpproxy.backends.duckdb import DuckDBBackend
 from dpproxy.catalog.model import Catalog
 from dpproxy.engine import Engine
 from dpproxy.planning.plan import QueryPlan
-from dpproxy.rewrite.pipeline import DIALECTS, RewriteContext, rewrite, truncation_sql
+from dpproxy.rewrite.context import RewriteContext
+from dpproxy.rewrite.pipeline import DIALECTS, rewrite, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
 from dpproxy.values import Cost
 from tests.fixtures import Case, load_cases
