@@ -110,7 +110,7 @@ def qualify_tables(tree: T, schemas: Mapping[str, str]) -> T:
     """``tree`` with the schema (quoted) set on each reference to a table of ``schemas``
     (:func:`table_schemas`) that is not a CTE's name, and every catalog name in double quotes
     (:attr:`TableSchemas.quoted`); in place. A reference the analyst wrote qualified
-    (``public.w``, which ``sql/validate.py`` takes for the schema's table ``w``) gets the
+    (``public.w``, which ``sql/fromclause.py`` takes for the schema's table ``w``) gets the
     attached schema too: the table whose constraints were read is the one read."""
     if not schemas:
         return tree

@@ -4,7 +4,7 @@
 FROM t`` averages the hours worked on PostgreSQL and DuckDB: a column list renames the
 outputs by position. dpproxy ignored the list and read the names of the select list, so it
 averaged the ages (a wrong answer, silently), and ``WITH t(x) AS (SELECT age …)`` was refused
-as an unknown column. Now (``sql/validate._subquery_scope``) the list renames the outputs of a
+as an unknown column. Now (``sql/fromclause._subquery_scope``) the list renames the outputs of a
 row-wise CTE or subquery; two outputs left with one name are ambiguous (42702), as on
 PostgreSQL. A column list on a table (``FROM adult AS t(a, b)``), which was ignored too, is
 refused (0A000) rather than guessed.

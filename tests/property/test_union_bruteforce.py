@@ -131,7 +131,7 @@ def test_a_wrong_unit_in_a_branch_would_break_the_bound(
     loud = Customer(50_000, 0, 1.0, tuple(Order(60_000 + i, 500.0, None, ()) for i in range(3)))
     honest = harness.engine("declared", NATION).prepare(PER_ORDER_TAG, secret=1)
     check_neighbours(harness, honest, NATION, d, [loud])  # the real validator: within Δ
-    # validate imports union_scope from unionrel when it meets a UNION in FROM (lazily)
+    # sql/fromclause.py imports union_scope from unionrel when it meets a UNION in FROM (lazily)
     monkeypatch.setattr(unionrel, "union_scope", wrong)
     broken = harness.engine("customer_only", NATION).prepare(PER_ORDER_TAG, secret=1)
     assert "o_orderkey AS __unit_of_row" in (broken.sql or "")
