@@ -42,6 +42,7 @@ from dpproxy.rewrite.nodes import as_double, double_text, lit
 from dpproxy.rewrite.precedence import parenthesise
 from dpproxy.rewrite.real import REAL, real_rounding, rounded_operand
 from dpproxy.rewrite.textsize import SIZED, bound_text
+from dpproxy.sql.coercion import typed_constant
 from dpproxy.sql.dates import (
     portable_difference,
     portable_extract,
@@ -51,7 +52,7 @@ from dpproxy.sql.dates import (
 from dpproxy.sql.mathargs import math_operand, numeric_constant
 from dpproxy.sql.postmath import digits_of
 from dpproxy.sql.tochar import portable_to_char
-from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, clone, typed_constant
+from dpproxy.sql.types import COLUMN_TYPES, SqlType, cast_type, clone
 
 _ARITH = (
     exp.Add,

@@ -9,8 +9,9 @@ is touched:
 * **typed** here by PostgreSQL's rules on both engines: a mismatch is a 42804/42883 refusal,
   never an engine error. String literals are PostgreSQL's *unknown* type: where one meets a
   typed value (a comparison, IN, BETWEEN, a CASE branch, COALESCE, GREATEST, LEAST, NULLIF)
-  it is converted *here* to a constant of that type (a number, ``CAST('…' AS DATE)``, TRUE
-  or FALSE), or refused with 22P02 — so no engine ever coerces a string per row;
+  it is converted *here* (:mod:`dpproxy.sql.coercion`) to a constant of that type (a number,
+  ``CAST('…' AS DATE)``, TRUE or FALSE), or refused with 22P02 — so no engine ever coerces a
+  string per row;
   ``IS`` takes only NULL, TRUE and FALSE (42601); number literals must be finite doubles
   (22003);
 * **built only from the allowlist** of :mod:`dpproxy.sql.totality`, where every operation
@@ -26,9 +27,6 @@ engines; ``tests/attacks/test_data_dependent_errors.py`` names each family of at
 
 from __future__ import annotations
 
-import datetime
-import math
-import re
 import typing
 from collections.abc import Callable
 
@@ -36,9 +34,7 @@ from sqlglot import exp
 
 from dpproxy.catalog.model import ColumnType
 from dpproxy.errors import (
-    AmbiguousFunction,
     DatatypeMismatch,
-    InvalidTextRepresentation,
     NumericValueOutOfRange,
     SQLSyntaxError,
     UndefinedFunction,
@@ -47,6 +43,16 @@ from dpproxy.errors import (
 from dpproxy.sql import dates
 from dpproxy.sql.buckets import width_bucket_type
 from dpproxy.sql.casts import cast_type as cast_type  # re-exported for its callers
+from dpproxy.sql.coercion import (
+    check_number,
+    coerce_literal,
+    compatible,
+    expect,
+    not_all_null,
+    string_literal,
+    typed_constant,
+    unify_all,
+)
 from dpproxy.sql.exact import fold_exact
 from dpproxy.sql.mathargs import EXP_LIMIT as EXP_LIMIT
 from dpproxy.sql.mathargs import MAX_POWER as MAX_POWER
@@ -100,7 +106,7 @@ def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType])
     literal n: |n| < 2^31 (PostgreSQL's integer; DuckDB raises beyond 2^32); ``REPLACE(s, a,
     b)`` of literals with b no longer than a in UTF-8 bytes (the result is never longer than s,
     so PostgreSQL's 1 GB limit cannot be reached)."""
-    _expect(t(node.this), SqlType.TEXT, node)
+    expect(t(node.this), SqlType.TEXT, node)
     if isinstance(node, exp.Replace):
         a, b = node.expression, node.args.get("replacement")
         if not (
@@ -122,7 +128,7 @@ def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType])
     if isinstance(node, exp.StrPosition):
         if any(node.args.get(k) is not None for k in ("position", "occurrence")):
             raise UnsupportedQuery("STRPOS takes two arguments")
-        _expect(t(node.args["substr"]), SqlType.TEXT, node)
+        expect(t(node.args["substr"]), SqlType.TEXT, node)
         return SqlType.NUMERIC
     n = node.expression
     inner = n.this if isinstance(n, exp.Neg) else n
@@ -135,155 +141,6 @@ def _text_function(node: exp.Expression, t: Callable[[exp.Expression], SqlType])
     if int(inner.name) >= 2**31:
         raise NumericValueOutOfRange(f"{name} count {inner.name[:20]} is out of range")
     return SqlType.TEXT
-
-
-_TRUE_WORDS = {"t", "true", "y", "yes", "on", "1"}
-_FALSE_WORDS = {"f", "false", "n", "no", "off", "0"}
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_SPECIAL_FLOATS = {
-    "nan": "NaN",
-    "infinity": "Infinity",
-    "+infinity": "Infinity",
-    "inf": "Infinity",
-    "+inf": "Infinity",
-    "-infinity": "-Infinity",
-    "-inf": "-Infinity",
-}
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-
-
-def _string_literal(node: exp.Expression) -> exp.Literal | None:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node if isinstance(node, exp.Literal) and node.is_string else None
-
-
-def typed_constant(text: str, target: SqlType) -> exp.Expression | None:
-    """The constant of type ``target`` that a string literal stands for (PostgreSQL reads an
-    *unknown* literal as the type it meets), or ``None`` when it does not read as one.
-
-    >>> typed_constant(" 12.5 ", SqlType.NUMERIC).sql()
-    '12.5'
-    >>> typed_constant("2024-02-29", SqlType.DATE).sql()
-    "CAST('2024-02-29' AS DATE)"
-    >>> typed_constant("2024-02-30", SqlType.DATE) is None
-    True
-    """
-    t = text.strip()
-    if target is SqlType.NUMERIC:
-        if _NUMBER.fullmatch(t):
-            negative = t.startswith("-")
-            digits = t.lstrip("+-")
-            if not math.isfinite(float(digits)):
-                return None
-            lit = exp.Literal(this=digits, is_string=False)
-            return exp.Neg(this=lit) if negative else lit
-        special = _SPECIAL_FLOATS.get(t.lower())
-        if special is None:
-            return None
-        return exp.Cast(
-            this=exp.Literal.string(special), to=exp.DataType(this=exp.DataType.Type.DOUBLE)
-        )
-    if target is SqlType.DATE:
-        if not _ISO_DATE.fullmatch(t):
-            return None
-        try:
-            day = datetime.date.fromisoformat(t)
-        except ValueError:
-            return None
-        return exp.Cast(
-            this=exp.Literal.string(day.isoformat()),
-            to=exp.DataType(this=exp.DataType.Type.DATE),
-        )
-    if target is SqlType.BOOLEAN:
-        if t.lower() in _TRUE_WORDS:
-            return exp.Boolean(this=True)
-        if t.lower() in _FALSE_WORDS:
-            return exp.Boolean(this=False)
-        return None
-    return exp.Literal.string(text)
-
-
-def coerce_literal(node: exp.Expression, target: SqlType) -> None:
-    """A string literal meeting a value of type ``target`` becomes a constant of that type,
-    in place, before any data is read; 22P02 when it does not read as one. Text targets and
-    non-literals are left alone."""
-    literal = _string_literal(node)
-    if literal is None or target in (SqlType.TEXT, SqlType.UNKNOWN, SqlType.NULL):
-        return
-    typed = typed_constant(literal.name, target)
-    if typed is None:
-        hint = "write dates as YYYY-MM-DD" if target is SqlType.DATE else None
-        raise InvalidTextRepresentation(
-            f'invalid input syntax for type {target.value}: "{literal.name}"', hint=hint
-        )
-    if literal.parent is not None:
-        literal.replace(typed)
-
-
-def check_number(node: exp.Literal) -> None:
-    """A number literal must be a finite double: every engine can then compute with it."""
-    try:
-        finite = math.isfinite(float(node.name))
-    except ValueError:
-        finite = False
-    if not finite:
-        raise NumericValueOutOfRange(
-            f"the constant {node.name[:40]} is out of range for double precision",
-            hint="constants must lie within ±1.7976931348623157e308",
-        )
-
-
-def _compatible(a: SqlType, b: SqlType) -> bool:
-    if SqlType.NULL in (a, b) or SqlType.UNKNOWN in (a, b):
-        return True
-    return a is b
-
-
-def _unify(types: list[SqlType], what: str) -> SqlType:
-    known = [t for t in types if t not in (SqlType.NULL, SqlType.UNKNOWN)]
-    for t in known[1:]:
-        if t is not known[0]:
-            raise DatatypeMismatch(f"{what} types {known[0].value} and {t.value} cannot be matched")
-    if known:
-        return known[0]
-    return SqlType.UNKNOWN if SqlType.UNKNOWN in types else SqlType.NULL
-
-
-def _unify_all(
-    parts: list[exp.Expression], what: str, t: Callable[[exp.Expression], SqlType]
-) -> SqlType:
-    """Unify the types of ``parts`` and turn their string literals into constants of the
-    common type (PostgreSQL's resolution of *unknown* literals in UNION/CASE/COALESCE)."""
-    target = _unify([t(p) for p in parts], what)
-    for p in parts:
-        coerce_literal(p, target)
-    if target in (SqlType.UNKNOWN, SqlType.NULL) and what not in ("IN", "BETWEEN"):
-        # PostgreSQL resolves a CASE/COALESCE of string literals or NULLs alone as text
-        # (``age = COALESCE(NULL, NULL)`` failed there after the query was charged)
-        return SqlType.TEXT
-    return target
-
-
-def _expect(t: SqlType, want: SqlType, node: exp.Expression) -> None:
-    if t not in (want, SqlType.NULL) and not (t is SqlType.UNKNOWN and want is SqlType.TEXT):
-        raise DatatypeMismatch(
-            f"{node.sql('postgres')} needs {want.value} operands, got {t.value}",
-            hint="use CASE WHEN ... THEN 1 ELSE 0 END to turn a condition into a number"
-            if t is SqlType.BOOLEAN and want is SqlType.NUMERIC
-            else None,
-        )
-
-
-def _not_all_null(operands: list[SqlType], node: exp.Expression) -> None:
-    """PostgreSQL cannot resolve an operator whose operands are all untyped NULLs (``- NULL``,
-    ``NULL + NULL``, ``EXTRACT(YEAR FROM NULL)``): it fails when the statement runs, after the
-    query is charged; refused here on both engines (42725), as PostgreSQL does."""
-    if all(o is SqlType.NULL for o in operands):
-        raise AmbiguousFunction(
-            f"operator is not unique: {node.sql('postgres')[:60]}",
-            hint="CAST the NULL to a type: CAST(NULL AS DOUBLE PRECISION)",
-        )
 
 
 #: Types a node that only post-processing evaluates (``sql/postmath.py``), else None.
@@ -329,31 +186,31 @@ def type_of(
             return dates.date_arithmetic(node, a, b)
         operands = [a, b]
         for operand_type in operands:
-            _expect(operand_type, SqlType.NUMERIC, node)
-        _not_all_null(operands, node)
+            expect(operand_type, SqlType.NUMERIC, node)
+        not_all_null(operands, node)
         fold_exact(node)  # 0.06 + 0.01 is 0.07, as PostgreSQL's numeric reads it
         return SqlType.NUMERIC
     if isinstance(node, exp.Neg):
         operand = t(node.this)
-        _expect(operand, SqlType.NUMERIC, node)
-        _not_all_null([operand], node)
+        expect(operand, SqlType.NUMERIC, node)
+        not_all_null([operand], node)
         return SqlType.NUMERIC
     if isinstance(node, COMPARISONS):
         a, b = t(node.this), t(node.expression)
         coerce_literal(node.expression, a)
         coerce_literal(node.this, b)
-        if not _compatible(a, b):
+        if not compatible(a, b):
             raise UndefinedFunction(
                 f"operator does not exist: {a.value} {_SYMBOL.get(type(node), node.key)} {b.value}",
                 hint="compare values of the same type, or CAST one side",
             )
         return SqlType.BOOLEAN
     if isinstance(node, exp.And | exp.Or):
-        _expect(t(node.this), SqlType.BOOLEAN, node)
-        _expect(t(node.expression), SqlType.BOOLEAN, node)
+        expect(t(node.this), SqlType.BOOLEAN, node)
+        expect(t(node.expression), SqlType.BOOLEAN, node)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Not):
-        _expect(t(node.this), SqlType.BOOLEAN, node)
+        expect(t(node.this), SqlType.BOOLEAN, node)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Is):
         operand = t(node.this)
@@ -374,37 +231,37 @@ def type_of(
             raise UnsupportedQuery("subqueries inside expressions are not supported")
         lhs = t(node.this)
         for item in node.expressions:
-            if not _compatible(lhs, t(item)):
+            if not compatible(lhs, t(item)):
                 raise DatatypeMismatch(f"IN list of {node.sql('postgres')} has mismatched types")
-        _unify_all([node.this, *node.expressions], "IN", t)
+        unify_all([node.this, *node.expressions], "IN", t)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Between):
-        _unify_all([node.this, node.args["low"], node.args["high"]], "BETWEEN", t)
+        unify_all([node.this, node.args["low"], node.args["high"]], "BETWEEN", t)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Like | exp.ILike):
-        _expect(t(node.this), SqlType.TEXT, node)
-        _expect(t(node.expression), SqlType.TEXT, node)
+        expect(t(node.this), SqlType.TEXT, node)
+        expect(t(node.expression), SqlType.TEXT, node)
         return SqlType.BOOLEAN
     if isinstance(node, exp.Case):
         if node.this is not None:
             raise UnsupportedQuery("write CASE WHEN x = v THEN ... rather than CASE x WHEN v")
         results = []
         for when in node.args.get("ifs") or []:
-            _expect(t(when.this), SqlType.BOOLEAN, when.this)
+            expect(t(when.this), SqlType.BOOLEAN, when.this)
             results.append(when.args["true"])
         if node.args.get("default") is not None:
             results.append(node.args["default"])
-        return _unify_all(results, "CASE", t)
+        return unify_all(results, "CASE", t)
     if isinstance(node, exp.If):
-        _expect(t(node.this), SqlType.BOOLEAN, node)
+        expect(t(node.this), SqlType.BOOLEAN, node)
         parts = [node.args["true"]]
         if node.args.get("false") is not None:
             parts.append(node.args["false"])
-        return _unify_all(parts, "IF", t)
+        return unify_all(parts, "IF", t)
     if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
-        return _unify_all([node.this, *node.expressions], node.key.upper(), t)
+        return unify_all([node.this, *node.expressions], node.key.upper(), t)
     if isinstance(node, exp.Nullif):
-        return _unify_all([node.this, node.expression], "NULLIF", t)
+        return unify_all([node.this, node.expression], "NULLIF", t)
     if isinstance(node, exp.Pi):
         return SqlType.NUMERIC
     if isinstance(node, exp.Pow):  # guarded to |x^p| <= 1e150 in rewrite/domains.py
@@ -416,8 +273,8 @@ def type_of(
                 f"{MAX_POWER}, or a fraction with 0 < |p| <= {MAX_POWER} (x^-1: write 1 / x)",
             )
         operand = t(node.this)
-        _expect(operand, SqlType.NUMERIC, node)
-        _not_all_null([operand], node)
+        expect(operand, SqlType.NUMERIC, node)
+        not_all_null([operand], node)
         return SqlType.NUMERIC
     if isinstance(node, exp.TimeToStr):  # TO_CHAR(date, 'YYYY-MM') (sql/tochar.py)
         return to_char_type(node, t)
@@ -427,11 +284,11 @@ def type_of(
         if isinstance(node, exp.Log):
             log_base(node)  # a literal base b > 0, b ≠ 1, or none
         operand = t(math_operand(node))
-        _expect(operand, SqlType.NUMERIC, node)
-        _not_all_null([operand], node)
+        expect(operand, SqlType.NUMERIC, node)
+        not_all_null([operand], node)
         return SqlType.NUMERIC
     if isinstance(node, NUMERIC_FUNCS):
-        _expect(t(node.this), SqlType.NUMERIC, node)
+        expect(t(node.this), SqlType.NUMERIC, node)
         digits = node.args.get("decimals")
         if isinstance(digits, exp.Neg):  # ROUND(x, -3): to thousands (rewrite/guard.py)
             negative = digits_of(digits)
@@ -446,15 +303,15 @@ def type_of(
             raise NumericValueOutOfRange("ROUND takes at most 300 digits")
         return SqlType.NUMERIC
     if isinstance(node, TEXT_FUNCS):
-        _expect(t(node.this), SqlType.TEXT, node)
+        expect(t(node.this), SqlType.TEXT, node)
         return SqlType.TEXT
     if isinstance(node, exp.Length):
-        _expect(t(node.this), SqlType.TEXT, node)
+        expect(t(node.this), SqlType.TEXT, node)
         return SqlType.NUMERIC
     if isinstance(node, exp.StrPosition | exp.Left | exp.Right | exp.Replace):
         return _text_function(node, t)
     if isinstance(node, exp.Substring):
-        _expect(t(node.this), SqlType.TEXT, node)
+        expect(t(node.this), SqlType.TEXT, node)
         for key in ("start", "length"):
             arg = node.args.get(key)
             if arg is not None and not (isinstance(arg, exp.Literal) and not arg.is_string):
@@ -474,7 +331,7 @@ def type_of(
         src = t(node.this)
         dst = cast_type(node.to)
         if src is SqlType.UNKNOWN:  # a cast of a literal is read here (22P02), never per row
-            literal = _string_literal(node.this)
+            literal = string_literal(node.this)
             typed = typed_constant(literal.name, dst) if literal is not None else None
             if literal is not None and typed is None and dst is not SqlType.TEXT:
                 coerce_literal(literal, dst)  # raises 22P02
@@ -485,8 +342,8 @@ def type_of(
         return dst
     if isinstance(node, exp.Extract):
         source = t(node.expression)
-        _expect(source, SqlType.DATE, node)
-        _not_all_null([source], node)
+        expect(source, SqlType.DATE, node)
+        not_all_null([source], node)
         unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
         if unit not in _DATE_FIELDS:  # PostgreSQL raises per row for time fields of a date
             raise UnsupportedQuery(
@@ -497,11 +354,11 @@ def type_of(
     if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
         return dates.truncation(node, t(node.this))
     if isinstance(node, exp.DateAdd):  # built from date ± interval by dates.date_arithmetic
-        _expect(t(node.this), SqlType.DATE, node)
+        expect(t(node.this), SqlType.DATE, node)
         return SqlType.DATE
     if isinstance(node, exp.DateDiff):  # built from date - date by dates.date_arithmetic
-        _expect(t(node.this), SqlType.DATE, node)
-        _expect(t(node.expression), SqlType.DATE, node)
+        expect(t(node.this), SqlType.DATE, node)
+        expect(t(node.expression), SqlType.DATE, node)
         return SqlType.NUMERIC
     if isinstance(node, exp.Interval):
         dates.interval_shift(node)  # refuses time units first

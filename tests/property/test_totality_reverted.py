@@ -9,8 +9,8 @@ violation for the family's known-bad queries — exactly what the property test 
 
 * *Integer overflow in literal arithmetic*: ``rewrite.guard.is_double`` answering "already a
   DOUBLE" for everything means no operand is promoted, as before the layer.
-* *Type errors on a matching row*: ``sql.types.coerce_literal`` doing nothing leaves string
-  literals to the engines, as before.
+* *Type errors on a matching row*: ``sql.coercion.coerce_literal`` doing nothing (where it lives
+  and where ``sql.types`` calls it) leaves string literals to the engines, as before.
 * *Date functions and date arithmetic*: ``rewrite.guard.portable_trunc`` / ``portable_shift``
   printing ``DATE_TRUNC(unit, d)`` and ``d ± n`` / ``d ± INTERVAL`` as written, as sqlglot
   would.
@@ -38,8 +38,9 @@ def _revert_promotion(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _revert_literal_reading(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpproxy.sql import types
+    from dpproxy.sql import coercion, types
 
+    monkeypatch.setattr(coercion, "coerce_literal", lambda node, target: None)
     monkeypatch.setattr(types, "coerce_literal", lambda node, target: None)
 
 
