@@ -242,7 +242,7 @@ def fixed_bound(q: ValidQuery) -> str:
     if q.union is not None:
         return "the sum of the UNION ALL branches' bounds declared in the schema"
     if q.table.unit_is_unique:
-        if q.source is not None:  # sql/joins.py JoinBuilder._unit_unique
+        if q.source is not None:  # sql/joinrel.py unit_unique
             return (
                 "every joined table's unit column is a PRIMARY KEY or UNIQUE NOT NULL in the "
                 "database"

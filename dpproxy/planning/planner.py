@@ -222,7 +222,7 @@ GS_KINDS = frozenset(
 def _two_units(
     query: ValidQuery, policy: PrivacyPolicy, opts: MethodOptions
 ) -> tuple[Stability, Truncation]:
-    """The stability of a join between two units' rows (``sql/joins.py``: reading/002's
+    """The stability of a join between two units' rows (``sql/twounits.py``: reading/002's
     T_a·S_b·M_b + T_b·S_a·M_a rows change when one unit is added or removed).
 
     Those rows belong to no single unit, and a unit's removal can also let rows of others in

@@ -227,7 +227,7 @@ def counted_rows(units: bool, limit: int) -> exp.Expression:
 
 
 def two_sided(ctx: RewriteContext) -> exp.Select:
-    """The relation of a join between two units' rows (``sql/joins.py``, reading/002).
+    """The relation of a join between two units' rows (``sql/twounits.py``, reading/002).
 
     Each side keeps at most M rows per unit (ranked by a keyed hash, like a single table), then
     at most T rows per join key value: DropExcess(T) ranks the rows of a key value by another

@@ -27,8 +27,9 @@ declared rows per unit of a private table), otherwise it is chosen with DP per q
 (``planning/truncation.py``) or given by a hint.
 
 Two units: when the private tables fall into exactly two classes of units (``people p JOIN
-shops s ON p.city = s.city``), each joined row holds two people's rows; :meth:`_two_units`
-builds reading/002's private join with truncation per join key instead (see there).
+shops s ON p.city = s.city``), each joined row holds two people's rows;
+:func:`dpproxy.sql.twounits.two_units` builds reading/002's private join with truncation per join
+key instead (see there).
 
 Outer joins (LEFT, RIGHT, FULL) are recorded here and built by ``sql/outer.py``.
 
@@ -45,22 +46,19 @@ from sqlglot import exp
 from dpproxy.catalog.model import Catalog, Column, ColumnType, ContributionBound, Table
 from dpproxy.errors import AmbiguousColumn, Forbidden, UndefinedTable, UnsupportedQuery
 from dpproxy.sql.joinparts import (
-    SIDE_UNIT,
     UNIT_OF_ROW,
     Instance,
     JoinSource,
     OuterJoin,
-    Side,
     UnionFind,
-    column_names,
     column_of,
     conjuncts,
     derived_bound,
-    from_item,
     has_column,
     slice_bounds,
-    unique_key,
 )
+from dpproxy.sql.joinrel import check_connected, from_where, unit_unique, virtual_columns
+from dpproxy.sql.twounits import two_units
 
 MAX_INSTANCES = 12
 
@@ -341,8 +339,16 @@ class JoinBuilder:
         units = {i.alias: self._unit_of(i) for i in list(private)}
         classes = {self.uf.find(u) for u in units.values()}
         if len(classes) == 2:
-            self._check_connected()
-            return self._two_units(units)
+            check_connected(self.instances, self.edges, self.flat_links)
+            return two_units(
+                self.instances,
+                self.edges,
+                self.flat_links,
+                self.uf,
+                self.catalog,
+                units,
+                self._unit_of,
+            )
         if len(classes) != 1:
             names = ", ".join(sorted(i.table.name for i in private if i.table is not None))
             raise Forbidden(
@@ -351,163 +357,19 @@ class JoinBuilder:
                 hint="join private tables on the privacy unit or on the keys that lead to it "
                 "(schemas/README.md: privacy_unit via references)",
             )
-        self._check_connected()
+        check_connected(self.instances, self.edges, self.flat_links)
         unit_class = classes.pop()
         root_unit = next(iter(units.values()))
         return self._relation(unit_class, root_unit)
 
-    def _two_units(
-        self, units: dict[str, tuple[str, str]]
-    ) -> tuple[Table, JoinSource, dict[str, exp.Expression], set[str]]:
-        """Private tables of two different units joined on other columns (reading/002's private
-        join): each side is bounded to its rows per unit M, then truncated per join key value —
-        DropNonUnique when the key is unique on that side (T = 1, stability 1), DropExcess(T)
-        otherwise (T rows per key value, stability 2) — and the join then changes by at most
-        T_a·S_b·M_b + T_b·S_a·M_a rows when one unit (with all its rows on both sides) is added
-        or removed. Its rows belong to no single unit, so the plan needs no further bounding
-        but answers only what row-level stability supports (``planning/planner.py``)."""
-        if any(i.table is None or not i.table.private for i in self.instances):
-            raise UnsupportedQuery(
-                "a join of two people's rows with public tables or UNNEST is not supported",
-                hint="join the two private tables alone, or join private tables on their unit",
-            )
-        side_of = {i.alias: self.uf.find(self._unit_of(i)) for i in self.instances}
-        roots = list(dict.fromkeys(side_of.values()))
-        groups = [[i for i in self.instances if side_of[i.alias] == r] for r in roots]
-        pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
-        for a, b in self.edges:
-            if side_of[a[0]] == side_of[b[0]]:
-                continue
-            pair = (a, b) if side_of[a[0]] == roots[0] else (b, a)
-            if pair not in pairs:
-                pairs.append(pair)
-        if any(self._inst(c[0]).hidden for pair in pairs for c in pair):
-            raise UnsupportedQuery("join the two units' tables on columns of the tables named")
-        visible = [i for i in self.instances if not i.hidden]
-        vnames, names, ambiguous, columns = self._virtual_columns(visible)
-        sides: list[Side] = []
-        for n, members in enumerate(groups):
-            bound, why = self._derived_bound(members)
-            tables = " ⋈ ".join(i.table.name for i in members if i.table and not i.hidden)
-            if bound is None:
-                raise UnsupportedQuery(
-                    f"a join of two people's rows needs declared rows per unit for {tables}: {why}",
-                    hint="declare max_rows_per_unit in the schema (schemas/README.md)",
-                )
-            keys = tuple(vnames[pair[n]] for pair in pairs)
-            unique = any(
-                (t := self._inst(pair[n][0]).table) is not None
-                and unique_key(t, pair[n][1], self.catalog)
-                for pair in pairs
-            )
-            own = [vnames[(i.alias, c)] for i in members if not i.hidden for c in column_names(i)]
-            select = exp.select()
-            for inst in members:
-                if inst.hidden:
-                    continue
-                for c in column_names(inst):
-                    value = exp.column(column_of(inst, c).name, table=inst.alias)
-                    select = select.select(exp.alias_(value, vnames[(inst.alias, c)]), copy=False)
-            unit = units.get(members[0].alias) or self._unit_of(members[0])
-            select = select.select(
-                exp.alias_(exp.column(unit[1], table=unit[0]), SIDE_UNIT), copy=False
-            )
-            select = self._from_where(select, members)
-            sides.append(Side(select, tuple(own), keys, bound, unique, tables))
-        first_side, second_side = sides
-        joined = exp.select(
-            *[exp.column(c, table="__a") for c in first_side.columns],
-            *[exp.column(c, table="__b") for c in second_side.columns],
-            exp.alias_(exp.column(SIDE_UNIT, table="__a"), UNIT_OF_ROW),
-        )
-        described = " ⋈ ".join(
-            i.table.name + ("" if i.alias == i.table.name.lower() else f" {i.alias}")
-            for i in visible
-            if i.table is not None
-        )
-        first = groups[0][0]
-        root = units.get(first.alias) or self._unit_of(first)
-        unit_type = column_of(self._inst(root[0]), root[1]).type
-        columns.append(Column(UNIT_OF_ROW, unit_type))
-        table = Table(
-            name=described,
-            private=True,
-            columns=tuple(columns),
-            privacy_unit=UNIT_OF_ROW,
-            bound=ContributionBound(max_rows=1),  # unused: the plan takes the join's stability
-        )
-        on = ", ".join(f"{x} = {y}" for x, y in zip(first_side.keys, second_side.keys, strict=True))
-        derivation = f"two units' rows joined on {on}"
-        source = JoinSource(joined, described, None, derivation, sides=(first_side, second_side))
-        return table, source, names, ambiguous
-
-    def _virtual_columns(
-        self, visible: list[Instance]
-    ) -> tuple[dict[tuple[str, str], str], dict[str, exp.Expression], set[str], list[Column]]:
-        counts: dict[str, int] = {}
-        for inst in visible:
-            for name in column_names(inst):
-                counts[name] = counts.get(name, 0) + 1
-        vnames: dict[tuple[str, str], str] = {}
-        names: dict[str, exp.Expression] = {}
-        ambiguous: set[str] = set()
-        columns: list[Column] = []
-        for inst in visible:
-            for name in column_names(inst):
-                vname = name if counts[name] == 1 else f"{inst.alias}__{name}"
-                vnames[(inst.alias, name)] = vname
-                c = column_of(inst, name)
-                columns.append(Column(vname, c.type, c.lower, c.upper, c.nullable, c.domain))
-                names[f"{inst.alias}.{name}"] = exp.column(vname)
-                if counts[name] == 1:
-                    names[name] = exp.column(vname)
-                else:
-                    ambiguous.add(name)
-        return vnames, names, ambiguous, columns
-
-    def _from_where(self, select: exp.Select, members: list[Instance]) -> exp.Select:
-        """FROM the members, WHERE the equalities among them (dpproxy's own, never the text)."""
-        aliases = {i.alias for i in members}
-        select = select.from_(from_item(members[0]), copy=False)
-        for inst in members[1:]:
-            select = select.join(
-                from_item(inst), join_type="CROSS" if inst.unnest else None, copy=False
-            )
-        done: set[frozenset[tuple[str, str]]] = set()
-        for a, b in self.edges:
-            if a[0] not in aliases or b[0] not in aliases or frozenset((a, b)) in done:
-                continue
-            done.add(frozenset((a, b)))
-            cond = exp.EQ(
-                this=exp.column(column_of(self._inst(a[0]), a[1]).name, table=a[0]),
-                expression=exp.column(column_of(self._inst(b[0]), b[1]).name, table=b[0]),
-            )
-            select = select.where(cond, copy=False)
-        return select
-
     def _inst(self, alias: str) -> Instance:
         return next(i for i in self.instances if i.alias == alias)
-
-    def _check_connected(self) -> None:
-        groups = UnionFind()
-        for a, b in self.edges:
-            groups.union((a[0], ""), (b[0], ""))
-        for flat, owner in self.flat_links:
-            groups.union((flat, ""), (owner, ""))
-        roots = {groups.find((i.alias, "")) for i in self.instances}
-        if len(roots) > 1:
-            names = ", ".join(i.alias for i in self.instances if not i.hidden)
-            raise UnsupportedQuery(
-                f"cross join: no equality condition connects all of {names}; the fan-out of a "
-                "cross join cannot be bounded",
-                hint="join on keys: JOIN t ON a.key = t.key (or USING (key))",
-            )
 
     def _relation(
         self, unit_class: tuple[str, str], root_unit: tuple[str, str]
     ) -> tuple[Table, JoinSource, dict[str, exp.Expression], set[str]]:
         visible = [i for i in self.instances if not i.hidden]
-        vnames, names, ambiguous, columns = self._virtual_columns(visible)
+        vnames, names, ambiguous, columns = virtual_columns(visible)
         unit_columns = [v for key, v in vnames.items() if self.uf.find(key) == unit_class]
         select = exp.select()
         for (alias, name), vname in vnames.items():
@@ -521,7 +383,7 @@ class JoinBuilder:
             exp.alias_(exp.column(root_unit[1], table=root_unit[0]), UNIT_OF_ROW, copy=False),
             copy=False,
         )
-        select = self._from_where(select, self.instances)
+        select = from_where(select, self.instances, self.edges)
         derived, derivation = self._derived_bound()
         described = " ⋈ ".join(
             (i.table.name if i.table is not None else "UNNEST")
@@ -541,7 +403,7 @@ class JoinBuilder:
             if derived is not None
             else ContributionBound(),
             unit_columns=tuple(unit_columns),
-            unit_is_unique=self._unit_unique(unit_class),
+            unit_is_unique=unit_unique(self.instances, self.outer, self.uf, unit_class),
         )
         origins = tuple(
             (vname, inst.table.name, name)
@@ -550,33 +412,6 @@ class JoinBuilder:
         )
         joined = JoinSource(select, described, derived, derivation, hidden, origins=origins)
         return table, joined, names, ambiguous
-
-    def _unit_unique(self, unit_class: tuple[str, str]) -> bool:
-        """Does the database prove at most one joined row per unit, so that contribution
-        bounding would provably remove nothing (``planning/planner.py`` then skips it)?
-
-        Yes when every table of the inner join is private, its unit column is UNIQUE NOT NULL or
-        the PRIMARY KEY in the database (``Table.unit_is_unique``, read from the backend's
-        constraints when it attaches the catalog) and it is joined on that column (the column
-        is in the unit's class of equalities); no public table, flat map, table joined only to
-        reach a unit, or outer join. Proof: a joined row combines one row of each table, all
-        with the same unit u; each table has at most one row with unit u, so at most one
-        joined row has unit u (a NULL unit equals nothing, so it joins no row). WHERE and ON
-        filters only remove rows. Adding or removing one unit therefore changes at most one
-        row of the relation, as for one table with a unique unit column. Nothing is trusted
-        beyond the constraint, which the database enforces on every write; the schema's
-        ``max_rows_per_unit`` is not used (a declared bound is enforced by the truncation)."""
-        if self.outer:
-            return False
-        for inst in self.instances:
-            t = inst.table
-            if t is None or inst.hidden or not t.private or not t.unit_is_unique:
-                return False
-            if t.unit_via is not None or t.privacy_unit is None:
-                return False
-            if self.uf.find((inst.alias, t.privacy_unit.lower())) != unit_class:
-                return False
-        return True
 
     def _derived_bound(self, subset: list[Instance] | None = None) -> tuple[int | None, str]:
         """:func:`~dpproxy.sql.joinparts.derived_bound` of the instances (or ``subset``)."""

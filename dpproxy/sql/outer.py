@@ -63,6 +63,7 @@ from dpproxy.sql.joinparts import (
     factor,
     from_item,
 )
+from dpproxy.sql.joinrel import check_connected, from_where, virtual_columns
 from dpproxy.sql.joins import JoinBuilder
 from dpproxy.sql.unitkeys import unit_key
 
@@ -142,7 +143,7 @@ def _outer(b: JoinBuilder, select: exp.Select) -> Built:
             f"the {side} JOIN mixes the rows of two people",
             hint="join private tables on the privacy unit or on the keys that lead to it",
         )
-    b._check_connected()
+    check_connected(b.instances, b.edges, b.flat_links)
     if kept_private:
         roots = [units[i.alias] for i in kept_private]
         if any(r[0] not in {i.alias for i in kept_private} for r in roots):
@@ -231,7 +232,7 @@ def _relation(
     kind: str,
 ) -> Built:
     visible = list(b.instances)
-    vnames, names, ambiguous, columns = b._virtual_columns(visible)
+    vnames, names, ambiguous, columns = virtual_columns(visible)
     dropped = {i.alias for i in nullable}
     nullable_names = {v for (alias, _), v in vnames.items() if alias in dropped}
     columns = [replace(c, nullable=True) if c.name in nullable_names else c for c in columns]
@@ -247,7 +248,7 @@ def _relation(
     )
     select = select.select(exp.alias_(unit, UNIT_OF_ROW), copy=False)
     first = [i for i in b.instances if i.alias != oj.alias]
-    select = b._from_where(select, first)
+    select = from_where(select, first, b.edges)
     last = b._inst(oj.alias)
     on = exp.and_(
         *(

@@ -1,5 +1,5 @@
 """Audit of a COUNT over a join on a unit that is the PRIMARY KEY of both tables, released
-*without* contribution bounding (issue 21, ``JoinBuilder._unit_unique`` in ``sql/joins.py``).
+*without* contribution bounding (issue 21, ``unit_unique`` in ``sql/joinrel.py``).
 
 The plan comes from :meth:`dpproxy.engine.Engine.prepare` over real DuckDB files; its rewritten
 SQL (no bounding CTE) runs on D (300 people, each with one account) and on D' (D plus one person

@@ -2,7 +2,7 @@
 is planned *without* contribution bounding (issue 21), and its analytic sensitivities still
 dominate brute-force neighbour distances.
 
-The skip (``JoinBuilder._unit_unique`` in ``dpproxy/sql/joins.py``) rests on the database's
+The skip (``unit_unique`` in ``dpproxy/sql/joinrel.py``) rests on the database's
 constraints, read when the backend attaches the catalog (``Table.unit_is_unique``): each table
 has at most one row per unit, a joined row combines one row of each table with the same unit,
 so the joined relation has at most one row per unit and adding or removing a unit (with its
