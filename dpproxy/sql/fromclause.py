@@ -13,7 +13,8 @@ from dpproxy.catalog.model import Catalog
 from dpproxy.errors import UndefinedColumn, UndefinedTable, UnsupportedQuery
 from dpproxy.sql.joins import JoinBuilder, needs_join
 from dpproxy.sql.scope import Scope, expect_bool, no_aggregates, table_scope
-from dpproxy.sql.semijoins import SemiJoins, split_where
+from dpproxy.sql.semiforms import split_where
+from dpproxy.sql.semijoins import SemiJoins
 from dpproxy.sql.types import COLUMN_TYPES
 
 

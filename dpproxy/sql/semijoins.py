@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpproxy.catalog.model import Catalog, Column, Table
+from dpproxy.catalog.model import Catalog, Column
 from dpproxy.errors import (
     AmbiguousColumn,
     DatatypeMismatch,
@@ -78,72 +78,15 @@ from dpproxy.errors import (
     UndefinedTable,
     UnsupportedQuery,
 )
-from dpproxy.sql.factor import and_all, bare
+from dpproxy.sql.factor import bare
 from dpproxy.sql.joinparts import conjuncts
-from dpproxy.sql.scope import SUBQUERY_HINT, Scope, no_aggregates, parenthesised
+from dpproxy.sql.scope import Scope, no_aggregates, parenthesised
+from dpproxy.sql.semiforms import SUPPORTED, SubqueryForm, shorten, subquery_form
+from dpproxy.sql.semiunits import Source, prove_tied
 from dpproxy.sql.totality import check_allowed
 from dpproxy.sql.types import COLUMN_TYPES, SqlType, type_of
-from dpproxy.sql.unitkeys import unit_key
 
 PREFIX = "__sq"
-SUPPORTED = SUBQUERY_HINT
-
-# ------------------------------------------------------------------------------ the WHERE split
-
-
-def has_subquery(node: exp.Expression) -> bool:
-    return any(isinstance(n, exp.Subquery | exp.Select | exp.Exists) for n in node.walk())
-
-
-def split_where(cond: exp.Expression) -> tuple[exp.Expression | None, list[exp.Expression]]:
-    """(the WHERE without its subquery conditions, the subquery conditions); a subquery in any
-    other place of the WHERE is refused."""
-    if not has_subquery(cond):
-        return cond, []
-    plain: list[exp.Expression] = []
-    semis: list[exp.Expression] = []
-    for c in conjuncts(cond):
-        if not has_subquery(c):
-            plain.append(c)
-        elif _form(c) is not None:
-            semis.append(c)
-        else:
-            raise UnsupportedQuery(
-                f"a subquery inside a WHERE expression is not supported (in {_shorten(c)})",
-                hint=SUPPORTED + "; a scalar subquery or one inside OR is not",
-            )
-    return (and_all(plain) if plain else None), semis
-
-
-def _shorten(node: exp.Expression) -> str:
-    text = node.sql("postgres")
-    return text if len(text) <= 80 else text[:77] + "…"
-
-
-@dataclass(frozen=True, slots=True)
-class _Form:
-    negated: bool
-    select: exp.Select
-    operand: exp.Expression | None  # x of ``x IN (…)``; None for EXISTS
-    word: str  # how the user wrote it, for messages
-
-
-def _form(node: exp.Expression) -> _Form | None:
-    node = bare(node)
-    negated = isinstance(node, exp.Not)
-    inner = bare(node.this) if negated else node
-    if isinstance(inner, exp.Exists) and isinstance(inner.this, exp.Select):
-        return _Form(negated, inner.this, None, "NOT EXISTS" if negated else "EXISTS")
-    query = inner.args.get("query") if isinstance(inner, exp.In) else None
-    if isinstance(inner, exp.In) and query is not None:
-        select = query.this if isinstance(query, exp.Subquery) else query
-        if isinstance(select, exp.Select) and not inner.expressions:
-            operand = inner.this
-            if has_subquery(operand):
-                return None
-            return _Form(negated, select, operand, "NOT IN" if negated else "IN")
-    return None
-
 
 # ------------------------------------------------------------------------------ the filter
 
@@ -158,26 +101,12 @@ class SemiJoins:
     count: int = 0
 
     def filter(self, node: exp.Expression, outer: Scope) -> exp.Expression:
-        """The validated filter for one WHERE conjunct that :func:`split_where` set apart."""
-        form = _form(node)
+        """The validated filter for one WHERE conjunct that
+        :func:`~dpproxy.sql.semiforms.split_where` set apart."""
+        form = subquery_form(node)
         assert form is not None
         self.count += 1
         return _Inner(self, form, outer, self.count).build()
-
-
-@dataclass
-class _Source:
-    """One table of a subquery: how the user names it, and how the rewrite names it and its
-    columns (``__sqN`` and ``__sqN_col`` for the first, ``__sqN_k`` and ``__sqN_k_col`` for
-    the k-th; a column name never starts with a digit, so no two names collide)."""
-
-    user_alias: str
-    table: Table
-    alias: str
-    used: dict[str, Column] = field(default_factory=dict)  # column (lower) → renamed Column
-
-    def has(self, name: str) -> bool:
-        return any(c.name.lower() == name for c in self.table.columns)
 
 
 MAX_TABLES = 4
@@ -186,7 +115,7 @@ MAX_TABLES = 4
 class _Inner:
     """One subquery: its tables, the names it sees, its conditions."""
 
-    def __init__(self, owner: SemiJoins, form: _Form, outer: Scope, n: int) -> None:
+    def __init__(self, owner: SemiJoins, form: SubqueryForm, outer: Scope, n: int) -> None:
         self.owner, self.form, self.outer = owner, form, outer
         self.alias = f"{PREFIX}{n}"
         select = form.select
@@ -194,7 +123,7 @@ class _Inner:
         from_ = select.args.get("from_") or select.args.get("from")
         if from_ is None:
             raise UnsupportedQuery(f"the subquery of {form.word} must read a table (FROM)")
-        self.sources: list[_Source] = []
+        self.sources: list[Source] = []
         self.on: list[exp.Expression] = []  # inner joins' ON conditions, AND-ed to the WHERE
         self._add(from_.this)
         for join in select.args.get("joins") or []:
@@ -204,7 +133,7 @@ class _Inner:
         word = self.form.word
         if not isinstance(item, exp.Table):
             raise UnsupportedQuery(
-                f"the subquery of {word} must read tables, not {_shorten(item)}",
+                f"the subquery of {word} must read tables, not {shorten(item)}",
                 hint="name the tables directly: " + SUPPORTED,
             )
         if item.args.get("db") or item.args.get("catalog"):
@@ -229,7 +158,7 @@ class _Inner:
             raise UnsupportedQuery(f"a subquery of {word} reads more than {MAX_TABLES} tables")
         k = len(self.sources)
         alias = self.alias if k == 0 else f"{self.alias}_{k}"
-        self.sources.append(_Source(user_alias, table, alias))
+        self.sources.append(Source(user_alias, table, alias))
 
     def _join(self, join: exp.Join) -> None:
         word = self.form.word
@@ -278,7 +207,7 @@ class _Inner:
 
     # -- names -------------------------------------------------------------------------
 
-    def _inner_column(self, source: _Source, name: str) -> exp.Expression:
+    def _inner_column(self, source: Source, name: str) -> exp.Expression:
         c = next(c for c in source.table.columns if c.name.lower() == name)
         if name not in source.used:
             renamed = Column(
@@ -381,7 +310,7 @@ class _Inner:
                     hint="x IN (SELECT column FROM table WHERE …)",
                 )
             conds.extend(self._membership(projections[0].unalias(), form.operand))
-        self._prove(conds)
+        prove_tied(conds, self.sources, self.outer, self.owner.catalog, self.form.word)
         return self._sql(conds)
 
     def _membership(
@@ -428,80 +357,6 @@ class _Inner:
                 return not c.nullable
         return False
 
-    def _prove(self, conds: list[exp.Expression]) -> None:
-        """Case (a) or (b) of the module docstring, or a refusal naming the obstacle.
-
-        A private table of the subquery is *tied* when an AND-ed equality equates one of its
-        columns with an outer column of the same unit key, or with a column of the same unit
-        key of a table already tied: then each of its rows that can satisfy the WHERE
-        belongs to the outer row's unit. Every private table must end up tied."""
-        private = [s for s in self.sources if s.table.private]
-        if not private:
-            return
-        word = self.form.word
-        source = self.outer.source
-        if source is not None and source.sides is not None:
-            raise UnsupportedQuery(
-                f'{word} over the private table "{private[0].table.name}" in a join of two '
-                "people's rows is not supported: the outer row has no single privacy unit to "
-                "tie the subquery to",
-                hint=f"{word} over public tables is supported there",
-            )
-        pairs = []
-        for c in conds:
-            c = bare(c)
-            if isinstance(c, exp.EQ):
-                a, b = bare(c.this), bare(c.expression)
-                if isinstance(a, exp.Column) and isinstance(b, exp.Column):
-                    pairs += [(a, b), (b, a)]
-        tied: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for mine, theirs in pairs:
-                found = self._inner_key(mine)
-                if found is None or found[0].alias in tied:
-                    continue
-                other = self._inner_key(theirs)
-                if other is not None:
-                    key = other[1] if other[0].alias in tied else None
-                else:
-                    key = self._outer_key(theirs)
-                if key is not None and key == found[1]:
-                    tied.add(found[0].alias)
-                    changed = True
-        loose = [s for s in private if s.alias not in tied]
-        if not loose:
-            return
-        t = loose[0].table
-        keys = [c.name for c in t.columns if unit_key(self.owner.catalog, t, c.name)]
-        raise UnsupportedQuery(
-            f'{word} over the private table "{t.name}" must be tied to the outer row\'s privacy '
-            "unit: without an equality between a column of the subquery and a column of the "
-            "outer row that lead to the same person, the condition would depend on other "
-            "people's rows",
-            hint=f"correlate on a unit key of {t.name} ({', '.join(keys) or 'none'}), e.g. "
-            f"WHERE {loose[0].user_alias}.{keys[0] if keys else 'key'} = <the matching column "
-            "of the outer table>; or filter with a public table",
-        )
-
-    def _inner_key(self, col: exp.Column) -> tuple[_Source, tuple[str, ...]] | None:
-        """The subquery table of a renamed column and the column's unit key, if any."""
-        for s in self.sources:
-            if col.table != s.alias:
-                continue
-            for name, renamed in s.used.items():
-                if renamed.name == col.name:
-                    key = unit_key(self.owner.catalog, s.table, name)
-                    return (s, key) if key is not None else None
-        return None
-
-    def _outer_key(self, col: exp.Column) -> tuple[str, ...] | None:
-        if col.table:
-            return None
-        origin = _origin(self.outer, self.owner.catalog, col.name)
-        return unit_key(self.owner.catalog, *origin) if origin is not None else None
-
     def _sql(self, conds: list[exp.Expression]) -> exp.Expression:
         query = exp.select(exp.Literal.number(1))
         for k, s in enumerate(self.sources):
@@ -533,16 +388,3 @@ class _Inner:
         self.owner.hidden.extend(self._used())
         exists: exp.Expression = exp.Exists(this=query)
         return exp.Not(this=exists) if self.form.negated else exists
-
-
-def _origin(outer: Scope, catalog: Catalog, name: str) -> tuple[Table, str] | None:
-    """The schema table and column behind a column of the outer relation."""
-    if outer.source is not None:
-        for vname, table, column in outer.source.origins:
-            t = catalog.table(table)
-            if vname == name and t is not None:
-                return t, column
-        return None
-    if outer.table.column(name) is not None:
-        return outer.table, name
-    return None
