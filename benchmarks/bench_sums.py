@@ -53,6 +53,7 @@ from bench_embedded import SECRET, dataset, measure  # noqa: E402
 from bench_postgres import database_url, load  # noqa: E402
 from sqlglot import exp  # noqa: E402
 
+import dpproxy.rewrite.aggregate as aggregate  # noqa: E402
 import dpproxy.rewrite.pipeline as pipeline  # noqa: E402
 from dpproxy.backends.duckdb import DuckDBBackend  # noqa: E402
 from dpproxy.catalog.load import load_catalog  # noqa: E402
@@ -74,9 +75,10 @@ QUERIES: dict[str, str] = {
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def double_summand(p: Primitive, column: str, table: Table) -> exp.Expression:
+def double_summand(p: Primitive, column: str, table: Table, **_: Any) -> exp.Expression:
     """The pre-grid rewrite's summand: a DOUBLE, clamped to the planned interval unless the
-    measure is a clamped column or its centred value provably stays inside it."""
+    measure is a clamped column or its centred value provably stays inside it (the grid's
+    keyword arguments, dialect and centring, are not read: this rewrite had neither)."""
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
 
     def value() -> exp.Expression:
@@ -97,14 +99,17 @@ def double_summand(p: Primitive, column: str, table: Table) -> exp.Expression:
 
 @contextmanager
 def double_sums() -> Iterator[None]:
-    saved, whole = pipeline.summand, pipeline.whole_measures
-    pipeline.summand = double_summand  # type: ignore[assignment]
-    # The pre-grid rewrite summed whole numbers as DOUBLEs too (not rewrite/wholesum.py).
+    """The rewrite with the pre-grid summand, where ``rewrite/aggregate.py`` looks it up; the
+    pre-grid rewrite summed whole numbers as DOUBLEs too (not ``rewrite/wholesum.py``) and did
+    not write measures centred in ``__rows`` (``rewrite/fixed.centred_measures``)."""
+    saved = aggregate.summand, pipeline.whole_measures, pipeline.centred_measures
+    aggregate.summand = double_summand  # type: ignore[assignment]
     pipeline.whole_measures = lambda *_: set()  # type: ignore[assignment]
+    pipeline.centred_measures = lambda *_: {}  # type: ignore[assignment]
     try:
         yield
     finally:
-        pipeline.summand, pipeline.whole_measures = saved, whole
+        aggregate.summand, pipeline.whole_measures, pipeline.centred_measures = saved
 
 
 def plan_of(engine: Engine, sql: str) -> QueryPlan:
