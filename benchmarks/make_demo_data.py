@@ -79,8 +79,16 @@ def to_csv_gz(rows: list[list[str]]) -> bytes:
 
 def main(argv: list[str]) -> int:
     """Read the source given on the command line (or the default) and write ``TARGET``."""
+    if len(argv) > 2 or (len(argv) == 2 and argv[1] in ("-h", "--help")):
+        print(__doc__.split("Usage, from the repository root::")[1].strip(), file=sys.stderr)
+        return 0 if len(argv) == 2 else 2
     source = Path(argv[1]) if len(argv) > 1 else DEFAULT_SOURCE
-    rows = clean_rows(source.read_text(encoding="utf-8"))
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as e:
+        print(f"make_demo_data: cannot read {source}: {e.strerror}", file=sys.stderr)
+        return 1
+    rows = clean_rows(text)
     data = to_csv_gz(rows)
     TARGET.parent.mkdir(parents=True, exist_ok=True)
     TARGET.write_bytes(data)

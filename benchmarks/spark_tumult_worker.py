@@ -33,6 +33,9 @@ KEYS = ["Female", "Male"]
 
 
 def main() -> None:
+    if len(sys.argv) != 3 or not sys.argv[2].isdigit():
+        sys.exit("usage: <tumult venv>/bin/python spark_tumult_worker.py DATA_DIR THREADS "
+                 "(started by bench_spark.py --tumult, not by hand)")
     data, threads = sys.argv[1], sys.argv[2]
     started = time.perf_counter()
     # Tumult Core runs Python functions on the workers: they must import tmlt too.
