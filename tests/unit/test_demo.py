@@ -134,6 +134,21 @@ def test_make_demo_data_reproduces_the_packaged_csv() -> None:
     assert script.to_csv_gz(rows) == demo_csv_path().read_bytes()
 
 
+def test_make_demo_data_answers_help_and_bad_sources(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing is written for ``--help`` or a source it cannot read (it read ``--help`` as a
+    path and raised FileNotFoundError), and the message names what to do."""
+    script = load_script()
+    assert script.main(["make_demo_data.py", "--help"]) == 0
+    assert "make_demo_data.py [path/to/adult.data]" in capsys.readouterr().err
+    assert script.main(["make_demo_data.py", "a", "b"]) == 2
+    capsys.readouterr()
+    missing = tmp_path / "adult.data"
+    assert script.main(["make_demo_data.py", str(missing)]) == 1
+    assert f"cannot read {missing}: No such file or directory" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------- building
 
 
