@@ -55,7 +55,6 @@ from dpproxy.values import Cost
 log = logging.getLogger("dpproxy")
 _summary = per_plan(_plan_summary)  # the release log's plan text, once per plan object
 
-_Options = Options
 
 
 class Engine(EnginePlans):
@@ -215,7 +214,7 @@ class Engine(EnginePlans):
         sql: str,
         prepared: Prepared,
         analyst: str,
-        opts: _Options,
+        opts: Options,
         cancel: CancelToken | None,
         progress: Progress,
     ) -> tuple[Released, QueryPlan]:

@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # imported by union.py for a UNION only
 log = logging.getLogger("dpproxy")
 
 Composed = ComposedPlan | None
-_Options = Options
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -240,9 +239,9 @@ class EnginePlans:
         plan_of = lambda text: self.public_plan(text) or self._plan(text, *opts)[0]  # noqa: E731
         return plan_union(sql, plan_of, lambda text: self._composed(text, *opts) is not None)
 
-    def _prepared(self, sql: str, opts: _Options, analyst: str | None) -> Prepared:
+    def _prepared(self, sql: str, opts: Options, analyst: str | None) -> Prepared:
         e, d, m, method = opts
         return self.prepare(sql, epsilon=e, delta=d, mechanism=m, method=method, analyst=analyst)
 
-    def _dp_plan(self, sql: str, opts: _Options) -> QueryPlan:
+    def _dp_plan(self, sql: str, opts: Options) -> QueryPlan:
         return self._plan(sql, *opts)[0]

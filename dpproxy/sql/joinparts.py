@@ -59,7 +59,7 @@ class JoinSource:
     derivation: str  # how ``derived`` was computed, or why it is unknown
     hidden: tuple[str, ...] = ()  # tables joined only to reach the unit
     # A join of two units' rows on other columns: both sides, truncated per join key in the
-    # rewrite (``rewrite/pipeline.py``), instead of one relation bounded per unit.
+    # rewrite (``rewrite/bound.two_sided``), instead of one relation bounded per unit.
     sides: tuple[Side, Side] | None = None
     # (virtual name, schema table, column) of every visible column: what ``sql/semijoins.py``
     # needs to tie a subquery to the unit of the outer row.

@@ -370,7 +370,7 @@ def test_every_term_is_the_models_on_both_engines(
     g = grid(p, TABLE)
     select = exp.select(exp.column("i"), exp.alias_(summand(p, "v", TABLE), "q")).from_("vals")
     # A measure's value lies in its interval up to rounding, and a SUM's bounds are at most
-    # 1e250 (rewrite/pipeline.py): a finite square never overflows. Raw 1e300 would.
+    # 1e250 (rewrite/aggregate.py, SUM_LIMIT): a finite square never overflows. Raw 1e300 would.
     kept = [
         (i, v) for i, v in enumerate(AWKWARD)
         if not p.squared or v is None or not math.isfinite(v) or abs(v) < 1e150
