@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -467,3 +468,33 @@ def test_the_fifth_amd_run_and_the_first_parse_are_quoted() -> None:
     plan = fifth["results"]["current"]["plan"]
     assert f"{ea} takes {plan[ea]['total']:.2f} ms in the stages and" in doc
     assert f"{plan[ea]['engine']:.2f} ms through `Engine.prepare` in the fifth run" in doc
+
+
+def test_the_seventh_amd_run_is_quoted() -> None:
+    """docs/performance.md's cold-planning rows are ``ISSUE21_PLAN_AMD7.json`` (merged into
+    ISSUE21.json); the paragraph under the table quotes it, the run straight before it
+    (``ISSUE21_PLAN_AMD7_FIRST.json``) and the sixth run (``ISSUE21_PLAN_AMD6.json``) on a slower
+    host, and says "met" only as far as both runs here are within 1 ms in every class."""
+    doc = " ".join(_doc().split())
+    bench = REPO / "benchmarks"
+
+    def plan(name: str, side: str = "current") -> dict[str, Any]:
+        data = json.loads((bench / f"{name}.json").read_text("utf-8"))
+        assert data["meta"]["base_commit"].startswith("e1e8581")
+        found: dict[str, Any] = data["results"][side]["plan"]
+        return found
+
+    ea = "expression_aggregates"
+    seventh, first, sixth = plan("ISSUE21_PLAN_AMD7"), plan("ISSUE21_PLAN_AMD7_FIRST"), plan(
+        "ISSUE21_PLAN_AMD6"
+    )
+    merged = json.loads((bench / "ISSUE21.json").read_text("utf-8"))
+    assert merged["results"]["current"]["plan"] == seventh
+    for run in (seventh, first):  # "all ten classes within 1 ms"
+        assert len(run) == 10 and all(v["total"] <= 1 and v["engine"] <= 1 for v in run.values())
+    assert f"{first[ea]['total']:.3f} ms in the stages and {first[ea]['engine']:.3f} ms" in doc
+    assert f"against {seventh[ea]['total']:.3f} and {seventh[ea]['engine']:.3f} in the table" in doc
+    base7, base6 = plan("ISSUE21_PLAN_AMD7", "base"), plan("ISSUE21_PLAN_AMD6", "base")
+    assert f"took {base7[ea]['total']:.2f} ms for {ea} here, {base6[ea]['total']:.2f} ms" in doc
+    assert f"{ea} took {sixth[ea]['total']:.2f} ms in the stages and" in doc
+    assert f"{sixth[ea]['engine']:.2f} ms through `Engine.prepare` (2026-11-29" in doc
