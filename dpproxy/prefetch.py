@@ -59,20 +59,19 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms import noise as _noise
+from dpproxy.mechanisms.noise import discrete_laplace
 
 if TYPE_CHECKING:  # concurrent.futures is imported with the worker (not by a one-shot command)
     from concurrent.futures import Future, ThreadPoolExecutor
 
 log = logging.getLogger("dpproxy")
 
-#: Below this magnitude OpenDP's i64 draw is the discrete Laplace value itself.
-T = 2**62
 #: The largest integer scale drawn ahead (P(|D| ≥ T) ≤ e^{-64} a value).
 MAX_SCALE = 2.0**56
 _I64 = 2**63
@@ -105,39 +104,6 @@ def integer_scale(law: Law) -> float | None:
     except OverflowError:  # far beyond 2^56
         return None
     return s if 0 < s <= MAX_SCALE else None
-
-
-def discrete_laplace(scale: float, n: int, threshold: int = T) -> list[int]:
-    """``n`` independent draws of the discrete Laplace law P(D = d) ∝ e^{-|d|/scale}, exactly,
-    as Python integers: OpenDP's i64 sampler, each value of magnitude ≥ ``threshold``
-    completed through the memoryless tail (the module's privacy argument). ``threshold`` is a
-    parameter for the tests only (≤ 2^62: below it, OpenDP's saturated output is exact)."""
-    if not 0 < threshold <= T:
-        raise ValueError("the threshold must lie in (0, 2^62]")
-    m = _noise._measurement("laplace", scale, True)
-    drawn: list[int] = _noise._call(m, [0] * n, True)
-    if all(-threshold < v < threshold for v in drawn):
-        return drawn
-    more = _stream(m)
-    return [v if -threshold < v < threshold else _tail(v, more, threshold) for v in drawn]
-
-
-def _stream(m: Any) -> Iterator[int]:
-    """Further independent draws of the same law, eight per OpenDP call."""
-    while True:
-        yield from _noise._call(m, [0] * 8, True)
-
-
-def _tail(v: int, more: Iterator[int], threshold: int) -> int:
-    """D given that the drawn value ``v`` says |D| ≥ threshold, with D's sign: ±(threshold + G)."""
-    g = 0
-    while True:
-        step = next(x for x in more if x >= 0)  # geometric: the first non-negative draw
-        if step < threshold:
-            g += step
-            break
-        g += threshold  # that draw is ≥ the threshold: memoryless again
-    return (1 if v > 0 else -1) * (threshold + g)
 
 
 def draw(demand: dict[Law, int]) -> dict[Law, list[int]]:

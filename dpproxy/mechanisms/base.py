@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpproxy.errors import InternalError, PrivacyParameterError
+from dpproxy.mechanisms.staircase import Staircase
 from dpproxy.values import Sensitivity, ln_down, ln_up, sqrt_down, sqrt_up
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Laplace",
     "Mechanism",
     "Sensitivity",
+    "Staircase",
     "approx_to_zcdp",
     "laplace_sum_half_width",
     "zcdp_to_approx",
@@ -126,7 +128,9 @@ class Gaussian:
         return float(self.sigma)
 
 
-Mechanism = Laplace | Gaussian
+#: A law a release is drawn from. Plans calibrate Laplace or Gaussian noise; a Laplace SUM may
+#: be drawn as the staircase with the same ε (``release/noise.py``, ``mechanisms/staircase.py``).
+Mechanism = Laplace | Gaussian | Staircase
 
 
 def laplace_sum_half_width(scale: Fraction, alpha: float) -> float:

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from dpproxy.errors import InternalError
+from dpproxy.mechanisms.staircase import Staircase, draw_units
 from dpproxy.values import float_up
 
 
@@ -226,6 +227,43 @@ def _measurement(kind: str, scale: float, integer: bool) -> Any:
     return make(domain, metric, scale=scale)
 
 
+#: Below this magnitude OpenDP's i64 draw is the discrete Laplace value itself.
+T = 2**62
+
+
+def discrete_laplace(scale: float, n: int, threshold: int = T) -> list[int]:
+    """``n`` independent draws of the discrete Laplace law P(D = d) ∝ e^{-|d|/scale}, exactly,
+    as Python integers: OpenDP's i64 sampler, each value of magnitude ≥ ``threshold``
+    completed through the memoryless tail (the module's privacy argument). ``threshold`` is a
+    parameter for the tests only (≤ 2^62: below it, OpenDP's saturated output is exact)."""
+    if not 0 < threshold <= T:
+        raise ValueError("the threshold must lie in (0, 2^62]")
+    m = _measurement("laplace", scale, True)
+    drawn: list[int] = _call(m, [0] * n, True)
+    if all(-threshold < v < threshold for v in drawn):
+        return drawn
+    more = _stream(m)
+    return [v if -threshold < v < threshold else _tail(v, more, threshold) for v in drawn]
+
+
+def _stream(m: Any) -> Iterator[int]:
+    """Further independent draws of the same law, eight per OpenDP call."""
+    while True:
+        yield from _call(m, [0] * 8, True)
+
+
+def _tail(v: int, more: Iterator[int], threshold: int) -> int:
+    """D given that the drawn value ``v`` says |D| ≥ threshold, with D's sign: ±(threshold + G)."""
+    g = 0
+    while True:
+        step = next(x for x in more if x >= 0)  # geometric: the first non-negative draw
+        if step < threshold:
+            g += step
+            break
+        g += threshold  # that draw is ≥ the threshold: memoryless again
+    return (1 if v > 0 else -1) * (threshold + g)
+
+
 @lru_cache(maxsize=256)
 def _lattice_measurement(scale: float, k: int, size: int) -> Any:
     dp = _opendp()
@@ -367,6 +405,26 @@ class OpenDPNoise:
         with _one_shot_imports():
             m = _lattice_measurement(_scale_up(scale), k, len(values))
             return _call(m, list(map(float, values)), False)
+
+    def staircase(self, values: Sequence[float], law: Staircase) -> list[float]:
+        """Add independent staircase noise (``mechanisms/staircase.py``, which has the privacy
+        argument) on the lattice 2^k·ℤ to values that are all multiples of 2^k: x + 2^k·D
+        computed exactly in integers, then rounded to a double (post-processing)."""
+        if not values:
+            return []
+        k = law.k
+        scaled = scaled_to_lattice(values, k)
+        if scaled is None:  # the law must not depend on the data: never a fallback
+            raise InternalError("a value off the noise lattice")
+        with _one_shot_imports():
+            drawn = draw_units(law, len(values), discrete_laplace)
+        out = []
+        for u, d in zip(map(int, scaled), drawn, strict=True):
+            try:
+                out.append((u + d) / (1 << -k) if k <= 0 else float((u + d) << k))
+            except OverflowError:
+                out.append(math.inf if u + d > 0 else -math.inf)
+        return out
 
     @staticmethod
     def _apply(kind: str, values: Sequence[float], scale: Fraction, integer: bool) -> list[float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -12,7 +13,7 @@ from sqlglot import exp
 from dpproxy.analysis.sensitivity import PrimitiveKind, Stability
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
-from dpproxy.mechanisms.base import Gaussian, Laplace, Mechanism, Sensitivity
+from dpproxy.mechanisms.base import Gaussian, Laplace, Mechanism, Sensitivity, Staircase
 from dpproxy.sql.validate import AggKind, ValidQuery
 from dpproxy.values import Cost, Interval
 
@@ -228,6 +229,9 @@ def describe_mechanism(m: Mechanism) -> str:
         return f"Laplace(b={float(m.scale):.6g})"
     if isinstance(m, Gaussian):
         return f"Gaussian(σ={float(m.sigma):.6g})"
+    if isinstance(m, Staircase):
+        step = math.ldexp(float(m.shift), m.k)
+        return f"Staircase(ε={float(m.epsilon):.6g}, step={step:.6g}, γ={m.inner / m.shift:.4f})"
     raise InternalError("unknown mechanism")
 
 

@@ -13,16 +13,17 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpproxy.errors import InternalError
-from dpproxy.mechanisms.base import Gaussian, Laplace
+from dpproxy.mechanisms.base import Gaussian, Laplace, Mechanism, Staircase
 from dpproxy.mechanisms.noise import (
     NoiseSource,
     laplace_on_lattice,
     lattice_exponent,
     lattice_half_width,
 )
+from dpproxy.mechanisms.staircase import staircase_for
 from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
-from dpproxy.release.guard import SumGuard, drawn_release, guarded
+from dpproxy.release.guard import SumGuard, changed_coordinates, drawn_release, guarded
 from dpproxy.release.memo import per_plan
 from dpproxy.rewrite.fixed import sum_grids, unscale
 
@@ -49,12 +50,44 @@ _sum_grids = per_plan(sum_grids)  # a product of the plan alone (release/memo.py
 
 def _drawn(plan: QueryPlan) -> dict[str, tuple[SumGuard | None, Release]]:
     """Every release's guard (``release/guard.py``) and the release with the mechanism its
-    noise is actually drawn from (the plan's, inflated for a SUM's guard), by primitive."""
+    noise is actually drawn from (the plan's, inflated for a SUM's guard, or the staircase
+    that replaces it: :func:`_staircase`), by primitive."""
     out: dict[str, tuple[SumGuard | None, Release]] = {}
+    grids = _sum_grids(plan)
     for r in plan.releases:
         g, m = drawn_release(plan, r)
+        m = _staircase(plan, r, g, m, grids) or m
         out[r.primitive.name] = (g, r if m is r.mechanism else replace(r, mechanism=m))
     return out
+
+
+def _staircase(
+    plan: QueryPlan, r: Release, g: SumGuard | None, m: Mechanism, grids: dict[str, int]
+) -> Staircase | None:
+    """The staircase a guarded Laplace SUM release is drawn from instead (None: the Laplace
+    ``m``), where it lowers the median |noise| (``mechanisms/staircase.py``).
+
+    Privacy argument. Only where one neighbour changes at most one coordinate of the release
+    (K = 1: ungrouped, or a unit in one group under add/remove; :func:`changed_coordinates`),
+    the staircase's condition. That coordinate's guarded value f(x) moves by at most Δ₁ + h
+    (``release/guard.py``: |x − x'| ≤ Δ₁, the rounding adds ≤ h), the ``move`` the staircase
+    is built for, and lies on the lattice 2^k of the Laplace it replaces (k ≤ −bits). Its ε is
+    1/s ≤ Δ₁/b, the plan's Laplace's (b the plan's scale, not the guard's wider one: the
+    staircase takes the guard's h into its step instead), and never above the release's
+    charged cost. A function of the plan alone."""
+    bits = grids.get(r.primitive.name)
+    plain = r.mechanism
+    if g is None or bits is None or not isinstance(m, Laplace) or not isinstance(plain, Laplace):
+        return None
+    if changed_coordinates(plan) != 1:
+        return None
+    epsilon = plain.epsilon(r.sensitivity)
+    if not epsilon or epsilon > r.cost.epsilon:
+        return None
+    k = lattice_exponent(m.scale, bits)
+    h = Fraction(2) ** g.step
+    span = Fraction(2) ** (g.step + g.span)
+    return staircase_for(epsilon, r.sensitivity.l1 + h, k, m.scale, span)
 
 
 _drawn_releases = per_plan(_drawn)
@@ -110,6 +143,8 @@ def _add_noise(
     r: Release, exact: list[float], noise: NoiseSource, k: int | None = None
 ) -> list[float]:
     m = r.mechanism
+    if isinstance(m, Staircase):
+        return _staircase_noise(noise, exact, m)
     if isinstance(m, Laplace):
         if k is not None:
             return laplace_on_lattice(noise, exact, m.scale, k)
@@ -117,6 +152,17 @@ def _add_noise(
     if isinstance(m, Gaussian):
         return noise.gaussian(exact, m.sigma, integer=r.integer)
     raise InternalError("unknown mechanism")
+
+
+def _staircase_noise(noise: NoiseSource, values: list[float], law: Staircase) -> list[float]:
+    """``noise.staircase`` where the source has it (the production sources), else its
+    continuous ``laplace`` at the scale the staircase replaces (the tests' sources, which add
+    no noise or a fixed shift)."""
+    draw = getattr(noise, "staircase", None)
+    if draw is None:
+        return noise.laplace(values, law.laplace_scale, integer=False)
+    drawn: list[float] = draw(values, law)
+    return drawn
 
 
 def _noise_releases(
@@ -152,9 +198,9 @@ def _batches(releases: tuple[Release, ...], grids: dict[str, int] | None) -> lis
     batches: dict[tuple[Any, ...], list[Release]] = {}
     for r in releases:
         m = r.mechanism
-        if not isinstance(m, Laplace | Gaussian):
+        if not isinstance(m, Laplace | Gaussian | Staircase):
             raise InternalError("unknown mechanism")
-        law = m.scale if isinstance(m, Laplace) else m.sigma
+        law = m.scale if isinstance(m, Laplace) else m.sigma if isinstance(m, Gaussian) else m
         batches.setdefault((type(m), law, r.integer), []).append(r)
     out = []
     for batch in batches.values():

@@ -18,6 +18,7 @@ the rounding and the clamp bite:
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -145,3 +146,49 @@ def test_the_guarded_joint_parts_move_within_the_inflated_sensitivity(rel: Neigh
             assert moved <= bound, (ds, other, moved, bound)
             grew |= moved > exact
     assert grew  # teeth: the guard does move some parts
+
+
+@pytest.mark.parametrize("rel", [Neighbouring.ADD_REMOVE, Neighbouring.SUBSTITUTE])
+def test_the_staircase_step_covers_every_guarded_move(rel: Neighbouring) -> None:
+    """An ungrouped SUM (one coordinate, K = 1) is drawn from the staircase
+    (``release/noise.py``, ``_staircase``) built for a move of Δ₁ + h: with the guard made
+    small as above, every neighbour's guarded total moves by at most the staircase's step
+    (``shift`` lattice units), and some move beyond Δ₁ (the step needs the h). The grouped
+    plan of this schema (a unit in up to two groups) is not: the staircase's argument needs
+    one changed coordinate."""
+    from dpproxy.mechanisms.noise import lattice_exponent
+    from dpproxy.mechanisms.staircase import Staircase
+    from dpproxy.release.noise import drawn
+
+    grouped = plan_of("SELECT g, SUM(x) FROM t GROUP BY g", rel)
+    (gr,) = [r for r in grouped.releases if r.primitive.name in sum_grids(grouped)]
+    assert not isinstance(drawn(grouped, gr).mechanism, Staircase)
+    plan = plan_of("SELECT SUM(x) FROM t", rel)
+    (r,) = [r for r in plan.releases if r.primitive.name in sum_grids(plan)]
+    production = drawn(plan, r).mechanism
+    assert isinstance(production, Staircase) and isinstance(r.mechanism, Laplace)
+    assert production.epsilon <= r.cost.epsilon
+    bits = sum_grids(plan)[r.primitive.name]
+    sens = r.sensitivity.l1
+    g = guard_for(sens, Fraction(1), step_bits=0, span_bits=1)
+    h = Fraction(2) ** g.step
+    k = lattice_exponent(r.mechanism.scale, bits)
+    # staircase_for's step for this guard (it would not choose it: h this large leaves no gain)
+    step = math.floor((sens + h) / Fraction(2) ** k)
+    assert production.shift == math.floor(
+        (sens + Fraction(2) ** guard_for(sens, Fraction(1)).step) / Fraction(2) ** production.k
+    )
+    law = Staircase(step, 1, Fraction(1), k, r.mechanism.scale)
+    worst = 0
+    for ds in datasets(2):
+        if any(x is not None and gg != "F" for u in ds for gg, x in UNITS[u]):
+            continue
+        fa = Fraction(guarded(totals(ds, r, bits)["F"], bits, g))
+        for nb in neighbours(ds, rel):
+            b = totals(nb, r, bits)
+            if any(b[gg] for gg in GROUPS if gg != "F"):
+                continue
+            moved = abs(fa - Fraction(guarded(b["F"], bits, g))) / Fraction(2) ** k
+            assert moved.denominator == 1 and moved <= law.shift, (ds, nb, moved, law.shift)
+            worst = max(worst, moved.numerator)
+    assert worst > sens / Fraction(2) ** k  # teeth: the step needs the guard's h

@@ -244,15 +244,18 @@ def test_every_query_remeasured_and_the_sums_above_are_ties(committed: dict[str,
         assert f"{acc._ratio(col['model_ratio'], col['model_ratio_ci'])}" in text
 
 
-def test_the_sums_noise_is_tumults_within_the_guard(pums: Path, tmp_path: Path) -> None:
-    """Q03 and Q16 on the comparison's own database and schema: dpproxy adds Laplace noise of
-    scale 500,000 (the income bound over ε = 1) widened by the SUM guard to 500,064, 0.013%
-    (docs/performance.md); Tumult's model draws its geometric noise at α = 500,000."""
+def test_the_sums_are_drawn_from_the_staircase(pums: Path, tmp_path: Path) -> None:
+    """Q03 and Q16 on the comparison's own database and schema: planned as Laplace noise of
+    scale 500,000 (the income bound over ε = 1), as Tumult's geometric noise of α = 500,000;
+    drawn from the staircase at the same ε = 1 with a step of 500,064 (the bound widened by
+    the SUM guard's h = 64) and γ = 1/(e − 1), whose median |noise| is 0.84× the Laplace's
+    (docs/performance.md)."""
     import tumult_model
     import workload
 
     from dpproxy.engine import open_engine
     from dpproxy.mechanisms.base import Laplace
+    from dpproxy.mechanisms.staircase import Staircase
     from dpproxy.release.noise import drawn
 
     adapter = acc._adapter()
@@ -266,7 +269,11 @@ def test_the_sums_noise_is_tumults_within_the_guard(pums: Path, tmp_path: Path) 
             plan = engine.prepare(sql, epsilon=Fraction(1), delta=Fraction(1, 10**5)).plan
             (release,) = plan.releases
             assert release.mechanism == Laplace(Fraction(500_000))
-            assert drawn(plan, release).mechanism == Laplace(Fraction(500_064))
+            law = drawn(plan, release).mechanism
+            assert isinstance(law, Staircase) and law.epsilon == 1
+            assert math.ldexp(law.shift, law.k) == 500_064
+            assert law.inner / law.shift == pytest.approx(1 / (math.e - 1), rel=1e-9)
+            assert law.median / (math.log(2) * 500_000) == pytest.approx(0.8396, abs=1e-3)
     finally:
         engine.close()
     assert max(map(abs, tumult_model.bounds("income"))) / workload.EPSILON == 500_000

@@ -1,0 +1,204 @@
+r"""The staircase mechanism on a lattice: ε-DP noise with a smaller median than the Laplace's.
+
+**Law.** On the lattice 2^k·ℤ, the noise is 2^k·D with D an integer of law P(D = d) ∝ w(|d|),
+where, for n = g·M + j with g ≥ 0 and 0 ≤ j < M,
+
+    w(n) = β^g if j < r,   w(n) = β^(g+1) if j ≥ r,      β = e^{−1/s}.
+
+M ≥ 1 (:attr:`Staircase.shift`) is the most one neighbour can move the value, in lattice
+units; 1 ≤ r ≤ M (:attr:`Staircase.inner`) is the inner part of each step; s
+(:attr:`Staircase.scale`) sets the decay per step. This is the discrete staircase of Geng and
+Viswanath ("The optimal noise-adding mechanism in differential privacy", IEEE Trans. Inf.
+Theory 2016; Geng, Kairouz, Oh, Viswanath 2015 for the integer case): a Laplace whose density
+is flattened into steps of width M, each step a high inner part and a low outer part.
+
+**Privacy argument.** w is non-increasing in n and w(n + M) = β·w(n) for every n ≥ 0 (a
+step further multiplies by β; the inner/outer pattern repeats). Take values x, x' on the
+lattice with |x − x'| ≤ M·2^k, so the shift t = (x' − x)·2^-k is an integer with |t| ≤ M, and
+any output y on the lattice (other outputs have probability 0 under both; the normaliser is
+the same, as the law is a translation of one fixed law). With d = (y − x)·2^-k and
+d' = d − t: ||d'| − |d|| ≤ |t| ≤ M. If |d'| ≤ |d| then w(|d'|) ≥ w(|d|); else
+w(|d'|) ≥ w(|d| + M) = β·w(|d|) by monotonicity. Either way P(y | x) / P(y | x') =
+w(|d|)/w(|d'|) ≤ 1/β = e^{1/s}: the release is (1/s)-DP for neighbours within M units. For a
+vector, each coordinate gets independent noise; the argument holds when one neighbour changes
+at most one coordinate (then the other coordinates' factors are 1) — the only case
+``release/noise.py`` uses it for. Rounding the result to a double is post-processing.
+
+**Why.** For the same ε and the same bound on a neighbour's move Δ = M·2^k, the Laplace's
+median |noise| is ln 2·Δ/ε (0.693Δ at ε = 1); the staircase with r/M = γ = 1/(e^ε − 1) has
+P(|D| < r) ≈ 1/2, so a median of about γΔ (0.582Δ at ε = 1: 0.84×). Its tail at whole steps is
+the Laplace's: P(|D| ≥ g·M) ≈ β^g = e^{−gε}. It helps only where γ < ln 2/ε, i.e. ε above
+about 0.7; ``release/noise.py`` draws it only where it predicts a smaller median.
+
+**Sampling, exactly** (:func:`draw_units`). The level g is geometric, P(g) = (1 − β)·β^g: the
+first non-negative value of OpenDP's discrete Laplace of scale s (P(Z = z) ∝ β^|z|, so
+P(Z = g | Z ≥ 0) = (1 − β)β^g). Within the level, j is uniform on [0, M) from the operating
+system's CSPRNG (:func:`secrets.randbelow`), kept when j < r and otherwise kept with
+probability β (a geometric ≥ 1: P(G ≥ 1) = β), else redrawn: accepted j has P(j) ∝ 1 (j < r)
+or β (j ≥ r). n = gM + j then has P(n) ∝ w(n), and a fair sign makes it symmetric, with
+D = −0 rejected (the whole draw starts again) so that d = 0 keeps weight w(0), not 2w(0).
+Every step is an exact draw; the number of draws used depends on the draws alone, never on
+the data.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpproxy.errors import InternalError
+from dpproxy.values import float_up
+
+__all__ = ["Staircase", "draw_units", "staircase_for"]
+
+#: The staircase is drawn only where its median is below this share of the Laplace's.
+GAIN = 0.98
+
+
+@dataclass(frozen=True, slots=True)
+class Staircase:
+    """Additive staircase noise on the lattice 2^``k``·ℤ (the module's law): steps of
+    ``shift`` units, inner parts of ``inner`` units, decay e^{−1/``scale``} per step.
+    ``laplace_scale`` is the Laplace scale it replaces, drawn by a noise source without a
+    staircase sampler (the deterministic sources of the tests)."""
+
+    shift: int
+    inner: int
+    scale: Fraction
+    k: int
+    laplace_scale: Fraction
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.inner <= self.shift and self.scale > 0):
+            raise InternalError("a staircase needs 1 ≤ inner ≤ shift and a positive scale")
+
+    @property
+    def epsilon(self) -> Fraction:
+        """1/s: the ε of a neighbour that moves one coordinate by at most ``shift`` units."""
+        return 1 / self.scale
+
+    def _parts(self) -> tuple[float, float, float, float]:
+        """β, ln β, L = r + (M − r)β (one step's weight over β^g) and W, the total weight
+        Σ_d w(|d|) = 2L/(1 − β) − 1, in floats."""
+        ln_b = -1 / float(self.scale)
+        b = math.exp(ln_b)
+        m, r = float(self.shift), float(self.inner)
+        step = r + (m - r) * b
+        return b, ln_b, step, 2 * step / -math.expm1(ln_b) - 1
+
+    def tail(self, n: int) -> float:
+        """P(|D| ≥ n) for an integer n ≥ 1 (in lattice units), in floats:
+        2·β^g·(the rest of step g from j + the steps after it)/W."""
+        if n <= 0:
+            return 1.0
+        b, ln_b, step, total = self._parts()
+        g, j = divmod(n, self.shift)
+        m, r = self.shift, self.inner
+        rest = (r - j) + (m - r) * b if j < r else (m - j) * b
+        after = b * step / -math.expm1(ln_b)
+        return math.exp(math.log(2.0) + g * ln_b + math.log(rest + after) - math.log(total))
+
+    def half_width(self, alpha: float, *, integer: bool = False) -> float:
+        """The smallest w with P(|noise| > w) ≤ α: the smallest integer t with
+        P(|D| ≥ t + 1) ≤ α, found by bisection over :meth:`tail`, times 2^k, widened by one
+        lattice step and a relative 10⁻⁹ (far above the floats' rounding in :meth:`tail`), so
+        never narrower than the law's."""
+        if not 0 < alpha < 1:
+            raise InternalError("the level must lie in (0, 1)")
+        lo, hi = 0, self.shift
+        while self.tail(hi + 1) > alpha:  # P(|D| ≥ gM) ≤ 2β^g: a few doublings
+            lo, hi = hi, 2 * hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.tail(mid + 1) <= alpha:
+                hi = mid
+            else:
+                lo = mid + 1
+        return math.nextafter(math.ldexp(float(lo + 1), self.k) * (1 + 1e-9), math.inf)
+
+    @property
+    def std(self) -> float:
+        """√E[noise²] of the continuous staircase with the same steps (γ = r/M, Δ = M·2^k),
+        which the lattice law approaches as M grows (M ≥ 2^40 where it is drawn)."""
+        b, _, _, _ = self._parts()
+        gamma = self.inner / self.shift
+        delta = math.ldexp(float(self.shift), self.k)
+        weight = gamma + (1 - gamma) * b
+        mean_u = (gamma * gamma / 2 + (1 - gamma) * b * (1 + gamma) / 2) / weight
+        square_u = (gamma**3 / 3 + (1 - gamma) * b * (1 + gamma + gamma * gamma) / 3) / weight
+        mean_g = b / (1 - b)
+        square_g = b * (1 + b) / (1 - b) ** 2
+        return delta * math.sqrt(square_g + 2 * mean_g * mean_u + square_u)
+
+    @property
+    def median(self) -> float:
+        """About the median |noise|: r·2^k (P(|D| < r) is within 1/M of 1/2 at the chosen r)."""
+        return math.ldexp(float(self.inner), self.k)
+
+
+def staircase_for(
+    epsilon: Fraction, move: Fraction, k: int, laplace_scale: Fraction, span: Fraction
+) -> Staircase | None:
+    """The staircase that replaces a Laplace(``laplace_scale``) release on the lattice 2^k,
+    whose neighbours move one coordinate by at most ``move``, whose values lie within
+    ±``span`` and whose plan charges ``epsilon`` for it; None where it would not lower the
+    median |noise| by 2% (:data:`GAIN`), or where a value's lattice units could reach 2^1000
+    (then the exact conversion to units could overflow a double: never for a plan's SUM).
+
+    The decay: s is the smallest double ≥ 1/ε, so 1/s ≤ ε (never more privacy loss than
+    charged). M = ⌊move·2^-k⌋ (a neighbour's move is a whole number of lattice units).
+    r = ⌈M/(e^{1/s} − 1)⌉ (the median-optimal step; any r in [1, M] is private, so floats
+    suffice). A function of the plan alone."""
+    if epsilon <= 0 or move <= 0 or span / Fraction(2) ** k >= Fraction(2) ** 1000:
+        return None
+    s = Fraction(float_up(1 / epsilon))
+    shift = math.floor(move / Fraction(2) ** k)
+    if shift < 1:
+        return None
+    gamma = 1 / math.expm1(1 / float(s))
+    inner = max(1, min(shift, math.ceil(Fraction(gamma) * shift)))
+    law = Staircase(shift, inner, s, k, laplace_scale)
+    if inner >= shift or law.median >= GAIN * math.log(2) * float(laplace_scale):
+        return None
+    return law
+
+
+def draw_units(
+    law: Staircase,
+    n: int,
+    integers: Callable[[float, int], list[int]],
+    below: Callable[[int], int] = secrets.randbelow,
+) -> list[int]:
+    """``n`` independent draws of D (the module's exact sampler). ``integers(s, m)`` returns m
+    independent draws of the discrete Laplace P(Z = z) ∝ e^{−|z|/s} (OpenDP's); ``below(m)``
+    a uniform integer in [0, m) from a CSPRNG. The pool of Laplace draws is used once each
+    and dropped with the call; it is filled about as far as the draws still to make need
+    (about 2.2 a value at ε = 1: OpenDP's exact sampler costs 7-10 µs a value)."""
+    s, m, r = float(law.scale), law.shift, law.inner
+    pool: list[int] = []
+
+    def geometric() -> int:
+        nonlocal pool
+        while True:
+            if not pool:
+                pool = integers(s, 2 * (n - len(out)) + 3)
+            z = pool.pop()
+            if z >= 0:
+                return z
+
+    out: list[int] = []
+    while len(out) < n:
+        g = geometric()
+        while True:
+            j = below(m)
+            if j < r or geometric() >= 1:
+                break
+        d = g * m + j
+        negative = below(2)
+        if d == 0 and negative:
+            continue
+        out.append(-d if negative else d)
+    return out

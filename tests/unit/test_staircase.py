@@ -1,0 +1,166 @@
+"""The staircase law (``mechanisms/staircase.py``): its privacy condition checked exactly over
+every shift, its exact sampler against its probabilities (OpenDP's draws, not a stand-in), its
+error bound against the brute-force tail, and when ``release/noise.py`` draws it."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from dpproxy.mechanisms.base import Laplace
+from dpproxy.mechanisms.noise import OpenDPNoise, discrete_laplace, lattice_exponent
+from dpproxy.mechanisms.staircase import Staircase, draw_units, staircase_for
+from dpproxy.release.noise import _noise_releases
+
+SIGMAS = 6.0  # a chance failure ≈ 2·10⁻⁹ per check (OpenDP's draws cannot be seeded)
+
+
+def level(n: int, m: int, r: int) -> int:
+    """w(n) = β^level(n): the exponent of the law's weight, exactly."""
+    g, j = divmod(n, m)
+    return g + (1 if j >= r else 0)
+
+
+@pytest.mark.parametrize("m", range(1, 8))
+def test_every_shift_up_to_the_step_costs_at_most_one_level(m: int) -> None:
+    """P(d | x)/P(d | x') = β^(level(|d|) − level(|d − t|)) ≤ β^-1 = e^ε for every integer
+    shift |t| ≤ M and every output d, for every r: the privacy condition, exactly in integers.
+    Teeth: a shift of M + 1 costs two levels somewhere, for every r."""
+    for r in range(1, m + 1):
+        worst = max(
+            level(abs(d - t), m, r) - level(abs(d), m, r)
+            for t in range(-m, m + 1)
+            for d in range(-6 * m, 6 * m + 1)
+        )
+        assert worst == 1
+        beyond = max(level(abs(d - m - 1), m, r) - level(abs(d), m, r) for d in range(-6 * m, 1))
+        assert beyond == 2
+
+
+def pmf(law: Staircase, d: int) -> float:
+    b = math.exp(-1 / float(law.scale))
+    _, _, _, total = law._parts()
+    return b ** level(abs(d), law.shift, law.inner) / total
+
+
+@pytest.mark.parametrize(("m", "r"), [(1, 1), (3, 1), (3, 2), (5, 3)])
+def test_the_law_sums_to_one_and_its_tail_is_the_sum_of_its_probabilities(m: int, r: int) -> None:
+    law = Staircase(m, r, Fraction(1), 0, Fraction(1))
+    total = sum(pmf(law, d) for d in range(-60 * m, 60 * m + 1))
+    assert total == pytest.approx(1, abs=1e-12)
+    for n in range(1, 8 * m):
+        brute = sum(pmf(law, d) for d in range(-60 * m, 60 * m + 1) if abs(d) >= n)
+        assert law.tail(n) == pytest.approx(brute, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize(("m", "r", "s"), [(3, 2, Fraction(1)), (4, 1, Fraction(1, 2))])
+@pytest.mark.parametrize("alpha", [0.05, 0.2, 0.5])
+def test_the_error_bound_is_the_smallest_that_holds(
+    m: int, r: int, s: Fraction, alpha: float
+) -> None:
+    """P(|D| > w) ≤ α at the returned w, and not at two lattice steps fewer (the bound adds
+    one step of slack: never narrower than the law's)."""
+    law = Staircase(m, r, s, 0, Fraction(1))
+    w = law.half_width(alpha)
+    t = math.floor(w)
+    assert sum(pmf(law, d) for d in range(-80 * m, 80 * m + 1) if abs(d) > t) <= alpha
+    assert sum(pmf(law, d) for d in range(-80 * m, 80 * m + 1) if abs(d) > t - 2) > alpha
+
+
+def test_the_sampler_draws_the_law() -> None:
+    """20,000 of OpenDP-backed draws (M = 3, r = 2, ε = 1): each |d| ≤ 8's frequency within
+    six standard errors of its probability, and the signs balanced."""
+    law = Staircase(3, 2, Fraction(1), 0, Fraction(1))
+    n = 20_000
+    drawn = draw_units(law, n, discrete_laplace)
+    assert len(drawn) == n
+    for d in range(-8, 9):
+        p = pmf(law, d)
+        seen = sum(1 for x in drawn if x == d) / n
+        assert abs(seen - p) <= SIGMAS * math.sqrt(p * (1 - p) / n), (d, seen, p)
+    positive = sum(1 for x in drawn if x > 0) / n
+    p = sum(pmf(law, d) for d in range(1, 400))
+    assert abs(positive - p) <= SIGMAS * math.sqrt(p * (1 - p) / n)
+
+
+def test_the_production_source_adds_it_on_the_lattice_exactly() -> None:
+    """x + 2^k·D: every noisy value minus x is a multiple of 2^k; the median |noise| is the
+    law's (about r·2^k), below the Laplace's ln 2·b; 95% of |noise| within the bound."""
+    b = Fraction(10)
+    k = lattice_exponent(b, 48)
+    law = staircase_for(Fraction(1), b, k, b, Fraction(2**60))
+    assert law is not None and law.k == k
+    x = 1.25
+    noise = []
+    for _ in range(100):
+        noise += [v - x for v in OpenDPNoise().staircase([x] * 100, law)]
+    assert all(math.ldexp(v, -k).is_integer() for v in noise)
+    n = len(noise)
+    below = sum(1 for v in noise if abs(v) <= law.median) / n
+    assert abs(below - 0.5) <= SIGMAS * math.sqrt(0.25 / n)
+    assert law.median < 0.85 * math.log(2) * float(b)
+    outside = sum(1 for v in noise if abs(v) > law.half_width(0.05)) / n
+    assert outside <= 0.05 + SIGMAS * math.sqrt(0.05 * 0.95 / n)
+    assert abs(sum(v * v for v in noise) / n - law.std**2) <= 0.1 * law.std**2
+
+
+def test_a_value_off_the_lattice_is_an_internal_error() -> None:
+    from dpproxy.errors import InternalError
+
+    law = Staircase(4, 2, Fraction(1), -2, Fraction(1))
+    with pytest.raises(InternalError):
+        OpenDPNoise().staircase([0.1], law)
+    assert OpenDPNoise().staircase([], law) == []
+
+
+def test_where_the_staircase_is_built() -> None:
+    """ε = 1: γ = 1/(e − 1) and a median of 0.84× the Laplace's; its ε never above the plan's
+    (1/s with s the double above 1/ε); none where it would not help (ε ≤ about 0.7), where
+    the step is below one lattice unit, or where the values' units could overflow."""
+    b = Fraction(500_000)
+    k = lattice_exponent(b, 40)
+    law = staircase_for(Fraction(1), b + 1, k, b, Fraction(2**80))
+    assert law is not None
+    assert law.epsilon <= 1
+    assert law.shift == math.floor((b + 1) / Fraction(2) ** k)
+    assert law.inner / law.shift == pytest.approx(1 / (math.e - 1), rel=1e-9)
+    assert law.median / (math.log(2) * float(b)) == pytest.approx(0.8395, abs=1e-3)
+    three = staircase_for(Fraction(3), b, k, b / 3, Fraction(2**80))
+    assert three is not None and three.epsilon <= 3
+    assert three.median < 0.5 * math.log(2) * float(b / 3)
+    assert staircase_for(Fraction(1, 3), b, k, 3 * b, Fraction(2**80)) is None
+    assert staircase_for(Fraction(7, 10), b, k, b, Fraction(2**80)) is None
+    assert staircase_for(Fraction(1), Fraction(1, 2**60), k, b, Fraction(2**80)) is None
+    assert staircase_for(Fraction(1), b, k, b, Fraction(2) ** 1000) is None
+
+
+def test_a_source_without_the_sampler_draws_the_laplace_it_replaces() -> None:
+    """The tests' deterministic sources have no ``staircase``: they get the Laplace scale the
+    staircase replaces, so their answers do not change."""
+    from dpproxy.analysis.sensitivity import PrimitiveKind
+    from dpproxy.planning.plan import Primitive, Release
+    from dpproxy.values import Cost, Sensitivity
+
+    asked = []
+
+    class Recording:
+        def laplace(self, values: list[float], scale: Fraction, *, integer: bool) -> list[float]:
+            asked.append((scale, integer))
+            return list(values)
+
+    b = Fraction(10)
+    law = staircase_for(Fraction(1), b, -48, b, Fraction(2**60))
+    assert law is not None
+    from sqlglot import exp
+
+    r = Release(
+        Primitive("s", PrimitiveKind.SUM, exp.column("x")),
+        Sensitivity(b, b, b),
+        law,
+        Cost(Fraction(1)),
+    )
+    out = _noise_releases((r,), [()], lambda _k, _n: 2.5, Recording())  # type: ignore[arg-type]
+    assert out == {"s": [2.5]} and asked == [(b, False)]
+    assert Laplace(b).half_width(0.05) == pytest.approx(law.half_width(0.05), rel=1e-3)
