@@ -70,6 +70,8 @@ from dpproxy.mechanisms.noise import discrete_laplace
 if TYPE_CHECKING:  # concurrent.futures is imported with the worker (not by a one-shot command)
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    from dpproxy.mechanisms.staircase import Staircase
+
 log = logging.getLogger("dpproxy")
 
 #: The largest integer scale drawn ahead (P(|D| ≥ T) ≤ e^{-64} a value).
@@ -213,6 +215,10 @@ class Prefetched:
 
     def gaussian(self, values: Sequence[float], sigma: Fraction, *, integer: bool) -> list[float]:
         return self.source.gaussian(values, sigma, integer=integer)  # type: ignore[no-any-return]
+
+    def staircase(self, values: Sequence[float], law: Staircase) -> list[float]:
+        """Drawn at release time, never ahead (``mechanisms/staircase.py``)."""
+        return self.source.staircase(values, law)  # type: ignore[no-any-return]
 
     def noisy_min_index(self, scores: Sequence[float], scale: Fraction) -> int:
         return self.source.noisy_min_index(scores, scale)  # type: ignore[no-any-return]

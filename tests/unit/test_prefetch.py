@@ -356,3 +356,33 @@ def test_a_forked_child_draws_with_a_worker_of_its_own() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert prefetcher.start("q", (), OpenDPNoise())._future is parents
+
+
+def test_the_prefetching_source_has_every_draw_of_opendps() -> None:
+    """``Prefetched`` stands in for ``OpenDPNoise`` in the engine: a draw it lacked would
+    reach a fallback meant for the tests' sources (the staircase's: the Laplace it replaces)."""
+    public = {n for n in vars(OpenDPNoise) if not n.startswith("_")}
+    assert public <= {n for n in vars(Prefetched) if not n.startswith("_")}
+
+
+def test_the_engine_draws_an_ungrouped_sum_from_the_staircase_on_every_run(
+    demo_db: Path, demo_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first run draws from OpenDP's source, later runs through ``Prefetched``: both reach
+    the staircase sampler (mechanisms/staircase.py), none the Laplace fallback."""
+    calls: list[int] = []
+    original = OpenDPNoise.staircase
+
+    def counted(self: OpenDPNoise, values: list[float], law: object) -> list[float]:
+        calls.append(len(values))
+        return original(self, values, law)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(OpenDPNoise, "staircase", counted)
+    engine = _engine(demo_db, demo_catalog)
+    try:
+        assert engine._ahead is not None
+        for i in range(3):
+            engine.run("SELECT SUM(capital_gain) FROM adult", analyst=f"analyst{i}")
+    finally:
+        engine.close()
+    assert calls == [1, 1, 1]

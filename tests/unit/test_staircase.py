@@ -117,8 +117,9 @@ def test_a_value_off_the_lattice_is_an_internal_error() -> None:
 
 def test_where_the_staircase_is_built() -> None:
     """ε = 1: γ = 1/(e − 1) and a median of 0.84× the Laplace's; its ε never above the plan's
-    (1/s with s the double above 1/ε); none where it would not help (ε ≤ about 0.7), where
-    the step is below one lattice unit, or where the values' units could overflow."""
+    (1/s with s the double above 1/ε); none where it would not help (ε below about 0.73), where
+    its 95% bound is over 1% wider (ε above about 3), where the step is below one lattice unit,
+    or where the values' units could overflow."""
     b = Fraction(500_000)
     k = lattice_exponent(b, 40)
     law = staircase_for(Fraction(1), b + 1, k, b, Fraction(2**80))
@@ -131,6 +132,12 @@ def test_where_the_staircase_is_built() -> None:
     assert three is not None and three.epsilon <= 3
     assert three.median < 0.5 * math.log(2) * float(b / 3)
     assert staircase_for(Fraction(1, 3), b, k, 3 * b, Fraction(2**80)) is None
+    # ε = 4: a median of 0.11× the Laplace's, but a 95% bound 1.25× as wide: not drawn
+    assert staircase_for(Fraction(4), b, k, b / 4, Fraction(2**80)) is None
+    for eps in (Fraction(3, 4), Fraction(1), Fraction(2), Fraction(3)):
+        law = staircase_for(eps, b, k, b / eps, Fraction(2**80))
+        assert law is not None
+        assert law.half_width(0.05) <= 1.01 * float(b / eps) * math.log(20)
     assert staircase_for(Fraction(7, 10), b, k, b, Fraction(2**80)) is None
     assert staircase_for(Fraction(1), Fraction(1, 2**60), k, b, Fraction(2**80)) is None
     assert staircase_for(Fraction(1), b, k, b, Fraction(2) ** 1000) is None
