@@ -105,22 +105,28 @@ class Staircase:
         return math.exp(math.log(2.0) + g * ln_b + math.log(rest + after) - math.log(total))
 
     def half_width(self, alpha: float, *, integer: bool = False) -> float:
-        """The smallest w with P(|noise| > w) ≤ α: the smallest integer t with
-        P(|D| ≥ t + 1) ≤ α, found by bisection over :meth:`tail`, times 2^k, widened by one
-        lattice step and a relative 10⁻⁹ (far above the floats' rounding in :meth:`tail`), so
-        never narrower than the law's."""
+        """The smallest w with P(|noise| > w) ≤ α, in closed form: the smallest n ≥ 1 with
+        P(|D| ≥ n) ≤ α (:meth:`tail`) lies in the last step g whose start still has
+        P(|D| ≥ gM) = c·β^g > α, where the rest of the step's weight falls linearly in j (in
+        two pieces, the inner and the outer part). Returned as n·2^k, one lattice step above
+        the law's t = n − 1, widened by a relative 10⁻⁹ (far above the floats' rounding
+        here), so never narrower than the law's."""
         if not 0 < alpha < 1:
             raise InternalError("the level must lie in (0, 1)")
-        lo, hi = 0, self.shift
-        while self.tail(hi + 1) > alpha:  # P(|D| ≥ gM) ≤ 2β^g: a few doublings
-            lo, hi = hi, 2 * hi
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.tail(mid + 1) <= alpha:
-                hi = mid
-            else:
-                lo = mid + 1
-        return math.nextafter(math.ldexp(float(lo + 1), self.k) * (1 + 1e-9), math.inf)
+        b, ln_b, step, total = self._parts()
+        m, r = self.shift, self.inner
+        after = b * step / -math.expm1(ln_b)
+        c = 2 * (step + after) / total  # P(|D| ≥ gM) = c·β^g
+        g = max(0, math.ceil(math.log(alpha / c) / ln_b) - 1) if c > alpha else 0
+        # within step g: P(|D| ≥ gM + j) ≤ α ⇔ rest(j) ≤ room
+        room = alpha * total / (2 * math.exp(g * ln_b)) - after
+        outer = (m - r) * b
+        if room >= outer:
+            j = max(0, math.ceil(r + outer - room))
+        else:
+            j = min(m, max(r, math.ceil(m - room / b)))
+        n = max(1, g * m + j)
+        return math.nextafter(math.ldexp(float(n), self.k) * (1 + 1e-9), math.inf)
 
     @property
     def std(self) -> float:

@@ -171,3 +171,19 @@ def test_a_source_without_the_sampler_draws_the_laplace_it_replaces() -> None:
     out = _noise_releases((r,), [()], lambda _k, _n: 2.5, Recording())  # type: ignore[arg-type]
     assert out == {"s": [2.5]} and asked == [(b, False)]
     assert Laplace(b).half_width(0.05) == pytest.approx(law.half_width(0.05), rel=1e-3)
+
+
+def test_the_closed_form_bound_is_the_smallest_step_count_that_holds() -> None:
+    """Over random laws (steps of 1 to 2^45 units) and levels: the bound's n has
+    P(|D| ≥ n) ≤ α and P(|D| ≥ n − 1) > α (:meth:`Staircase.tail`, up to floats' rounding)."""
+    import random
+
+    rng = random.Random(3)
+    for _ in range(3000):
+        m = rng.choice([1, 2, 3, 5, 8, 50, 1000, 2**20, 2**45])
+        s = Fraction(rng.choice([0.3, 0.5, 1, 2, 3]))
+        law = Staircase(m, rng.randint(1, m), s, 0, Fraction(1))
+        alpha = rng.choice([0.01, 0.05, 0.2, 0.5, 0.9])
+        n = math.floor(law.half_width(alpha) / (1 + 1e-9))
+        assert law.tail(n) <= alpha * (1 + 1e-12)
+        assert n <= 1 or law.tail(n - 1) > alpha * (1 - 1e-12)
