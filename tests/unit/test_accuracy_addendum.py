@@ -219,27 +219,23 @@ def test_tumult_model_draws_only_the_given_queries(pums: Path, tmp_path: Path) -
         tumult_model.main(["--data-dir", str(pums), "--queries", "Q99", "--out", str(out)])
 
 
-def test_every_query_remeasured_and_the_sums_above_are_ties(committed: dict[str, Any]) -> None:
+def test_every_query_remeasured_and_none_above_the_best_peer(committed: dict[str, Any]) -> None:
     """What docs/performance.md's accuracy standing says of the addendum: every query of the
-    full rerun remeasured at one commit with ≥ 1,000 runs; the columns above the best peer are
-    Q03 and Q16 only, each ratio's interval holds 1, and so does its ratio to Tumult's model
-    (the same law: see the next test)."""
+    full rerun remeasured at one commit with ≥ 1,000 runs; no column above the best peer; the
+    two sums drawn from the staircase (Q03, Q16) below both the peer and Tumult's model
+    (20,000 draws), each ratio's interval below 1, as the docs quote them."""
     recorded = json.loads(acc.SUMMARY.read_text())
     rerun = sorted(q for q, d in recorded.items() if "rerun" in d)
     assert sorted(committed["queries"]) == rerun and len(rerun) == 16
     commits = {q["commit"] for q in committed["queries"].values()}
     assert len(commits) == 1 and "dirty" not in next(iter(commits))
     assert all(q["dpproxy_runs"] >= 1000 for q in committed["queries"].values())
-    above = {a["query"] for a in committed["now"]["above"]}
-    assert above == {"Q03", "Q16"} and not committed["now"]["ci_above_1"]
-    for qid in sorted(above):
-        col = committed["queries"][qid]["per_column"][0]
-        assert col["ratio_ci"][0] <= 1 <= col["ratio_ci"][1]
-        assert col["model_draws"] == 20_000
-        assert col["model_ratio_ci"][0] <= 1 <= col["model_ratio_ci"][1]
+    assert not committed["now"]["above"] and not committed["now"]["ci_above_1"]
     text = " ".join((REPO / "docs" / "performance.md").read_text(encoding="utf-8").split())
-    for qid in sorted(above):
+    for qid in ("Q03", "Q16"):
         col = committed["queries"][qid]["per_column"][0]
+        assert col["ratio_ci"][1] < 1 and col["model_draws"] == 20_000
+        assert col["model_ratio_ci"][1] < 1
         assert f"{acc._ratio(col['ratio'], col['ratio_ci'])}" in text
         assert f"{acc._ratio(col['model_ratio'], col['model_ratio_ci'])}" in text
 
