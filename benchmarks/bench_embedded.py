@@ -58,7 +58,6 @@ from bench_plan import QUERIES as ADULT_QUERIES
 
 import dpproxy
 from dpproxy.demo import demo_database_path
-from dpproxy.rewrite.context import RewriteContext
 from dpproxy.rewrite.pipeline import build, rewrite
 
 SEED = 20240601
@@ -307,6 +306,10 @@ class Variant:
 
 def _parts(engine, sql: str, k: int = BOUND) -> dict[str, str]:
     """The pieces of dpproxy's rewrite of ``sql``: ``__rows`` body, columns, final SELECT."""
+    # imported here, not at the top: bench_issue21.py's child for a baseline checkout imports
+    # this module's queries and data with that checkout's dpproxy, older than this module
+    from dpproxy.rewrite.context import RewriteContext
+
     plan = engine.prepare(sql, secret=SECRET).plan
     tree = build(RewriteContext(dataclasses.replace(plan, needs_bounding=False), SECRET, "duckdb"))
     cte = tree.args["with_"].expressions[0]

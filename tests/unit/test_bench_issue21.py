@@ -498,3 +498,26 @@ def test_the_seventh_amd_run_is_quoted() -> None:
     assert f"took {base7[ea]['total']:.2f} ms for {ea} here, {base6[ea]['total']:.2f} ms" in doc
     assert f"{ea} took {sixth[ea]['total']:.2f} ms in the stages and" in doc
     assert f"{sixth[ea]['engine']:.2f} ms through `Engine.prepare` (2026-11-29" in doc
+
+
+def test_the_small_task_imports_with_a_baselines_dpproxy() -> None:
+    """The ``small`` child of a baseline checkout imports ``bench_embedded``'s queries and data
+    (and ``bench_plan``, which it imports) with that checkout's dpproxy: every dpproxy module
+    they import at their top exists at the baseline the docs' runs use, ``e1e8581``."""
+    import ast
+
+    listed = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", "e1e8581", "dpproxy"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    at_base = {p.removesuffix(".py").replace("/", ".") for p in listed if p.endswith(".py")}
+    at_base |= {m.removesuffix(".__init__") for m in at_base}
+    for name in ("bench_embedded.py", "bench_plan.py"):
+        tree = ast.parse((REPO / "benchmarks" / name).read_text("utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dpproxy"):
+                assert node.module in at_base, f"{name} imports {node.module} at its top"
