@@ -72,7 +72,7 @@ def _ahead_values(dp: Any, sql: str, **options: Any) -> int:
     prepared = dp.engine.prepare(sql, **options)
     key = "\n".join([prepared.sql or "", *(s for _, s in prepared.extra)])
     asked = dp.engine._ahead._demands.get(key) or {}
-    return sum(n for law, n in asked.items() if prefetch.integer_scale(law) is not None)
+    return sum(n for law, n in asked.items() if prefetch.drawn_ahead(law))
 
 
 def measure(

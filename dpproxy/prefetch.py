@@ -17,17 +17,21 @@ they number at least :data:`MIN_AHEAD` values. It also draws them once more for 
 while the previous one released its answer or while the connection was idle, instead of
 waiting for the worker when the draw takes longer than the SQL (a grouped query of 50 groups
 draws 100 values, about 0.7 ms, against 0.4-0.7 ms of SQL at 1,000 rows).
-Two laws qualify, both from OpenDP's integer sampler (``make_laplace`` over ``Vec<i64>``):
+Three laws qualify, all from OpenDP's integer sampler (``make_laplace`` over ``Vec<i64>``):
 
 * integer Laplace (counts): D with P(D = d) ∝ e^{-|d|/b}, b the plan's scale rounded up;
 * the lattice Laplace of :meth:`~dpproxy.mechanisms.noise.OpenDPNoise.laplace_lattice` (sums,
   JOINT means): 2^k·D with P(D = d) ∝ e^{-|d|·2^k/b}, which is the integer Laplace of scale
-  s = b·2^-k (exact: a power of two), drawn this way when s ≤ 2^56.
+  s = b·2^-k (exact: a power of two), drawn this way when s ≤ 2^56;
+* the staircase of ``mechanisms/staircase.py`` (SUMs that change one value): 2^k·D with D
+  drawn by its exact sampler, ``draw_units`` (OpenDP's integer Laplace and the CSPRNG), the
+  same function its release-time draw calls.
 
 Privacy argument. A release is x + Z with Z independent of x and of everything else released,
 of the law the planner calibrated (the same as OpenDP's ``make_laplace`` applied to x):
 
-* Z is drawn by OpenDP's sampler on a vector of zeros, before the data is read, and each drawn
+* Z is drawn by OpenDP's sampler on a vector of zeros (a staircase's D by ``draw_units`` from
+  OpenDP's draws and the CSPRNG), before the data is read, and each drawn
   value is used at most once, then dropped with the query. A stocked draw is handed to exactly
   one run: it is taken out of the stock under the prefetcher's lock before it is read, and
   whatever that run leaves unused is dropped with it (never served to another run; a forked
@@ -66,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms import noise as _noise
 from dpproxy.mechanisms.noise import discrete_laplace
+from dpproxy.mechanisms.staircase import draw_units
 
 if TYPE_CHECKING:  # concurrent.futures is imported with the worker (not by a one-shot command)
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -101,6 +106,8 @@ _Stocked = tuple[int, dict[Law, int], "Future[dict[Law, list[int]]]"]
 
 def integer_scale(law: Law) -> float | None:
     """The scale of the integer Laplace a law is drawn as, or None if it is not drawn ahead."""
+    if law[0] == "stair":
+        return None
     try:
         s = law[1] if law[0] == "int" else math.ldexp(law[1], -law[2])
     except OverflowError:  # far beyond 2^56
@@ -108,12 +115,23 @@ def integer_scale(law: Law) -> float | None:
     return s if 0 < s <= MAX_SCALE else None
 
 
+def drawn_ahead(law: Law) -> bool:
+    """Is a law drawn ahead: an integer or lattice Laplace of :func:`integer_scale`, or a
+    staircase (``("stair", law)``: its integer D, ``mechanisms/staircase.py``)?"""
+    return law[0] == "stair" or integer_scale(law) is not None
+
+
 def draw(demand: dict[Law, int]) -> dict[Law, list[int]]:
     """Every law's values of a demand (the worker's job)."""
     out: dict[Law, list[int]] = {}
     for law, n in demand.items():
+        if n <= 0:
+            continue
+        if law[0] == "stair":
+            out[law] = draw_units(law[1], n, discrete_laplace)
+            continue
         s = integer_scale(law)
-        if s is not None and n > 0:
+        if s is not None:
             out[law] = discrete_laplace(s, n)
     return out
 
@@ -217,8 +235,17 @@ class Prefetched:
         return self.source.gaussian(values, sigma, integer=integer)  # type: ignore[no-any-return]
 
     def staircase(self, values: Sequence[float], law: Staircase) -> list[float]:
-        """Drawn at release time, never ahead (``mechanisms/staircase.py``)."""
-        return self.source.staircase(values, law)  # type: ignore[no-any-return]
+        """x + 2^k·D with D drawn ahead by :func:`~dpproxy.mechanisms.staircase.draw_units`
+        (the sampler OpenDPNoise.staircase calls), in exact integers, then rounded to a double
+        as that call does; else drawn now through it."""
+        if not values:
+            return self.source.staircase(values, law)  # type: ignore[no-any-return]
+        drawn = self._take(("stair", law), len(values))
+        if drawn is None:
+            return self.source.staircase(values, law)  # type: ignore[no-any-return]
+        k = law.k
+        units = lattice_units_many(values, k)
+        return [lattice_double(u + d, k) for u, d in zip(units, drawn, strict=True)]
 
     def noisy_min_index(self, scores: Sequence[float], scale: Fraction) -> int:
         return self.source.noisy_min_index(scores, scale)  # type: ignore[no-any-return]
@@ -258,7 +285,7 @@ class Prefetcher:
     def start(self, sql: str | None, extra: Sequence[tuple[str, str]], source: Any) -> Prefetched:
         """A noise source for one run of a prepared statement (its main SQL and its extra
         statements: a function of the plan), its last run's draws submitted to the worker:
-        only the laws drawn ahead (:func:`integer_scale`)."""
+        only the laws drawn ahead (:func:`drawn_ahead`)."""
         key = "\n".join([sql or "", *(statement for _, statement in extra)])
         with self._lock:
             asked = self._demands.get(key)
@@ -271,7 +298,7 @@ class Prefetcher:
                 laws = list(asked.items())
             except RuntimeError:  # it added a law meanwhile (a thread switch in a GC pass)
                 laws = []
-            demand = {law: n for law, n in laws if integer_scale(law) is not None}
+            demand = {law: n for law, n in laws if drawn_ahead(law)}
             total = sum(demand.values())
             if total >= MIN_AHEAD:
                 pid = os.getpid()

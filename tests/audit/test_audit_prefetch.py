@@ -103,3 +103,45 @@ def test_values_drawn_ahead_have_opendps_law() -> None:
     direct = np.array(NOISE.laplace_lattice([exact] * n, SUM_SCALE, k)) - exact
     assert stats.ks_2samp(ahead, direct).pvalue > 1e-6
     assert_laplace_scale(ahead, 0.0, float(SUM_SCALE))
+
+
+def _stair(exact: float) -> float:
+    from tests.audit.test_audit_staircase import _law, _release
+
+    source = _ahead(("stair", _law()))
+    noisy = _noise_releases((_release(),), [()], lambda _k, _n: exact, source, {"s": BITS})
+    assert source.served == 1
+    return noisy["s"][0]
+
+
+@functools.cache
+def staircase_ahead_audit() -> Audit:
+    """The staircase SUM of ``test_audit_staircase.py`` (ε = 1, totals a whole step apart)."""
+    from tests.audit.test_audit_staircase import _law
+
+    law = _law()
+    far = float(Fraction(law.shift) * Fraction(2) ** law.k)
+    on_d, on_d2 = repeat(lambda: _stair(0.0)), repeat(lambda: _stair(far))
+    pair = Neighbours("staircase drawn ahead", on_d, on_d2, 1.0, 0.0)
+    return run_audit(pair, pilot=2_000, main=15_000, candidates=tails)
+
+
+def test_a_staircase_drawn_ahead_is_within_claim() -> None:
+    assert_within_claim(staircase_ahead_audit())
+
+
+def test_the_staircase_ahead_audit_has_power() -> None:
+    assert_has_power(staircase_ahead_audit(), 0.5)
+
+
+def test_staircase_values_drawn_ahead_have_the_release_time_law() -> None:
+    """KS at α = 10⁻⁶ between 20,000 staircase values drawn ahead and 20,000 of
+    ``OpenDPNoise.staircase`` on the same exact value."""
+    from tests.audit.test_audit_staircase import _law
+
+    n, exact, law = 20_000, 3.25, _law()
+    source = _ahead(("stair", law), n)
+    ahead = np.array(source.staircase([exact] * n, law)) - exact
+    assert source.served == n
+    direct = np.array(NOISE.staircase([exact] * n, law)) - exact
+    assert stats.ks_2samp(ahead, direct).pvalue > 1e-6

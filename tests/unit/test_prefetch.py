@@ -386,3 +386,45 @@ def test_the_engine_draws_an_ungrouped_sum_from_the_staircase_on_every_run(
     finally:
         engine.close()
     assert calls == [1, 1, 1]
+
+
+def test_a_staircase_value_drawn_ahead_is_added_exactly() -> None:
+    """x + 2^k·D in exact integers, rounded once; a demand for the staircase is drawn by its
+    own sampler (integers, of the count asked)."""
+    from dpproxy.mechanisms.staircase import staircase_for
+
+    b = Fraction(1000)
+    k = lattice_exponent(b, 43)
+    law = staircase_for(Fraction(1), b, k, b, Fraction(2**60))
+    assert law is not None
+    z = [3 * 2**40 + 1, -(2**45)]
+    source = Prefetched(OpenDPNoise(), _ready({("stair", law): list(z)}))
+    values = [0.5, 123.25]
+    assert source.staircase(values, law) == [
+        float(Fraction(v) + Fraction(d) * Fraction(2) ** k) for v, d in zip(values, z, strict=True)
+    ]
+    assert source.served == 2 and source.asked == {("stair", law): 2}
+    with pytest.raises(InternalError):
+        Prefetched(OpenDPNoise(), _ready({("stair", law): [0]})).staircase([math.nan], law)
+    drawn = draw({("stair", law): 5})[("stair", law)]
+    assert len(drawn) == 5 and all(type(d) is int for d in drawn)
+
+
+def test_the_engine_draws_a_grouped_sums_staircase_ahead(
+    demo_db: Path, demo_catalog: Catalog
+) -> None:
+    """16 education levels, one group per unit (the unit is the PRIMARY KEY): a staircase per
+    level, drawn ahead from the second run on."""
+    engine = _engine(demo_db, demo_catalog)
+    sql = "SELECT education, SUM(capital_gain) FROM adult GROUP BY education"
+    prefetcher = engine._ahead
+    assert prefetcher is not None
+    try:
+        for i in range(30):  # a loaded machine may not start the worker before the release
+            answer = engine.run(sql, analyst=f"analyst{i}")
+            assert len(answer.released.rows) == 16
+            if prefetcher.served >= 16:
+                break
+    finally:
+        engine.close()
+    assert prefetcher.served >= 16
