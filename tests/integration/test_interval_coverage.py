@@ -107,3 +107,25 @@ def test_ptr_median_and_percentile_intervals_cover_the_statistic(
     result = _coverage(noisy, sql, [1, 4])
     _check("MEDIAN (ptr)", *result[1])
     _check("PERCENTILE_CONT(0.9) (ptr)", *result[4])
+
+
+def test_staircase_sum_intervals_cover_the_noiseless_value(noisy: dbapi.Connection) -> None:
+    """A SUM at the query's whole ε = 1, one group per unit: drawn from the staircase
+    (``mechanisms/staircase.py``), its interval is the staircase's own 95% bound."""
+    from fractions import Fraction
+
+    from dpproxy.engine import open_engine
+    from dpproxy.mechanisms.staircase import Staircase
+    from dpproxy.release.noise import drawn
+
+    sql = (
+        "SELECT sex, SUM(age), DP_INTERVAL_LOW(SUM(age)), DP_INTERVAL_HIGH(SUM(age)) "
+        "FROM adult WHERE age < 25 GROUP BY sex"
+    )
+    engine = open_engine(cache="off")
+    try:
+        plan = engine.prepare(sql, epsilon=Fraction(1)).plan
+        assert all(isinstance(drawn(plan, r).mechanism, Staircase) for r in plan.releases)
+    finally:
+        engine.close()
+    _check("SUM (staircase)", *_coverage(noisy, sql, [1])[1])
