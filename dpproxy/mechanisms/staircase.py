@@ -20,9 +20,10 @@ the same, as the law is a translation of one fixed law). With d = (y − x)·2^-
 d' = d − t: ||d'| − |d|| ≤ |t| ≤ M. If |d'| ≤ |d| then w(|d'|) ≥ w(|d|); else
 w(|d'|) ≥ w(|d| + M) = β·w(|d|) by monotonicity. Either way P(y | x) / P(y | x') =
 w(|d|)/w(|d'|) ≤ 1/β = e^{1/s}: the release is (1/s)-DP for neighbours within M units. For a
-vector, each coordinate gets independent noise; the argument holds when one neighbour changes
-at most one coordinate (then the other coordinates' factors are 1) — the only case
-``release/noise.py`` uses it for. Rounding the result to a double is post-processing.
+vector, each coordinate gets independent noise: when one neighbour changes at most K
+coordinates, each within M units, the ratio is a product of at most K such factors (the others
+are 1), so the release is (K/s)-DP; ``release/noise.py`` takes 1/s ≤ ε/K. Rounding the result
+to a double is post-processing.
 
 **Why.** For the same ε and the same bound on a neighbour's move Δ = M·2^k, the Laplace's
 median |noise| is ln 2·Δ/ε (0.693Δ at ε = 1); the staircase with r/M = γ = 1/(e^ε − 1) has

@@ -67,27 +67,29 @@ def _staircase(
     """The staircase a guarded Laplace SUM release is drawn from instead (None: the Laplace
     ``m``), where it lowers the median |noise| (``mechanisms/staircase.py``).
 
-    Privacy argument. Only where one neighbour changes at most one coordinate of the release
-    (K = 1: ungrouped, or a unit in one group under add/remove; :func:`changed_coordinates`),
-    the staircase's condition. That coordinate's guarded value f(x) moves by at most Δ₁ + h
-    (``release/guard.py``: |x − x'| ≤ Δ₁, the rounding adds ≤ h), the ``move`` the staircase
-    is built for, and lies on the lattice 2^k of the Laplace it replaces (k ≤ −bits). Its ε is
-    1/s ≤ Δ₁/b, the plan's Laplace's (b the plan's scale, not the guard's wider one: the
-    staircase takes the guard's h into its step instead), and never above the release's
-    charged cost. A function of the plan alone."""
+    Privacy argument. One neighbour changes at most K coordinates of the release (K = 1
+    ungrouped; grouped, the groups a unit touches, twice that under substitution:
+    :func:`changed_coordinates`), each guarded value f(x) by at most Δ∞ + h
+    (``release/guard.py``: |x − x'| ≤ Δ∞, the release's L∞ sensitivity, and the rounding adds
+    ≤ h), the ``move`` each coordinate's staircase is built for, on the lattice 2^k of the
+    Laplace it replaces (k ≤ −bits). Each coordinate's noise is independent and
+    (1/s)-DP for its move, so the release is K/s-DP (basic composition over the changed
+    coordinates; an unchanged one has the same law under both neighbours), with
+    1/s ≤ ε/K, ε = Δ₁/b the plan's Laplace's (b the plan's scale, not the guard's wider one:
+    the staircase takes the guard's h into its step instead), never above the release's
+    charged cost. So K·(1/s) ≤ ε. A function of the plan alone."""
     bits = grids.get(r.primitive.name)
     plain = r.mechanism
     if g is None or bits is None or not isinstance(m, Laplace) or not isinstance(plain, Laplace):
         return None
-    if changed_coordinates(plan) != 1:
-        return None
     epsilon = plain.epsilon(r.sensitivity)
     if not epsilon or epsilon > r.cost.epsilon:
         return None
+    changed = changed_coordinates(plan)
     k = lattice_exponent(m.scale, bits)
     h = Fraction(2) ** g.step
     span = Fraction(2) ** (g.step + g.span)
-    return staircase_for(epsilon, r.sensitivity.l1 + h, k, m.scale, span)
+    return staircase_for(epsilon / changed, r.sensitivity.linf + h, k, m.scale, span)
 
 
 _drawn_releases = per_plan(_drawn)

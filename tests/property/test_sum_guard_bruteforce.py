@@ -148,47 +148,66 @@ def test_the_guarded_joint_parts_move_within_the_inflated_sensitivity(rel: Neigh
     assert grew  # teeth: the guard does move some parts
 
 
+@pytest.mark.parametrize("grouped", [True, False])
 @pytest.mark.parametrize("rel", [Neighbouring.ADD_REMOVE, Neighbouring.SUBSTITUTE])
-def test_the_staircase_step_covers_every_guarded_move(rel: Neighbouring) -> None:
-    """An ungrouped SUM (one coordinate, K = 1) is drawn from the staircase
-    (``release/noise.py``, ``_staircase``) built for a move of Δ₁ + h: with the guard made
-    small as above, every neighbour's guarded total moves by at most the staircase's step
-    (``shift`` lattice units), and some move beyond Δ₁ (the step needs the h). The grouped
-    plan of this schema (a unit in up to two groups) is not: the staircase's argument needs
-    one changed coordinate."""
+def test_the_staircase_step_covers_every_guarded_move(rel: Neighbouring, grouped: bool) -> None:
+    """The staircase (``release/noise.py``, ``_staircase``) is built for K changed coordinates
+    (``changed_coordinates``) each moving by at most Δ∞ + h. With the guard made small as
+    above, for every neighbour: at most K group totals change, each guarded total by at most
+    the step (``shift`` lattice units) — and, ungrouped, some move beyond Δ∞ (the step needs
+    the h). The
+    production plan of the ungrouped SUM draws the staircase at the plan's ε; the grouped one
+    (K = 2 here, 4 under substitution) would give each coordinate at most ε/2 = 1/2, where it
+    does not help: the Laplace. (``tests/unit/test_staircase.py`` has a grouped plan that
+    draws it.)"""
     from dpproxy.mechanisms.noise import lattice_exponent
     from dpproxy.mechanisms.staircase import Staircase
     from dpproxy.release.noise import drawn
 
-    grouped = plan_of("SELECT g, SUM(x) FROM t GROUP BY g", rel)
-    (gr,) = [r for r in grouped.releases if r.primitive.name in sum_grids(grouped)]
-    assert not isinstance(drawn(grouped, gr).mechanism, Staircase)
-    plan = plan_of("SELECT SUM(x) FROM t", rel)
+    sql = "SELECT g, SUM(x) FROM t GROUP BY g" if grouped else "SELECT SUM(x) FROM t"
+    plan = plan_of(sql, rel)
     (r,) = [r for r in plan.releases if r.primitive.name in sum_grids(plan)]
     production = drawn(plan, r).mechanism
-    assert isinstance(production, Staircase) and isinstance(r.mechanism, Laplace)
-    assert production.epsilon <= r.cost.epsilon
+    changed = changed_coordinates(plan)
+    assert isinstance(r.mechanism, Laplace)
+    if grouped:  # K = 2 groups a unit, twice that under substitution
+        assert changed == (2 if rel is Neighbouring.ADD_REMOVE else 4)
+        assert not isinstance(production, Staircase)
+    else:
+        assert changed == 1 and isinstance(production, Staircase)
+        assert production.epsilon <= r.cost.epsilon
+        step = guard_for(r.sensitivity.l1, Fraction(1)).step
+        assert production.shift == math.floor(
+            (r.sensitivity.linf + Fraction(2) ** step) / Fraction(2) ** production.k
+        )
     bits = sum_grids(plan)[r.primitive.name]
-    sens = r.sensitivity.l1
-    g = guard_for(sens, Fraction(1), step_bits=0, span_bits=1)
+    g = guard_for(r.sensitivity.l1, Fraction(changed), step_bits=0, span_bits=1)
     h = Fraction(2) ** g.step
     k = lattice_exponent(r.mechanism.scale, bits)
-    # staircase_for's step for this guard (it would not choose it: h this large leaves no gain)
-    step = math.floor((sens + h) / Fraction(2) ** k)
-    assert production.shift == math.floor(
-        (sens + Fraction(2) ** guard_for(sens, Fraction(1)).step) / Fraction(2) ** production.k
-    )
-    law = Staircase(step, 1, Fraction(1), k, r.mechanism.scale)
+    law = Staircase(
+        math.floor((r.sensitivity.linf + h) / Fraction(2) ** k),
+        1,
+        Fraction(1),
+        k,
+        r.mechanism.scale,
+    )  # the step for this guard (its inner part is immaterial)
     worst = 0
+    groups = GROUPS if grouped else ("F",)
     for ds in datasets(2):
-        if any(x is not None and gg != "F" for u in ds for gg, x in UNITS[u]):
-            continue
-        fa = Fraction(guarded(totals(ds, r, bits)["F"], bits, g))
+        if not grouped and any(x is not None and gg != "F" for u in ds for gg, x in UNITS[u]):
+            continue  # ungrouped: one coordinate (use group F's rows only)
+        a = totals(ds, r, bits)
+        fa = {gg: Fraction(guarded(a[gg], bits, g)) for gg in groups}
         for nb in neighbours(ds, rel):
             b = totals(nb, r, bits)
-            if any(b[gg] for gg in GROUPS if gg != "F"):
+            if not grouped and any(b[gg] for gg in GROUPS if gg != "F"):
                 continue
-            moved = abs(fa - Fraction(guarded(b["F"], bits, g))) / Fraction(2) ** k
-            assert moved.denominator == 1 and moved <= law.shift, (ds, nb, moved, law.shift)
-            worst = max(worst, moved.numerator)
-    assert worst > sens / Fraction(2) ** k  # teeth: the step needs the guard's h
+            moves = [
+                abs(fa[gg] - Fraction(guarded(b[gg], bits, g))) / Fraction(2) ** k for gg in groups
+            ]
+            assert sum(1 for mv in moves if mv) <= changed, (ds, nb, moves)
+            for mv in moves:
+                assert mv.denominator == 1 and mv <= law.shift, (ds, nb, mv, law.shift)
+                worst = max(worst, mv.numerator)
+    if not grouped:  # teeth: the step needs the guard's h
+        assert worst > r.sensitivity.linf / Fraction(2) ** k

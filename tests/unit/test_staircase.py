@@ -187,3 +187,48 @@ def test_the_closed_form_bound_is_the_smallest_step_count_that_holds() -> None:
         n = math.floor(law.half_width(alpha) / (1 + 1e-9))
         assert law.tail(n) <= alpha * (1 + 1e-12)
         assert n <= 1 or law.tail(n - 1) > alpha * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(
+    ("rel", "changed", "at_four"),
+    [("add_remove", 2, True), ("substitute", 4, False)],
+    ids=["add_remove", "substitute"],
+)
+def test_a_grouped_sum_gives_each_changed_group_its_share(
+    rel: str, changed: int, at_four: bool
+) -> None:
+    """A unit in up to two groups, one row in each. Add/remove: Δ∞ = 10, Δ₁ = 20, K = 2; at
+    ε = 4 each coordinate's staircase gets ε/K = 2 (K·(1/s) ≤ the release's ε), built for the
+    release's L∞ move plus the guard's h; at ε = 1 a share of 1/2 does not help: the Laplace.
+    Substitution: Δ∞ = 20, Δ₁ = 40, K = 4: shares of ε/4 over moves of 20 lose to the Laplace
+    over Δ₁ at both ε."""
+    from dpproxy.catalog.load import parse_catalog
+    from dpproxy.planning.planner import plan_query
+    from dpproxy.release.guard import changed_coordinates, drawn_release
+    from dpproxy.release.noise import drawn
+    from dpproxy.sql.parse import parse
+    from dpproxy.sql.validate import validate
+    from tests.property.test_derived_bruteforce import SCHEMA
+
+    text = SCHEMA.format(relation=rel, k=2, nullable="false").replace(
+        "    max_rows_per_unit: 2\n",
+        "    max_groups_per_unit: 2\n    max_rows_per_group_per_unit: 1\n",
+    )
+    assert "max_groups_per_unit" in text
+    catalog = parse_catalog(text)
+    sql = "SELECT g, SUM(x) FROM t GROUP BY g"
+    query = validate(parse(sql), catalog, sql)
+    for eps, wanted in ((Fraction(4), at_four), (Fraction(1), False)):
+        plan = plan_query(query, catalog.policy, epsilon=eps, delta=Fraction(0))
+        (r,) = plan.releases
+        law = drawn(plan, r).mechanism
+        assert changed_coordinates(plan) == changed
+        assert isinstance(law, Staircase) is wanted
+        if isinstance(law, Staircase):
+            assert changed * law.epsilon <= r.cost.epsilon == eps
+            g, _ = drawn_release(plan, r)
+            assert g is not None
+            move = r.sensitivity.linf + Fraction(2) ** g.step
+            assert law.shift == math.floor(move / Fraction(2) ** law.k)
+            laplace = Laplace(drawn_release(plan, r)[1].scale)  # type: ignore[union-attr]
+            assert law.median < 0.98 * math.log(2) * float(laplace.scale)
