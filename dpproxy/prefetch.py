@@ -23,7 +23,7 @@ Three laws qualify, all from OpenDP's integer sampler (``make_laplace`` over ``V
 * the lattice Laplace of :meth:`~dpproxy.mechanisms.noise.OpenDPNoise.laplace_lattice` (sums,
   JOINT means): 2^k·D with P(D = d) ∝ e^{-|d|·2^k/b}, which is the integer Laplace of scale
   s = b·2^-k (exact: a power of two), drawn this way when s ≤ 2^56;
-* the staircase of ``mechanisms/staircase.py`` (SUMs that change one value): 2^k·D with D
+* the staircase of ``mechanisms/staircase.py`` (SUM releases drawn from it): 2^k·D with D
   drawn by its exact sampler, ``draw_units`` (OpenDP's integer Laplace and the CSPRNG), the
   same function its release-time draw calls.
 

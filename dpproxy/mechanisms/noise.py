@@ -31,7 +31,12 @@ from dpproxy.values import float_up
 
 
 class NoiseSource(Protocol):
-    """Adds noise to a vector of exact values. ``scale``/``sigma`` are exact; round them up."""
+    """Adds noise to a vector of exact values. ``scale``/``sigma`` are exact; round them up.
+
+    The production sources also have ``laplace_lattice`` and ``staircase``; a source without
+    them gets those releases as ``laplace`` at the scale drawn (``release/noise.py``), still
+    private, but a staircase release's reported 95% bound is then the staircase's, within a few
+    percent of that Laplace's (``mechanisms/staircase.py``)."""
 
     def laplace(self, values: Sequence[float], scale: Fraction, *, integer: bool) -> list[float]:
         """Add independent Laplace(scale) noise (discrete Laplace on integers if ``integer``)."""
@@ -234,8 +239,9 @@ T = 2**62
 def discrete_laplace(scale: float, n: int, threshold: int = T) -> list[int]:
     """``n`` independent draws of the discrete Laplace law P(D = d) ∝ e^{-|d|/scale}, exactly,
     as Python integers: OpenDP's i64 sampler, each value of magnitude ≥ ``threshold``
-    completed through the memoryless tail (the module's privacy argument). ``threshold`` is a
-    parameter for the tests only (≤ 2^62: below it, OpenDP's saturated output is exact)."""
+    completed through the memoryless tail (``dpproxy/prefetch.py`` has the argument).
+    ``threshold`` is a parameter for the tests only (≤ 2^62: below it, OpenDP's saturated
+    output is exact)."""
     if not 0 < threshold <= T:
         raise ValueError("the threshold must lie in (0, 2^62]")
     m = _measurement("laplace", scale, True)
