@@ -147,7 +147,7 @@ class Staircase:
 
     @property
     def median(self) -> float:
-        """About the median |noise|: r·2^k (P(|D| < r) is within 1/M of 1/2 at the chosen r)."""
+        """About the median |noise|: r·2^k (P(|D| < r) is within 3/M of 1/2 at the chosen r)."""
         return math.ldexp(float(self.inner), self.k)
 
 
