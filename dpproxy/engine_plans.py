@@ -29,6 +29,7 @@ from dpproxy.planning.planner import plan_query
 from dpproxy.planning.public import PublicPlan, plan_public, reads_public_only
 from dpproxy.planning.scalars import ComposedPlan, compose
 from dpproxy.release.answer import Prepared
+from dpproxy.release.noise import drawn_laws
 from dpproxy.release.public import columns_of
 from dpproxy.rewrite.context import RewriteContext
 from dpproxy.rewrite.pipeline import rewrite_sql, truncation_sql
@@ -157,6 +158,7 @@ class EnginePlans:
             reused=reused,
         )
         check_plan(plan)
+        drawn_laws(plan)  # the laws noise is drawn from: any failure here, before the data
         return plan
 
     @functools.lru_cache(maxsize=512)  # noqa: B019 (the engine lives as long as its cache)

@@ -62,6 +62,10 @@ GAIN = 0.98
 #: ... and its 95% bound at most this multiple of the Laplace's (from ε ≈ 0.73 to 3 the ratio
 #: wavers between 0.89 and 1.008 with where the 95% point falls in a step; 1.12 at ε = 3.5).
 WIDER = 1.01
+#: Only ε (a coordinate's share) in [1/2, 4] is tried: below about 0.73 the staircase has no
+#: inner part to gain from, above about 3.03 its 95% bound is too wide; within, β = e^{−1/s} is
+#: far from 0 and 1, so no float of :func:`staircase_for` overflows, underflows or divides by 0.
+LOWEST, HIGHEST = Fraction(1, 2), Fraction(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +133,10 @@ class Staircase:
         else:
             j = min(m, max(r, math.ceil(m - room / b)))
         n = max(1, g * m + j)
-        return math.nextafter(math.ldexp(float(n), self.k) * (1 + 1e-9), math.inf)
+        try:
+            return math.nextafter(math.ldexp(float(n), self.k) * (1 + 1e-9), math.inf)
+        except OverflowError:  # beyond the doubles (a tiny α on a step near 2^1000)
+            return math.inf
 
     @property
     def std(self) -> float:
@@ -157,21 +164,24 @@ def staircase_for(
     """The staircase that replaces a Laplace(``laplace_scale``) release on the lattice 2^k,
     whose neighbours move one coordinate by at most ``move``, whose values lie within
     ±``span`` and whose plan charges ``epsilon`` for it; None where it would not lower the
-    median |noise| by 2% (:data:`GAIN`), where its 95% bound would be more than 1% wider than
+    median |noise| by 2% (:data:`GAIN`) or ε is outside [1/2, 4] (:data:`LOWEST`, where it
+    never does), where its 95% bound would be more than 1% wider than
     the Laplace's (:data:`WIDER`; ε above about 3: the median-optimal steps put most of the
-    mass of the first step in its low outer part), or where a value's lattice units could
-    reach 2^1000 (then the exact conversion to units could overflow a double: never for a
-    plan's SUM).
+    mass of the first step in its low outer part), or where a value's lattice units or the move
+    could reach 2^1000 (then the exact conversion to units, or a bound, could overflow a
+    double).
 
     The decay: s is the smallest double ≥ 1/ε, so 1/s ≤ ε (never more privacy loss than
     charged). M = ⌊move·2^-k⌋ (a neighbour's move is a whole number of lattice units).
     r = ⌈M/(e^{1/s} − 1)⌉ (the median-optimal step; any r in [1, M] is private, so floats
     suffice). A function of the plan alone."""
-    if epsilon <= 0 or move <= 0 or span / Fraction(2) ** k >= Fraction(2) ** 1000:
+    if not LOWEST <= epsilon <= HIGHEST or move <= 0:
+        return None  # outside, it never wins; inside, every float below is finite and nonzero
+    if span / Fraction(2) ** k >= Fraction(2) ** 1000 or move >= Fraction(2) ** 1000:
         return None
     s = Fraction(float_up(1 / epsilon))
     shift = math.floor(move / Fraction(2) ** k)
-    if shift < 1:
+    if not 1 <= shift < 2**1000:  # a step in units a double holds (|values| ≤ span ≪ it)
         return None
     gamma = 1 / math.expm1(1 / float(s))
     inner = max(1, min(shift, math.ceil(Fraction(gamma) * shift)))

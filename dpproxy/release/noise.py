@@ -30,7 +30,7 @@ from dpproxy.rewrite.fixed import sum_grids, unscale
 if TYPE_CHECKING:  # release/stats.py is imported by a plan with stats only (apply_noise)
     from dpproxy.release.stats import StatValues
 
-__all__ = ["ExactResult", "NoisyGroup", "apply_noise", "derived_name"]
+__all__ = ["ExactResult", "NoisyGroup", "apply_noise", "derived_name", "drawn_laws"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,13 @@ def _staircase(
 
 
 _drawn_releases = per_plan(_drawn)
+
+
+def drawn_laws(plan: QueryPlan) -> None:
+    """Work out (and keep, per plan object) the law each release of ``plan`` is drawn from:
+    the engine calls it while planning, so that a failure in it (a bug: it depends on the plan
+    alone) is raised before any data is read and nothing is charged."""
+    _drawn_releases(plan)
 
 
 def _domain_product(plan: QueryPlan) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
+from dpproxy.catalog.model import Catalog
 from dpproxy.mechanisms.base import Laplace
 from dpproxy.mechanisms.noise import OpenDPNoise, discrete_laplace, lattice_exponent
 from dpproxy.mechanisms.staircase import Staircase, draw_units, staircase_for
@@ -232,3 +234,48 @@ def test_a_grouped_sum_gives_each_changed_group_its_share(
             assert law.shift == math.floor(move / Fraction(2) ** law.k)
             laplace = Laplace(drawn_release(plan, r)[1].scale)  # type: ignore[union-attr]
             assert law.median < 0.98 * math.log(2) * float(laplace.scale)
+
+
+@pytest.mark.parametrize(
+    "eps", [Fraction(1, 10**9), Fraction(1, 3), Fraction(9, 2), Fraction(10**6), Fraction(10**400)]
+)
+def test_an_epsilon_where_it_never_wins_is_refused_without_float_trouble(eps: Fraction) -> None:
+    """Found by the analyst corpus: a coordinate's ε of thousands (a SUM over a tiny move) made
+    e^ε overflow while building the law, after the charge. Outside [1/2, 4] no staircase is
+    built at all; inside, extreme moves and scales give a law or None, never an exception."""
+    b = Fraction(10)
+    assert staircase_for(eps, b, -40, b / eps, Fraction(2**60)) is None
+    for move in (Fraction(1, 2**1000), Fraction(1), Fraction(2) ** 999, Fraction(2) ** 1100):
+        for k in (-1074, -40, 0, 60):
+            for e in (Fraction(1, 2), Fraction(1), Fraction(4)):
+                law = staircase_for(e, move, k, move / e, Fraction(2) ** 900)
+                if law is not None:
+                    assert math.isfinite(law.median) and law.half_width(0.05) > 0
+                    assert law.half_width(1e-300) > 0
+
+
+def test_a_failure_working_out_the_drawn_law_is_raised_before_the_data(
+    demo_db: Path, demo_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine works out each release's drawn law while planning (``drawn_laws``): a bug
+    there (here a stand-in that raises) is XX000 before the query runs, with nothing charged,
+    not a failure after the charge (the corpus's overflow before the ε range was bounded)."""
+    from dpproxy.accounting.memory import MemoryAccountant
+    from dpproxy.backends.duckdb import DuckDBBackend
+    from dpproxy.engine import Engine
+    from dpproxy.errors import InternalError
+    from dpproxy.release import noise as release_noise
+    from dpproxy.values import Cost
+
+    def broken(*_args: object) -> None:
+        raise OverflowError("math range error")
+
+    monkeypatch.setattr(release_noise, "staircase_for", broken)
+    accountant = MemoryAccountant(Cost(Fraction(10), Fraction(1, 10**5)))
+    engine = Engine(demo_catalog, DuckDBBackend(demo_db), accountant=accountant)
+    try:
+        with pytest.raises(InternalError, match="nothing was charged"):
+            engine.run("SELECT SUM(capital_gain) FROM adult", analyst="alice")
+        assert accountant.spent("alice") == Cost(Fraction(0), Fraction(0))
+    finally:
+        engine.close()
