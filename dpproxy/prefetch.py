@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms import noise as _noise
-from dpproxy.mechanisms.noise import discrete_laplace
+from dpproxy.mechanisms.noise import discrete_laplace, lattice_double
 from dpproxy.mechanisms.staircase import draw_units
 
 if TYPE_CHECKING:  # concurrent.futures is imported with the worker (not by a one-shot command)
@@ -159,14 +159,6 @@ def lattice_units_many(values: Sequence[float], k: int) -> list[int]:
     if scaled is not None:
         return list(map(int, scaled))
     return [lattice_units(v, k) for v in values]
-
-
-def lattice_double(units: int, k: int) -> float:
-    """units·2^k rounded to the nearest double (ties to even; ±inf beyond the largest)."""
-    try:
-        return units / (1 << -k) if k <= 0 else float(units << k)
-    except OverflowError:
-        return math.inf if units > 0 else -math.inf
 
 
 class Prefetched:

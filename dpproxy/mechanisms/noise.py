@@ -329,6 +329,14 @@ def laplace_on_lattice(
     return drawn
 
 
+def lattice_double(units: int, k: int) -> float:
+    """units·2^k rounded to the nearest double (ties to even; ±inf beyond the largest)."""
+    try:
+        return units / (1 << -k) if k <= 0 else float(units << k)
+    except OverflowError:
+        return math.inf if units > 0 else -math.inf
+
+
 def scaled_to_lattice(values: Sequence[float], k: int) -> list[float] | None:
     """``math.ldexp(v, -k)`` of each value when every one is an integral double, else None
     (a value off the lattice, NaN, ±inf, or a product beyond the doubles): one pass of C-level
@@ -424,13 +432,7 @@ class OpenDPNoise:
             raise InternalError("a value off the noise lattice")
         with _one_shot_imports():
             drawn = draw_units(law, len(values), discrete_laplace)
-        out = []
-        for u, d in zip(map(int, scaled), drawn, strict=True):
-            try:
-                out.append((u + d) / (1 << -k) if k <= 0 else float((u + d) << k))
-            except OverflowError:
-                out.append(math.inf if u + d > 0 else -math.inf)
-        return out
+        return [lattice_double(int(u) + d, k) for u, d in zip(scaled, drawn, strict=True)]
 
     @staticmethod
     def _apply(kind: str, values: Sequence[float], scale: Fraction, integer: bool) -> list[float]:

@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from sqlglot import exp
 
-from dpproxy.analysis.sensitivity import PrimitiveKind
 from dpproxy.mechanisms.noise import lattice_exponent
 from dpproxy.mechanisms.staircase import Staircase, staircase_for
-from dpproxy.planning.plan import Primitive, Release
+from dpproxy.planning.plan import Release
 from dpproxy.release.noise import _noise_releases
-from dpproxy.values import Cost, Sensitivity
 from tests.audit.harness import (
     NOISE,
     SIGMAS,
@@ -37,9 +35,10 @@ from tests.audit.harness import (
     run_audit,
     tails,
 )
+from tests.audit.test_audit_lattice import SUM_SCALE, _sum_release
 
 BITS = 48
-SENS = Fraction(10)
+SENS = SUM_SCALE  # the release's Δ (and Laplace scale: ε = 1)
 H = Fraction(1, 2**30)  # a guard's rounding step: the staircase's step covers Δ + h
 
 
@@ -51,12 +50,8 @@ def _law() -> Staircase:
 
 
 def _release() -> Release:
-    return Release(
-        Primitive("s", PrimitiveKind.SUM, exp.column("x")),
-        Sensitivity(SENS, SENS, SENS),
-        _law(),
-        Cost(Fraction(1)),
-    )
+    """``test_audit_lattice.py``'s SUM release (Δ = 10, ε = 1), drawn from the staircase."""
+    return replace(_sum_release(), mechanism=_law())
 
 
 def _draw(exact: float) -> float:
