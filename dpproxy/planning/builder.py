@@ -9,6 +9,7 @@ what one :func:`~dpproxy.planning.planner.plan_query` would otherwise compute mo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fractions import Fraction
 
 from sqlglot import exp
@@ -22,6 +23,26 @@ from dpproxy.planning import derived
 from dpproxy.planning.plan import AggregatePlan, Primitive, Release, Selection, StatPlan
 from dpproxy.sql.validate import AggKind, ValidQuery
 from dpproxy.values import Cost, Interval
+
+_ZERO = Fraction(0)
+
+
+def exact_sum(terms: Iterable[Fraction]) -> Fraction:
+    """Σ terms (0 when none), exactly: the nonzero terms over one denominator, normalised once
+    (each Fraction addition normalises its sum); a lone nonzero term is returned itself.
+
+    >>> exact_sum([Fraction(1, 6), Fraction(0), Fraction(1, 3)]), exact_sum([])
+    (Fraction(1, 2), Fraction(0, 1))
+    """
+    n, d, count, last = 0, 1, 0, _ZERO
+    for t in terms:
+        if t:
+            tn, td = t.numerator, t.denominator
+            n, d = (n + tn, d) if td == d else (n * td + tn * d, d * td)
+            count, last = count + 1, t
+    if count < 2:
+        return last if type(last) is Fraction else Fraction(last)
+    return Fraction(n, d)
 
 
 def even_releases(
@@ -93,8 +114,8 @@ def total_cost(
 ) -> Cost:
     """Basic composition: Laplace ε's add; Gaussian ρ's add and convert once at ``delta_gauss``;
     every other release adds its own (ε, δ)."""
-    eps = sum((r.cost.epsilon for r in releases), Fraction(0))
-    rho = sum((r.cost.rho for r in releases), Fraction(0))
+    eps = exact_sum(r.cost.epsilon for r in releases)
+    rho = exact_sum(r.cost.rho for r in releases)
     cost = Cost(eps)
     if rho:
         cost = cost + Cost(zcdp_to_approx(rho, delta_gauss), delta_gauss, rho)

@@ -17,7 +17,7 @@ from dpproxy.analysis.sensitivity import PrimitiveKind, sensitivity
 from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
-from dpproxy.planning.builder import total_cost
+from dpproxy.planning.builder import exact_sum, total_cost
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan
 from dpproxy.values import Cost, exp_down, float_up, ln_down, ln_up
 
@@ -40,7 +40,7 @@ def check_plan(plan: QueryPlan) -> None:
     for st in plan.stats:
         _check_stat(st, plan)
     delta_gauss = plan.cost.delta - (plan.selection.release.cost.delta if plan.selection else 0)
-    delta_gauss -= sum((st.cost.delta for st in plan.stats), Fraction(0))
+    delta_gauss -= exact_sum(st.cost.delta for st in plan.stats)
     recomputed = total_cost(plan.releases, plan.selection, delta_gauss, plan.stats)
     if plan.truncation is not None and plan.truncation.epsilon:
         recomputed = recomputed + Cost(plan.truncation.epsilon)

@@ -17,7 +17,7 @@ from dpproxy.catalog.model import MechanismKind, Neighbouring
 from dpproxy.errors import PrivacyParameterError, UnboundedColumn
 from dpproxy.mechanisms.base import Gaussian, Laplace, approx_to_zcdp
 from dpproxy.planning import derived
-from dpproxy.planning.builder import Memo, PrimitiveBuilder, release, unbounded_hint
+from dpproxy.planning.builder import Memo, PrimitiveBuilder, exact_sum, release, unbounded_hint
 from dpproxy.planning.methods import (
     REFERENCE_ROWS,
     SAA_ARGUMENT_LIMIT,
@@ -135,8 +135,8 @@ def plan_methods(
         aggs[i] = replace(aggs[i], derived=aggs[j].stat, reason=better.reason if better else "")
     prims = builder.primitives
     releases: list[Release] = []
-    eps_gs = sum((e for e, _ in released.values()), Fraction(0))
-    delta_gs = sum((d for _, d in released.values()), Fraction(0))
+    eps_gs = exact_sum(e for e, _ in released.values())
+    delta_gs = exact_sum(d for _, d in released.values())
     if gaussian and released and delta_gs <= 0:
         raise PrivacyParameterError("the Gaussian mechanism needs δ > 0")
     rho_gs = approx_to_zcdp(eps_gs, delta_gs) if gaussian and released else Fraction(0)

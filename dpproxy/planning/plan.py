@@ -169,6 +169,8 @@ class StatPlan:
 
     @property
     def cost(self) -> Cost:
+        if self.groups == 1:  # the common case: the per-group figures themselves
+            return Cost(self.epsilon, self.delta)
         return Cost(self.epsilon * self.groups, self.delta * self.groups)
 
 
