@@ -119,7 +119,10 @@ def check_tree(tree: exp.Expr) -> None:
     ``meta`` dict of line, column, start and end that nothing in dpproxy reads, and that the
     printer ignores): every ``copy()`` of a tree would otherwise deep-copy one dict per node
     through :func:`copy.deepcopy`, most of what a copy costs (issue 21). Other ``meta`` keys
-    (a ``/* sqlglot.meta … */`` comment's) are kept.
+    (a ``/* sqlglot.meta … */`` comment's) are kept. An empty ``comments`` list (the parser
+    leaves one on a SELECT and on each aggregate call) becomes ``None`` for the same reason:
+    a copy deep-copies a list, not ``None``, and nothing reads the two differently (sqlglot's
+    printer and ``treekey`` test the list's truth; ``add_comments`` makes a list for ``None``).
     """
     # Depth-first in the order of ``iter_expressions`` (the last child first, as a stack of
     # its children pops them), with the depths on a stack of their own: no tuple and no
@@ -136,6 +139,9 @@ def check_tree(tree: exp.Expr) -> None:
         meta = node._meta
         if meta is not None and meta.keys() <= _POSITION_KEYS:
             node._meta = None
+        comments = node.comments
+        if comments is not None and not comments:
+            node.comments = None
         kind = kinds.get(type(node))
         if kind is None:
             kind = kinds[type(node)] = _kind(node)
