@@ -49,16 +49,16 @@ class Laplace:
 
     def epsilon(self, sens: Sensitivity) -> Fraction:
         """ε = Δ₁ / b, exactly; 0 when nothing can change, infinite (error) without noise."""
-        if sens.l1 == 0:
+        if not sens.l1:  # a Fraction's truth is its numerator's: no comparison with 0
             return Fraction(0)
-        if self.scale == 0:
+        if not self.scale:
             raise InternalError("a zero-scale Laplace cannot release a sensitive value")
         return sens.l1 / self.scale
 
     @classmethod
     def calibrate(cls, sens: Sensitivity, epsilon: Fraction) -> Laplace:
         """The smallest scale b with Δ₁/b ≤ ε (exact inverse of :meth:`epsilon`)."""
-        if epsilon <= 0:
+        if epsilon.numerator <= 0:  # its sign (``<=`` on a Fraction is an ABC check first)
             raise PrivacyParameterError("ε must be positive")
         return cls(sens.l1 / epsilon)
 

@@ -19,7 +19,7 @@ from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace
 from dpproxy.planning.builder import exact_sum, total_cost
 from dpproxy.planning.plan import Method, QueryPlan, StatPlan
-from dpproxy.values import Cost, exp_down, float_up, ln_down, ln_up
+from dpproxy.values import Cost, at_most, exp_down, float_up, ln_down, ln_up
 
 
 def check_plan(plan: QueryPlan) -> None:
@@ -112,7 +112,7 @@ def _check_stat(st: StatPlan, plan: QueryPlan) -> None:
         raise InternalError(f"plan check failed: {st.method.value} {what}", log_detail=repr(st))
 
     eps, dlt = st.epsilon, st.delta
-    if eps <= 0 or st.groups < 1 or st.rows < 1:
+    if eps.numerator <= 0 or st.groups < 1 or st.rows < 1:  # ε's sign: its numerator's
         fail("budget")
     grouped = bool(plan.query.keys)
     stab = plan.stability
@@ -122,7 +122,7 @@ def _check_stat(st: StatPlan, plan: QueryPlan) -> None:
         fail("groups per unit")
     if st.method is Method.JOINT:
         sens = stab.rows * (2 if st.neighbouring is Neighbouring.SUBSTITUTE else 1)
-        if st.groups != 1 or st.scale * eps < sens or dlt:
+        if st.groups != 1 or not at_most(sens, st.scale * eps) or dlt:
             fail("scale")
     elif st.method is Method.PTR:
         if dlt <= 0 or st.bound is None or st.bound <= 0:

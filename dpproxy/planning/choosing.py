@@ -31,7 +31,7 @@ from dpproxy.planning.methods import (
 )
 from dpproxy.planning.plan import AggregatePlan, Candidate, Method, Primitive, Release, StatPlan
 from dpproxy.sql.validate import AggKind, Aggregate, ValidQuery
-from dpproxy.values import Interval
+from dpproxy.values import Interval, at_most
 
 
 def reference_rows(query: ValidQuery) -> tuple[int, bool]:
@@ -76,7 +76,6 @@ def plan_methods(
     grouped = bool(query.keys)
     weights = [weight(a.kind) for a in query.aggregates]
     total_weight = sum(weights)
-    fractions = better.fractions if better else [Fraction(w, total_weight) for w in weights]
     reads = better.derived if better else {}
     n_ref, public = reference_rows(query)
     builder = PrimitiveBuilder(query, memo)
@@ -88,7 +87,7 @@ def plan_methods(
         if i in reads:
             aggs.append(AggregatePlan(agg.kind, (), None))  # filled in below
             continue
-        epsilon, delta = eps_agg * fractions[i], delta_agg * fractions[i]
+        epsilon, delta = _shares(eps_agg, delta_agg, better, i, weights[i], total_weight)
         if methods_of(agg) == (Method.GS,):  # its (ε, δ) is all it reads of a Budget
             aggs.append(_share_of(builder.aggregate(i), epsilon, delta, released))
             continue
@@ -147,6 +146,24 @@ def plan_methods(
         rho = rho_gs * e / eps_gs if gaussian else Fraction(0)
         releases.append(release(prim, stab, rel, mech, e, rho, grouped))
     return tuple(aggs), prims, releases, tuple(stats), (delta_gs if gaussian else Fraction(0))
+
+
+def _shares(
+    eps: Fraction, delta: Fraction, better: derived.Split | None, i: int, w: int, total: int
+) -> tuple[Fraction, Fraction]:
+    """Aggregate ``i``'s (ε, δ): ``better``'s fraction of them, or its weight ``w`` of
+    ``total``. The weight's share is one Fraction per product, (ε.n·w)/(ε.d·total) normalised,
+    the value of ε·Fraction(w, total) (two normalisations; δ = 0, most often, is 0 as is)."""
+    if better is not None:
+        f = better.fractions[i]
+        return eps * f, delta * f
+    share = Fraction(eps.numerator * w, eps.denominator * total)
+    if not delta:
+        return share, _ZERO
+    return share, Fraction(delta.numerator * w, delta.denominator * total)
+
+
+_ZERO = Fraction(0)
 
 
 def _budget(
@@ -333,7 +350,7 @@ def _tame(agg: Aggregate, memo: Memo) -> bool:
         iv = memo.bounds(arg)
         if iv is None:
             continue  # always NULL
-        if not iv.bounded or iv.max_abs() > SAA_ARGUMENT_LIMIT:
+        if not iv.bounded or not at_most(iv.max_abs(), SAA_ARGUMENT_LIMIT):
             return False
     return True
 

@@ -79,7 +79,7 @@ def plan_query(
     eps = policy.epsilon if epsilon is None else epsilon
     dlt = policy.delta if delta is None else delta
     mech = mechanism or policy.mechanism
-    opts = options or MethodOptions()
+    opts = options or _NO_OPTIONS
     check_privacy_parameters(eps, dlt)
     if query.source is not None and query.source.sides is not None:
         truncation = None  # set below: the join's stability, not a bound per unit
@@ -204,6 +204,8 @@ def plan_query(
         truncation=truncation,
     )
 
+
+_NO_OPTIONS = MethodOptions()  # frozen: one for every plan without options
 
 GS_KINDS = frozenset(
     {

@@ -121,3 +121,13 @@ def test_privacy_parameters_refused_as_before(eps: Fraction, dlt: Fraction) -> N
         got = e.message
     want = _old_check(eps, dlt)
     assert got.startswith(want) and bool(got) == bool(want)
+
+
+@given(fractions, fractions, st.integers(1, 8), st.integers(1, 8))
+def test_weight_shares_are_the_products(eps: Fraction, dlt: Fraction, w: int, extra: int) -> None:
+    from dpproxy.planning.choosing import _shares
+
+    eps, dlt, total = abs(eps), abs(dlt), w + extra
+    got = _shares(eps, dlt, None, 0, w, total)
+    want = (eps * Fraction(w, total), dlt * Fraction(w, total))
+    assert same(got[0], want[0]) and same(got[1], want[1])
