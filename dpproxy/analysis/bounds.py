@@ -35,6 +35,16 @@ from dpproxy.values import (
     sqrt_up,
 )
 
+# isinstance tuples built once: ``A | B`` written in the call builds a union of sqlglot
+# classes at every call, a microsecond each (issue 21); a tuple tests the same classes
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod)
+_RING = (exp.Add, exp.Sub, exp.Mul)
+_EXTREMES = (exp.Greatest, exp.Least)
+_ROUNDINGS = (exp.Round, exp.Floor, exp.Ceil)
+_CASTS = (exp.Cast, exp.TryCast)
+_CONDITIONS = (exp.Predicate, exp.Not, exp.And, exp.Or)
+_MATH = (exp.Sqrt, exp.Ln, exp.Log, exp.Exp)
+
 _UNBOUNDED = Interval.unbounded()
 
 
@@ -88,7 +98,7 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     if isinstance(node, exp.Neg):
         v = b(node.this)
         return None if v is None else -v
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod):
+    if isinstance(node, _ARITHMETIC):
         lhs, rhs = b(node.this), b(node.expression)
         if lhs is None or rhs is None:
             return None
@@ -124,7 +134,7 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         return _hull([b(node.this), *(b(e) for e in node.expressions)])
     if isinstance(node, exp.Nullif):
         return b(node.this)
-    if isinstance(node, exp.Greatest | exp.Least):
+    if isinstance(node, _EXTREMES):
         found = [b(node.this), *(b(e) for e in node.expressions)]
         present: list[Interval] = [p for p in found if p is not None]
         if not present:
@@ -150,7 +160,7 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
             Fraction(0) if v.contains_zero() else min(abs(v.lo), abs(v.hi)),  # type: ignore[arg-type]
             v.max_abs(),
         )
-    if isinstance(node, exp.Round | exp.Floor | exp.Ceil):
+    if isinstance(node, _ROUNDINGS):
         v = b(node.this)
         if v is None or not v.bounded:
             return v
@@ -159,11 +169,11 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
         # ROUND(x, -k) moves x by at most 10^k / 2 (to a multiple of 10^k); else at most 1
         step = Fraction(10) ** -digits if isinstance(d, exp.Neg) and (digits := digits_of(d)) else 1
         return Interval(v.lo - step, v.hi + step)
-    if isinstance(node, exp.Cast | exp.TryCast):
+    if isinstance(node, _CASTS):
         if node.to.this is exp.DataType.Type.BOOLEAN:
             return Interval(Fraction(0), Fraction(1))
         # ``(a = b)::int`` parses as a cast of the parenthesised predicate: 0 or 1 too
-        if isinstance(node.this.unnest(), exp.Predicate | exp.Not | exp.And | exp.Or):
+        if isinstance(node.this.unnest(), _CONDITIONS):
             return Interval(Fraction(0), Fraction(1))
         v = b(node.this)
         if v is None or not v.bounded:
@@ -193,7 +203,7 @@ def bounds_of(node: exp.Expression, table: Table) -> Interval | None:
     if isinstance(node, exp.Cbrt):
         v = b(node.this)
         return None if v is None else cube_root(v)
-    if isinstance(node, exp.Sqrt | exp.Ln | exp.Log | exp.Exp):
+    if isinstance(node, _MATH):
         v = b(math_operand(node))
         return None if v is None else monotone(node, v)
     if isinstance(node, exp.DateDiff):  # days between two dates of 0001…9999 (sql/dates.py)
@@ -329,7 +339,7 @@ def integral(node: exp.Expression, table: Table) -> bool:
     if isinstance(node, exp.Column):
         col = table.column(node.name)
         return col is not None and col.type is ColumnType.INTEGER
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+    if isinstance(node, _RING):
         return integral(node.this, table) and integral(node.expression, table)
     if isinstance(node, exp.Neg):
         return integral(node.this, table)

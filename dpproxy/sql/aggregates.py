@@ -111,8 +111,8 @@ def default_name(node: exp.Expression, i: int) -> str:
         return function_name(node.this).lower()
     if isinstance(node, _NAMED_FUNCS):  # sqrt, round, width_bucket, to_char, as PostgreSQL
         return user_name(node)
-    if isinstance(node, exp.AggFunc | exp.Filter | exp.WithinGroup):
-        inner = node.this if isinstance(node, exp.Filter | exp.WithinGroup) else node
+    if isinstance(node, (exp.AggFunc, exp.Filter, exp.WithinGroup)):
+        inner = node.this if isinstance(node, (exp.Filter, exp.WithinGroup)) else node
         names = {
             exp.Stddev: "stddev",
             exp.Variance: "variance",
@@ -167,7 +167,7 @@ class PostBuilder:
             from dpproxy.sql.windows import build_window  # imported by a query with a window
 
             return build_window(node, self._walk, self.type_of, self.windows)
-        if isinstance(node, exp.Filter | exp.AggFunc | exp.WithinGroup):
+        if isinstance(node, (exp.Filter, exp.AggFunc, exp.WithinGroup)):
             return exp.column(f"__agg_{self._aggregate(node)}")
         if isinstance(node, exp.Anonymous) and node.name.upper() in INTERVAL_FUNCTIONS:
             return self._interval(node)
@@ -235,7 +235,7 @@ class PostBuilder:
             node = node.this
             no_aggregates(condition, "FILTER")
         kind, arg, q, second_arg = self._classify(node)
-        distinct = isinstance(node, exp.Sum | exp.Avg) and isinstance(node.this, exp.Distinct)
+        distinct = isinstance(node, (exp.Sum, exp.Avg)) and isinstance(node.this, exp.Distinct)
         measure: exp.Expression | None = None
         second: exp.Expression | None = None
         if kind is AggKind.COUNT_UNITS:
@@ -304,7 +304,7 @@ class PostBuilder:
             return AggKind.COUNT, arg, None, None
         if isinstance(node, exp.WithinGroup):
             return self._within_group(node)
-        if isinstance(node, exp.Sum | exp.Avg) and isinstance(node.this, exp.Distinct):
+        if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(node.this, exp.Distinct):
             items = node.this.expressions
             if len(items) != 1:
                 raise UnsupportedQuery(

@@ -31,6 +31,10 @@ from dpproxy.errors import DatatypeMismatch, NumericValueOutOfRange, Unsupported
 from dpproxy.sql.sqltype import SqlType
 from dpproxy.sql.totality import user_name
 
+# isinstance tuples built once: ``A | B`` written in the call builds a union of sqlglot
+# classes at every call, a microsecond each (issue 21); a tuple tests the same classes
+_ROUND_TRUNC = (exp.Round, exp.Trunc)
+
 #: Functions that post-processing computes on released values (``release/functions.py``).
 POST_FUNCS: tuple[type[exp.Expression], ...] = (
     exp.Sqrt,
@@ -65,7 +69,7 @@ def post_type(node: exp.Expression, t: Callable[[exp.Expression], SqlType]) -> S
     """The type of ``node`` when post-processing computes it (a function of
     :data:`POST_FUNCS`, or ROUND with literal digits), else None (the row-level rules apply).
     Arguments must be numeric (42804)."""
-    if isinstance(node, exp.Round | exp.Trunc):
+    if isinstance(node, _ROUND_TRUNC):
         d = node.args.get("decimals")
         if d is None and isinstance(node, exp.Round):
             return None

@@ -64,6 +64,13 @@ from dpproxy.sql.sqltype import SqlType as SqlType  # re-exported: its home for 
 from dpproxy.sql.tochar import to_char_type
 from dpproxy.sql.totality import user_name
 
+# isinstance tuples built once: ``A | B`` written in the call builds a union of sqlglot
+# classes at every call, a microsecond each (issue 21); a tuple tests the same classes
+_AND_OR = (exp.And, exp.Or)
+_LIKES = (exp.Like, exp.ILike)
+_PICKS = (exp.Coalesce, exp.Greatest, exp.Least)
+_CASTS = (exp.Cast, exp.TryCast)
+
 _E = typing.TypeVar("_E", bound=exp.Expression)
 
 
@@ -205,7 +212,7 @@ def type_of(
                 hint="compare values of the same type, or CAST one side",
             )
         return SqlType.BOOLEAN
-    if isinstance(node, exp.And | exp.Or):
+    if isinstance(node, _AND_OR):
         expect(t(node.this), SqlType.BOOLEAN, node)
         expect(t(node.expression), SqlType.BOOLEAN, node)
         return SqlType.BOOLEAN
@@ -238,7 +245,7 @@ def type_of(
     if isinstance(node, exp.Between):
         unify_all([node.this, node.args["low"], node.args["high"]], "BETWEEN", t)
         return SqlType.BOOLEAN
-    if isinstance(node, exp.Like | exp.ILike):
+    if isinstance(node, _LIKES):
         expect(t(node.this), SqlType.TEXT, node)
         expect(t(node.expression), SqlType.TEXT, node)
         return SqlType.BOOLEAN
@@ -258,7 +265,7 @@ def type_of(
         if node.args.get("false") is not None:
             parts.append(node.args["false"])
         return unify_all(parts, "IF", t)
-    if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
+    if isinstance(node, _PICKS):
         return unify_all([node.this, *node.expressions], node.key.upper(), t)
     if isinstance(node, exp.Nullif):
         return unify_all([node.this, node.expression], "NULLIF", t)
@@ -327,7 +334,7 @@ def type_of(
                 hint="CAST one side to TEXT",
             )
         return SqlType.TEXT
-    if isinstance(node, exp.Cast | exp.TryCast):
+    if isinstance(node, _CASTS):
         src = t(node.this)
         dst = cast_type(node.to)
         if src is SqlType.UNKNOWN:  # a cast of a literal is read here (22P02), never per row
