@@ -70,6 +70,10 @@ _AND_OR = (exp.And, exp.Or)
 _LIKES = (exp.Like, exp.ILike)
 _PICKS = (exp.Coalesce, exp.Greatest, exp.Least)
 _CASTS = (exp.Cast, exp.TryCast)
+_TEXT_FUNCTIONS = (exp.StrPosition, exp.Left, exp.Right, exp.Replace)
+_CONSTANTS = (exp.Literal, exp.Neg, exp.Boolean)
+_NAMES = (exp.Var, exp.Identifier)
+_TRUNCATIONS = (exp.TimestampTrunc, exp.DateTrunc)
 
 _E = typing.TypeVar("_E", bound=exp.Expression)
 
@@ -315,7 +319,7 @@ def type_of(
     if isinstance(node, exp.Length):
         expect(t(node.this), SqlType.TEXT, node)
         return SqlType.NUMERIC
-    if isinstance(node, exp.StrPosition | exp.Left | exp.Right | exp.Replace):
+    if isinstance(node, _TEXT_FUNCTIONS):
         return _text_function(node, t)
     if isinstance(node, exp.Substring):
         expect(t(node.this), SqlType.TEXT, node)
@@ -342,7 +346,7 @@ def type_of(
             typed = typed_constant(literal.name, dst) if literal is not None else None
             if literal is not None and typed is None and dst is not SqlType.TEXT:
                 coerce_literal(literal, dst)  # raises 22P02
-            if literal is not None and isinstance(typed, exp.Literal | exp.Neg | exp.Boolean):
+            if literal is not None and isinstance(typed, _CONSTANTS):
                 literal.replace(typed)  # a number or a boolean; a date stays CAST('…' AS DATE)
         if src is SqlType.DATE and dst is SqlType.NUMERIC:
             raise DatatypeMismatch("cannot cast a date to a number")
@@ -351,14 +355,14 @@ def type_of(
         source = t(node.expression)
         expect(source, SqlType.DATE, node)
         not_all_null([source], node)
-        unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
+        unit = node.this.name.lower() if isinstance(node.this, _NAMES) else ""
         if unit not in _DATE_FIELDS:  # PostgreSQL raises per row for time fields of a date
             raise UnsupportedQuery(
                 f'unit "{unit or node.this.sql()}" not supported for type date',
                 hint="fields of a date: " + ", ".join(sorted(_DATE_FIELDS)),
             )
         return SqlType.NUMERIC
-    if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
+    if isinstance(node, _TRUNCATIONS):
         return dates.truncation(node, t(node.this))
     if isinstance(node, exp.DateAdd):  # built from date ± interval by dates.date_arithmetic
         expect(t(node.this), SqlType.DATE, node)

@@ -45,6 +45,11 @@ from dpproxy.sql.scope import (
 from dpproxy.sql.semijoins import SemiJoins
 from dpproxy.sql.types import SqlType
 
+# isinstance tuples built once (``A | B`` in the call builds a union at every call)
+_CONDITIONS = (exp.Predicate, exp.Not, exp.And, exp.Or)
+_AND_OR = (exp.And, exp.Or)
+_NEVER_NULL = (exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ)
+
 if TYPE_CHECKING:  # imported by the queries with such FROM items or window functions only
     from dpproxy.sql.perunit import PerUnit
     from dpproxy.sql.unionrel import UnionRelation
@@ -393,7 +398,7 @@ def _domain(expr: exp.Expression, table: Table) -> tuple[Any, ...] | None:
             if v not in values:
                 values.append(v)
         return tuple(values)
-    if isinstance(expr, exp.Predicate | exp.Not | exp.And | exp.Or):
+    if isinstance(expr, _CONDITIONS):
         return (False, True) + ((None,) if nullable and not _never_null(expr) else ())
     if isinstance(expr, exp.WidthBucket):  # 0 … n + 1 (sql/buckets.py)
         return tuple(range(bucket_spec(expr)[2] + 2)) + ((None,) if nullable else ())
@@ -406,6 +411,6 @@ def _never_null(expr: exp.Expression) -> bool:
     inner = expr.unnest()
     if isinstance(inner, exp.Not):
         return _never_null(inner.this)
-    if isinstance(inner, exp.And | exp.Or):
+    if isinstance(inner, _AND_OR):
         return _never_null(inner.this) and _never_null(inner.expression)
-    return isinstance(inner, exp.Is | exp.NullSafeEQ | exp.NullSafeNEQ)
+    return isinstance(inner, _NEVER_NULL)
