@@ -90,10 +90,11 @@ def and_all(parts: list[exp.Expression]) -> exp.Expression:
     return result
 
 
-def factor_where(tree: exp.Select) -> exp.Select:
+def factor_where(tree: exp.Select, wheres: list[exp.Where] | None = None) -> exp.Select:
     """A copy of ``tree`` with :func:`factor_or` applied to every WHERE clause in it, or
     ``tree`` itself when no WHERE has an OR whose branches share a conjunct (almost every
-    query: copying the whole tree for nothing was a tenth of a cold plan, issue 21).
+    query: copying the whole tree for nothing was a tenth of a cold plan, issue 21). ``wheres``:
+    the tree's WHERE nodes in ``find_all``'s order, from a caller that walked it already.
 
     >>> t = exp.maybe_parse("SELECT COUNT(*) FROM t WHERE x > 1 OR y = 2")
     >>> factor_where(t) is t
@@ -104,7 +105,8 @@ def factor_where(tree: exp.Select) -> exp.Select:
     >>> t.sql()
     'SELECT COUNT(*) FROM t WHERE (a = b AND x > 1) OR (a = b AND x < 0)'
     """
-    if not any(_factorable(where.this) for where in tree.find_all(exp.Where)):
+    found = tree.find_all(exp.Where) if wheres is None else wheres  # the caller's walk's
+    if not any(_factorable(where.this) for where in found):
         return tree
     out = tree.copy()
     for where in list(out.find_all(exp.Where)):

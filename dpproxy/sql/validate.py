@@ -130,8 +130,9 @@ def validate(tree: exp.Expression, catalog: Catalog, sql: str = "") -> ValidQuer
     # queries): then its own walk of the whole tree is skipped. Factoring a WHERE copies the
     # tree and changes conditions only; no step until the select list's makes a division.
     kinds = {type(n) for n in nodes}
-    if any(issubclass(k, exp.Where) for k in kinds):
-        tree = factor_where(tree)  # (A AND B) OR (A AND C) → A AND (B OR C), before the joins
+    wheres = [n for n in nodes if isinstance(n, exp.Where)]  # in find_all's order
+    if wheres:
+        tree = factor_where(tree, wheres)  # (A AND B) OR (A AND C) → A AND (B OR C), first
     if any(issubclass(k, exp.CTE) for k in kinds):
         tree = unshadow_ctes(tree, (t.name for t in catalog.tables))  # one relation per name
     ctes = collect_ctes(tree)
