@@ -114,8 +114,10 @@ def whole_term(p: Primitive, table: Table) -> WholeTerm | None:
     if p.measure is None or p.values is None:
         return None
     span = exact_range(p.measure, table)
+    if span is None or any(v.denominator != 1 for v in span):
+        return None  # (before _natural_bits, a walk of the measure: pure, so not needed)
     natural = _natural_bits(p, table)
-    if span is None or natural is None or any(v.denominator != 1 for v in span):
+    if natural is None:
         return None
     g = grid(p, table)
     if g.bits != natural or g.bits < 0:
