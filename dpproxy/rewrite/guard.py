@@ -85,6 +85,8 @@ def real_safe(e: exp.Expression) -> exp.Expression:
     makes the unified type DOUBLE on both engines, to which every number widens without
     error; a constant within REAL's range converts without error (rounded, as PostgreSQL
     rounds it there)."""
+    if type(e) is exp.Literal and len(e.name) <= 38 and e.name.isascii() and e.name.isdigit():
+        return e  # an integer in [0, 10^38): 0, or within [1, 10^38) ⊂ [_REAL_MIN, _REAL_MAX]
     v = numeric_constant(e)
     if v is None or v == 0 or _REAL_MIN <= abs(v) <= _REAL_MAX:
         return e
@@ -93,6 +95,11 @@ def real_safe(e: exp.Expression) -> exp.Expression:
 
 def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     """The guards of this module applied to one node whose children are already guarded."""
+    plain = _PLAIN.get(type(n))
+    if plain is None:
+        plain = _PLAIN[type(n)] = not issubclass(type(n), _RULED)
+    if plain:  # of all the rules below, only the promotion of an arithmetic operand applies
+        return as_double(n) if _operand_to_promote(n, table) else n
     if isinstance(n, _UNIFYING) and not is_double(n, table):  # (a clamp's CASE is)
         values = [i for i in n.args.get("ifs") or ()] if isinstance(n, exp.Case) else [n]
         for holder in values:  # a constant beyond REAL's range: a DOUBLE (real_safe)
@@ -156,6 +163,37 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
     if promote:
         return as_double(out)
     return out
+
+
+#: Every class some rule of :func:`_guard_node` tests for besides the promotion (Literal and
+#: Cast stand for their ``type(n) is`` tests): a node of any other class is "plain", decided
+#: once per class in ``_PLAIN``, and only the promotion can change it.
+_RULED = (
+    *_UNIFYING,
+    exp.Literal,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.DateAdd,
+    exp.DateDiff,
+    exp.Extract,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    *DOMAIN_FUNCS,
+    exp.WidthBucket,
+    exp.TimeToStr,
+    exp.Sign,
+    exp.Substring,
+    *SIZED,
+    exp.Like,
+    exp.ILike,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Cast,
+    exp.Round,
+)
+_PLAIN: dict[type, bool] = {}
 
 
 def _like(n: exp.Like | exp.ILike) -> exp.Expression:
