@@ -81,7 +81,11 @@ def _double_column(name: str) -> Callable[[], exp.Expression]:
 
 # (column name, lower, upper) → its clamp CASE, built once: a copy of it is the same tree
 # as a new :func:`clamp` of the column (its nodes hold only the name and the two bounds) and
-# costs a third as much to make. Never handed out itself, only copies.
+# costs a third as much to make. Never handed out itself, only copies. It is hashed when
+# made: sqlglot's copy keeps the hash of each leaf (a column's name, a type, a bound; a
+# function of the leaf alone, so the copy's own), and drops the inner nodes' as it sets their
+# children, so an ``==`` on a copy (rewrite/ranges.py compares a clamp's three ``v``) hashes
+# only those. sqlglot drops a node's hash, and its ancestors', whenever a child changes.
 _COLUMN_CLAMPS: dict[tuple[str, Fraction | None, Fraction | None], exp.Expression] = {}
 
 
@@ -92,6 +96,7 @@ def column_clamp(name: str, lo: Fraction | None, hi: Fraction | None) -> exp.Exp
         if len(_COLUMN_CLAMPS) >= 4096:  # schemas come and go in tests and reloads
             _COLUMN_CLAMPS.clear()
         template = _COLUMN_CLAMPS[key] = clamp(_double_column(name), lo, hi)
+        hash(template)  # its copies keep their leaves' hashes (above)
     return clone(template)
 
 
