@@ -169,29 +169,10 @@ def _guard_node(n: exp.Expression, table: Table) -> exp.Expression:
 #: Cast stand for their ``type(n) is`` tests): a node of any other class is "plain", decided
 #: once per class in ``_PLAIN``, and only the promotion can change it.
 _RULED = (
-    *_UNIFYING,
-    exp.Literal,
-    exp.TimestampTrunc,
-    exp.DateTrunc,
-    exp.DateAdd,
-    exp.DateDiff,
-    exp.Extract,
-    exp.Div,
-    exp.IntDiv,
-    exp.Mod,
-    *DOMAIN_FUNCS,
-    exp.WidthBucket,
-    exp.TimeToStr,
-    exp.Sign,
-    exp.Substring,
-    *SIZED,
-    exp.Like,
-    exp.ILike,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Cast,
-    exp.Round,
+    *(*_UNIFYING, exp.Literal, exp.TimestampTrunc, exp.DateTrunc, exp.DateAdd, exp.DateDiff),
+    *(exp.Extract, exp.Div, exp.IntDiv, exp.Mod, *DOMAIN_FUNCS, exp.WidthBucket, exp.TimeToStr),
+    *(exp.Sign, exp.Substring, *SIZED, exp.Like, exp.ILike, exp.Add, exp.Sub, exp.Mul),
+    *(exp.Cast, exp.Round),
 )
 _PLAIN: dict[type, bool] = {}
 
@@ -366,9 +347,15 @@ def _double_test(kind: type) -> Callable[[exp.Expression, Table], bool]:
 
 
 def _case_is_double(n: exp.Expression, table: Table) -> bool:
-    values = [i.args.get("true") for i in n.args.get("ifs") or []]
-    values.append(n.args.get("default"))
-    return any(v is not None and is_double(v, table) for v in values)
+    """Is some value of the CASE a DOUBLE? Its ELSE first (a pure test of each value, so the
+    order does not change the answer): a clamp's, ``CAST(column AS DOUBLE)``, settles it."""
+    default = n.args.get("default")
+    if default is not None and is_double(default, table):
+        return True
+    return any(
+        (v := i.args.get("true")) is not None and is_double(v, table)
+        for i in n.args.get("ifs") or []
+    )
 
 
 _DOUBLE_TESTS: dict[type, Callable[[exp.Expression, Table], bool]] = {}

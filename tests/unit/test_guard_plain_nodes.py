@@ -130,3 +130,29 @@ def test_real_safe_keeps_what_its_exact_test_keeps() -> None:
             except (ValueError, ZeroDivisionError):
                 continue
             assert (real_safe(literal) is literal) == keep, (text, is_string)
+
+
+def _reference_case_is_double(n: exp.Expression) -> bool:
+    """``_case_is_double`` as it was written: the WHENs' values first, then the ELSE."""
+    values = [i.args.get("true") for i in n.args.get("ifs") or []]
+    values.append(n.args.get("default"))
+    return any(v is not None and guard.is_double(v, TABLE) for v in values)
+
+
+@pytest.mark.parametrize("clamped", [False, True])
+def test_case_is_double_in_any_order(clamped: bool) -> None:
+    """``_case_is_double`` tests the ELSE first: the same answer on every CASE, raw, clamped
+    and guarded."""
+    cases = 0
+    for sql in EXPRESSIONS:
+        node: exp.Expression = exp.maybe_parse(sql, dialect="postgres")
+        trees = [clamp_values(node, TABLE) if clamped else node]
+        try:
+            trees.append(guard_row_expression(trees[0], TABLE))
+        except DPProxyError:
+            pass
+        for tree in trees:
+            for case in tree.find_all(exp.Case):
+                cases += 1
+                assert guard._case_is_double(case, TABLE) == _reference_case_is_double(case)
+    assert cases > 20
