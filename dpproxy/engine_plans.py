@@ -31,6 +31,7 @@ from dpproxy.planning.scalars import ComposedPlan, compose
 from dpproxy.release.answer import Prepared
 from dpproxy.release.noise import drawn_laws
 from dpproxy.release.public import columns_of
+from dpproxy.rewrite.aggregate import refuse_wide_sums
 from dpproxy.rewrite.context import RewriteContext
 from dpproxy.rewrite.pipeline import rewrite_sql, truncation_sql
 from dpproxy.rewrite.stats import stat_statements
@@ -158,6 +159,7 @@ class EnginePlans:
             reused=reused,
         )
         check_plan(plan)
+        refuse_wide_sums(plan)  # 0A000, as the rewrite would, before the guards' XX000 below
         drawn_laws(plan)  # the laws noise is drawn from: any failure here, before the data
         return plan
 

@@ -22,6 +22,29 @@ from dpproxy.rewrite.wholesum import WholeTerm, whole_summand
 UNIT = "__unit"  # the rows' privacy unit column
 
 SUM_LIMIT = Fraction(10) ** 250  # 2⁶³ summands of this size stay below 10³⁰⁰
+_NOT_SUMMED = (PrimitiveKind.UNITS, PrimitiveKind.COUNT, PrimitiveKind.DISTINCT)
+
+
+def refuse_wide_sum(p: Primitive) -> None:
+    """0A000 for a summed primitive whose values reach past ±:data:`SUM_LIMIT`: PostgreSQL
+    raises when a float8 SUM overflows (``rewrite/floats.py``), so such a sum is refused on
+    every backend alike. A function of the plan alone."""
+    if p.kind in _NOT_SUMMED or p.measure is None or p.values is None or not p.values.bounded:
+        return
+    if p.values.max_abs() > SUM_LIMIT:
+        raise UnsupportedQuery(
+            "the bounds of this sum are too wide for double precision",
+            hint="narrow the column's lower/upper bounds in the schema (to within ±1e250)",
+        )
+
+
+def refuse_wide_sums(plan: QueryPlan) -> None:
+    """:func:`refuse_wide_sum` of every primitive of ``plan``: the engine calls it while
+    planning, before it works out the laws noise is drawn from (``release/noise.drawn_laws``,
+    whose SUM guard has no double for such bounds and raised XX000 first: a refusal's
+    SQLSTATE must not depend on which check runs first)."""
+    for p in plan.primitives:
+        refuse_wide_sum(p)
 
 
 def primitive_aggregate(
@@ -66,13 +89,7 @@ def primitive_aggregate(
     if p.kind is PrimitiveKind.DISTINCT:  # over the bounded rows: at most K values per unit
         return exp.Count(this=exp.Distinct(expressions=[exp.column(column)]))
     assert p.values is not None and p.values.lo is not None and p.values.hi is not None
-    if p.values.max_abs() > SUM_LIMIT:
-        # PostgreSQL raises when a float8 SUM overflows (rewrite/floats.py): refuse a sum
-        # whose terms could get near the double range, on every backend alike.
-        raise UnsupportedQuery(
-            "the bounds of this sum are too wide for double precision",
-            hint="narrow the column's lower/upper bounds in the schema (to within ±1e250)",
-        )
+    refuse_wide_sum(p)
     # Integers on a fixed-point grid (rewrite/fixed.py): an exact, order-independent total.
     # SUM(DISTINCT ...): the distinct terms q (planning/plan.py Primitive), on both engines.
     known = terms.get(id(p)) if terms and is_whole else None
