@@ -156,3 +156,57 @@ def test_case_is_double_in_any_order(clamped: bool) -> None:
                 cases += 1
                 assert guard._case_is_double(case, TABLE) == _reference_case_is_double(case)
     assert cases > 20
+
+
+def _tested_classes() -> set[type]:
+    """Every class ``_guard_node`` tests its node ``n`` for (``isinstance(n, …)``,
+    ``type(n) is …``), read from its source: names of sqlglot classes, tuples of them and
+    unions written with ``|``."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(guard._guard_node))
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == "n"
+        ):
+            found.append(node.args[1])
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Call)
+            and isinstance(node.left.func, ast.Name)
+            and node.left.func.id == "type"
+            and isinstance(node.left.args[0], ast.Name)
+            and node.left.args[0].id == "n"
+        ):
+            found.extend(node.comparators)
+    classes: set[type] = set()
+
+    def add(value: object) -> None:
+        if isinstance(value, tuple):
+            for v in value:
+                add(v)
+        elif isinstance(value, type):
+            classes.add(value)
+        else:  # a union of classes (A | B)
+            for v in getattr(value, "__args__", ()):
+                add(v)
+
+    for expr in found:
+        add(eval(compile(ast.Expression(expr), "<guard>", "eval"), vars(guard)))  # its own source
+    return classes
+
+
+def test_every_class_a_guard_rule_tests_for_is_ruled() -> None:
+    """A rule added to ``_guard_node`` for a class missing from ``_RULED`` would be skipped
+    for nodes of that class (they would count as plain): every class the function tests its
+    node for must be one ``_RULED`` covers."""
+    classes = _tested_classes()
+    assert {exp.Literal, exp.Cast, exp.Div, exp.Like, exp.Round, exp.Coalesce} <= classes
+    missing = sorted(c.__name__ for c in classes if not issubclass(c, guard._RULED))
+    assert not missing, f"add to guard._RULED: {missing}"
