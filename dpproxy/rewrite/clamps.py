@@ -80,8 +80,10 @@ def _double_column(name: str) -> Callable[[], exp.Expression]:
 
 
 # (column name, lower, upper) → its clamp CASE, built once: a copy of it is the same tree
-# as a new :func:`clamp` of the column (its nodes hold only the name and the two bounds) and
-# costs a third as much to make. Never handed out itself, only copies. It is hashed when
+# as a new :func:`clamp` of the column (its nodes hold only the name and the two bounds); since
+# the parser's copies got cheaper a copy costs about what building one does (16.4 against
+# 16.9 µs, 2026-11-30), and the kept template carries its leaves' hashes (below). Never
+# handed out itself, only copies. It is hashed when
 # made: sqlglot's copy keeps the hash of each leaf (a column's name, a type, a bound; a
 # function of the leaf alone, so the copy's own), and drops the inner nodes' as it sets their
 # children, so an ``==`` on a copy (rewrite/ranges.py compares a clamp's three ``v``) hashes
