@@ -203,7 +203,11 @@ class ComposedPlan:
 
 def _in_parts(tree: exp.Expression, catalog: Catalog, public: PublicPath | None) -> bool:
     """Has the query aggregate relations or scalar subqueries (:func:`compose` plans those
-    in parts)? Reads ``tree`` only; refuses a scalar subquery under row-level arithmetic."""
+    in parts)? Reads ``tree`` only; refuses a scalar subquery under row-level arithmetic.
+    Each of the three tests below looks only at CTEs and subqueries: a tree with neither (most
+    queries) is answered by one walk, not three (issue 21: a first query's planning)."""
+    if tree.find(exp.CTE, exp.Subquery) is None:
+        return False
     if public is not None and find_relations(tree, catalog):
         return True
     refuse_arithmetic(tree)
