@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpproxy.errors import InternalError
-from dpproxy.values import float_up
+from dpproxy.values import at_most, float_up
 
 __all__ = ["Staircase", "draw_units", "staircase_for"]
 
@@ -82,7 +82,7 @@ class Staircase:
     laplace_scale: Fraction
 
     def __post_init__(self) -> None:
-        if not (1 <= self.inner <= self.shift and self.scale > 0):
+        if not (1 <= self.inner <= self.shift and self.scale.numerator > 0):
             raise InternalError("a staircase needs 1 ≤ inner ≤ shift and a positive scale")
 
     @property
@@ -158,6 +158,12 @@ class Staircase:
         return math.ldexp(float(self.inner), self.k)
 
 
+def _units(x: Fraction, k: int) -> tuple[int, int]:
+    """x·2^-k as an unreduced pair (n, d) of integers with d > 0: its value n/d."""
+    n, d = x.numerator, x.denominator
+    return (n << -k, d) if k <= 0 else (n, d << k)
+
+
 def staircase_for(
     epsilon: Fraction, move: Fraction, k: int, laplace_scale: Fraction, span: Fraction
 ) -> Staircase | None:
@@ -175,16 +181,23 @@ def staircase_for(
     charged). M = ⌊move·2^-k⌋ (a neighbour's move is a whole number of lattice units).
     r = ⌈M/(e^{1/s} − 1)⌉ (the median-optimal step; any r in [1, M] is private, so floats
     suffice). A function of the plan alone."""
-    if not LOWEST <= epsilon <= HIGHEST or move <= 0:
+    # Exact comparisons on the integers of the fractions (denominators are positive), and
+    # x·2^-k as an integer pair (:func:`_units`): the values of the Fraction expressions
+    # ``LOWEST <= ε <= HIGHEST``, ``span/2^k >= 2^1000``, ``⌊move/2^k⌋``, ``⌈γ·M⌉``, without
+    # building a Fraction for each (issue 21: a first query works out its laws while planning)
+    if not (at_most(LOWEST, epsilon) and at_most(epsilon, HIGHEST)) or move.numerator <= 0:
         return None  # outside, it never wins; inside, every float below is finite and nonzero
-    if span / Fraction(2) ** k >= Fraction(2) ** 1000 or move >= Fraction(2) ** 1000:
+    n, d = _units(span, k)
+    if n >= d << 1000 or move.numerator >= move.denominator << 1000:
         return None
     s = Fraction(float_up(1 / epsilon))
-    shift = math.floor(move / Fraction(2) ** k)
+    n, d = _units(move, k)
+    shift = n // d
     if not 1 <= shift < 2**1000:  # a step in units a double holds (|values| ≤ span ≪ it)
         return None
     gamma = 1 / math.expm1(1 / float(s))
-    inner = max(1, min(shift, math.ceil(Fraction(gamma) * shift)))
+    g_n, g_d = gamma.as_integer_ratio()  # γ exactly: ⌈γ·M⌉ on integers
+    inner = max(1, min(shift, -(-g_n * shift // g_d)))
     if inner >= shift:
         return None
     law = Staircase(shift, inner, s, k, laplace_scale)

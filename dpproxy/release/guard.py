@@ -69,10 +69,16 @@ class SumGuard:
     span: int = SPAN_BITS
 
 
-def _floor_log2(x: Fraction) -> int:
-    """The largest e with 2^e ≤ x (x > 0), exactly."""
-    e = x.numerator.bit_length() - x.denominator.bit_length()
-    return e if Fraction(2) ** e <= x else e - 1
+def _floor_log2(n: int, d: int) -> int:
+    """The largest e with 2^e ≤ n/d (n, d > 0; not necessarily in lowest terms), exactly:
+    2^e ≤ n/d is d·2^e ≤ n."""
+    e = n.bit_length() - d.bit_length()
+    return e if (d << e <= n if e >= 0 else d <= n << -e) else e - 1
+
+
+def pow2(e: int) -> Fraction:
+    """2^e as a Fraction (the value of ``Fraction(2) ** e``, without the power)."""
+    return Fraction(1 << e) if e >= 0 else Fraction(1, 1 << -e)
 
 
 def guard_for(
@@ -87,9 +93,11 @@ def guard_for(
     ``SUM(1e-320)`` gets h = 2^-1074, and its drawn scale grows by more than 2^-12 (for
     ``SUM(4.9e-324)``, twice the plan's) — more noise, never less, and still a function of the
     plan alone."""
-    if sens <= 0 or changed <= 0 or not 0 < span_bits <= 53:
+    if sens.numerator <= 0 or changed.numerator <= 0 or not 0 < span_bits <= 53:
         raise InternalError("a SUM guard needs a positive sensitivity")
-    j = max(_floor_log2(sens / changed) - step_bits, -1074)
+    # ⌊log₂(sens/changed)⌋ on the integers of the quotient (no Fraction built: signs above)
+    ratio = (sens.numerator * changed.denominator, sens.denominator * changed.numerator)
+    j = max(_floor_log2(*ratio) - step_bits, -1074)
     if j + span_bits >= 1024:  # a plan outside a double's range: never data
         raise InternalError("a SUM guard outside the range of a double")
     return SumGuard(j, span_bits)
@@ -165,16 +173,16 @@ def drawn_release(plan: QueryPlan, r: Release) -> tuple[SumGuard | None, Mechani
     if r.primitive.kind is not PrimitiveKind.SUM:
         return None, m
     k = Fraction(changed_coordinates(plan))
-    if isinstance(m, Laplace):
+    if isinstance(m, Laplace):  # signs by numerator (a Fraction's denominator is positive)
         sens, c = r.sensitivity.l1, k
-        if sens <= 0 or m.scale <= 0:
+        if sens.numerator <= 0 or m.scale.numerator <= 0:
             return None, m
         g = guard_for(sens, c)
-        return g, Laplace(m.scale * (sens + c * Fraction(2) ** g.step) / sens)
+        return g, Laplace(m.scale * (sens + c * pow2(g.step)) / sens)
     if isinstance(m, Gaussian):
         sens, c = r.sensitivity.l2, sqrt_up(k)
-        if sens <= 0 or m.sigma <= 0:
+        if sens.numerator <= 0 or m.sigma.numerator <= 0:
             return None, m
         g = guard_for(sens, c)
-        return g, Gaussian(m.sigma * (sens + c * Fraction(2) ** g.step) / sens)
+        return g, Gaussian(m.sigma * (sens + c * pow2(g.step)) / sens)
     raise InternalError("unknown mechanism")

@@ -23,9 +23,10 @@ from dpproxy.mechanisms.noise import (
 from dpproxy.mechanisms.staircase import staircase_for
 from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
-from dpproxy.release.guard import SumGuard, changed_coordinates, drawn_release, guarded
+from dpproxy.release.guard import SumGuard, changed_coordinates, drawn_release, guarded, pow2
 from dpproxy.release.memo import per_plan
 from dpproxy.rewrite.fixed import sum_grids, unscale
+from dpproxy.values import at_most
 
 if TYPE_CHECKING:  # release/stats.py is imported by a plan with stats only (apply_noise)
     from dpproxy.release.stats import StatValues
@@ -83,12 +84,12 @@ def _staircase(
     if g is None or bits is None or not isinstance(m, Laplace) or not isinstance(plain, Laplace):
         return None
     epsilon = plain.epsilon(r.sensitivity)
-    if not epsilon or epsilon > r.cost.epsilon:
+    if not epsilon or not at_most(epsilon, r.cost.epsilon):
         return None
     changed = changed_coordinates(plan)
     k = lattice_exponent(m.scale, bits)
-    h = Fraction(2) ** g.step
-    span = Fraction(2) ** (g.step + g.span)
+    h = pow2(g.step)
+    span = pow2(g.step + g.span)
     return staircase_for(epsilon / changed, r.sensitivity.linf + h, k, m.scale, span)
 
 
