@@ -50,6 +50,7 @@ from dpproxy.catalog.model import Neighbouring
 from dpproxy.errors import InternalError
 from dpproxy.mechanisms.base import Gaussian, Laplace, Mechanism
 from dpproxy.planning.plan import QueryPlan, Release
+from dpproxy.rewrite.fixed import pow2
 from dpproxy.values import sqrt_up
 
 #: h ≤ (Δ/c)·2^-STEP_BITS: the drawn scale is at most (1 + 2^-STEP_BITS) times the plan's.
@@ -74,11 +75,6 @@ def _floor_log2(n: int, d: int) -> int:
     2^e ≤ n/d is d·2^e ≤ n."""
     e = n.bit_length() - d.bit_length()
     return e if (d << e <= n if e >= 0 else d <= n << -e) else e - 1
-
-
-def pow2(e: int) -> Fraction:
-    """2^e as a Fraction (the value of ``Fraction(2) ** e``, without the power)."""
-    return Fraction(1 << e) if e >= 0 else Fraction(1, 1 << -e)
 
 
 def guard_for(

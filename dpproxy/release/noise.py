@@ -23,9 +23,9 @@ from dpproxy.mechanisms.noise import (
 from dpproxy.mechanisms.staircase import staircase_for
 from dpproxy.planning.plan import QueryPlan, Release
 from dpproxy.release.exact import ExactResult, norm
-from dpproxy.release.guard import SumGuard, changed_coordinates, drawn_release, guarded, pow2
+from dpproxy.release.guard import SumGuard, changed_coordinates, drawn_release, guarded
 from dpproxy.release.memo import per_plan
-from dpproxy.rewrite.fixed import sum_grids, unscale
+from dpproxy.rewrite.fixed import pow2, sum_grids, unscale
 from dpproxy.values import at_most
 
 if TYPE_CHECKING:  # release/stats.py is imported by a plan with stats only (apply_noise)

@@ -117,7 +117,9 @@ class Grid:
         return Fraction(q, 1 << self.bits) if self.bits >= 0 else Fraction(q << -self.bits)
 
 
-def _pow2(e: int) -> Fraction:
+def pow2(e: int) -> Fraction:
+    """2^e as a Fraction: the value of ``Fraction(2) ** e``, from one shift (also the SUM
+    guard's step, ``release/guard.py``)."""
     return Fraction(1 << e) if e >= 0 else Fraction(1, 1 << -e)
 
 
@@ -283,7 +285,7 @@ def summand(
     def scaled() -> exp.Expression:
         v = value()
         if g.bits:
-            v = exp.Mul(this=operand(v), expression=_double(_pow2(g.bits)))
+            v = exp.Mul(this=operand(v), expression=_double(pow2(g.bits)))
         # The type built directly: DataType.build parses its text (≈ 0.1 ms per call).
         bigint = exp.DataType(this=exp.DataType.Type.BIGINT, nested=False)
         if dialect == "spark":  # Java's Math.rint: to nearest, ties to even, as a double
@@ -304,7 +306,7 @@ def summand(
         exp.If(this=exp.GT(this=value(), expression=high_sql), true=_integer(g.high)),
     ]
     if g.bits < 0:  # |s·2^k| < ¼ rounds to 0; skipping the product avoids its underflow
-        tiny = exp.LT(this=exp.Abs(this=value()), expression=_double(_pow2(-g.bits - 2)))
+        tiny = exp.LT(this=exp.Abs(this=value()), expression=_double(pow2(-g.bits - 2)))
         ifs.append(exp.If(this=tiny, true=lit(0)))
     return exp.Case(ifs=ifs, default=scaled())
 
